@@ -1,0 +1,214 @@
+"""Strict, frozen configuration: one dataclass per pipeline step, grouped per profile.
+
+A profile (``smoke``, ``default``, ``paper``) is a YAML file in ``profiles/`` with one
+section per step. Each section becomes a frozen dataclass; unknown keys are rejected
+with a message that lists the known ones. Overrides come as dotted keys, from the CLI
+(``--set capture.batch_size=4``) or from a papermill parameters cell.
+
+>>> cfg = load_config("smoke", {"data.max_new_tokens": 16})
+>>> cfg.data.max_new_tokens
+16
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, TypeVar, get_type_hints
+
+import yaml
+
+PROFILE_DIR = Path(__file__).with_name("profiles")
+PROFILES = ("smoke", "default", "paper")
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is wrong; the message says how to fix it."""
+
+
+def _coerce(value: Any, typ: Any, where: str) -> Any:
+    """Coerce YAML/CLI primitives to the annotated type (str "3" -> 3, "false" -> False)."""
+    origin = getattr(typ, "__origin__", None)
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(f"{where}: expected true/false, got {value!r}")
+    if typ in (int, float, str):
+        try:
+            return typ(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected {typ.__name__}, got {value!r}") from None
+    if origin is tuple:
+        if isinstance(value, str):
+            value = [v for v in value.replace(" ", "").split(",") if v]
+        args = typ.__args__
+        inner = args[0]
+        return tuple(_coerce(v, inner, where) for v in value)
+    # Optional[X] / X | None
+    args = getattr(typ, "__args__", ())
+    if type(None) in args:
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null", "")):
+            return None
+        inner = next(a for a in args if a is not type(None))
+        return _coerce(value, inner, where)
+    return value
+
+
+def from_dict(cls: type[T], data: Mapping[str, Any], *, where: str = "") -> T:
+    """Build a frozen dataclass from a mapping, rejecting unknown keys."""
+    hints = get_type_hints(cls)
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(
+            f"unknown key(s) {unknown} in section {where or cls.__name__}; known keys: {sorted(names)}"
+        )
+    kwargs = {k: _coerce(v, hints[k], f"{where}.{k}" if where else k) for k, v in data.items()}
+    return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Which prompts, and how the target's responses to them are generated."""
+
+    sources: tuple[str, ...] = ("humaneval", "team")  # humaneval | team | path/to.jsonl | hub:<dataset>
+    max_prompts_per_source: int = 0  # 0 = all
+    max_new_tokens: int = 128
+    batch_size: int = 8
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class CaptureConfig:
+    """The forward pass that records every layer's hidden states."""
+
+    batch_size: int = 8
+    max_length: int = 512
+    records_per_shard: int = 32
+    topk: int = 8  # top-k next-token log-probs kept per position (soft targets for drafters)
+    dtype: str = "auto"  # auto = fp16 unless a value overflows it, then bf16 / fp32
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """Entropy, CKA and filtering statistics over a seeded token subsample."""
+
+    token_budget: int = 4096
+    alpha: float = 1.0
+    seed: int = 0
+    filter_quantile: float = 0.5
+    n_bootstrap: int = 50
+    drop_first: int = 0  # drop this many first response positions (sink question)
+
+
+@dataclass(frozen=True)
+class SelectConfig:
+    """Layer selection."""
+
+    k: int = 3
+    method: str = "combined"
+    alpha: float = 2.0
+    lam: float = 1.0
+    filtered: bool = True
+    n_random: int = 6
+    n_bootstrap: int = 20
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class DraftConfig:
+    """EAGLE-3-style draft head and its training."""
+
+    draft_vocab: int = 8192
+    ttt_steps: int = 7
+    step_decay: float = 0.8
+    epochs: int = 2
+    lr: float = 3e-4
+    batch_tokens: int = 2048
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    """Speculative decoding evaluation."""
+
+    depth: int = 4
+    temperature: float = 0.0
+    max_new_tokens: int = 64
+    max_prompts: int = 16
+    tree_topk: int = 0  # 0 = chain drafting
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """Everything one run of the study needs; ``profile`` and ``model`` pick the rest."""
+
+    profile: str = "smoke"
+    model: str = "smollm2-135m"
+    data: DataConfig = field(default_factory=DataConfig)
+    capture: CaptureConfig = field(default_factory=CaptureConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    select: SelectConfig = field(default_factory=SelectConfig)
+    draft: DraftConfig = field(default_factory=DraftConfig)
+    spec: SpecConfig = field(default_factory=SpecConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+_SECTIONS = {f.name: f.type for f in fields(StudyConfig) if f.name not in ("profile", "model")}
+
+
+def _section_types() -> dict[str, type]:
+    hints = get_type_hints(StudyConfig)
+    return {name: hints[name] for name in _SECTIONS}
+
+
+def load_config(profile: str = "smoke", overrides: Mapping[str, Any] | None = None, *, model: str | None = None) -> StudyConfig:
+    """Load a profile and apply dotted-key overrides (``{"capture.batch_size": 4}``).
+
+    ``overrides`` may also hold ``model``. Unknown profiles, sections or keys raise
+    :class:`ConfigError` naming the valid choices.
+    """
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown profile {profile!r}; choose one of {list(PROFILES)}")
+    raw = yaml.safe_load((PROFILE_DIR / f"{profile}.yaml").read_text()) or {}
+    raw = {k: dict(v) if isinstance(v, Mapping) else v for k, v in raw.items()}
+    for key, value in (overrides or {}).items():
+        if key == "model":
+            raw["model"] = value
+            continue
+        section, _, name = key.partition(".")
+        if not name:
+            raise ConfigError(f"override {key!r} must be 'section.key' (sections: {sorted(_SECTIONS)}) or 'model'")
+        raw.setdefault(section, {})[name] = value
+    if model is not None:
+        raw["model"] = model
+    types = _section_types()
+    unknown = sorted(set(raw) - set(types) - {"model"})
+    if unknown:
+        raise ConfigError(f"unknown section(s) {unknown}; known sections: {sorted(types)}")
+    sections = {name: from_dict(typ, raw.get(name, {}), where=name) for name, typ in types.items()}
+    return StudyConfig(profile=profile, model=str(raw.get("model", "smollm2-135m")), **sections)
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, str]:
+    """Parse CLI ``--set key=value`` items into a dict."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected key=value, e.g. --set capture.batch_size=4")
+        out[key.strip()] = value.strip()
+    return out

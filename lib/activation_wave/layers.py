@@ -1,0 +1,94 @@
+"""The layer-index convention of the study, stated once.
+
+A *layer index* is an index into the tuple ``hidden_states`` that a transformers
+causal LM returns with ``output_hidden_states=True``:
+
+* ``0`` is the embedding output (the input to decoder block 0);
+* ``i`` (1 <= i <= N) is the output of decoder block ``i - 1``, which is also the
+  input of decoder block ``i``;
+* ``N`` (= ``num_hidden_layers``) is the last entry. For Llama-family and Gemma
+  models in transformers the final RMSNorm is applied to this entry.
+
+EAGLE-3's default ``[2, N//2, N-3]`` is in these indices: its reference code
+records the hidden state *entering* blocks 2, N//2 and N-3, which is
+``hidden_states[2]``, ``[N//2]`` and ``[N-3]``; vLLM's
+``eagle_aux_hidden_state_layer_ids`` uses the same indices. SpecForge names the
+same tensors by "output of block i", i.e. ``hidden_states`` index minus one, and
+SGLang adds one to ids given explicitly, so it wants that same minus-one form.
+Every export names its convention; ``tests/test_layers.py`` pins each conversion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+#: Conventions an export can be written in.
+CONVENTIONS = {
+    "hidden_states": "index into HF output_hidden_states (0 = embeddings, i = output of block i-1)",
+    "vllm": "same as hidden_states: eagle_aux_hidden_state_layer_ids",
+    "specforge": "output of decoder block i (= hidden_states index - 1)",
+    "sglang": "output of decoder block i; SGLang adds +1 internally (= hidden_states index - 1)",
+}
+
+
+def check_layers(layers: Sequence[int], n_layers: int, *, what: str = "layer ids") -> list[int]:
+    """Validate ``hidden_states`` indices for a model with ``n_layers`` decoder blocks.
+
+    Returns the ids as a sorted list of ints. Raises ``ValueError`` naming the
+    offending ids and the valid range (0..N inclusive) otherwise.
+    """
+    ids = [int(x) for x in layers]
+    if not ids:
+        raise ValueError(f"{what}: empty list; give at least one hidden_states index in 0..{n_layers}")
+    bad = [x for x in ids if not 0 <= x <= n_layers]
+    if bad:
+        raise ValueError(
+            f"{what} {bad} out of range: this model has N={n_layers} decoder blocks, so "
+            f"hidden_states indices run 0..{n_layers} (0 = embeddings, {n_layers} = last, normed). "
+            "Pick ids in that range (see `wave info`)."
+        )
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{what} {ids} contain duplicates; each layer may be read once")
+    return sorted(ids)
+
+
+def eagle3_default_layers(n_layers: int) -> list[int]:
+    """EAGLE-3's default layers ``[2, N//2, N-3]`` as ``hidden_states`` indices.
+
+    >>> eagle3_default_layers(30)
+    [2, 15, 27]
+    >>> eagle3_default_layers(32)  # Llama-3.1-8B
+    [2, 16, 29]
+    """
+    if n_layers < 4 or len({2, n_layers // 2, n_layers - 3}) < 3:
+        raise ValueError(
+            f"the EAGLE-3 default [2, N//2, N-3] is undefined for N={n_layers} decoder blocks "
+            "(ids would repeat or be negative); it needs N >= 7 distinct-id blocks. Pass explicit layer ids instead."
+        )
+    return [2, n_layers // 2, n_layers - 3]
+
+
+def to_convention(layers: Sequence[int], convention: str) -> list[int]:
+    """Convert ``hidden_states`` indices to another engine's convention.
+
+    >>> to_convention([2, 15, 27], "specforge")
+    [1, 14, 26]
+    """
+    if convention not in CONVENTIONS:
+        raise ValueError(f"unknown convention {convention!r}; choose one of {sorted(CONVENTIONS)}")
+    shift = 0 if convention in ("hidden_states", "vllm") else -1
+    out = [int(x) + shift for x in layers]
+    if any(x < 0 for x in out):
+        raise ValueError(
+            f"layer ids {list(layers)} include the embedding output (index 0), which has no "
+            f"'output of block i' name in the {convention} convention"
+        )
+    return out
+
+
+def from_convention(layers: Sequence[int], convention: str) -> list[int]:
+    """Inverse of :func:`to_convention`: another engine's ids to ``hidden_states`` indices."""
+    if convention not in CONVENTIONS:
+        raise ValueError(f"unknown convention {convention!r}; choose one of {sorted(CONVENTIONS)}")
+    shift = 0 if convention in ("hidden_states", "vllm") else 1
+    return [int(x) + shift for x in layers]
