@@ -24,3 +24,27 @@ def tiny_llama():
     )
     model = LlamaForCausalLM(cfg).eval()
     return model
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    """A character-level tokenizer over ASCII (ids 0..127; 0 = pad, 1 = eos)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {chr(i): i for i in range(32, 127)}
+    vocab.update({"<pad>": 0, "</s>": 1, "<unk>": 2})
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
+
+
+@pytest.fixture()
+def tiny_target(tiny_llama, tiny_tokenizer, tmp_path, monkeypatch):
+    """A Target around the tiny model, with caches in a temporary folder."""
+    from activation_wave.models import Target
+
+    monkeypatch.setenv("WAVE_CACHE", str(tmp_path / "cache"))
+    tiny_llama.generation_config.eos_token_id = 1
+    return Target(name="tiny-llama", model=tiny_llama, tokenizer=tiny_tokenizer,
+                  provenance={"source": "test", "name": "tiny-llama", "seed": 0})

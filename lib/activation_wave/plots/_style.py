@@ -1,0 +1,75 @@
+"""One look for every figure: the ``_ax`` helper, colour choices and small labelling helpers.
+
+Every plotting function in :mod:`activation_wave.plots` takes ``ax=None`` and
+returns the Figure; ``_ax`` makes a new figure when no axes are given. Nothing
+here selects a backend, so the functions are safe under Agg (CI, papermill).
+
+>>> fig, ax = _ax(None)
+>>> fig is ax.figure
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.rcParams.setdefault("figure.dpi", 100)
+
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+#: Default figure size (inches) of a single panel.
+FIGSIZE = (6.4, 3.6)
+#: Square panels (heat maps).
+FIGSIZE_SQUARE = (5.2, 4.4)
+#: Sequential colour map for similarities / entropies, diverging one for signed gains.
+CMAP_SEQ = "viridis"
+CMAP_DIV = "RdBu_r"
+#: Fixed colours for the selection methods, so a method looks the same in every chapter.
+METHOD_COLORS = {
+    "entropy-greedy": "#1b9e77",
+    "combined": "#d95f02",
+    "exhaustive": "#7570b3",
+    "cka-diverse": "#e7298a",
+    "eagle3-default": "#000000",
+    "last-k": "#66a61e",
+    "evenly-spaced": "#e6ab02",
+    "random": "#999999",
+}
+#: Cycle for other curves (tab10 order).
+CYCLE = matplotlib.colormaps["tab10"].colors
+
+
+def _ax(ax: Axes | None = None, figsize: tuple[float, float] = FIGSIZE) -> tuple[Figure, Axes]:
+    """``(figure, axes)``: the given axes and their figure, or a new single-panel figure.
+
+    New figures come from pyplot (so ``plt.show()`` and notebook inline display
+    work); callers that draw many figures should ``plt.close(fig)`` after saving.
+    """
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+        return fig, ax
+    return ax.get_figure(root=True) if hasattr(ax, "get_figure") else ax.figure, ax
+
+
+def method_color(name: str, i: int = 0) -> str | tuple:
+    """Colour of a selection method (``random-3`` counts as ``random``); others from the cycle."""
+    base = name.split("-")[0] if name.startswith("random") else name
+    return METHOD_COLORS.get(base, CYCLE[i % len(CYCLE)])
+
+
+def layer_axis(ax: Axes, ids: Sequence[int], axis: str = "x", label: str = "layer (hidden_states index)") -> None:
+    """Label a depth axis with ``hidden_states`` indices; at most ~16 ticks."""
+    ids = list(ids)
+    step = max(1, len(ids) // 16 + (len(ids) % 16 > 0))
+    ticks = ids[::step]
+    if axis == "x":
+        ax.set_xlabel(label)
+        ax.set_xticks(ticks)
+    else:
+        ax.set_ylabel(label)
+        ax.set_yticks(ticks)

@@ -1,0 +1,111 @@
+"""Responses and capture on a tiny random model: resumable, verified, deterministic."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from activation_wave.capture import CacheError, CaptureCache, capture, forward_batch
+from activation_wave.config import CaptureConfig, DataConfig
+from activation_wave.data import Prompt, generate_responses, read_responses
+
+PROMPTS = [Prompt(id=f"p{i}", text=f"Say something about number {i}." * (1 + i % 3), category="c", split="eval" if i % 4 == 3 else "train")
+           for i in range(10)]
+DCFG = DataConfig(max_new_tokens=12, batch_size=4)
+CCFG = CaptureConfig(batch_size=3, records_per_shard=3, topk=4)
+
+
+@pytest.fixture()
+def responses(tiny_target):
+    rs, _ = generate_responses(tiny_target, PROMPTS, DCFG, progress=False)
+    return rs
+
+
+def test_forward_batch_matches_unpadded_forward(tiny_llama):
+    seqs = [[5, 6, 7, 8, 9], [10, 11, 12]]
+    out = forward_batch(tiny_llama, seqs, [3, 1], topk=4)
+    assert out["hidden"].shape == (5, 8, 32)  # N+1 layers, 8 real tokens
+    with torch.no_grad():
+        ref = tiny_llama(torch.tensor([seqs[1]]), output_hidden_states=True)
+    torch.testing.assert_close(out["hidden"][:, 5:], torch.stack(ref.hidden_states)[:, 0], atol=1e-5, rtol=1e-4)
+    # loss mask: positions prompt_len-1 .. len-2 predict response tokens
+    assert out["loss_mask"].tolist() == [False, False, True, True, False, True, True, False]
+    p = torch.softmax(ref.logits[0], -1)
+    torch.testing.assert_close(out["next_entropy"][5:], -(p * p.log()).sum(-1), atol=1e-5, rtol=1e-4)
+    assert out["top1"][5:].tolist() == ref.logits[0].argmax(-1).tolist()
+
+
+def test_responses_resume_after_interruption(tiny_target):
+    full, path = generate_responses(tiny_target, PROMPTS, DCFG, progress=False)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:4]) + "\n" + lines[4][:10])  # torn last line
+    assert len(read_responses(path)) == 3
+    again, _ = generate_responses(tiny_target, PROMPTS, DCFG, progress=False)
+    assert [r.response_ids for r in again] == [r.response_ids for r in full]
+
+
+def test_interrupted_capture_resumes_to_identical_manifest(tiny_target, responses, tmp_path):
+    ref = capture(tiny_target, responses, CCFG, out_dir=tmp_path / "a", progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        capture(tiny_target, responses, CCFG, out_dir=tmp_path / "b", progress=False, max_shards=2)
+    assert not (tmp_path / "b" / "manifest.json").exists()
+    resumed = capture(tiny_target, responses, CCFG, out_dir=tmp_path / "b", progress=False)
+    strip = lambda m: [(s["file"], s["sha256"]) for s in m["shards"]]  # noqa: E731
+    assert strip(resumed.manifest) == strip(ref.manifest)
+    assert len(ref.manifest["shards"]) == 4
+
+
+def test_corrupted_shard_is_detected_and_rebuilt(tiny_target, responses, tmp_path):
+    cache = capture(tiny_target, responses, CCFG, out_dir=tmp_path / "c", progress=False)
+    shard = tmp_path / "c" / cache.manifest["shards"][1]["file"]
+    good = shard.read_bytes()
+    shard.write_bytes(good[:-64] + b"\0" * 64)
+    with pytest.raises(CacheError, match="sha256"):
+        CaptureCache(tmp_path / "c").verify()
+    rebuilt = capture(tiny_target, responses, CCFG, out_dir=tmp_path / "c", progress=False)
+    assert shard.read_bytes() == good
+    assert rebuilt.manifest["shards"][1]["sha256"] == cache.manifest["shards"][1]["sha256"]
+
+
+def test_missing_or_broken_manifest_is_a_clear_error(tmp_path):
+    with pytest.raises(CacheError, match="did not finish"):
+        CaptureCache(tmp_path)
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(CacheError, match="corrupted"):
+        CaptureCache(tmp_path)
+
+
+def test_records_and_samples(tiny_target, responses, tmp_path):
+    cache = capture(tiny_target, responses, CCFG, out_dir=tmp_path / "d", progress=False)
+    recs = list(cache.iter_records([1, 3]))
+    assert [r.id for r in recs] == [p.id for p in PROMPTS]
+    r = recs[2]
+    assert r.hidden[3].shape == (len(r.input_ids), 32)
+    assert int(r.loss_mask.sum()) == len(responses[2].response_ids)
+    n_resp = sum(len(x.response_ids) for x in responses)
+    s1 = cache.sample_tokens(40, seed=1, layers=[0, 2])
+    s2 = cache.sample_tokens(40, seed=1, layers=[0, 2])
+    s3 = cache.sample_tokens(40, seed=2, layers=[0, 2])
+    assert s1.hidden.shape == (2, 40, 32) and np.array_equal(s1.hidden, s2.hidden)
+    assert not np.array_equal(s1.record * 1000 + s1.position, s3.record * 1000 + s3.position)
+    assert len(cache.sample_tokens(10**6, seed=0, layers=[1]).record) == n_resp
+    late = cache.sample_tokens(10**6, seed=0, layers=[1], min_position=1)
+    assert len(late.record) == n_resp - len(responses)
+    ev = cache.sample_tokens(10**6, seed=0, layers=[1], split="eval")
+    assert set(ev.split) == {"eval"}
+    # the sample's hidden rows equal the records' rows
+    by_index = {r.index: r for r in cache.iter_records([2])}
+    for j in (0, 17, 39):
+        rid, pos = int(s1.record[j]), int(s1.position[j])
+        np.testing.assert_array_equal(s1.hidden[1, j], by_index[rid].hidden[2][pos].numpy())
+        assert by_index[rid].loss_mask[pos]
+
+
+def test_cache_hit_is_fast_and_keyed(tiny_target, responses):
+    a = capture(tiny_target, responses, CCFG, progress=False)
+    b = capture(tiny_target, responses, CCFG, progress=False)
+    assert a.path == b.path
+    c = capture(tiny_target, responses[:5], CCFG, progress=False)
+    assert c.path != a.path and len(c.records) == 5
+    assert json.loads((a.path / "manifest.json").read_text())["model"]["fingerprint"] == tiny_target.fingerprint
