@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .config import CaptureConfig
 from .data import Response
@@ -381,3 +381,14 @@ class CaptureCache:
                            next_entropy=meta["next_entropy"],
                            split=np.array([recs[r]["split"] for r in meta["record"]]),
                            category=np.array([recs[r]["category"] for r in meta["record"]]))
+
+
+def norm_profile(hidden: np.ndarray, position: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Per layer: median and max token L2 norm, and the largest |coordinate|.
+
+    ``hidden`` is [L, n, H]. Massive activations (a few coordinates thousands of times
+    larger than the rest, usually at the first tokens) show up as max >> median.
+    """
+    norms = np.linalg.norm(hidden.astype(np.float64), axis=-1)  # [L, n]
+    return {"median_norm": np.median(norms, axis=1), "max_norm": norms.max(axis=1),
+            "p99_norm": np.quantile(norms, 0.99, axis=1), "max_abs": np.abs(hidden).max(axis=(1, 2))}

@@ -16,7 +16,8 @@ The debiased variant replaces HSIC by the unbiased estimator of Song et al.
 (Nguyen et al., 2021), so memory stays flat however many tokens stream past.
 
 CKA here centres but does *not* row-normalise by default (the definition);
-``normalize=True`` measures similarity of exactly the rows that the entropy sees.
+``normalize=True`` measures similarity of exactly the rows that the entropy sees
+(the cosine between the entropy's Gram matrices).
 
 >>> import numpy as np
 >>> X = np.random.default_rng(0).normal(size=(50, 6))
@@ -31,7 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .entropy import Array, _row_weights, _weighted_gram_products, as_f64, prepared_stack
+from .entropy import Array, _weighted_gram_products, as_f64, prepared_stack
 
 __all__ = [
     "MinibatchCKA",
@@ -169,7 +170,11 @@ def cka_matrix(
     Args:
         debiased: unbiased HSIC (Song et al., 2012) instead of the plug-in estimator.
         normalize: L2-normalise each centred token row first (the entropy's view of
-            the data); the default is the standard CKA on centred features.
+            the data) and take the cosine between those Gram matrices,
+            ``M_ab / sqrt(M_aa M_bb)`` with exactly the ``M`` of the closed-form
+            entropy. The rows are not re-centred after normalising, so this is close
+            to, not equal to, CKA of the normalised rows. The default is the standard
+            CKA of centred features.
 
     Cost ``~L n^2 d`` flops in tiles; no ``n x n`` matrix is held for all layers.
     """
@@ -248,6 +253,23 @@ def _elbow(W: np.ndarray) -> int:
     return int(np.argmax((1 - x) - y)) + 1
 
 
+def _gain_ratio(W: np.ndarray, min_ratio: float = 2.0) -> int:
+    """k after which the gain of one more compartment collapses.
+
+    With gains ``g_k = W(k-1) - W(k)``, the k in ``2..K-1`` maximising ``g_k / g_{k+1}``,
+    or 1 when no ratio reaches ``min_ratio`` (no clear block structure). Unlike the
+    chord elbow it keeps a small but distinct block, e.g. a final normed layer on
+    its own, because it compares each gain with the next rather than with the first.
+    """
+    if len(W) < 3:
+        return 1
+    g = -np.diff(W)  # g[i] = gain of going from i+1 to i+2 blocks
+    floor = 1e-9 * max(abs(W[0]), 1e-300)
+    ratio = np.where(g[:-1] > floor, g[:-1] / np.maximum(g[1:], floor), 0.0)
+    best = int(np.argmax(ratio))
+    return best + 2 if ratio[best] >= min_ratio else 1
+
+
 def segment_compartments(
     C: Array,
     k: int | None = None,
@@ -255,6 +277,7 @@ def segment_compartments(
     ids: Sequence[int] | None = None,
     k_max: int | None = None,
     penalty: float | None = None,
+    rule: str = "gain-ratio",
 ) -> list[tuple[int, int]]:
     """Split layers into contiguous compartments of high mutual similarity.
 
@@ -265,10 +288,13 @@ def segment_compartments(
 
     Args:
         C: ``[L, L]`` symmetric similarity with unit diagonal.
-        k: number of compartments; if None it is chosen automatically: with
-            ``penalty`` the k minimising ``W(k) + penalty * k``, otherwise the elbow
-            of ``W(k)`` for ``k = 1..k_max`` (default ``min(L, 12)``), the k farthest
-            below the chord joining its end points.
+        k: number of compartments; if None it is chosen from the best scatter
+            ``W(k)``, ``k = 1..k_max`` (default ``min(L, 12)``): with ``penalty`` the k
+            minimising ``W(k) + penalty * k``; otherwise by ``rule``:
+            ``"gain-ratio"`` (default) the k after which the gain of one more block
+            drops most, relative to the next gain (1 if no drop reaches 2x);
+            ``"elbow"`` the k farthest below the chord from ``W(1)`` to ``W(k_max)``,
+            which tends to merge small late blocks.
         ids: layer ids of the rows of ``C`` (default ``0..L-1``).
 
     Returns:
@@ -286,7 +312,12 @@ def segment_compartments(
     cost = _block_costs(Cn)
     if k is None:
         W = compartment_costs(Cn, min(L, 12) if k_max is None else k_max)
-        k = int(np.argmin(W + penalty * np.arange(1, len(W) + 1))) + 1 if penalty is not None else _elbow(W)
+        if penalty is not None:
+            k = int(np.argmin(W + penalty * np.arange(1, len(W) + 1))) + 1
+        elif rule in ("gain-ratio", "elbow"):
+            k = _gain_ratio(W) if rule == "gain-ratio" else _elbow(W)
+        else:
+            raise ValueError(f"rule={rule!r}: choose 'gain-ratio' or 'elbow'")
     if not 1 <= k <= L:
         raise ValueError(f"k={k} compartments for {L} layers: choose 1 <= k <= {L}")
     _, blocks = _segment(cost, int(k))

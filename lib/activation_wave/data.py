@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .config import DataConfig
 from .models import Target, cache_root
@@ -304,3 +304,16 @@ def commit_responses(path: Path) -> Path:
 def iter_batches(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
     for i in range(0, len(items), size):
         yield items[i:i + size]
+
+
+def response_table(responses: Sequence[Response]) -> Any:
+    """Per source/category/split: prompts, mean prompt and response tokens, share ending in EOS."""
+    import pandas as pd
+
+    df = pd.DataFrame([{"source": r.source, "category": r.category, "split": r.split,
+                        "prompt_tokens": len(r.prompt_ids), "response_tokens": len(r.response_ids),
+                        "ended": r.finish == "eos"} for r in responses])
+    return (df.groupby(["source", "category", "split"])
+              .agg(prompts=("ended", "size"), prompt_tokens=("prompt_tokens", "mean"),
+                   response_tokens=("response_tokens", "mean"), ended_with_eos=("ended", "mean"))
+              .round(2).reset_index())

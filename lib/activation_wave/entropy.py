@@ -11,8 +11,9 @@ and the matrix entropy of Renyi order ``alpha`` is
 with ``alpha -> 1`` the von Neumann entropy ``-sum p log p`` and ``alpha = inf``
 the min-entropy ``-log max p``. ``K`` (n x n) and the covariance ``Z^T Z``
 (d x d) share their non-zero spectrum, so the smaller one is diagonalised, in
-float64. Matrix entries are never clamped; only eigenvalues that rounding made
-slightly negative are set to zero.
+float64. Matrix entries are never clamped; eigenvalues within rounding of zero
+(``|lambda| <= size * eps * lambda_max``, the usual numerical-rank rule; this
+includes the slightly negative ones) are set to zero.
 
 The concatenation ``[Z_a | Z_b | ...]`` of prepared layers has Gram matrix
 ``K_a + K_b + ...``. For ``alpha = 2`` its entropy needs only the pairwise
@@ -164,7 +165,12 @@ def _eig_prepared(P: torch.Tensor, via: str = "auto") -> torch.Tensor:
         raise ValueError(f"via={via!r}: choose 'auto', 'gram' (n x n) or 'cov' (d x d)")
     use_gram = via == "gram" or (via == "auto" and n <= d)
     A = P @ P.T if use_gram else P.T @ P
-    lam = torch.linalg.eigvalsh(A).clamp_min(0.0)  # rounding can make a few slightly negative
+    lam = torch.linalg.eigvalsh(A)
+    # Eigenvalues within rounding of zero (|lam| <= size * eps * lam_max, numpy's matrix_rank
+    # rule) are zeros: negative ones cannot enter a log, and positive noise of ~1e-16 would
+    # otherwise count as rank for alpha < 1 (p ** 0.5 ~ 1e-8 each). The matrix is untouched.
+    tol = A.shape[0] * torch.finfo(torch.float64).eps * lam.abs().max() if lam.numel() else 0.0
+    lam = torch.where(lam > tol, lam, torch.zeros_like(lam))
     total = lam.sum()
     if total <= 0:
         return torch.zeros(0, dtype=torch.float64)
@@ -183,9 +189,10 @@ def spectrum(Z: Array, center: Center = True, normalize: bool = True, via: str =
 def renyi_entropy(p: Array, alpha: float = 1.0) -> float:
     """Renyi entropy (nats) of a probability vector ``p`` (zeros allowed).
 
-    ``alpha=1`` is Shannon; within 1e-6 of 1 a second-order expansion
-    ``S_1 - (alpha - 1) Var_p(log p) / 2`` replaces the ratio, whose numerator and
-    denominator both vanish, so the entropy is continuous in ``alpha``.
+    ``alpha=1`` is Shannon. Within 1e-4 of 1 the ratio, whose numerator and
+    denominator both vanish, is replaced by its expansion in ``u = alpha - 1``,
+    ``S_1 - u k2 / 2 - u^2 k3 / 6`` (``k2``, ``k3``: variance and third central moment
+    of ``log p`` under ``p``), so the entropy is smooth in ``alpha`` (error < 1e-10).
     ``alpha=inf`` is ``-log max p``; ``alpha=0`` is ``log`` of the support size.
 
     >>> round(renyi_entropy([0.5, 0.5], 2.0), 6) == round(math.log(2), 6)
@@ -204,9 +211,11 @@ def renyi_entropy(p: Array, alpha: float = 1.0) -> float:
     if alpha == 0:
         return math.log(q.numel())
     shannon = -(q * logq).sum()
-    if abs(alpha - 1.0) < 1e-6:
-        var = (q * logq.square()).sum() - shannon.square()
-        return float(shannon - (alpha - 1.0) * var / 2.0)
+    u = alpha - 1.0
+    if abs(u) < 1e-4:
+        dev = logq + shannon  # log p minus its mean under p
+        k2, k3 = (q * dev.square()).sum(), (q * dev**3).sum()
+        return float(shannon - u * k2 / 2.0 - u * u * k3 / 6.0)
     return float(torch.logsumexp(alpha * logq, 0) / (1.0 - alpha))
 
 
@@ -367,9 +376,11 @@ def dataset_entropy(
     modest for large ``n`` (``31 x 4096 x 576`` takes about 2 s per replicate here).
 
     Repeated tokens lower a pooled entropy, so the replicates sit systematically
-    *below* the estimate and their percentile interval can miss it. The band is
-    therefore the basic bootstrap interval ``[2 S - q_hi, 2 S - q_lo]``, which
-    reflects the replicates' spread around the estimate and cancels that shift.
+    *below* the estimate and their plain percentile interval can miss it. The band
+    shows the replicates' spread around the estimate instead: their quantiles
+    shifted by ``S - mean(replicates)`` (the bootstrap's own bias removed). Note
+    that a pooled entropy also grows with the number of tokens: compare curves at
+    equal ``n_tokens``.
     """
     L, n = _n_layers(H), len(H[0])
     idx = _prompt_index(groups, n)
@@ -390,8 +401,9 @@ def dataset_entropy(
     point = pooled(range(len(idx)))
     rng = np.random.default_rng(seed)
     boot = np.array([pooled(rng.integers(0, len(idx), len(idx))) for _ in range(n_boot)])
-    q_lo, q_hi = _band(boot, level) if n_boot else (point, point)
-    lo, hi = 2 * point - q_hi, 2 * point - q_lo
+    shift = point - boot.mean(0) if n_boot else 0.0
+    lo, hi = _band(boot, level) if n_boot else (point, point)
+    lo, hi = lo + shift, hi + shift
     return EntropyBand("dataset", point, lo, hi, alpha, len(idx), n, n_boot, level)
 
 
@@ -507,7 +519,8 @@ class PairAccumulator:
         self.center, self.normalize = bool(center), normalize
         self.mean = None if mean is None else as_f64(mean).reshape(n_layers, 1, dim)
         self.n = 0
-        self.cross = {(a, b): torch.zeros(dim, dim, dtype=torch.float64) for a in range(n_layers) for b in range(a, n_layers)}
+        pairs = [(a, b) for a in range(n_layers) for b in range(a, n_layers)]
+        self.cross = {p: torch.zeros(dim, dim, dtype=torch.float64) for p in pairs}
         self.sums = torch.zeros(n_layers, dim, dtype=torch.float64)
         self.sq = torch.zeros(n_layers, dtype=torch.float64)
 

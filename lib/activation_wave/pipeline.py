@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -117,3 +118,13 @@ def load_results(name: str, cfg: StudyConfig, root: str | Path | None = None) ->
         raise FileNotFoundError(f"results file {path} does not exist: run the chapter that writes {name!r} first "
                                 f"(`wave study --profile {cfg.profile}`)")
     return json.loads(path.read_text())
+
+
+def notebook_config(profile: str, model: str = "", overrides: str | Mapping[str, Any] = "{}") -> StudyConfig:
+    """The config of a chapter from its papermill parameters (primitives only).
+
+    ``model=""`` keeps the profile's model; ``overrides`` is a JSON object of dotted
+    keys, e.g. ``'{"metrics.token_budget": 2048}'``.
+    """
+    extra = json.loads(overrides) if isinstance(overrides, str) else dict(overrides)
+    return load_config(profile, extra, model=model or None)

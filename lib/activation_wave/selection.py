@@ -230,7 +230,7 @@ class LayerStats:
         where = {i: p for p, i in enumerate(self.ids)}
         missing = [int(i) for i in layer_ids if int(i) not in where]
         if missing:
-            raise ValueError(f"layer ids {missing} are not in these statistics (ids {self.ids[0]}..{self.ids[-1]}: {list(self.ids)})")
+            raise ValueError(f"layer ids {missing} are not in these statistics (ids: {list(self.ids)})")
         return [where[int(i)] for i in layer_ids]
 
     def single_entropy(self, alpha: float) -> np.ndarray:
@@ -576,7 +576,8 @@ def exports(selected: Sequence[int], n_layers: int) -> dict[str, dict[str, Any]]
             "ids": conv["hidden_states"],
             "convention": CONVENTIONS["hidden_states"],
             "key": "hidden_states",
-            "snippet": f"aux = [out.hidden_states[i] for i in {conv['hidden_states']}]  # transformers, output_hidden_states=True",
+            "snippet": f"aux = [out.hidden_states[i] for i in {conv['hidden_states']}]"
+            "  # transformers, output_hidden_states=True",
         },
         "vllm": {
             "ids": conv["vllm"],

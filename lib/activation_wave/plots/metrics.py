@@ -287,7 +287,7 @@ def plot_lambda_sweep(sweep, *, ax: Axes | None = None, title: str | None = None
     """Concatenation entropy and mean CKA of the ``combined`` selection against ``lam``.
 
     ``sweep`` is the DataFrame of :func:`~activation_wave.selection.sweep_lambda`; each
-    point is annotated with its layer set.
+    layer set is annotated where it first appears.
     """
     fig, ax = _ax(ax)
     lam = np.asarray(sweep["lam"], dtype=float)
@@ -297,8 +297,12 @@ def plot_lambda_sweep(sweep, *, ax: Axes | None = None, title: str | None = None
     tw = ax.twinx()
     tw.plot(lam, sweep["mean_cka"], marker="s", color=CYCLE[1], label="mean pairwise CKA")
     tw.set_ylabel("mean pairwise CKA", color=CYCLE[1])
+    prev = None
     for x, y, s in zip(lam, sweep["renyi2"], sweep["ids"]):
-        ax.annotate(str(list(s)), (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize="x-small")
+        if tuple(s) != prev:  # label each set once, where it first appears
+            ax.annotate(str(list(s)), (x, y), textcoords="offset points", xytext=(4, 6), fontsize="x-small")
+        prev = tuple(s)
+    ax.margins(x=0.08, y=0.2)
     ax.set_title(title or "Trading entropy against diversity")
     ax.grid(alpha=0.3)
     return fig

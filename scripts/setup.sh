@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Set up the study's environment in .venv (idempotent; a second run takes seconds).
+#
+#   bash scripts/setup.sh            # Python environment from the lock file + MathJax
+#   bash scripts/setup.sh --browser  # also Debian's chromium for the browser test (root)
+#
+# torch is pinned to 2.13.0, the CPU build (a looser pin pulls a multi-GB CUDA build).
+# Every other package comes from requirements.lock, the resolved set this study was
+# run with (jupyter-book 1.0.4.post1 and its Sphinx 7.4 set; never upgrade one alone).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PY="${PYTHON:-python3.11}"
+command -v "$PY" >/dev/null || PY=python3
+stamp=.venv/.setup-stamp
+want="$(cat requirements.lock pyproject.toml | sha256sum | cut -c1-16)"
+
+if [[ ! -x .venv/bin/python ]]; then
+    "$PY" -m venv .venv
+fi
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q "torch==2.13.0"
+    .venv/bin/python -m pip install -q -r requirements.lock
+    .venv/bin/python -m pip install -q --no-deps -e .
+    echo "$want" > "$stamp"
+fi
+bash scripts/fetch_mathjax.sh >/dev/null
+
+if [[ "${1:-}" == "--browser" ]] && ! command -v chromium >/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+fi
+echo "setup: ready (.venv, $(.venv/bin/python -c 'import torch, transformers; print(f"torch {torch.__version__}, transformers {transformers.__version__}")'))"

@@ -1,0 +1,212 @@
+"""Layer selection: methods against brute force, planted structure, baselines, exports, errors."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from activation_wave import entropy as E
+from activation_wave import selection as S
+from activation_wave.cka import MinibatchCKA
+
+
+def _planted(groups=(1, 4, 4, 3), n=160, d=10, noise=0.3, seed=0):
+    """Layers 0..L-1 in groups; layers of a group are noisy copies of one source.
+
+    Layer 0 (the embedding slot, not a candidate) is its own group. Sources have
+    different spectra so the groups differ in entropy too.
+    """
+    rng = np.random.default_rng(seed)
+    layers = []
+    for g, size in enumerate(groups):
+        src = rng.normal(size=(n, d)) * np.linspace(1.0, 1.0 + g, d) ** -1.5
+        layers += [src + noise * src.std() * rng.normal(size=(n, d)) for _ in range(size)]
+    return np.stack(layers), np.repeat(np.arange(len(groups)), groups)
+
+
+@pytest.fixture(scope="module")
+def planted():
+    H, lab = _planted()
+    return S.LayerStats.from_hidden(H), lab
+
+
+@pytest.fixture(scope="module")
+def small():
+    H = np.random.default_rng(1).normal(size=(7, 40, 5)).cumsum(0)
+    return S.LayerStats.from_hidden(H), H
+
+
+def test_k1_greedy_equals_exhaustive_equals_best_single_layer(small):
+    stats, _ = small
+    pool = list(range(1, 7))
+    for alpha in (1.0, 2.0):
+        best = max(pool, key=lambda i: stats.single_entropy(alpha)[i])
+        for m in ("entropy-greedy", "exhaustive", "combined"):
+            assert S.select_layers(stats, 1, m, alpha=alpha).ids == (best,)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 2.0])
+@pytest.mark.parametrize("k", [2, 3])
+def test_exhaustive_matches_brute_force_eigen(small, alpha, k):
+    stats, H = small
+    brute = max(itertools.combinations(range(1, 7), k), key=lambda s: E.concat_entropy([H[i] for i in s], alpha))
+    assert S.select_layers(stats, k, "exhaustive", alpha=alpha).ids == brute
+
+
+def test_exhaustive_with_lambda_matches_brute_force(small):
+    stats, H = small
+    C = stats.cka
+    lam = 2.0
+
+    def obj(s):
+        return E.concat_entropy([H[i] for i in s], 2.0) - lam * np.mean([C[a, b] for a, b in itertools.combinations(s, 2)])
+
+    brute = max(itertools.combinations(range(1, 7), 3), key=obj)
+    sel = S.select_layers(stats, 3, "exhaustive", lam=lam)
+    assert sel.ids == brute and sel.scores["objective"] == pytest.approx(obj(brute))
+
+
+def test_planted_groups_one_layer_per_group(planted):
+    stats, lab = planted
+    for m in ("entropy-greedy", "combined", "exhaustive", "cka-diverse"):
+        ids = S.select_layers(stats, 3, m).ids
+        assert sorted(lab[list(ids)]) == [1, 2, 3], (m, ids)
+    assert stats.compartments == [(0, 0), (1, 4), (5, 8), (9, 11)]
+
+
+def test_combined_with_zero_lambda_is_entropy_greedy(small):
+    stats, _ = small
+    for k in (2, 3, 4):
+        assert S.select_layers(stats, k, "combined", lam=0.0).ids == S.select_layers(stats, k, "entropy-greedy").ids
+
+
+def test_lambda_sweep_mean_cka_never_increases(small):
+    stats, _ = small
+    sw = S.sweep_lambda(stats, 3, lams=[0, 0.5, 1, 2, 4, 8, 16], search="exhaustive")
+    assert (np.diff(sw["mean_cka"]) <= 1e-12).all()  # exact maximiser: monotone in lambda
+    assert (np.diff(sw["renyi2"]) <= 1e-12).all()
+    assert len(S.sweep_lambda(stats, 2, lams=[0, 1])) == 2
+
+
+def test_baselines():
+    H = np.random.default_rng(2).normal(size=(31, 12, 3))  # N = 30, like SmolLM2
+    stats = S.LayerStats.from_hidden(H)
+    assert S.select_layers(stats, 3, "eagle3-default").ids == (2, 15, 27)
+    assert S.select_layers(stats, 3, "last-k").ids == (28, 29, 30)
+    even = S.select_layers(stats, 3, "evenly-spaced").ids
+    assert even == (6, 16, 26)  # centres of the bins 1-10, 11-20, 21-30
+    assert len(S.select_layers(stats, 7, "evenly-spaced").ids) == 7
+    r1, r2 = (S.select_layers(stats, 3, "random", seed=s).ids for s in (0, 1))
+    assert r1 == S.select_layers(stats, 3, "random", seed=0).ids and r1 != r2
+    assert all(0 not in S.select_layers(stats, 3, m, seed=s).ids for m in S.METHODS for s in range(3))
+    assert S.select_layers(stats, 2, "last-k", candidates=[3, 4, 9]).ids == (4, 9)
+
+
+@pytest.mark.parametrize(
+    "k,method,match",
+    [
+        (0, "combined", "integer >= 1"),
+        (11, "combined", "choose k <= 10"),
+        (13, "exhaustive", "choose k <= 10"),
+        (3, "entropy", "choose one of entropy-greedy, combined"),
+        (2, "eagle3-default", "use k=3"),
+    ],
+)
+def test_errors_name_the_fix(planted, k, method, match):
+    stats, _ = planted
+    with pytest.raises(ValueError, match=match):
+        S.select_layers(stats, k, method)
+
+
+def test_other_errors(small):
+    stats, H = small
+    with pytest.raises(ValueError, match="not in these statistics"):
+        S.select_layers(stats, 2, "combined", candidates=[1, 99])
+    with pytest.raises(ValueError, match="ids has 3"):
+        S.LayerStats.from_hidden(H, ids=[1, 2, 3])
+    with pytest.raises(ValueError, match="out of range"):
+        S.LayerStats.from_hidden(H, n_blocks=4)
+    big = S.LayerStats.from_hidden(np.random.default_rng(0).normal(size=(25, 10, 3)))
+    with pytest.raises(ValueError, match="alpha=2"):
+        S.select_layers(big, 4, "exhaustive", alpha=1.0)
+
+
+def test_stats_from_streamed_products_give_the_same_alpha2_selection(planted):
+    stats, lab = planted
+    H = stats.data
+    L, n, d = H.shape
+    chunks = [H[:, s : s + 40] for s in range(0, n, 40)]
+    acc = E.PairAccumulator(L, d, mean=E.layer_means(chunks))
+    mb = MinibatchCKA(L)
+    for c in chunks:
+        acc.add(c)
+        mb.update(c)
+    M, t = acc.result()
+    streamed = S.LayerStats.from_products(stats.ids, M, t, mb.result())
+    assert np.allclose(streamed.entropy2, stats.entropy2)
+    for m in ("entropy-greedy", "exhaustive"):  # entropy only: same M, same choice
+        assert S.select_layers(streamed, 3, m).ids == S.select_layers(stats, 3, m).ids
+    for m in ("combined", "cka-diverse"):  # minibatch (debiased) CKA: still one layer per group
+        assert sorted(lab[list(S.select_layers(streamed, 3, m).ids)]) == [1, 2, 3]
+    with pytest.raises(ValueError, match="built from products"):
+        S.select_layers(streamed, 3, "entropy-greedy", alpha=1.0)
+
+
+def test_median_centred_stats(planted):
+    stats, lab = planted
+    robust = S.LayerStats.from_hidden(stats.data, center="median")
+    assert np.allclose(robust.cka, stats.cka)  # CKA keeps mean centring
+    assert sorted(lab[list(S.select_layers(robust, 3, "exhaustive").ids)]) == [1, 2, 3]
+    assert np.allclose(robust.entropy2, E.layer_entropies(stats.data, 2.0, center="median"))
+
+
+def test_rank_sets_and_candidate_sets(planted):
+    stats, _ = planted
+    sets = S.candidate_sets(stats, 3, n_random=3, seed=4)
+    assert {"entropy-greedy", "eagle3-default", "random-0", "random-2"} <= set(sets)
+    table = S.rank_sets(stats, sets)
+    assert table["rank"].tolist() == list(range(1, len(sets) + 1))
+    assert table["renyi2"].is_monotonic_decreasing
+    assert table.loc[0, "renyi2"] == pytest.approx(S.select_layers(stats, 3, "exhaustive").scores["renyi2"])
+    by_cka = S.rank_sets(stats, [(1, 2, 3), (1, 4, 8)], by="mean_cka")
+    assert by_cka.loc[0, "ids"] == (1, 4, 8)
+    with pytest.raises(ValueError, match="by="):
+        S.rank_sets(stats, sets, by="tau")
+
+
+def test_bootstrap_stability(planted):
+    stats, _ = planted
+    H = stats.data
+    groups = np.repeat(np.arange(16), 10)
+    res = S.bootstrap_stability(H, groups, "exhaustive", 3, n_boot=6, seed=0)
+    assert res.sets["count"].sum() == 6 and res.sets["freq"].sum() == pytest.approx(1.0)
+    assert res.layers.index.tolist() == list(range(1, 12))
+    assert res.layers.sum() == pytest.approx(3.0)  # three layers per replicate
+    again = S.bootstrap_stability(H, groups, "exhaustive", 3, n_boot=6, seed=0)
+    assert res.sets.equals(again.sets)
+    assert set(res.to_dict()) == {"sets", "layers", "full", "n_boot"}
+
+
+def test_exports_pin_each_convention():
+    e = S.exports([27, 2, 15], 30)
+    assert e["hidden_states"]["ids"] == e["vllm"]["ids"] == [2, 15, 27]
+    assert e["specforge"]["ids"] == e["sglang"]["ids"] == [1, 14, 26]
+    assert e["vllm"]["key"] == "eagle_aux_hidden_state_layer_ids" and "[2, 15, 27]" in e["vllm"]["snippet"]
+    assert "[1, 14, 26]" in e["specforge"]["snippet"] and "[1, 14, 26]" in e["sglang"]["snippet"]
+    assert all(v["convention"] for v in e.values())
+    with pytest.raises(ValueError, match="embedding output"):
+        S.exports([0, 5, 9], 30)
+    with pytest.raises(ValueError, match="out of range"):
+        S.exports([2, 15, 31], 30)
+
+
+def test_selection_is_serialisable(planted):
+    import json
+
+    stats, _ = planted
+    sel = S.select_layers(stats, 3, "combined", lam=0.5)
+    d = json.loads(json.dumps(sel.to_dict()))
+    assert d["ids"] == list(sel.ids) and d["params"]["lam"] == 0.5
+    json.dumps(stats.to_dict())
