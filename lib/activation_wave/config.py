@@ -94,6 +94,7 @@ class CaptureConfig:
     records_per_shard: int = 32
     topk: int = 8  # top-k next-token log-probs kept per position (soft targets for drafters)
     dtype: str = "auto"  # auto = fp16 unless a value overflows it, then bf16 / fp32
+    max_records: int = 0  # capture all layers for the first n records only (0 = all); see `wave dry-run`
 
 
 @dataclass(frozen=True)

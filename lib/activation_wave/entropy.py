@@ -373,7 +373,7 @@ def dataset_entropy(
     ``over="means"`` instead pools one mean hidden state per prompt. The bootstrap
     resamples prompts and pools their tokens (a prompt drawn twice contributes its
     tokens twice), so every replicate costs ``L`` eigenproblems: keep ``n_boot``
-    modest for large ``n`` (``31 x 4096 x 576`` takes about 2 s per replicate here).
+    modest for large ``n`` (``31 x 4096 x 576`` takes 5-7 s per replicate on 2 CPU cores).
 
     Repeated tokens lower a pooled entropy, so the replicates sit systematically
     *below* the estimate and their plain percentile interval can miss it. The band

@@ -63,7 +63,8 @@ def run_capture(cfg: StudyConfig, *, regenerate: bool = False, progress: bool = 
     target = get_target(cfg)
     prompts = load_prompts(cfg.data)
     responses, rpath = generate_responses(target, prompts, cfg.data, regenerate=regenerate, progress=progress)
-    cache = capture(target, responses, cfg.capture, progress=progress)
+    captured = responses[: cfg.capture.max_records] if cfg.capture.max_records > 0 else responses
+    cache = capture(target, captured, cfg.capture, progress=progress)
     return Captured(cfg=cfg, target=target, responses=responses, cache=cache, responses_path=rpath)
 
 

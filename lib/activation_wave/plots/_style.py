@@ -14,11 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import matplotlib
-
-matplotlib.rcParams.setdefault("figure.dpi", 100)
-
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 #: Default figure size (inches) of a single panel.
 FIGSIZE = (6.4, 3.6)

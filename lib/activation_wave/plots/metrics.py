@@ -84,7 +84,8 @@ def plot_entropy_depth(
         if lo is not None:
             ax.fill_between(x, lo / s, hi / s, color=CYCLE[i % len(CYCLE)], alpha=0.2, lw=0)
     layer_axis(ax, x)
-    ax.set_ylabel("matrix entropy (nats)" if how == "raw" else f"entropy / {how.replace('_', ' ')}")
+    names = {"log_n": "log n", "log_d": "log d", "min": "min(log n, log d)"}
+    ax.set_ylabel("matrix entropy (nats)" if how == "raw" else f"entropy / {names.get(how, how)}")
     ax.set_title(title or "Matrix entropy over depth")
     ax.grid(alpha=0.3)
     if curves:
