@@ -60,7 +60,8 @@ def measure(fn: Callable[[], Any]) -> tuple[float, float, Any]:
     RSS is sampled every 5 ms from /proc (torch's allocations are invisible to
     tracemalloc), so very short spikes can be missed.
     """
-    start, peak, stop = _rss_mb(), [0.0], threading.Event()
+    start = _rss_mb()
+    peak, stop = [start], threading.Event()
 
     def sample() -> None:
         while not stop.is_set():
@@ -155,7 +156,7 @@ def run(results: dict | None = None, *, size: dict | None = None, threads: int =
     pool = list(range(1, L))
     dt, pk, (sets, s2) = measure(lambda: E.renyi2_all_subsets(stats.M, stats.t, 3, pool=pool))
     sub = [sets[i] for i in pick.sample(range(len(sets)), eig_sample)]
-    te, _, eig = measure(lambda: [E.concat_entropy([H[i] for i in s], 2.0000000001) for s in sub])
+    te, _, eig = measure(lambda: [E.concat_entropy([H[i] for i in s], 2.0) for s in sub])
     closed = [E.renyi2_subset(stats.M, stats.t, s) for s in sub]
     base = te / len(sub) * len(sets)
     entries["renyi2_all_triples"] = _entry(

@@ -170,6 +170,8 @@ def test_rank_sets_and_candidate_sets(planted):
     assert table["rank"].tolist() == list(range(1, len(sets) + 1))
     assert table["renyi2"].is_monotonic_decreasing
     assert table.loc[0, "renyi2"] == pytest.approx(S.select_layers(stats, 3, "exhaustive").scores["renyi2"])
+    assert sets["exhaustive"] == S.select_layers(stats, 3, "exhaustive").ids  # lam=0 there by default
+    assert table.loc[0, "renyi2"] == pytest.approx(table.set_index("name").loc["exhaustive", "renyi2"])
     by_cka = S.rank_sets(stats, [(1, 2, 3), (1, 4, 8)], by="mean_cka")
     assert by_cka.loc[0, "ids"] == (1, 4, 8)
     with pytest.raises(ValueError, match="by="):

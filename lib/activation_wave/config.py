@@ -134,6 +134,10 @@ class DraftConfig:
     lr: float = 3e-4
     batch_tokens: int = 2048
     seed: int = 0
+    soft_targets: bool = True  # cached top-k log-probs renormalised over the draft vocab (False: top1 label)
+    dtype: str = "bf16"  # matmul precision of training: bf16 (autocast, fp32 master weights) | fp32
+    grad_clip: float = 0.5  # max gradient norm (0 = off)
+    threads: int = 0  # torch intra-op threads while training (0 = leave torch's setting)
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,9 @@ class SpecConfig:
     max_prompts: int = 16
     tree_topk: int = 0  # 0 = chain drafting
     seed: int = 0
+    tree_size: int = 16  # draft tokens kept in a dynamic tree (used when tree_topk > 0)
+    prompt_lookup_tokens: int = 10  # baseline: transformers' prompt_lookup_num_tokens
+    threads: int = 0  # torch intra-op threads while decoding (0 = leave torch's setting)
 
 
 @dataclass(frozen=True)

@@ -448,14 +448,15 @@ def candidate_sets(
     k: int = 3,
     *,
     methods: Sequence[str] = METHODS,
-    lam: float = 1.0,
+    lam: float | None = None,
     alpha: float = 2.0,
     n_random: int = 6,
     seed: int = 0,
     candidates: Sequence[int] | None = None,
 ) -> dict[str, tuple[int, ...]]:
     """Named layer sets for a comparison: one per method, ``random`` drawn ``n_random`` times
-    (``random-0``, ``random-1``, ...). ``eagle3-default`` is skipped when k != 3 or N is too small."""
+    (``random-0``, ``random-1``, ...). ``eagle3-default`` is skipped when k != 3 or N is too small.
+    ``lam`` follows :func:`select_layers` (None: 1 for combined, 0 for exhaustive)."""
     out: dict[str, tuple[int, ...]] = {}
     for m in methods:
         if m == "random":

@@ -138,6 +138,6 @@ def build_book(book: Path) -> int:
     if fetch.exists():
         subprocess.run(["bash", str(fetch)], check=True, cwd=REPO_ROOT)
     jb = Path(sys.executable).with_name("jupyter-book")
-    cmd = [str(jb), "build", str(book), "-W", "-n", "--keep-going"]
+    cmd = [str(jb), "build", str(book), "-W", "-n", "--keep-going", "--path-output", str(book)]
     print("[study] " + " ".join(cmd), flush=True)
     return subprocess.run(cmd, cwd=REPO_ROOT).returncode

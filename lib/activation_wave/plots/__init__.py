@@ -4,6 +4,7 @@
 ``decoding`` the drafter and speculative-decoding chapters. Shared style: ``_style``.
 """
 
+from .capture import *  # noqa: F401,F403
 from .metrics import *  # noqa: F401,F403
 
 try:

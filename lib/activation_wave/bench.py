@@ -1,0 +1,141 @@
+"""``wave bench``: every benchmark of the study, one summary file.
+
+Each entry records the figure, the baseline measured *in the same run* (this machine
+is shared and noisy, so only side-by-side ratios mean anything), their ratio, the
+target where the issue set one, and the peak resident memory of the step. Timings
+alternate the measured and the baseline runs (ABAB...) and keep the median.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import psutil
+import torch
+
+from .data import REPO_ROOT
+
+
+class PeakRSS:
+    """Sample this process's resident memory in a thread; ``peak`` in MiB."""
+
+    def __init__(self, interval: float = 0.02):
+        self.interval, self.peak, self._stop = interval, 0.0, threading.Event()
+        self._proc = psutil.Process()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._proc.memory_info().rss / 2**20)
+            time.sleep(self.interval)
+
+    def __enter__(self) -> "PeakRSS":
+        self.peak = self._proc.memory_info().rss / 2**20
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._t.join()
+
+
+def side_by_side(measured: Callable[[], Any], baseline: Callable[[], Any], repeats: int = 3) -> tuple[float, float]:
+    """Median wall time of two callables, run alternately ``repeats`` times each."""
+    a, b = [], []
+    for _ in range(repeats):
+        t = time.perf_counter(); baseline(); b.append(time.perf_counter() - t)  # noqa: E702
+        t = time.perf_counter(); measured(); a.append(time.perf_counter() - t)  # noqa: E702
+    return statistics.median(a), statistics.median(b)
+
+
+def bench_capture(model: str = "smollm2-135m", n_records: int = 16, batch_size: int = 8, repeats: int = 3) -> dict[str, Any]:
+    """Capture (all hidden states + entropy + shard write) vs a plain forward, same batches."""
+    import tempfile
+
+    from .capture import _write_shard
+    from .config import CaptureConfig, load_config
+    from .data import generate_responses, load_prompts
+    from .models import load_target
+
+    cfg = load_config("smoke")
+    target = load_target(model)
+    responses, _ = generate_responses(target, load_prompts(cfg.data), cfg.data, progress=False)
+    recs = responses[:n_records]
+    ccfg = CaptureConfig(batch_size=batch_size, records_per_shard=n_records)
+    tokens = sum(len(r.prompt_ids) + len(r.response_ids) for r in recs)
+    tmp = Path(tempfile.mkdtemp())
+
+    @torch.no_grad()
+    def plain() -> None:
+        for b in range(0, len(recs), batch_size):
+            batch = recs[b:b + batch_size]
+            seqs = [r.prompt_ids + r.response_ids for r in batch]
+            width = max(map(len, seqs))
+            ids = torch.zeros((len(seqs), width), dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            for i, s in enumerate(seqs):
+                ids[i, :len(s)] = torch.tensor(s)
+                mask[i, :len(s)] = 1
+            target.model(input_ids=ids, attention_mask=mask, use_cache=False)
+
+    def full() -> None:
+        _write_shard(target, recs, 0, ccfg, tmp / "shard.safetensors")
+
+    plain()  # warm-up
+    with PeakRSS() as mem:
+        t_cap, t_plain = side_by_side(full, plain, repeats)
+    return {"figure": round(tokens / t_cap, 1), "unit": "tokens/s with all hidden states, entropy and shard write",
+            "baseline": round(tokens / t_plain, 1), "baseline_unit": "tokens/s of a plain forward (logits only)",
+            "ratio": round(t_plain / t_cap, 3), "target": ">= 0.85", "peak_rss_mib": round(mem.peak),
+            "tokens": tokens, "layers": target.n_layers + 1, "repeats": repeats}
+
+
+def _entries() -> dict[str, Callable[[], dict[str, Any]]]:
+    entries: dict[str, Callable[[], dict[str, Any]]] = {"capture_throughput": bench_capture}
+    try:
+        from benchmarks import bench_metrics  # type: ignore[import-not-found]
+
+        entries["metrics"] = bench_metrics.run
+    except ImportError:
+        pass
+    try:
+        from benchmarks import bench_decoding  # type: ignore[import-not-found]
+
+        entries["speculative_decoding"] = bench_decoding.run
+    except ImportError:
+        pass
+    return entries
+
+
+def run_benchmarks(out: Path = REPO_ROOT / "data" / "results" / "benchmarks.json", only: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmarks (or ``only`` some) and merge them into ``out``."""
+    import sys
+
+    sys.path.insert(0, str(REPO_ROOT))
+    doc = json.loads(out.read_text()) if out.exists() else {}
+    doc["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
+                      "torch_threads": torch.get_num_threads()}
+    for name, fn in _entries().items():
+        if only and name not in only:
+            continue
+        print(f"[bench] {name} ...", flush=True)
+        t0 = time.time()
+        with PeakRSS() as mem:
+            result = fn()
+        result.setdefault("peak_rss_mib", round(mem.peak))
+        result["wall_s"] = round(time.time() - t0, 1)
+        result["measured"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+        doc[name] = result
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=1))
+        print(f"[bench] {name}: {json.dumps(result)[:300]}", flush=True)
+    return doc
