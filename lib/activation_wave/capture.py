@@ -333,14 +333,20 @@ class CaptureCache:
                     topk_logprobs=shard["topk_logprobs"][sel])
 
     def sample_tokens(self, n: int, *, seed: int = 0, layers: Sequence[int] | None = None,
-                      split: str | None = None, min_position: int = 0) -> TokenSample:
+                      split: str | None = None, min_position: int = 0, mask: str = "loss") -> TokenSample:
         """A seeded subsample of at most ``n`` response positions (``loss_mask``), memory O(n).
 
         Each position gets a hash key from (seed, record id, position), so the sample
         does not depend on sharding or batch order; the ``n`` smallest keys are kept.
         ``min_position`` drops positions that many tokens into the response or earlier
         (``min_position=1`` drops the first response position).
+
+        ``mask="all"`` samples from every position of prompt and response instead
+        (the first sequence token, the classic attention sink, included); there
+        ``min_position`` counts from the start of the sequence (``1`` drops position 0).
         """
+        if mask not in ("loss", "all"):
+            raise ValueError(f"mask={mask!r}: choose 'loss' (response positions) or 'all' (every position)")
         layers = list(self.layer_ids if layers is None else layers)
         recs = self.records
         keys, where = [], []
@@ -350,7 +356,10 @@ class CaptureCache:
             rec = shard["record"].numpy().astype(np.int64)
             pos = shard["position"].numpy().astype(np.int64)
             plen = np.array([recs[r]["prompt_len"] for r in rec])
-            ok = shard["loss_mask"].numpy().astype(bool) & (pos - (plen - 1) >= min_position)
+            if mask == "loss":
+                ok = shard["loss_mask"].numpy().astype(bool) & (pos - (plen - 1) >= min_position)
+            else:
+                ok = pos >= min_position
             if split is not None:
                 ok &= np.array([recs[r]["split"] == split for r in rec])
             idx = np.nonzero(ok)[0]

@@ -304,24 +304,16 @@ class Eagle3Drafter(nn.Module):
                     *, seed: int = 0) -> Eagle3Drafter:
         """A freshly initialised head for a transformers causal LM ``model``.
 
-        Embeddings are copied from the target (frozen). As a warm start, ``lm_head`` rows
-        are the target's output-embedding rows of the draft vocabulary and ``norm`` is the
-        target's final norm, so that ``lm_head(norm(o))`` starts as the target's own head;
-        ``fc`` and ``midlayer`` get seeded default initialisation.
+        Embeddings are copied from the target (frozen); everything else gets seeded default
+        initialisation (norms at one). Starting ``lm_head``/``norm`` from the target's own
+        head was tried and trains worse on small data: its confident, wrong first
+        predictions cost more than the warm start gives.
         """
         spec = DrafterSpec.from_target_config(model.config, layers, len(draft_ids))
         with torch.random.fork_rng():
             torch.manual_seed(seed)
             d = cls(spec, draft_ids)
         d.attach_target(model)
-        with torch.no_grad():
-            out = model.get_output_embeddings()
-            if out is not None and out.weight.shape == (spec.vocab_size, spec.hidden_size):
-                d.lm_head.weight.copy_(out.weight.detach().float()[d.draft_to_target])
-            final_norm = getattr(getattr(model, "model", None), "norm", None)
-            if final_norm is not None and getattr(final_norm, "weight", None) is not None \
-                    and final_norm.weight.shape == d.norm.weight.shape:
-                d.norm.weight.copy_(final_norm.weight.detach().float())
         return d
 
     def attach_target(self, model: Any) -> None:

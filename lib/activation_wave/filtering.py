@@ -32,9 +32,19 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .entropy import Array
+from .entropy import Array, Center, layer_entropies
 
-__all__ = ["apply_mask", "massive_tokens", "sink_mask", "token_entropy_mask", "token_norms"]
+__all__ = [
+    "apply_mask",
+    "compare_conditions",
+    "massive_tokens",
+    "outlier_conditions",
+    "response_offsets",
+    "sink_mask",
+    "token_entropy_mask",
+    "token_ids_at",
+    "token_norms",
+]
 
 
 def token_entropy_mask(entropy: Array, threshold: float | None = None, quantile: float | None = None) -> np.ndarray:
@@ -144,3 +154,87 @@ def apply_mask(H: Array, mask: Array, *per_token: Array | None) -> tuple:
     for x in per_token:
         out.append(None if x is None else x[torch.as_tensor(np.flatnonzero(m)) if isinstance(x, torch.Tensor) else m])
     return tuple(out)
+
+
+# ------------------------------------------------------------ the sink question
+def response_offsets(position: Array, record: Array, records: Sequence[dict]) -> np.ndarray:
+    """Offset of each token from the start of its response: ``position - (prompt_len - 1)``.
+
+    ``position`` and ``record`` come from a :class:`~activation_wave.capture.TokenSample`,
+    ``records`` from ``cache.records``. The first response position (the last prompt
+    token, whose hidden state predicts the first response token) has offset 0; prompt
+    positions are negative.
+    """
+    pos = np.asarray(position, dtype=np.int64).reshape(-1)
+    rec = np.asarray(record, dtype=np.int64).reshape(-1)
+    plen = np.array([int(records[r]["prompt_len"]) for r in rec], dtype=np.int64)
+    return pos - (plen - 1)
+
+
+def token_ids_at(cache, record: Array, position: Array) -> np.ndarray:
+    """Input token id at each ``(record, position)`` of a capture cache ``[n]`` (one pass, ids only)."""
+    rec = np.asarray(record, dtype=np.int64).reshape(-1)
+    pos = np.asarray(position, dtype=np.int64).reshape(-1)
+    want = {(int(r), int(p)): i for i, (r, p) in enumerate(zip(rec, pos))}
+    out = np.full(len(rec), -1, dtype=np.int64)
+    for shard in cache.iter_shards([], fields=("input_ids", "record", "position")):
+        for tid, r, p in zip(shard["input_ids"].tolist(), shard["record"].tolist(), shard["position"].tolist()):
+            i = want.get((r, p))
+            if i is not None:
+                out[i] = tid
+    if (out < 0).any():
+        raise ValueError(f"{int((out < 0).sum())} (record, position) pairs are not in this cache")
+    return out
+
+
+def outlier_conditions(
+    positions: Array,
+    hidden_norms: Array,
+    *,
+    drop_first: int = 1,
+    massive_factor: float = 20.0,
+) -> dict[str, tuple[np.ndarray, Center]]:
+    """The four ways of treating outlier tokens that the sink question compares.
+
+    Returns label -> ``(keep mask [n], centring)``: all tokens with mean centring (the
+    definition, first), without positions ``< drop_first``, without massive tokens
+    (norm above ``massive_factor`` x the layer's median in any layer), and all tokens
+    with coordinate-wise median centring. ``positions`` are those :func:`sink_mask`
+    expects (0 = the first token of the sequence, or of the response when given
+    :func:`response_offsets`).
+    """
+    pos = np.asarray(positions).reshape(-1)
+    every = np.ones(len(pos), dtype=bool)
+    return {
+        "all tokens (mean centring)": (every, True),
+        f"without the first {drop_first} position{'s' if drop_first > 1 else ''}": (sink_mask(pos, drop_first=drop_first), True),
+        f"without massive tokens (>{massive_factor:g}x median norm)": (
+            sink_mask(pos, hidden_norms, massive_factor=massive_factor), True),
+        "all tokens (median centring)": (every, "median"),
+    }
+
+
+def compare_conditions(
+    H: Array,
+    conditions: dict[str, tuple[np.ndarray, Center]],
+    *,
+    alpha: float = 1.0,
+    cka: bool = True,
+) -> dict[str, dict]:
+    """Entropy over depth (and CKA) of ``H`` ``[L, n, d]`` under each ``(mask, centring)`` condition.
+
+    Returns label -> ``{"n_tokens", "center", "entropy" [L], "cka" [L, L] or None}``. CKA is
+    defined with mean centring, so it is computed for the mean-centred conditions only.
+    """
+    from .cka import cka_matrix  # cka imports entropy; imported here to keep this module light
+
+    out: dict[str, dict] = {}
+    for label, (mask, center) in conditions.items():
+        (Hm,) = apply_mask(H, mask)
+        out[label] = {
+            "n_tokens": int(np.asarray(mask).sum()),
+            "center": center if isinstance(center, str) else ("mean" if center else "none"),
+            "entropy": layer_entropies(Hm, alpha, center),
+            "cka": cka_matrix(Hm) if cka and center in (True, "mean") else None,
+        }
+    return out

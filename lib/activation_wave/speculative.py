@@ -373,7 +373,7 @@ def _speculate_one(target: Target, drafter: Eagle3Drafter, prompt: Sequence[int]
     dc = drafter.new_cache(n + cfg.max_new_tokens + 2 * max(cfg.depth, 1) * max(cfg.tree_topk, 1) + 8)
     pend_feat = _features(drafter, out.hidden_states)  # entries t = 0..n-1: (h_t, x_{t+1})
     pend_tok = list(prompt[1:]) + [x]
-    start, rounds = 0, 0
+    start, accepts = 0, []
     while not done:
         o = drafter.step(pend_feat, torch.tensor([pend_tok]), torch.arange(start, start + len(pend_tok)), dc)
         c = start + len(pend_tok)  # target cache length; x (position c) is not in it yet
@@ -415,13 +415,13 @@ def _speculate_one(target: Target, drafter: Eagle3Drafter, prompt: Sequence[int]
             stats.add(len(drafts), a)
             _crop(tc, c + a + 1)
             rows = slice(0, a + 1)
-        rounds += 1
+        accepts.append(a)
         dc.crop(c)
         new = accepted + [bonus]
         done = _finish(tokens, new, stop, cfg.max_new_tokens)
         pend_feat = _features(drafter, ver.hidden_states, rows)
         pend_tok, start, x = new, c, bonus
-    return {"token_ids": tokens, "wall_s": time.perf_counter() - t0, "rounds": rounds}
+    return {"token_ids": tokens, "wall_s": time.perf_counter() - t0, "rounds": len(accepts), "accepted": accepts}
 
 
 def speculate(target: Target, drafter: Eagle3Drafter, prompts_ids: Sequence[Sequence[int]], cfg: SpecConfig,
@@ -577,8 +577,8 @@ def offline_acceptance(drafter: Eagle3Drafter, cache: CaptureCache, depth: int, 
             m = match[bi].tolist()
             first = int(b.sub[bi, 0])
             L = len(r) - r.prompt_len  # response tokens
-            if max_new_tokens is not None:
-                L = min(L, max_new_tokens)
+            limit = L if max_new_tokens is None else max_new_tokens  # what an online run knows
+            L = min(L, limit)
             # every anchor: the longest accepted prefix where i positions exist
             for s in range(int(b.sub_ok[bi].sum())):
                 t = first + s
@@ -590,21 +590,23 @@ def offline_acceptance(drafter: Eagle3Drafter, cache: CaptureCache, depth: int, 
                     all_drafted[i] += 1
                     all_acc[i] += int(i < a)
             # the online walk
-            t, produced, rounds = r.prompt_len - 1, 1, 0
+            t, produced, accepts = r.prompt_len - 1, 1, []
             while produced < L:
-                k = min(depth, L - produced - 1)
+                k = min(depth, limit - produced - 1)  # beyond an end token nothing matches
                 a = _prefix(m[t - first][:k]) if k > 0 else 0
                 stats.add(k, a)
                 produced += a + 1
-                rounds += 1
+                accepts.append(a)
                 t += a + 1
+            rounds = len(accepts)
             produced = min(produced, L)
             new_total += produced
             rounds_total += rounds
-            per_record.append({"id": r.id, "tokens": produced, "rounds": rounds,
+            per_record.append({"index": r.index, "id": r.id, "tokens": produced, "rounds": rounds, "accepted": accepts,
                                "tau": (produced - 1) / rounds if rounds else float("nan")})
     if was_training:
         drafter.train()
+    per_record.sort(key=lambda p: p["index"])
     acc_all = [a / d if d else float("nan") for a, d in zip(all_acc, all_drafted)]
     return {
         "depth": depth, "split": split, "n_records": len(per_record), "max_new_tokens": max_new_tokens,

@@ -213,7 +213,7 @@ def ttt_loss(drafter: Eagle3Drafter, batch: Batch, n_steps: int, decay: float, s
             ce = F.nll_loss(logp, label)
         total = total + decay ** j * ce
         acc = (logp.argmax(-1) == label).float().mean()
-        stats.append({"loss": float(ce), "acc": float(acc), "n": n})
+        stats.append({"loss": float(ce.detach()), "acc": float(acc), "n": n})
     return total, stats
 
 
@@ -292,9 +292,9 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
                         sums[j][1] += s["acc"] * s["n"]
                         sums[j][2] += s["n"]
                 tokens += stats[0]["n"]
-                log["history"].append(round(float(loss), 5))
+                log["history"].append(round(float(loss.detach()), 5))
                 bar.update(1)
-                bar.set_postfix(loss=f"{float(loss):.3f}", acc0=f"{stats[0]['acc']:.2f}",
+                bar.set_postfix(loss=f"{float(loss.detach()):.3f}", acc0=f"{stats[0]['acc']:.2f}",
                                 tok_s=f"{tokens / (time.time() - t_epoch):.0f}")
             dt = time.time() - t_epoch
             log["epochs"].append({
