@@ -99,8 +99,43 @@ def bench_capture(model: str = "smollm2-135m", n_records: int = 16, batch_size: 
             "tokens": tokens, "layers": target.n_layers + 1, "repeats": repeats}
 
 
+def bench_memory(model: str = "smollm2-135m", profile: str = "default", n_tokens: int = 1_000_000,
+                 checkpoints: tuple[int, ...] = (10_000, 30_000, 100_000, 300_000, 1_000_000)) -> dict[str, Any]:
+    """Resident memory of streaming statistics (entropy + minibatch CKA, all layers) as the
+    token count grows to ``n_tokens``, cycling over the profile's capture cache; baseline:
+    the memory that holding the same tokens at once would need (``[L, n, d]`` float32)."""
+    from .config import load_config
+    from .pipeline import run_capture
+    from .streaming import streaming_stats
+
+    cfg = load_config(profile, model=model)
+    cache = run_capture(cfg, progress=False).cache
+    proc = psutil.Process()
+    curve: dict[int, float] = {}
+    base = proc.memory_info().rss / 2**20
+    marks = sorted(checkpoints)
+
+    def on_chunk(seen: int) -> None:
+        rss = proc.memory_info().rss / 2**20
+        while marks and seen >= marks[0]:
+            curve[marks.pop(0)] = round(rss, 1)
+
+    t0 = time.time()
+    out = streaming_stats(cache, n_tokens, on_chunk=on_chunk)
+    L, d = len(out["layers"]), cache.manifest["model"]["hidden_size"]
+    in_memory = {n: round(L * n * d * 4 / 2**20, 1) for n in curve}
+    growth = curve[max(curve)] - curve[min(curve)]
+    return {"figure": curve, "unit": "resident MiB after n streamed tokens (all layers, entropy + minibatch CKA)",
+            "baseline": in_memory, "baseline_unit": "MiB to hold the same tokens at once, [L, n, d] float32",
+            "ratio": round(in_memory[max(in_memory)] / curve[max(curve)], 1),
+            "growth_mib_from_first_to_last": round(growth, 1), "rss_before_mib": round(base, 1),
+            "tokens": out["n_tokens"], "distinct_tokens_in_cache": cache.manifest["n_loss_tokens"],
+            "seconds": round(time.time() - t0, 1), "target": "flat in token count"}
+
+
 def _entries() -> dict[str, Callable[[], dict[str, Any]]]:
-    entries: dict[str, Callable[[], dict[str, Any]]] = {"capture_throughput": bench_capture}
+    entries: dict[str, Callable[[], dict[str, Any]]] = {"capture_throughput": bench_capture,
+                                                        "memory_scaling": bench_memory}
     try:
         from benchmarks import bench_metrics  # type: ignore[import-not-found]
 

@@ -107,6 +107,8 @@ class MetricsConfig:
     filter_quantile: float = 0.5
     n_bootstrap: int = 50
     drop_first: int = 0  # drop this many first response positions (sink question)
+    massive_factor: float = 20.0  # sink question: a token is massive above this x the layer's median norm
+    n_bootstrap_pooled: int = 10  # replicates of pooled (dataset) statistics: each costs L eigenproblems
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,7 @@ class SelectConfig:
     n_random: int = 6
     n_bootstrap: int = 20
     seed: int = 0
+    stability_tokens: int = 1024  # tokens per bootstrap replicate of a selection (cost ~ n^2)
 
 
 @dataclass(frozen=True)

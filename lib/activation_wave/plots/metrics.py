@@ -26,13 +26,18 @@ from ._style import CMAP_DIV, CMAP_SEQ, CYCLE, FIGSIZE_SQUARE, _ax, layer_axis, 
 
 __all__ = [
     "plot_cka",
+    "plot_cka_grid",
     "plot_compartment_elbow",
     "plot_entropy_depth",
+    "plot_entropy_normalisations",
     "plot_filter_comparison",
     "plot_lambda_sweep",
+    "plot_layer_frequency",
+    "plot_norm_ratio",
     "plot_pair_entropy",
     "plot_selection_map",
     "plot_stability_tokens",
+    "plot_token_entropy_hist",
 ]
 
 Curve = EntropyBand | Sequence[float] | np.ndarray
@@ -306,4 +311,129 @@ def plot_lambda_sweep(sweep, *, ax: Axes | None = None, title: str | None = None
     ax.margins(x=0.08, y=0.2)
     ax.set_title(title or "Trading entropy against diversity")
     ax.grid(alpha=0.3)
+    return fig
+
+
+# ------------------------------------------------------------- multi-panel helpers
+def _grid(n: int, ncols: int, panel: tuple[float, float]):
+    import matplotlib.pyplot as plt
+
+    nrows = -(-n // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(panel[0] * ncols, panel[1] * nrows), layout="constrained",
+                             squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
+def plot_entropy_normalisations(
+    ids: Sequence[int],
+    curves: Mapping[str, Curve],
+    *,
+    d: int,
+    n: int | None = None,
+    hows: Sequence[str] = ("raw", "log_n", "log_d", "min"),
+) -> Figure:
+    """The same entropy curves under each normalisation of Skean et al., one panel each (2 x 2).
+
+    ``n`` defaults per curve as in :func:`plot_entropy_depth` (mean prompt length for
+    prompt entropy, pooled token count for dataset entropy); ``d`` is the hidden size.
+    """
+    fig, axes = _grid(len(hows), 2, (4.6, 3.2))
+    titles = {"raw": "raw (nats)", "log_n": "divided by log n", "log_d": "divided by log d",
+              "min": "divided by min(log n, log d)"}
+    for ax, how in zip(axes, hows):
+        plot_entropy_depth(ids, curves, how=how, d=d, n=n, ax=ax, title=titles.get(how, how))
+    return fig
+
+
+def plot_cka_grid(
+    ids: Sequence[int],
+    mats: Mapping[str, np.ndarray],
+    *,
+    compartments: Mapping[str, Sequence[tuple[int, int]]] | None = None,
+    ncols: int = 2,
+) -> Figure:
+    """Several CKA heat maps side by side (label -> ``[L, L]``), each with its compartments outlined."""
+    fig, axes = _grid(len(mats), min(ncols, max(len(mats), 1)), FIGSIZE_SQUARE)
+    for ax, (label, C) in zip(axes, mats.items()):
+        plot_cka(ids, C, compartments=(compartments or {}).get(label), ax=ax, title=label)
+    return fig
+
+
+def plot_token_entropy_hist(
+    entropy: Sequence[float] | np.ndarray,
+    threshold: float | None = None,
+    *,
+    bins: int = 40,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Histogram of the target's next-token entropy over positions, with the filter's cut marked."""
+    fig, ax = _ax(ax)
+    e = np.asarray(entropy, dtype=float)
+    e = e[np.isfinite(e)]
+    ax.hist(e, bins=bins, color=CYCLE[0], alpha=0.8)
+    if threshold is not None:
+        kept = float((e >= threshold).mean()) if e.size else 0.0
+        ax.axvline(threshold, color=CYCLE[3], ls="--", label=f"cut {threshold:.2f} nats (keeps {kept:.0%})")
+        ax.legend(frameon=False, fontsize="small")
+    ax.set_xlabel("next-token entropy of the target (nats)")
+    ax.set_ylabel("number of positions")
+    ax.set_title(title or "How uncertain is the target?")
+    return fig
+
+
+def plot_norm_ratio(
+    ids: Sequence[int],
+    curves: Mapping[str, Sequence[float] | np.ndarray],
+    *,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Token norm divided by the layer's median token norm, per layer (log scale), one line per group."""
+    fig, ax = _ax(ax)
+    x = np.asarray(list(ids))
+    for i, (label, v) in enumerate(curves.items()):
+        ax.plot(x, np.asarray(v, dtype=float), marker="o", ms=3, color=CYCLE[i % len(CYCLE)], label=label)
+    ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+    ax.set_yscale("log")
+    layer_axis(ax, x)
+    ax.set_ylabel("token norm / median token norm")
+    ax.set_title(title or "How far outlier tokens stick out")
+    ax.grid(alpha=0.3, which="both")
+    if curves:
+        ax.legend(frameon=False, fontsize="small")
+    return fig
+
+
+def plot_layer_frequency(
+    ids: Sequence[int],
+    freqs: Mapping[str, Mapping[int, float]],
+    *,
+    selected: Mapping[str, Sequence[int]] | None = None,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Figure:
+    """How often each layer is chosen across bootstrap replicates: one row per method.
+
+    ``freqs``: method -> {layer id: fraction of replicates choosing it}; ``selected``
+    (optional): method -> the set chosen on all the data, outlined.
+    """
+    ids = list(ids)
+    names = list(freqs)
+    fig, ax = _ax(ax, (6.4, 0.42 * max(len(names), 3) + 1.5))
+    A = np.array([[float(freqs[m].get(i, 0.0)) for i in ids] for m in names]) if names else np.zeros((0, len(ids)))
+    im = ax.imshow(A, cmap=CMAP_SEQ, vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    for r, m in enumerate(names):
+        for i in (selected or {}).get(m, []):
+            if int(i) in ids:
+                c = ids.index(int(i))
+                ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, ec="red", lw=1.4))
+    step = max(1, -(-len(ids) // 16))
+    ax.set_xticks(range(0, len(ids), step), [ids[t] for t in range(0, len(ids), step)])
+    ax.set_yticks(range(len(names)), names)
+    ax.set_xlabel("layer (hidden_states index)")
+    ax.figure.colorbar(im, ax=ax, label="fraction of bootstrap replicates", shrink=0.9)
+    ax.set_title(title or "How often each layer is chosen")
     return fig
