@@ -141,6 +141,7 @@ class DraftConfig:
     dtype: str = "bf16"  # matmul precision of training: bf16 (autocast, fp32 master weights) | fp32
     grad_clip: float = 0.5  # max gradient norm (0 = off)
     threads: int = 0  # torch intra-op threads while training (0 = leave torch's setting)
+    eval_every: int = 0  # also log eval-split offline acceptance every n epochs (0 = only at the end)
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,16 @@ class SpecConfig:
 
 
 @dataclass(frozen=True)
+class CrossConfig:
+    """The second architecture of the cross-model chapter, on a smaller prompt set."""
+
+    model: str = "gemma3-270m"
+    max_prompts_per_source: int = 12
+    max_new_tokens: int = 32
+    batch_size: int = 4
+
+
+@dataclass(frozen=True)
 class StudyConfig:
     """Everything one run of the study needs; ``profile`` and ``model`` pick the rest."""
 
@@ -170,6 +181,7 @@ class StudyConfig:
     select: SelectConfig = field(default_factory=SelectConfig)
     draft: DraftConfig = field(default_factory=DraftConfig)
     spec: SpecConfig = field(default_factory=SpecConfig)
+    cross: CrossConfig = field(default_factory=CrossConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -326,6 +326,19 @@ class Eagle3Drafter(nn.Module):
             self.embed_tokens.weight.copy_(emb.detach().float())
         self._has_embeddings = True
 
+    def ensure_target(self, target: Any) -> None:
+        """Check that ``target`` (a Target) is the one this head was trained on; attach its embeddings.
+
+        Raises :class:`DrafterError` when the fingerprint recorded at training time differs.
+        """
+        want = self.provenance.get("target_fingerprint")
+        have = getattr(target, "fingerprint", None)
+        if want and have and want != have:
+            raise DrafterError(f"this drafter was trained on target {want}, but the given target is {have}; "
+                               "load the matching target or retrain the drafter")
+        if not self._has_embeddings:
+            self.attach_target(getattr(target, "model", target))
+
     def trainable_parameters(self) -> list[nn.Parameter]:
         return [p for n, p in self.named_parameters() if not n.startswith("embed_tokens")]
 
@@ -527,8 +540,9 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
 
     ``target`` (a :class:`~activation_wave.models.Target` or a transformers model) supplies
     the frozen token embeddings, which the checkpoint does not store; without it the
-    drafter can be inspected but not run until ``attach_target`` is called. A target
-    whose fingerprint differs from the one recorded at training time raises.
+    drafter can be inspected, and :func:`~activation_wave.speculative.speculate` attaches
+    the target it is given. A target whose fingerprint differs from the one recorded at
+    training time raises.
     """
     from safetensors.torch import load_file
 
@@ -550,11 +564,6 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
     prov_path = path / "provenance.json"
     drafter.provenance = json.loads(prov_path.read_text()) if prov_path.exists() else {}
     if target is not None:
-        model = getattr(target, "model", target)
-        want = drafter.provenance.get("target_fingerprint")
-        have = getattr(target, "fingerprint", None)
-        if want and have and want != have:
-            raise DrafterError(f"drafter {path} was trained on target {want}, but the given target is {have}; "
-                               "load the matching target or retrain the drafter")
-        drafter.attach_target(model)
+        drafter.ensure_target(target)
+        drafter.attach_target(getattr(target, "model", target))
     return drafter.eval()

@@ -44,6 +44,7 @@ __all__ = [
     "token_entropy_mask",
     "token_ids_at",
     "token_norms",
+    "token_count_stability",
 ]
 
 
@@ -207,7 +208,8 @@ def outlier_conditions(
     every = np.ones(len(pos), dtype=bool)
     return {
         "all tokens (mean centring)": (every, True),
-        f"without the first {drop_first} position{'s' if drop_first > 1 else ''}": (sink_mask(pos, drop_first=drop_first), True),
+        ("without the first position" if drop_first == 1 else f"without the first {drop_first} positions"): (
+            sink_mask(pos, drop_first=drop_first), True),
         f"without massive tokens (>{massive_factor:g}x median norm)": (
             sink_mask(pos, hidden_norms, massive_factor=massive_factor), True),
         "all tokens (median centring)": (every, "median"),
@@ -237,4 +239,60 @@ def compare_conditions(
             "entropy": layer_entropies(Hm, alpha, center),
             "cka": cka_matrix(Hm) if cka and center in (True, "mean") else None,
         }
+    return out
+
+
+# ------------------------------------------------------------ how many tokens?
+def token_count_stability(
+    H: Array,
+    sizes: Sequence[int],
+    *,
+    n_rep: int = 3,
+    seed: int = 0,
+    alpha: float = 1.0,
+    k_max: int = 12,
+) -> dict[str, np.ndarray]:
+    """How far entropy-over-depth and CKA computed on fewer tokens stray from all of ``H``.
+
+    For every size in ``sizes`` and each of ``n_rep`` seeded random subsets of that many
+    tokens of ``H`` ``[L, n, d]``, compares with the statistics of all ``n`` tokens:
+
+    * ``profile_corr`` ``[T, R]``: Spearman correlation over layers of the entropy
+      profile (last layer left out) with the full one (does it rank layers alike?);
+    * ``entropy_shift`` ``[T, R]``: mean over layers of the entropy difference (pooled
+      entropy grows with the number of tokens);
+    * ``cka_mad`` ``[T, R]``: mean absolute difference of the CKA matrices;
+    * ``same_compartments`` ``[T, R]``: 1 where the automatic compartments equal the full ones.
+
+    Also returns ``sizes`` and the full-data ``entropy`` ``[L]``, ``cka`` ``[L, L]`` and
+    ``compartments``. Cost per subset: L eigenproblems and one CKA matrix.
+    """
+    from scipy.stats import spearmanr
+
+    from .cka import cka_matrix, segment_compartments
+
+    n = int(H.shape[1])
+    sizes = [int(s) for s in sizes if 4 <= int(s) <= n]
+    if not sizes:
+        raise ValueError(f"token_count_stability: no size in 4..{n} (the number of tokens of H)")
+    L = int(H.shape[0])
+    km = min(L, k_max)
+    ref_e = layer_entropies(H, alpha)
+    ref_c = cka_matrix(H)
+    ref_comp = segment_compartments(ref_c, k_max=km)
+    out = {k: np.zeros((len(sizes), n_rep)) for k in ("profile_corr", "entropy_shift", "cka_mad", "same_compartments")}
+    rng = np.random.default_rng(seed)
+    off = ~np.eye(L, dtype=bool)
+    for i, size in enumerate(sizes):
+        for r in range(n_rep):
+            rows = np.sort(rng.choice(n, size=size, replace=False))
+            Hs = H[:, rows]
+            e = layer_entropies(Hs, alpha)
+            c = cka_matrix(Hs)
+            out["profile_corr"][i, r] = spearmanr(e[:-1], ref_e[:-1]).statistic if L > 2 else 1.0
+            out["entropy_shift"][i, r] = float(np.mean(e - ref_e))
+            out["cka_mad"][i, r] = float(np.abs(c - ref_c)[off].mean()) if L > 1 else 0.0
+            out["same_compartments"][i, r] = float(segment_compartments(c, k_max=km) == ref_comp)
+    out.update(sizes=np.array(sizes), entropy=ref_e, cka=ref_c)
+    out["compartments"] = ref_comp
     return out

@@ -69,10 +69,12 @@ __all__ = [
     "bootstrap_methods",
     "bootstrap_stability",
     "candidate_sets",
+    "compartment_of",
     "compartment_table",
     "exports",
     "lambda_choice",
     "method_sets",
+    "paired_difference",
     "rank_among_all",
     "rank_sets",
     "score_set",
@@ -748,6 +750,8 @@ def bootstrap_methods(
     lam: float = 1.0,
     alpha: float = 2.0,
     max_tokens: int | None = None,
+    track: Mapping[str, Sequence[int]] | None = None,
+    scores_out: list | None = None,
 ) -> dict[str, Stability]:
     """:func:`bootstrap_stability` for several methods at once, sharing each replicate's statistics.
 
@@ -756,6 +760,12 @@ def bootstrap_methods(
     so the cost is ``n_boot`` statistics, not ``n_boot x len(methods)``. With
     ``max_tokens`` the tokens are first subsampled (seeded) to at most that many: the
     statistics cost grows as ``n^2``.
+
+    ``track``: name -> layer ids of fixed sets (e.g. the EAGLE-3 default, or each
+    method's choice on all the data) whose closed-form ``S_2`` is recorded in every
+    replicate; pass a list as ``scores_out`` to receive one dict per replicate
+    (``{name: S_2}``, plus ``"chosen:<method>"`` for the replicate's own choice), for
+    paired comparisons between sets on the same resamples.
     """
     g = np.asarray(groups).reshape(-1)
     if g.shape[0] != len(H[0]):
@@ -777,8 +787,14 @@ def bootstrap_methods(
     chosen: dict[str, list[tuple[int, ...]]] = {m: [] for m in methods}
     for _ in range(n_boot):
         rows = np.concatenate([prompts[j] for j in rng.integers(0, len(prompts), len(prompts))])
-        for m, sel in pick(LayerStats.from_hidden(Hn[:, rows], ids, n_blocks)).items():
+        st = LayerStats.from_hidden(Hn[:, rows], ids, n_blocks)
+        picked = pick(st)
+        for m, sel in picked.items():
             chosen[m].append(sel)
+        if scores_out is not None:
+            rec = {name: st.concat_entropy(lay, 2.0) for name, lay in (track or {}).items()}
+            rec.update({f"chosen:{m}": st.concat_entropy(sel, 2.0) for m, sel in picked.items()})
+            scores_out.append(rec)
     out = {}
     for m in methods:
         counts = pd.Series(chosen[m], dtype=object).value_counts()
@@ -924,3 +940,37 @@ def compartment_table(
             row[name] = ", ".join(str(i) for i in lay if a <= i <= b)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def compartment_of(layer_ids: Sequence[int], compartments: Sequence[tuple[int, int]]) -> list[int]:
+    """1-based index of the compartment (inclusive id range) each layer id falls in.
+
+    >>> compartment_of([2, 15, 27], [(0, 2), (3, 10), (11, 21), (22, 30)])
+    [1, 3, 4]
+    """
+    out = []
+    for i in layer_ids:
+        hit = [j + 1 for j, (a, b) in enumerate(compartments) if a <= int(i) <= b]
+        if not hit:
+            raise ValueError(f"layer {i} is in none of the compartments {list(compartments)}")
+        out.append(hit[0])
+    return out
+
+
+def paired_difference(records: Sequence[Mapping[str, float]], a: str, b: str, *, level: float = 0.9) -> dict[str, float]:
+    """Bootstrap comparison of two tracked sets scored on the same replicates.
+
+    ``records`` is the ``scores_out`` list of :func:`bootstrap_methods`. Returns the mean
+    of ``S_2(a) - S_2(b)`` over replicates, its ``level`` percentile interval
+    (``lo``, ``hi``), and ``frac_b_at_least_a``: the share of replicates in which ``b``
+    scores at least as high as ``a``.
+    """
+    if not records:
+        raise ValueError("paired_difference needs bootstrap records (scores_out of bootstrap_methods)")
+    missing = [x for x in (a, b) if x not in records[0]]
+    if missing:
+        raise ValueError(f"{missing} not tracked; tracked: {sorted(records[0])}")
+    d = np.array([r[a] - r[b] for r in records])
+    q = (1 - level) / 2
+    return {"mean": float(d.mean()), "lo": float(np.quantile(d, q)), "hi": float(np.quantile(d, 1 - q)),
+            "frac_b_at_least_a": float((d <= 0).mean()), "n_boot": int(len(d))}

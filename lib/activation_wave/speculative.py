@@ -88,15 +88,26 @@ class SpecResult:
     tree_size: int = 0
     notes: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> dict[str, Any]:
+        """A strict-JSON-able dict (NaN -> None); ``json.dumps(res.to_json())`` writes it."""
+        return _jsonable(asdict(self))
 
-    def to_json(self, **kw: Any) -> str:
-        return json.dumps(self.to_dict(), **kw)
+    def dumps(self, **kw: Any) -> str:
+        return json.dumps(self.to_json(), **kw)
 
     @property
     def token_ids(self) -> list[list[int]]:
         return [p["token_ids"] for p in self.per_prompt]
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    return x
 
 
 def _summarise(method: str, temperature: float, depth: int, per_prompt: list[dict[str, Any]],
@@ -446,6 +457,7 @@ def speculate(target: Target, drafter: Eagle3Drafter, prompts_ids: Sequence[Sequ
     stop = eos_ids(target)
     stats = _Stats(cfg.depth)
     per = []
+    drafter.ensure_target(target)
     drafter.eval()
     with threads(cfg.threads):
         for i, (pid, prompt) in enumerate(zip(ids, prompts_ids)):

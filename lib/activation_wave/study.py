@@ -70,8 +70,12 @@ def prepare_book_dir(profile: str, book_dir: str | Path | None) -> tuple[Path, P
     if book == (REPO_ROOT / "book").resolve():
         return book, REPO_ROOT / "data" / "results"
     root.mkdir(parents=True, exist_ok=True)
-    ignore = shutil.ignore_patterns("_build", "chapters")
+    ignore = shutil.ignore_patterns("_build", "chapters", "_toc.yml")
     shutil.copytree(REPO_ROOT / "book", book, symlinks=True, ignore=ignore, dirs_exist_ok=True)
+    toc_link = book / "_toc.yml"
+    if not toc_link.is_symlink():
+        toc_link.unlink(missing_ok=True)
+        toc_link.symlink_to("../_toc.yml")
     for name in ("_config.yml", "_toc.yml"):
         shutil.copyfile(REPO_ROOT / name, root / name)
     # Folders the config refers to relative to the repo (e.g. build/mathjax) are linked in.

@@ -5,7 +5,9 @@
 """
 
 from .capture import *  # noqa: F401,F403
+from .crossmodel import *  # noqa: F401,F403
 from .metrics import *  # noqa: F401,F403
+from .performance import *  # noqa: F401,F403
 
 try:
     from .decoding import *  # noqa: F401,F403

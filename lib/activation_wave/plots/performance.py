@@ -1,0 +1,62 @@
+"""Figures of the performance chapter: benchmark ratios against targets, memory curves."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from ._style import _ax
+
+__all__ = ["plot_ratios", "plot_memory_curve", "plot_scaling"]
+
+
+def plot_ratios(names: Sequence[str], ratios: Sequence[float], targets: Sequence[float | None], *,
+                ax: Axes | None = None, xlabel: str = "ratio to the baseline measured in the same run") -> Figure:
+    """Horizontal bars: each benchmark's ratio, with its target as a tick mark (log scale)."""
+    fig, ax = _ax(ax, figsize=(6.4, 0.45 * len(names) + 1.2))
+    y = np.arange(len(names))
+    ok = [t is None or r >= t for r, t in zip(ratios, targets)]
+    ax.barh(y, ratios, color=["#1b9e77" if o else "#d95f02" for o in ok])
+    for yi, t in zip(y, targets):
+        if t is not None:
+            ax.plot([t, t], [yi - 0.4, yi + 0.4], color="black", lw=2)
+    ax.set_yticks(y, names)
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel(xlabel + " (black tick: target)")
+    ax.invert_yaxis()
+    return fig
+
+
+def plot_memory_curve(curve: Mapping[int, float], baseline: Mapping[int, float] | None = None, *,
+                      ax: Axes | None = None) -> Figure:
+    """Resident memory against the number of streamed tokens (log x)."""
+    fig, ax = _ax(ax)
+    n = np.array(sorted(int(k) for k in curve))
+    ax.plot(n, [curve[k] if k in curve else curve[str(k)] for k in n], "-o", label="streaming (measured RSS)")
+    if baseline:
+        ax.plot(n, [baseline[k] if k in baseline else baseline[str(k)] for k in n], "--",
+                label="holding all tokens at once (computed)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("tokens streamed (all layers)")
+    ax.set_ylabel("memory (MiB)")
+    ax.legend(frameon=False)
+    return fig
+
+
+def plot_scaling(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, xlabel: str,
+                 ax: Axes | None = None) -> Figure:
+    """Time against problem size, one log-log line per measured function."""
+    fig, ax = _ax(ax)
+    for name, (x, t) in curves.items():
+        ax.plot(x, t, "-o", ms=3, label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("seconds")
+    ax.legend(frameon=False)
+    return fig

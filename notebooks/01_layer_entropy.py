@@ -1,0 +1,210 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Layer entropy over depth
+#
+# How much do a layer's hidden states spread out? This chapter measures the
+# {term}`matrix entropy` of every layer of the target, from the embeddings (index 0) to
+# the last, normed entry (index $N$), the quantity that {cite:t}`skean2025layer` track
+# over depth and that the paper uses as its *informativeness* criterion. The definition,
+# the preparation of the hidden states (centring over tokens, unit-norm rows) and the
+# normalisations are in {ref}`sec-matrix-entropy`.
+
+# %% tags=["parameters"]
+profile = "default"
+model = ""
+results_root = ""
+overrides = "{}"
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+from myst_nb import glue
+from scipy.stats import spearmanr
+
+from activation_wave.entropy import (dataset_entropy, normalized, profile_summary, prompt_entropy, renyi_entropy,
+                                     set_compute_threads, spectrum)
+from activation_wave.pipeline import notebook_config, run_capture, save_results
+from activation_wave.plots import plot_entropy_depth, plot_entropy_normalisations
+
+cfg = notebook_config(profile, model, overrides)
+set_compute_threads(1)  # the eigensolver is faster on one thread on a small shared CPU
+cap = run_capture(cfg, progress=False)
+cache = cap.cache
+N, d = cache.n_layers, cap.target.hidden_size
+alpha = cfg.metrics.alpha
+sample = cache.sample_tokens(cfg.metrics.token_budget, seed=cfg.metrics.seed, min_position=cfg.metrics.drop_first)
+H, groups, ids = sample.hidden, sample.record, sample.layers
+n_tokens, n_prompts = H.shape[1], len(np.unique(groups))
+print(cache.summary())
+print(f"sample: {n_tokens} response positions from {n_prompts} prompts; alpha = {alpha}")
+glue("n_tokens", n_tokens, display=False)
+glue("n_prompts", n_prompts, display=False)
+glue("alpha", float(alpha), display=False)
+glue("hidden_size", d, display=False)
+glue("N", N, display=False)
+
+# %% [markdown]
+# ## The tokens
+#
+# Every statistic in chapters 1 to 5 is computed on the same kind of data: a seeded
+# sample of {glue:text}`n_tokens:d` *response positions* (those whose hidden state
+# predicts a token of the target's own response, the positions a drafter is trained and
+# run on) drawn from {glue:text}`n_prompts:d` prompts of the capture of
+# {doc}`00_data_and_capture`. The entropies below use Rényi order
+# $\alpha =$ {glue:text}`alpha:.1f`; the token budget, the seed and the order are
+# parameters of the run profile.
+#
+# Two ways of pooling the tokens ({ref}`sec-matrix-entropy`): **prompt entropy** averages
+# the entropy of each prompt's own tokens, and **dataset entropy** pools all tokens into
+# one matrix. Both come with a bootstrap band over prompts (prompts resampled with
+# replacement; for dataset entropy every replicate recomputes all the eigenproblems, so
+# it has fewer replicates).
+
+# %%
+prompt = prompt_entropy(H, groups, alpha, n_boot=cfg.metrics.n_bootstrap, seed=cfg.metrics.seed)
+dataset = dataset_entropy(H, groups, alpha, n_boot=cfg.metrics.n_bootstrap_pooled, seed=cfg.metrics.seed)
+curves = {"dataset entropy (pooled tokens)": dataset, "prompt entropy (mean over prompts)": prompt}
+fig = plot_entropy_depth(ids, curves, title=f"Matrix entropy over depth (alpha = {alpha:g})")
+glue("fig_entropy_depth", fig, display=False)
+plt.close(fig)
+
+ds = profile_summary(dataset.mean, ids, skip_last=True)  # the last entry is normed: described on its own
+ps = profile_summary(prompt.mean, ids, skip_last=True)
+band = float(np.mean(dataset.hi - dataset.lo))
+for key in ("first", "max", "argmax", "drop", "drop_from", "drop_to"):
+    glue(f"ds_{key}", ds[key], display=False)
+glue("ds_last_normed", float(dataset.mean[-1]), display=False)
+glue("ds_before_last", float(dataset.mean[-2]), display=False)
+glue("ps_first", ps["first"], display=False)
+glue("ps_max", ps["max"], display=False)
+glue("ps_argmax", ps["argmax"], display=False)
+glue("ps_below", int((prompt.mean < dataset.mean).sum()), display=False)
+glue("n_ids", len(ids), display=False)
+glue("ds_band", band, display=False)
+glue("drop_vs_band", "larger" if ds["drop"] > band else "smaller", display=False)
+glue("mean_prompt_tokens", n_tokens / n_prompts, display=False)
+glue("n_boot_prompt", prompt.n_boot, display=False)
+glue("n_boot_dataset", dataset.n_boot, display=False)
+
+# %% [markdown]
+# ## Entropy of every layer
+#
+# ```{glue:figure} fig_entropy_depth
+# :name: fig-entropy-depth
+#
+# Matrix entropy of every layer index, over {glue:text}`n_tokens:d` response positions.
+# Dataset entropy pools all tokens; prompt entropy averages over prompts (about
+# {glue:text}`mean_prompt_tokens:.0f` sampled tokens each). Shaded: 95% bootstrap bands
+# over prompts ({glue:text}`n_boot_dataset:d` and {glue:text}`n_boot_prompt:d` replicates).
+# ```
+#
+# On this model, dataset entropy starts at {glue:text}`ds_first:.2f` nats at the
+# embeddings (index 0) and reaches its highest value, {glue:text}`ds_max:.2f` nats, at
+# layer {glue:text}`ds_argmax:d`. The largest fall between two consecutive layers (leaving
+# out the last entry) is {glue:text}`ds_drop:.2f` nats, from layer
+# {glue:text}`ds_drop_from:d` to layer {glue:text}`ds_drop_to:d`: {glue:text}`drop_vs_band`
+# than the average width of the bootstrap band, {glue:text}`ds_band:.2f` nats. The last
+# entry, index {glue:text}`N:d`, has passed through the model's final normalisation (see
+# {ref}`sec-layer-index`); its entropy, {glue:text}`ds_last_normed:.2f` nats against
+# {glue:text}`ds_before_last:.2f` at the layer before, is a property of that
+# normalisation's per-channel gains as much as of the residual stream.
+#
+# Prompt entropy runs from {glue:text}`ps_first:.2f` nats at the embeddings to at most
+# {glue:text}`ps_max:.2f`, at layer {glue:text}`ps_argmax:d`, and lies below dataset
+# entropy at {glue:text}`ps_below:d` of the {glue:text}`n_ids:d` layers: a prompt's few
+# tokens cannot spread over as many directions as tokens drawn from every prompt, so the
+# two curves are compared by their *shape*, not their level. The normalisations below put
+# the levels on a common scale.
+
+# %%
+n_per_prompt = max(2, round(prompt.n_tokens / prompt.n_prompts))
+fig = plot_entropy_normalisations(ids, curves, d=d)
+glue("fig_entropy_normalised", fig, display=False)
+plt.close(fig)
+ds_min = normalized(dataset.mean, n_tokens, d, "min")
+ps_min = normalized(prompt.mean, n_per_prompt, d, "min")
+glue("ds_min_max", float(np.max(ds_min[:-1])), display=False)
+glue("ps_min_max", float(np.max(ps_min[:-1])), display=False)
+glue("log_n_dataset", float(np.log(n_tokens)), display=False)
+glue("log_d", float(np.log(d)), display=False)
+glue("n_per_prompt", n_per_prompt, display=False)
+
+# %% [markdown]
+# ## Normalised entropy
+#
+# {cite:t}`skean2025layer` report the entropy raw and divided by three normalisers:
+# $\log n$ (the most a sample of $n$ tokens can reach), $\log d$ (the most a width-$d$
+# representation can reach) and the smaller of the two, which is the largest attainable
+# value, so that 1 means "as spread as possible". Here $\log n =$
+# {glue:text}`log_n_dataset:.2f` for the pooled sample and $\log d =$
+# {glue:text}`log_d:.2f` for the hidden size $d =$ {glue:text}`hidden_size:d`; prompt
+# entropy is normalised with the mean number of sampled tokens per prompt,
+# $n =$ {glue:text}`n_per_prompt:d`.
+#
+# ```{glue:figure} fig_entropy_normalised
+# :name: fig-entropy-normalised
+#
+# The curves of {numref}`fig-entropy-depth` under each normalisation. Dividing by a
+# constant does not change a curve's shape; it tells how close each layer comes to the
+# largest value its sample allows.
+# ```
+#
+# Normalised by $\min(\log n, \log d)$, dataset entropy reaches at most
+# {glue:text}`ds_min_max:.2f` of its ceiling (last entry excluded) and prompt entropy at
+# most {glue:text}`ps_min_max:.2f`. Prompt entropy's ceiling is $\log n$ for the
+# {glue:text}`n_per_prompt:d` tokens of a typical prompt's sample, so its normalised value
+# says as much about how few tokens each prompt contributes as about the layer. The rest of the study uses pooled statistics, like
+# dataset entropy: they are what a drafter meets, tokens from many different contexts.
+
+# %%
+orders = sorted({1.0, 2.0, float(alpha), float("inf")})
+spectra = [spectrum(H[i]) for i in range(len(ids))]
+by_order = {a: np.array([renyi_entropy(p, a) for p in spectra]) for a in orders}
+fig = plot_entropy_depth(ids, {f"alpha = {a:g}": v for a, v in by_order.items()},
+                         title="Dataset entropy for several Renyi orders")
+glue("fig_entropy_orders", fig, display=False)
+plt.close(fig)
+rho = spearmanr(by_order[1.0][:-1], by_order[2.0][:-1]).statistic
+argmax_2 = profile_summary(by_order[2.0], ids, skip_last=True)["argmax"]
+glue("rho_1_2", float(rho), display=False)
+glue("argmax_alpha2", argmax_2, display=False)
+glue("gap_1_2", float(np.mean(by_order[1.0] - by_order[2.0])), display=False)
+
+# %% [markdown]
+# ## Does the Rényi order matter?
+#
+# Layer selection ({doc}`05_layer_selection`) scores thousands of layer sets, which is
+# only cheap at order 2, where the concatenation entropy has a closed form
+# ({ref}`sec-concat-entropy`). Order 2 weighs the largest eigenvalues more than order 1,
+# and the min-entropy ($\alpha = \infty$) only sees the largest one.
+#
+# ```{glue:figure} fig_entropy_orders
+# :name: fig-entropy-orders
+#
+# Dataset entropy of every layer for several Rényi orders, from the same spectra.
+# Higher orders give lower values (the Rényi entropy falls with $\alpha$).
+# ```
+#
+# Order 2 sits on average {glue:text}`gap_1_2:.2f` nats below order 1, and the two
+# profiles rank the layers alike: Spearman correlation {glue:text}`rho_1_2:.2f` over
+# layers 0 to $N-1$. Order 2 puts its maximum at layer {glue:text}`argmax_alpha2:d`
+# (order 1: layer {glue:text}`ds_argmax:d`). How much an outlier token, rather than the
+# bulk of the tokens, shapes these curves is the subject of {doc}`04_token_filtering`.
+
+# %%
+_ = save_results("01_layer_entropy", {
+    "alpha": alpha, "ids": ids, "n_tokens": n_tokens, "n_prompts": n_prompts, "hidden_size": d,
+    "prompt": {k: v for k, v in prompt.to_dict().items() if k != "per_prompt"},
+    "dataset": dataset.to_dict(),
+    "orders": {f"{a:g}": v for a, v in by_order.items()},
+    "summary": {"dataset": ds, "prompt": ps, "band_width": band, "spearman_alpha1_alpha2": float(rho)},
+}, cfg, results_root or None)

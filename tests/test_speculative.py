@@ -1,0 +1,282 @@
+"""Speculative decoding is lossless: greedy == plain greedy, sampling keeps the target's law."""
+
+import json
+
+import pytest
+import torch
+from scipy import stats
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from activation_wave.capture import capture
+from activation_wave.config import CaptureConfig, DraftConfig, SpecConfig
+from activation_wave.data import Response
+from activation_wave.drafter import Eagle3Drafter, load_drafter
+from activation_wave.models import Target
+from activation_wave.speculative import (
+    SpecResult,
+    cost_model,
+    measure_costs,
+    offline_acceptance,
+    plain_generate,
+    prompt_lookup_generate,
+    speculate,
+    speculative_sample,
+)
+from activation_wave.training import threads, train_drafter
+
+LAYERS = [1, 2, 4]
+
+
+def permutation_target(tokenizer, vocab=128, scale=3.0, seed=0):
+    """A tiny Llama whose greedy next token is mostly ``perm[current token]`` (varied, learnable).
+
+    Same construction as in ``test_training.py``: lm_head rows are permuted, normalised
+    embedding rows; the random blocks perturb the argmax now and then.
+    """
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                      tie_word_embeddings=False)
+    model = LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():
+        emb = model.model.embed_tokens.weight
+        perm = torch.randperm(vocab, generator=torch.Generator().manual_seed(seed + 3))
+        head = torch.empty_like(emb)
+        head[perm] = emb / emb.norm(dim=1, keepdim=True) * scale
+        model.lm_head.weight.copy_(head)
+    model.generation_config.eos_token_id = getattr(tokenizer, "eos_token_id", None)
+    return Target(name="perm-llama", model=model, tokenizer=tokenizer,
+                  provenance={"source": "test", "name": "perm-llama", "seed": seed, "vocab": vocab})
+
+
+@pytest.fixture(scope="module")
+def world(tiny_tokenizer, tmp_path_factory):
+    """Target, prompts (every 5th held out), capture, a trained and an untrained drafter."""
+    target = permutation_target(tiny_tokenizer)
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(2, 120, (int(torch.randint(4, 12, (1,), generator=g)),), generator=g).tolist()
+               for _ in range(40)]
+    res = plain_generate(target, prompts, SpecConfig(max_new_tokens=24, threads=1), impl="loop")
+    responses = [Response(id=f"p{i}", prompt_ids=p, response_ids=r, finish="length", text="",
+                          split="eval" if i % 5 == 4 else "train")
+                 for i, (p, r) in enumerate(zip(prompts, res.token_ids))]
+    cache = capture(target, responses, CaptureConfig(batch_size=8, max_length=64, records_per_shard=16, topk=8),
+                    out_dir=tmp_path_factory.mktemp("cap"), progress=False)
+    cfg = DraftConfig(draft_vocab=96, ttt_steps=3, epochs=30, lr=1e-2, batch_tokens=512, threads=1)
+    path = train_drafter(target, cache, LAYERS, cfg, tmp_path_factory.mktemp("drafter"), progress=False)
+    untrained = Eagle3Drafter.from_target(target.model, LAYERS, list(range(0, 128, 2)), seed=0).eval()
+    return {"target": target, "responses": responses, "cache": cache, "trained": load_drafter(path, target),
+            "untrained": untrained}
+
+
+def _prompts(world, n=6):
+    ev = [r for r in world["responses"] if r.split == "eval"]
+    tr = [r for r in world["responses"] if r.split == "train"]
+    return [r.prompt_ids for r in ev[:n]] + [r.prompt_ids for r in tr[:2]]
+
+
+@pytest.mark.parametrize("which", ["trained", "untrained"])
+@pytest.mark.parametrize("depth", [1, 3, 5])
+def test_greedy_chain_equals_plain_greedy(world, which, depth):
+    prompts = _prompts(world)
+    cfg = SpecConfig(depth=depth, max_new_tokens=24, threads=1)
+    plain = plain_generate(world["target"], prompts, cfg)
+    spec = speculate(world["target"], world[which], prompts, cfg)
+    assert spec.token_ids == plain.token_ids
+    assert spec.method == "eagle3-chain" and spec.tau >= 1.0
+    if which == "trained" and depth > 1:
+        assert spec.tau > 1.5  # drafts are accepted, so multi-token acceptance paths are exercised
+
+
+@pytest.mark.parametrize("which", ["trained", "untrained"])
+@pytest.mark.parametrize(("topk", "size", "depth"), [(2, 4, 3), (3, 10, 4), (4, 20, 4)])
+def test_greedy_tree_equals_plain_greedy(world, which, topk, size, depth):
+    prompts = _prompts(world)
+    cfg = SpecConfig(depth=depth, max_new_tokens=24, tree_topk=topk, tree_size=size, threads=1)
+    plain = plain_generate(world["target"], prompts, cfg)
+    spec = speculate(world["target"], world[which], prompts, cfg)
+    assert spec.method == "eagle3-tree"
+    assert spec.token_ids == plain.token_ids
+
+
+def test_tree_beats_chain_on_a_good_drafter(world):
+    prompts = _prompts(world)
+    chain = speculate(world["target"], world["trained"], prompts, SpecConfig(depth=4, max_new_tokens=24, threads=1))
+    tree = speculate(world["target"], world["trained"], prompts,
+                     SpecConfig(depth=4, max_new_tokens=24, tree_topk=3, tree_size=12, threads=1))
+    assert tree.tau >= chain.tau
+
+
+def test_plain_loop_and_prompt_lookup_equal_generate(world):
+    prompts = _prompts(world)
+    cfg = SpecConfig(max_new_tokens=24, threads=1, prompt_lookup_tokens=3)
+    hf = plain_generate(world["target"], prompts, cfg)
+    loop = plain_generate(world["target"], prompts, cfg, impl="loop")
+    pl = prompt_lookup_generate(world["target"], prompts, cfg)
+    assert hf.token_ids == loop.token_ids == pl.token_ids
+    # the stop rule: a response ends at its first end token or at max_new_tokens
+    for toks in hf.token_ids:
+        assert len(toks) == 24 or (toks[-1] == 1 and 1 not in toks[:-1])
+    assert any(len(t) < 24 for t in hf.token_ids)  # some responses do stop early
+
+
+def test_offline_acceptance_matches_online(world):
+    """At T=0 the replay of cached greedy responses gives the online rounds exactly."""
+    ev = [r for r in world["responses"] if r.split == "eval"]
+    for depth in (2, 3):
+        online = speculate(world["target"], world["trained"], [r.prompt_ids for r in ev],
+                           SpecConfig(depth=depth, max_new_tokens=24, threads=1))
+        off = offline_acceptance(world["trained"], world["cache"], depth, split="eval", max_new_tokens=24)
+        assert [p["accepted"] for p in off["per_record"]] == [p["accepted"] for p in online.per_prompt]
+        assert off["tau_offline"] == pytest.approx(online.tau)
+        assert off["acceptance_by_position"] == pytest.approx(online.acceptance_by_position)
+        assert off["tau_all_anchors"] > 1.0 and len(off["acceptance_all_anchors"]) == depth
+
+
+def test_result_json_and_tree_at_temperature_falls_back(world):
+    res = speculate(world["target"], world["trained"], _prompts(world, 2),
+                    SpecConfig(depth=3, max_new_tokens=8, temperature=0.7, tree_topk=3, threads=1))
+    assert res.method == "eagle3-chain" and "tree drafting at T > 0" in res.notes[0]
+    back = json.loads(json.dumps(res.to_json(), allow_nan=False))
+    assert back["per_prompt"][0]["token_ids"] == res.token_ids[0]
+    assert SpecResult(**back).tau == res.tau
+    assert all(0.0 <= a <= 1.0 for a in res.acceptance_by_position)
+
+
+def _chi2_pvalue(counts: torch.Tensor, probs: torch.Tensor) -> float:
+    """Chi-square goodness of fit, pooling categories with expected count < 5."""
+    n = counts.sum()
+    exp = probs.double() * n
+    small = exp < 5
+    obs = torch.cat([counts[~small].double(), counts[small].double().sum().view(1)])
+    exp = torch.cat([exp[~small], exp[small].sum().view(1)])
+    keep = exp > 0
+    return float(stats.chisquare(obs[keep].numpy(), exp[keep].numpy() * obs[keep].sum().item() / exp[keep].sum().item()).pvalue)
+
+
+def test_speculative_sample_rule_is_exact():
+    """Synthetic p and q: the first emitted token follows p, whatever q proposes."""
+    g = torch.Generator().manual_seed(0)
+    V, D, N = 6, 2, 10000
+    p_logits = torch.randn(D + 1, V, generator=g) * 1.5
+    q = torch.softmax(torch.randn(D, V, generator=g) * 2, -1)
+    q[:, 5] = 0.0  # a token outside the draft vocabulary: only the residual can produce it
+    q = q / q.sum(-1, keepdim=True)
+    p = torch.softmax(p_logits, -1)
+    first = torch.zeros(V)
+    n_acc = 0
+    with threads(1):  # many tiny ops: extra threads only add contention
+        for _ in range(N):
+            drafts = [int(torch.multinomial(q[i], 1, generator=g)) for i in range(D)]
+            n, nxt = speculative_sample(p_logits, q, drafts, 1.0, g)
+            first[(drafts + [nxt])[0] if n >= 1 else nxt] += 1
+            n_acc += n >= 1
+    assert _chi2_pvalue(first, p[0]) > 1e-3
+    assert 0.5 * (p[0] - q[0]).abs().sum() > 0.2  # q is far from p: an "always accept" bug would fail
+    expected_accept = torch.minimum(p[0], q[0]).sum().item()
+    assert abs(n_acc / N - expected_accept) < 4 * (expected_accept * (1 - expected_accept) / N) ** 0.5
+
+
+class _NoEos:
+    pad_token_id = 0
+    eos_token_id = None
+
+
+def test_sampled_speculative_decoding_keeps_the_target_distribution():
+    """End to end at T=1: the tokens of a speculative round follow the target's law.
+
+    Token 1 comes from the prefill; tokens 2 and 3 come from one round with two drafts
+    (accepted, or resampled from the residual), so their marginals test the rule.
+    """
+    target = permutation_target(_NoEos(), vocab=16, scale=0.5)
+    model = target.model
+    drafter = Eagle3Drafter.from_target(model, LAYERS, list(range(12)), seed=0).eval()  # q far from p
+    prompt = [3, 7, 2, 9]
+    N = 600
+    cfg = SpecConfig(depth=2, max_new_tokens=4, temperature=1.0, seed=123, threads=1)
+    res = speculate(target, drafter, [prompt] * N, cfg)  # generator seeded per prompt index
+    toks = torch.tensor(res.token_ids)
+    with torch.no_grad():
+        p1 = torch.softmax(model(torch.tensor([prompt])).logits[0, -1], -1)
+        two = torch.tensor([prompt + [a] for a in range(16)])
+        p2_given = torch.softmax(model(two).logits[:, -1], -1)  # [16, 16]: p(x2 | x1)
+        three = torch.tensor([prompt + [a, b] for a in range(16) for b in range(16)])
+        p3_given = torch.softmax(model(three).logits[:, -1], -1).view(16, 16, 16)  # p(x3 | x1, x2)
+    p2 = p1 @ p2_given
+    p3 = torch.einsum("a,ab,abc->c", p1, p2_given, p3_given)
+    assert _chi2_pvalue(torch.bincount(toks[:, 1], minlength=16).float(), p2) > 1e-3
+    assert _chi2_pvalue(torch.bincount(toks[:, 2], minlength=16).float(), p3) > 1e-3
+    assert 0.2 < res.acceptance_by_position[0] < 0.9  # both accept and resample paths ran
+    assert (toks[:, 1:] >= 12).any()  # tokens outside the draft vocabulary come from the residual
+
+
+def test_cost_model(world):
+    costs = measure_costs(world["target"], world["trained"], context=16, depth=3, extra_sizes=[8], reps=2,
+                          n_threads=1)
+    assert sorted(costs["verify_ms"]) == [1, 2, 3, 4, 8]
+    assert costs["step_ms"] == costs["verify_ms"][1] and costs["draft_step_ms"] > 0 and costs["draft_chain_ms"] > 0
+    fake = {"depth": 4, "step_ms": 100.0, "verify_ms": {1: 100.0, 5: 120.0}, "draft_chain_ms": 20.0}
+    cm = cost_model(2.8, fake)
+    assert cm["round_ms"] == 140.0 and cm["speedup"] == pytest.approx(2.0)
+    assert cm["ceiling"] == pytest.approx(5 * 100 / 140) and cm["break_even_tau"] == pytest.approx(1.4)
+
+
+@pytest.mark.integration
+def test_real_model_greedy_speculation_is_lossless():
+    """SmolLM2-135M: speculative greedy == plain greedy with an untrained drafter, chain and tree."""
+    from activation_wave.data import chat_ids
+    from activation_wave.layers import eagle3_default_layers
+    from activation_wave.models import load_target
+
+    target = load_target("smollm2-135m")
+    layers = eagle3_default_layers(target.n_layers)
+    drafter = Eagle3Drafter.from_target(target.model, layers, torch.arange(0, target.vocab_size, 8)).eval()
+    prompts = [chat_ids(target, "Write a Python function that reverses a string."),
+               chat_ids(target, "What is the capital of France?")]
+    for cfg in (SpecConfig(depth=3, max_new_tokens=16, threads=1),
+                SpecConfig(depth=3, max_new_tokens=16, tree_topk=3, tree_size=8, threads=1)):
+        plain = plain_generate(target, prompts, cfg)
+        spec = speculate(target, drafter, prompts, cfg)
+        assert spec.token_ids == plain.token_ids
+
+
+def test_drafter_loaded_without_target_is_attached_by_speculate(world, tmp_path):
+    from activation_wave.drafter import save_drafter
+
+    path = save_drafter(world["trained"], tmp_path / "d", world["trained"].provenance)
+    bare = load_drafter(path)  # as `wave speculate` loads it
+    cfg = SpecConfig(depth=3, max_new_tokens=12, threads=1)
+    prompts = _prompts(world, 2)
+    assert speculate(world["target"], bare, prompts, cfg).token_ids == plain_generate(world["target"], prompts, cfg).token_ids
+
+
+def test_decoding_figures(world):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from activation_wave.plots.decoding import (
+        plot_acceptance_by_position,
+        plot_cost_model,
+        plot_score_vs_tau,
+        plot_tau,
+        plot_training_curves,
+        plot_verify_cost,
+    )
+
+    costs = {"depth": 3, "step_ms": 60.0, "verify_ms": {1: 60.0, 2: 65.0, 3: 70.0, 4: 80.0},
+             "draft_step_ms": 2.0, "draft_chain_ms": 7.0}
+    figs = [
+        plot_acceptance_by_position({"eagle3-default": [0.5, 0.3, 0.2], "combined": [0.6, 0.4, 0.2]}),
+        plot_tau(["eagle3-default", "combined"], [1.8, 2.0], lo=[1.7, 1.9], hi=[1.9, 2.1]),
+        plot_score_vs_tau([0.1, 0.3, 0.2, 0.5], [1.5, 1.8, 1.6, 2.0], ["a", "b", "c", "d"]),
+        plot_cost_model(costs, measured=[(1.9, 1.3, "eagle3-default")]),
+        plot_verify_cost(costs),
+        plot_training_curves({"epochs": [{"loss_by_step": [3.0, 3.5]}, {"loss_by_step": [2.0, 2.6]}]}),
+    ]
+    assert "Spearman rho = 1.00" in figs[2].axes[0].get_title()
+    for f in figs:
+        ax = f.axes[0]
+        assert ax.get_xlabel() and ax.get_ylabel()
+        plt.close(f)

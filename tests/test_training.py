@@ -1,0 +1,132 @@
+"""Drafter training on a tiny, learnable target: it learns, it is deterministic, it logs."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from activation_wave.capture import capture
+from activation_wave.config import CaptureConfig, DraftConfig, SpecConfig
+from activation_wave.data import Response
+from activation_wave.models import Target
+from activation_wave.speculative import plain_generate
+from activation_wave.training import collate, load_records, make_batches, train_drafter
+
+LAYERS = [1, 2, 4]
+FAST = DraftConfig(draft_vocab=96, ttt_steps=3, epochs=30, lr=1e-2, batch_tokens=512, threads=1)
+
+
+def permutation_target(tokenizer, vocab=128, scale=3.0, seed=0):
+    """A tiny Llama whose greedy next token is mostly ``perm[current token]``.
+
+    Its lm_head rows are the (normalised) embedding rows, permuted: the residual stream
+    is dominated by the current token's embedding, so the argmax is that token's image
+    under a fixed permutation, perturbed by the random blocks. Its greedy responses are
+    varied yet learnable, unlike a random model's (which repeats one token).
+    """
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                      tie_word_embeddings=False)
+    model = LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():
+        emb = model.model.embed_tokens.weight
+        perm = torch.randperm(vocab, generator=torch.Generator().manual_seed(seed + 3))
+        head = torch.empty_like(emb)
+        head[perm] = emb / emb.norm(dim=1, keepdim=True) * scale
+        model.lm_head.weight.copy_(head)
+    model.generation_config.eos_token_id = 1
+    return Target(name="perm-llama", model=model, tokenizer=tokenizer,
+                  provenance={"source": "test", "name": "perm-llama", "seed": seed, "vocab": vocab})
+
+
+def world(tokenizer, out_dir, n=40, max_new=24):
+    """Target, its greedy responses to n random prompts (every 5th held out) and their capture."""
+    target = permutation_target(tokenizer)
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(2, 120, (int(torch.randint(4, 12, (1,), generator=g)),), generator=g).tolist()
+               for _ in range(n)]
+    res = plain_generate(target, prompts, SpecConfig(max_new_tokens=max_new, threads=1), impl="loop")
+    responses = [Response(id=f"p{i}", prompt_ids=p, response_ids=r, finish="length", text="",
+                          split="eval" if i % 5 == 4 else "train")
+                 for i, (p, r) in enumerate(zip(prompts, res.token_ids))]
+    cache = capture(target, responses, CaptureConfig(batch_size=8, max_length=64, records_per_shard=16, topk=8),
+                    out_dir=out_dir, progress=False)
+    return target, responses, cache
+
+
+@pytest.fixture(scope="module")
+def tiny_world(tiny_tokenizer, tmp_path_factory):
+    return world(tiny_tokenizer, tmp_path_factory.mktemp("cap"))
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_world, tmp_path_factory):
+    target, _, cache = tiny_world
+    return train_drafter(target, cache, LAYERS, FAST, tmp_path_factory.mktemp("drafter"), progress=False)
+
+
+def test_world_is_varied(tiny_world):
+    _, responses, cache = tiny_world
+    assert len({t for r in responses for t in r.response_ids}) > 60  # not one repeated token
+    assert cache.manifest["n_loss_tokens"] > 600
+
+
+def test_loss_decreases_and_head_learns(trained):
+    log = json.loads((trained / "train_log.json").read_text())
+    first, last = log["epochs"][0], log["epochs"][-1]
+    assert len(first["loss_by_step"]) == FAST.ttt_steps  # every unrolled step is trained and logged
+    for j in range(FAST.ttt_steps):
+        assert last["loss_by_step"][j] < 0.3 * first["loss_by_step"][j]
+    assert last["acc_by_step"][0] > 0.9
+    assert log["history"][-1] < log["history"][0]
+    assert log["tokens_per_s"] > 0 and log["train_wall_s"] > 0 and log["n_loss_tokens"] > 0
+    assert 0.8 < log["draft_vocab_coverage"] <= 1.0
+    assert log["eval"]["tau_offline"] > 1.5  # held-out records, chain depth = ttt_steps (untrained: ~1.0)
+    prov = json.loads((trained / "provenance.json").read_text())
+    assert prov["target_fingerprint"] and prov["data_hash"] and prov["layers"] == LAYERS
+
+
+def test_training_is_deterministic_for_a_seed(tiny_world, tmp_path):
+    target, _, cache = tiny_world
+    cfg = DraftConfig(draft_vocab=96, ttt_steps=2, epochs=2, lr=1e-2, batch_tokens=512, threads=1)
+    paths = [train_drafter(target, cache, LAYERS, cfg, tmp_path / name, progress=False) for name in ("a", "b")]
+    other = train_drafter(target, cache, LAYERS, DraftConfig(**{**cfg.__dict__, "seed": 1}), tmp_path / "c",
+                          progress=False)
+    a, b, c = (load_file(str(p / "model.safetensors")) for p in (*paths, other))
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert not torch.equal(a["fc.weight"], c["fc.weight"])
+
+
+def test_hard_labels_and_fp32_train(tiny_world, tmp_path):
+    target, _, cache = tiny_world
+    cfg = DraftConfig(draft_vocab=96, ttt_steps=2, epochs=15, lr=1e-2, batch_tokens=512, threads=1,
+                      soft_targets=False, dtype="fp32")
+    log = json.loads((train_drafter(target, cache, LAYERS, cfg, tmp_path, progress=False) / "train_log.json").read_text())
+    assert log["epochs"][-1]["loss_by_step"][0] < 0.3 * log["epochs"][0]["loss_by_step"][0]
+
+
+def test_batches_and_anchor_windows(tiny_world):
+    _, _, cache = tiny_world
+    recs = load_records(cache, LAYERS, "train")
+    batches = make_batches([len(r) for r in recs], 128)
+    assert sorted(i for b in batches for i in b) == list(range(len(recs)))
+    assert all(len(b) * max(len(recs[i]) for i in b) <= 128 or len(b) == 1 for b in batches)
+    b = collate([recs[i] for i in batches[0]], n_steps=3)
+    for row, i in enumerate(batches[0]):
+        r = recs[i]
+        anchors = b.sub[row][b.sub_ok[row]].tolist()
+        # every anchor whose chain reaches a response target, up to the last position with a target
+        assert anchors == list(range(max(0, r.prompt_len - 4), len(r) - 2))
+    assert b.hidden.shape[-1] == 3 * 32
+
+
+def test_wrong_target_is_rejected(tiny_world, tiny_tokenizer, tmp_path):
+    _, _, cache = tiny_world
+    other = permutation_target(tiny_tokenizer, seed=5)
+    with pytest.raises(ValueError, match="captured from target"):
+        train_drafter(other, cache, LAYERS, FAST, tmp_path, progress=False)
