@@ -205,3 +205,52 @@ def test_compartment_helpers():
     table = compartment_table(stats, comps, mark={"default": [2, 4]})
     assert table["size"].tolist() == [3, 3] and table["default"].tolist() == ["2", "4"]
     assert np.allclose(table["mean CKA inside"], 1.0) and np.allclose(table["mean CKA to neighbours"], 0.2)
+
+
+def test_outlier_helpers_on_a_planted_sink():
+    from activation_wave.entropy import profile_summary
+    from activation_wave.filtering import compare_conditions, outlier_conditions, response_offsets, token_norms
+
+    rng = np.random.default_rng(0)
+    H = rng.normal(size=(4, 60, 8))
+    pos = np.tile(np.arange(6), 10)
+    H[2:, pos == 0] *= 300.0  # a sink on every sequence's first token from layer 2 on
+    conds = outlier_conditions(pos, token_norms(H), drop_first=1, massive_factor=20)
+    assert list(conds)[1] == "without the first position" and conds[list(conds)[3]][1] == "median"
+    res = compare_conditions(H, conds, alpha=1.0)
+    ref = profile_summary(res[list(res)[0]]["entropy"])
+    assert ref["drop_to"] == 2 and ref["drop"] > 1.0  # the planted cliff
+    for lab in list(res)[1:]:
+        assert profile_summary(res[lab]["entropy"])["drop"] < 0.5 * ref["drop"]
+    assert res[list(res)[3]]["cka"] is None and res[list(res)[1]]["cka"].shape == (4, 4)
+    recs = [{"prompt_len": 3}, {"prompt_len": 5}]
+    assert response_offsets([2, 3, 4, 4], [0, 0, 1, 1], recs).tolist() == [0, 1, 0, 0]
+
+
+def test_token_count_stability_shapes():
+    from activation_wave.filtering import token_count_stability
+
+    H = np.random.default_rng(1).normal(size=(5, 64, 6)).cumsum(0)
+    st = token_count_stability(H, [8, 16, 64, 1000], n_rep=2, seed=0)
+    assert st["sizes"].tolist() == [8, 16, 64] and st["profile_corr"].shape == (3, 2)
+    assert np.allclose(st["cka_mad"][-1], 0.0) and np.allclose(st["profile_corr"][-1], 1.0)
+    with pytest.raises(ValueError, match="no size"):
+        token_count_stability(H, [2, 500])
+
+
+def test_chapter_plot_helpers_return_labelled_figures():
+    import matplotlib.pyplot as plt
+
+    from activation_wave import plots
+
+    ids = list(range(4))
+    C = np.eye(4)
+    figs = [plots.plot_entropy_normalisations(ids, {"a": np.arange(4.0) + 1}, d=8, n=16),
+            plots.plot_cka_grid(ids, {"x": C, "y": C}, compartments={"x": [(0, 1), (2, 3)]}),
+            plots.plot_token_entropy_hist(np.linspace(0, 3, 50), 1.0),
+            plots.plot_norm_ratio(ids, {"first": [1, 5, 100, 2]}),
+            plots.plot_layer_frequency(ids[1:], {"m": {1: 0.5, 3: 1.0}}, selected={"m": [3]})]
+    assert len(figs[0].axes) == 4 and len([a for a in figs[1].axes if a.get_title()]) == 2
+    for fig in figs:
+        assert all(ax.get_xlabel() for ax in fig.axes if ax.get_title())
+        plt.close(fig)
