@@ -280,3 +280,20 @@ def test_decoding_figures(world):
         ax = f.axes[0]
         assert ax.get_xlabel() and ax.get_ylabel()
         plt.close(f)
+
+
+def test_packed_linears_are_idempotent_and_reversible(tiny_tokenizer):
+    from activation_wave.speculative import PackedLinear, set_linear_mode
+
+    target = permutation_target(tiny_tokenizer, seed=7)
+    x = torch.randint(0, 128, (1, 9))
+    with torch.no_grad():
+        ref = target.model(x).logits
+        n = set_linear_mode(target.model, "packed")
+        if n == 0:
+            pytest.skip("MKL packing not available in this torch build")
+        assert set_linear_mode(target.model, "packed") == 0  # already packed
+        torch.testing.assert_close(target.model(x).logits, ref, atol=1e-4, rtol=1e-4)
+        assert set_linear_mode(target.model, "hf") == n
+        assert not any(isinstance(m, PackedLinear) for m in target.model.modules())
+        torch.testing.assert_close(target.model(x).logits, ref)

@@ -117,7 +117,7 @@ def cmd_speculate(args: argparse.Namespace) -> int:
     cfg = _config(args, **{"spec.temperature": args.temperature, "spec.max_new_tokens": args.max_new_tokens})
     prompts = read_prompt_jsonl(args.prompts)
     target = get_target(cfg)
-    drafter = load_drafter(args.draft)
+    drafter = load_drafter(args.draft, target)
     res = speculate(target, drafter, [chat_ids(target, p.text) for p in prompts], cfg.spec, ids=[p.id for p in prompts])
     doc = res.to_json()
     if args.json:

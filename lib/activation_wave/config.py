@@ -142,6 +142,8 @@ class DraftConfig:
     grad_clip: float = 0.5  # max gradient norm (0 = off)
     threads: int = 0  # torch intra-op threads while training (0 = leave torch's setting)
     eval_every: int = 0  # also log eval-split offline acceptance every n epochs (0 = only at the end)
+    n_seeds: int = 2  # chapter 6: drafters per layer set (seeds seed, seed+1, ...)
+    sweep_stride: int = 3  # chapter 6: single-layer drafters every n layers (0 = none)
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,7 @@ class SpecConfig:
     tree_size: int = 16  # draft tokens kept in a dynamic tree (used when tree_topk > 0)
     prompt_lookup_tokens: int = 10  # baseline: transformers' prompt_lookup_num_tokens
     threads: int = 0  # torch intra-op threads while decoding (0 = leave torch's setting)
+    linear: str = "packed"  # target linears while decoding: packed (MKL small-batch GEMM, CPU fp32) | hf
 
 
 @dataclass(frozen=True)

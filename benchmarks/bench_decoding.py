@@ -1,0 +1,212 @@
+"""Speculative decoding on SmolLM2-135M against plain and prompt-lookup decoding, in one run.
+
+Measured side by side, interleaved prompt by prompt (so load from other processes on a
+shared machine hits every method alike), on held-out (eval-split) prompts of the
+profile's capture:
+
+* plain decoding (transformers ``generate``) at T = 0 and T = 1;
+* speculative decoding with the drafter (chain, and the dynamic tree if
+  ``spec.tree_topk > 0``) at T = 0, and chain at T = 1;
+* prompt-lookup decoding (transformers, ``prompt_lookup_num_tokens``) at T = 0.
+
+Reported: tokens/s of each, the ratios ``speedup_vs_plain_t0``, ``speedup_vs_plain_t1``,
+``speedup_vs_prompt_lookup_t0``, ``tau_t0`` (and the tree's), whether speculative greedy
+equals plain greedy on every prompt, tau offline on the same prompts, the cost-model
+components (verify of 1..depth+1 tokens, a draft step, a drafted chain) with the
+predicted speedup, and the drafter's training tokens/s.
+
+Run: ``python -m benchmarks.bench_decoding --drafter DIR`` (or without ``--drafter`` to
+train one on the profile's capture with ``draft`` settings; reused on later runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def _merge(results: list[Any]) -> dict[str, Any]:
+    """Pool the per-prompt SpecResults of one method."""
+    per = [p for r in results for p in r.per_prompt]
+    tokens = sum(len(p["token_ids"]) for p in per)
+    wall = sum(p["wall_s"] for p in per)
+    out: dict[str, Any] = {"tokens": tokens, "wall_s": round(wall, 3), "tokens_per_s": tokens / wall if wall else None,
+                           "prompts": len(per)}
+    if results and results[0].method.startswith("eagle3"):
+        rounds = sum(p["rounds"] for p in per)
+        depth = results[0].depth
+        drafted, accepted = [0] * depth, [0] * depth
+        for p in per:
+            for k, a in zip(p["drafted"], p["accepted"]):
+                for i in range(min(k, depth)):
+                    drafted[i] += 1
+                    accepted[i] += int(i < a)
+        out.update(tau=(tokens - len(per)) / rounds if rounds else None, rounds=rounds,
+                   acceptance_by_position=[a / d if d else None for a, d in zip(accepted, drafted)])
+    return out
+
+
+def run(*, profile: str = "default", drafter_dir: str | None = None, layers: list[int] | None = None,
+        n_prompts: int = 12, max_new_tokens: int | None = None, threads: int = 1, progress: bool = True,
+        **spec_overrides: Any) -> dict[str, Any]:
+    """Run the decoding benchmark; returns a JSON-able dict (see the module docstring).
+
+    ``spec_overrides`` replace fields of the profile's ``spec`` section (``depth=4``,
+    ``tree_topk=4``, ``tree_size=16``, ``linear="hf"``...). ``threads=1`` because on a
+    shared 2-core machine two threads were measured several times slower under load.
+    """
+    from activation_wave.config import load_config
+    from activation_wave.drafter import load_drafter
+    from activation_wave.layers import eagle3_default_layers
+    from activation_wave.models import cache_root
+    from activation_wave.pipeline import run_capture
+    from activation_wave.speculative import (
+        cost_model,
+        measure_costs,
+        offline_acceptance,
+        plain_generate,
+        prompt_lookup_generate,
+        speculate,
+    )
+    from activation_wave.training import train_drafter
+
+    t_start = time.time()
+    cfg = load_config(profile)
+    spec = dataclasses.replace(cfg.spec, threads=threads, **spec_overrides)
+    if max_new_tokens is not None:
+        spec = dataclasses.replace(spec, max_new_tokens=max_new_tokens)
+    cap = run_capture(cfg, progress=progress)
+    target, cache = cap.target, cap.cache
+
+    # the drafter: given, or trained once on this capture and reused
+    if drafter_dir is None:
+        layers = layers or eagle3_default_layers(target.n_layers)
+        key = hashlib.sha256(json.dumps([cache.path.name, layers, dataclasses.asdict(cfg.draft)]).encode()).hexdigest()[:12]
+        drafter_dir = str(cache_root() / "drafters" / f"bench-{key}")
+        if not (Path(drafter_dir) / "train_log.json").exists():
+            train_drafter(target, cache, layers, cfg.draft, drafter_dir, progress=progress)
+    drafter = load_drafter(drafter_dir, target)
+    log_path = Path(drafter_dir) / "train_log.json"
+    train_log = json.loads(log_path.read_text()) if log_path.exists() else {}
+
+    # held-out prompts
+    recs = [r for r in cache.records if r["split"] == "eval"][:n_prompts]
+    want = {r["id"] for r in recs}
+    prompts: dict[str, list[int]] = {}
+    for r in cache.iter_records([], split="eval"):
+        if r.id in want:
+            prompts[r.id] = r.input_ids[: r.prompt_len].tolist()
+    ids = [r["id"] for r in recs if r["id"] in prompts]
+
+    t0_spec = dataclasses.replace(spec, temperature=0.0, tree_topk=0)
+    t1_spec = dataclasses.replace(spec, temperature=1.0, tree_topk=0)
+    methods: dict[str, Any] = {
+        "plain_t0": lambda p, c: plain_generate(target, [p], c(t0_spec)),
+        "spec_chain_t0": lambda p, c: speculate(target, drafter, [p], c(t0_spec)),
+        "prompt_lookup_t0": lambda p, c: prompt_lookup_generate(target, [p], c(t0_spec)),
+        "plain_t1": lambda p, c: plain_generate(target, [p], c(t1_spec)),
+        "spec_chain_t1": lambda p, c: speculate(target, drafter, [p], c(t1_spec)),
+    }
+    if spec.tree_topk > 0:
+        tree_spec = dataclasses.replace(spec, temperature=0.0)
+        methods["spec_tree_t0"] = lambda p, c: speculate(target, drafter, [p], c(tree_spec), tree=True)
+
+    # warm-up (one-time allocations, packing of the target's linears), not timed
+    short = dataclasses.replace
+    for name, fn in methods.items():
+        fn(prompts[ids[0]], lambda s: short(s, max_new_tokens=4))
+
+    runs: dict[str, list[Any]] = {name: [] for name in methods}
+    names = list(methods)
+    for i, pid in enumerate(ids):
+        order = names[i % len(names):] + names[: i % len(names)]  # rotate: no method always goes first
+        for name in order:
+            res = methods[name](prompts[pid], lambda s, i=i: short(s, seed=s.seed + i))
+            res.per_prompt[0]["id"] = pid
+            runs[name].append(res)
+        if progress:
+            print(f"[bench_decoding] prompt {i + 1}/{len(ids)}", flush=True)
+
+    merged = {name: _merge(r) for name, r in runs.items()}
+    tps = {name: m["tokens_per_s"] for name, m in merged.items()}
+    equal_chain = sum(a.token_ids == b.token_ids for a, b in zip(runs["spec_chain_t0"], runs["plain_t0"]))
+    out: dict[str, Any] = {
+        "model": target.name, "profile": profile, "drafter": drafter_dir, "layers": list(drafter.spec.layers),
+        "spec": dataclasses.asdict(spec), "n_prompts": len(ids), "prompt_ids": ids,
+        "tokens_per_s": tps, "methods": merged,
+        "speedup_vs_plain_t0": tps["spec_chain_t0"] / tps["plain_t0"],
+        "speedup_vs_plain_t1": tps["spec_chain_t1"] / tps["plain_t1"],
+        "speedup_vs_prompt_lookup_t0": tps["spec_chain_t0"] / tps["prompt_lookup_t0"],
+        "prompt_lookup_vs_plain_t0": tps["prompt_lookup_t0"] / tps["plain_t0"],
+        "tau_t0": merged["spec_chain_t0"]["tau"], "tau_t1": merged["spec_chain_t1"]["tau"],
+        "lossless_t0_chain": f"{equal_chain}/{len(ids)} prompts identical to plain greedy",
+    }
+    if "spec_tree_t0" in runs:
+        equal_tree = sum(a.token_ids == b.token_ids for a, b in zip(runs["spec_tree_t0"], runs["plain_t0"]))
+        out["lossless_t0_tree"] = f"{equal_tree}/{len(ids)} prompts identical to plain greedy"
+        out["tau_tree_t0"] = merged["spec_tree_t0"]["tau"]
+        out["speedup_tree_vs_plain_t0"] = tps["spec_tree_t0"] / tps["plain_t0"]
+        out["speedup_tree_vs_prompt_lookup_t0"] = tps["spec_tree_t0"] / tps["prompt_lookup_t0"]
+
+    off = offline_acceptance(drafter, cache, spec.depth, split="eval", max_new_tokens=spec.max_new_tokens, ids=ids)
+    out["tau_offline_t0"] = off["tau_offline"]
+    out["tau_online_minus_offline"] = out["tau_t0"] - off["tau_offline"]
+    out["acceptance_offline"] = off["acceptance_by_position"]
+
+    context = int(statistics.median(len(prompts[p]) for p in ids)) + spec.max_new_tokens // 2
+    extra = [spec.tree_size + 1] if spec.tree_topk > 0 else []
+    costs = measure_costs(target, drafter, context=context, depth=spec.depth, extra_sizes=extra,
+                          n_threads=threads, linear=spec.linear)
+    out["cost_model"] = {"components_ms": costs,
+                         "predicted_chain_t0": cost_model(out["tau_t0"], costs, spec.depth),
+                         "measured_chain_t0": out["speedup_vs_plain_t0"]}
+    if extra:
+        out["cost_model"]["predicted_tree_t0"] = cost_model(out["tau_tree_t0"], costs, spec.depth,
+                                                            verify_tokens=extra[0])
+    out["drafter_training"] = {k: train_log.get(k) for k in ("tokens_per_s", "train_wall_s", "n_loss_tokens",
+                                                            "threads")}
+    out["drafter_training"]["unit"] = "response positions (loss tokens) per second, all unrolled steps"
+    out["command"] = (f"python -m benchmarks.bench_decoding --profile {profile} --drafter {drafter_dir} "
+                      f"--n-prompts {n_prompts} --threads {threads}"
+                      + "".join(f" --set {k}={v}" for k, v in spec_overrides.items()))
+    out["torch_threads"] = threads
+    out["seconds"] = round(time.time() - t_start, 1)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", default="default")
+    ap.add_argument("--drafter", default=None, help="drafter folder (default: train one on the profile's capture)")
+    ap.add_argument("--n-prompts", type=int, default=12)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--set", action="append", default=[], help="spec field override, e.g. --set tree_topk=4")
+    ap.add_argument("--out", default=None, help="write the result JSON here")
+    args = ap.parse_args()
+    from activation_wave.config import SpecConfig, _coerce
+    from typing import get_type_hints
+
+    hints = get_type_hints(SpecConfig)
+    overrides = {}
+    for item in args.set:
+        k, _, v = item.partition("=")
+        overrides[k] = _coerce(v, hints[k], f"spec.{k}")
+    res = run(profile=args.profile, drafter_dir=args.drafter, n_prompts=args.n_prompts, threads=args.threads,
+              **overrides)
+    text = json.dumps(res, indent=1, default=float)
+    if args.out:
+        Path(args.out).write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    main()

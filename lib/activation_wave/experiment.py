@@ -1,0 +1,108 @@
+"""Chapter 6's experiment: one drafter per layer set and seed, same data, same budget.
+
+Every drafter is trained on the train split of one capture cache and evaluated
+offline on its eval split (accepted length of chain drafts at T = 0, from the cached
+greedy responses). Trained drafters are cached under the capture folder, keyed by the
+layer set, the draft config and the seed, so a rerun trains only what changed; a
+folder without its ``train_log.json`` (an interrupted training) is trained again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .capture import CaptureCache
+from .config import DraftConfig
+from .models import Target
+
+
+def drafter_dir(cache: CaptureCache, layers: Sequence[int], cfg: DraftConfig) -> Path:
+    """Where the drafter for (cache, layers, config incl. seed) lives."""
+    key = hashlib.sha256(json.dumps({"layers": list(map(int, layers)), "cfg": asdict(cfg)}, sort_keys=True).encode())
+    return cache.path / "drafters" / f"L{'-'.join(map(str, layers))}-{key.hexdigest()[:12]}"
+
+
+def train_or_load(target: Target, cache: CaptureCache, layers: Sequence[int], cfg: DraftConfig, *,
+                  progress: bool = False) -> tuple[Path, dict[str, Any]]:
+    """Train the drafter unless a finished one with the same key exists; return (folder, train log)."""
+    from .training import train_drafter
+
+    out = drafter_dir(cache, layers, cfg)
+    log_path = out / "train_log.json"
+    if not log_path.exists():
+        if out.exists():
+            shutil.rmtree(out)  # interrupted earlier: start over
+        tmp = out.with_name(out.name + ".partial")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        train_drafter(target, cache, list(layers), cfg, tmp, progress=progress)
+        tmp.rename(out)
+    return out, json.loads(log_path.read_text())
+
+
+def bootstrap_mean_ci(values: Sequence[float], *, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of a mean."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    if len(v) < 2:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    means = v[rng.integers(0, len(v), size=(n_boot, len(v)))].mean(1)
+    return float(np.quantile(means, (1 - level) / 2)), float(np.quantile(means, (1 + level) / 2))
+
+
+def tau_with_ci(eval_log: Mapping[str, Any], *, seed: int = 0) -> dict[str, float]:
+    """Offline tau and a 95% bootstrap interval over eval records (tokens / rounds, resampled by record)."""
+    per = [p for p in eval_log["per_record"] if p["rounds"]]
+    tokens = np.array([p["tokens"] for p in per], float)
+    rounds = np.array([p["rounds"] for p in per], float)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(per), size=(2000, len(per)))
+    # tau = tokens per verify round; the first token of each response comes from the
+    # prompt's forward (not a verify), hence the -1 per record, as in offline_acceptance
+    boots = (tokens[idx] - 1).sum(1) / rounds[idx].sum(1)
+    return {"tau": float(eval_log["tau_offline"]), "tau_lo": float(np.quantile(boots, 0.025)),
+            "tau_hi": float(np.quantile(boots, 0.975)), "eval_records": len(per)}
+
+
+def run_sets(target: Target, cache: CaptureCache, sets: Mapping[str, Sequence[int]], cfg: DraftConfig,
+             seeds: Sequence[int], *, progress: bool = True) -> list[dict[str, Any]]:
+    """Train (or load) a drafter for every named set and seed; one row per drafter."""
+    from tqdm import tqdm
+
+    rows = []
+    jobs = [(name, list(ids), s) for name, ids in sets.items() for s in seeds]
+    for name, ids, seed in tqdm(jobs, desc="drafters", unit="drafter", disable=not progress):
+        path, log = train_or_load(target, cache, ids, dataclasses.replace(cfg, seed=seed))
+        ev = log.get("eval", {})
+        row = {"set": name, "layers": ids, "k": len(ids), "seed": seed, "path": str(path),
+               "train_s": log.get("train_wall_s"), "tokens_per_s": log.get("tokens_per_s"),
+               "acceptance_by_position": ev.get("acceptance_by_position"),
+               "final_loss_by_step": log["epochs"][-1]["loss_by_step"] if log.get("epochs") else None,
+               "final_acc_by_step": log["epochs"][-1]["acc_by_step"] if log.get("epochs") else None}
+        if ev:
+            row.update(tau_with_ci(ev, seed=seed))
+        rows.append(row)
+    return rows
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman rank correlation (average ranks for ties); nan when undefined."""
+    from scipy.stats import spearmanr
+
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    if ok.sum() < 3:
+        return float("nan")
+    r = spearmanr(x[ok], y[ok]).statistic
+    return float(r) if not math.isnan(r) else float("nan")
