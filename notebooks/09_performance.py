@@ -1,0 +1,179 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Performance and scale
+#
+# How fast is the study on a 2-core CPU, does its memory stay flat as the token count
+# grows, and what would the `paper` profile need on GPUs? Every figure on this page is
+# read from `data/results/benchmarks.json`, written by `wave bench`. Each benchmark
+# measures its subject and a baseline side by side in the same run (the machine is
+# shared, so only ratios measured together mean anything) and records peak memory.
+
+# %% tags=["parameters"]
+profile = "default"
+model = ""
+results_root = ""
+overrides = "{}"
+
+# %%
+import json
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from IPython.display import display
+from myst_nb import glue
+
+from activation_wave.config import load_config
+from activation_wave.data import REPO_ROOT
+from activation_wave.estimate import dry_run
+from activation_wave.pipeline import notebook_config
+from activation_wave.plots import plot_memory_curve, plot_ratios, plot_scaling
+
+cfg = notebook_config(profile, model, overrides)
+bench = json.loads((REPO_ROOT / "data" / "results" / "benchmarks.json").read_text())
+print("benchmarks measured on:", bench.get("machine"))
+
+# %% [markdown]
+# ## Each step against its baseline
+
+# %%
+rows = []
+cap = bench.get("capture_throughput")
+if cap:
+    rows.append(("capture (all hidden states) vs plain forward", cap["ratio"], 0.85, cap["figure"], cap["baseline"], cap["peak_rss_mib"]))
+met = bench.get("metrics", {}).get("entries", {})
+for key, label in (("layer_entropies", "entropy, all layers: d-side vs n x n Gram"),
+                   ("products_and_cka", "pair products + CKA: one pass vs pairwise"),
+                   ("renyi2_all_triples", "S2 of all triples: closed form vs eigen"),
+                   ("concat_entropy_alpha1", "S1 of a triple: d-side vs n x n Gram")):
+    if key in met:
+        e = met[key]
+        rows.append((label, e["ratio"], None, e["seconds"], e["baseline"]["seconds"], e["peak_rss_mb"]))
+spec = bench.get("speculative_decoding")
+if spec:
+    for key, target in (("speedup_vs_plain_t0", 1.2), ("speedup_vs_plain_t1", None), ("speedup_vs_prompt_lookup_t0", None)):
+        if spec.get(key) is not None:
+            rows.append((f"speculative decoding: {key}", spec[key], target, None, None, spec.get("peak_rss_mib")))
+table = pd.DataFrame(rows, columns=["benchmark", "ratio", "target", "figure", "baseline", "peak MiB"])
+display(table)
+fig = plot_ratios(list(table.benchmark), list(table.ratio), [None if pd.isna(t) else t for t in table.target])
+glue("fig_ratios", fig, display=False)
+plt.close(fig)
+if cap:
+    glue("capture_ratio", cap["ratio"], display=False)
+    glue("capture_tps", cap["figure"], display=False)
+
+# %% [markdown]
+# ```{glue:figure} fig_ratios
+# :name: fig-ratios
+#
+# Each benchmark's speed relative to the baseline measured in the same run (log scale;
+# above 1 = faster than the baseline); black ticks mark the targets set for the study.
+# ```
+#
+# Capturing every layer's hidden states, the next-token entropy and writing the shard
+# runs at {glue:text}`capture_ratio:.2f` of a plain forward's throughput
+# ({glue:text}`capture_tps:.0f` tokens/s).
+#
+# ## Memory as the token count grows
+
+# %%
+mem = bench.get("memory_scaling")
+if mem:
+    fig = plot_memory_curve(mem["figure"], mem["baseline"])
+    glue("mem_tokens", mem["tokens"], display=False)
+    glue("mem_growth", mem["growth_mib_from_first_to_last"], display=False)
+    glue("mem_last", float(list(mem["figure"].values())[-1]), display=False)
+    glue("fig_memory", fig, display=False)
+    plt.close(fig)
+
+# %% [markdown]
+# ```{glue:figure} fig_memory
+# :name: fig-memory
+#
+# Resident memory while streaming tokens of every layer through the entropy and
+# minibatch-CKA accumulators (measured), against the memory that holding the same
+# tokens at once would take (computed).
+# ```
+#
+# Streaming {glue:text}`mem_tokens:d` tokens, resident memory ends at
+# {glue:text}`mem_last:.0f` MiB, {glue:text}`mem_growth:.0f` MiB above its level after the
+# first checkpoint.
+#
+# ## How the metric code scales
+
+# %%
+scal = met.get("scaling", {}) if isinstance(met, dict) else {}
+if scal:
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), layout="constrained")
+    for ax, axis, label in zip(axes, ("n", "L", "d"), ("tokens n", "layers L", "width d")):
+        curves = {what: (scal[f"{what}_vs_{axis}"]["values"], scal[f"{what}_vs_{axis}"]["seconds"])
+                  for what in ("pair_products", "layer_entropies") if f"{what}_vs_{axis}" in scal}
+        plot_scaling(curves, xlabel=label, ax=ax)
+    glue("fig_scaling", fig, display=False)
+    plt.close(fig)
+    display(pd.DataFrame({k: {"exponent": v["exponent"]} for k, v in scal.items()}).T)
+
+# %% [markdown]
+# ```{glue:figure} fig_scaling
+# :name: fig-scaling
+#
+# Time of the pairwise products (entropy $S_2$ closed form and CKA) and of all layer
+# entropies as tokens, layers or width grow, on random data of the study's shape; the
+# table gives each log-log slope.
+# ```
+#
+# ## How long each profile takes here
+
+# %%
+timing_rows = []
+for prof in ("smoke", "default"):
+    path = REPO_ROOT / "data" / "results" / prof / "timings.json"
+    if path.exists():
+        t = json.loads(path.read_text())
+        for nb, s in sorted(t.get("notebooks", {}).items()):
+            timing_rows.append({"profile": prof, "notebook": nb, "seconds": s})
+timings = pd.DataFrame(timing_rows)
+display(timings.pivot(index="notebook", columns="profile", values="seconds") if len(timings) else timings)
+for prof in ("smoke", "default"):
+    total = float(timings[timings.profile == prof].seconds.sum()) if len(timings) else float("nan")
+    glue(f"total_{prof}_min", total / 60, display=False)
+
+# %% [markdown]
+# Summed over the notebooks' last executions: {glue:text}`total_smoke_min:.0f` minutes for
+# `smoke` and {glue:text}`total_default_min:.0f` minutes for `default` (the default
+# figure excludes the one-time response generation, about an hour here, which fresh
+# clones skip because the responses are committed).
+#
+# ## The paper profile on GPUs
+#
+# `wave dry-run` validates a config and estimates each step without loading weights,
+# from the model's shape and stated hardware assumptions:
+
+# %%
+est = []
+for m in ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct"):
+    d = dry_run(load_config("paper", model=m))
+    s = d["steps"]
+    est.append({"model": m, "params (B)": d["params_billion"], "weights (GiB)": s["load"]["weights_gib"],
+                "GPUs (80 GB)": s["load"]["devices"], "responses (h)": s["responses"]["hours"],
+                "capture disk (GiB)": s["capture"]["disk_gib"], "capture, all records (GiB)": s["capture"]["all_records_disk_gib"],
+                "drafter (M params)": s["drafter"]["params_million"], "EAGLE-3 default": str(d["eagle3_default_layers"])})
+display(pd.DataFrame(est).set_index("model").T)
+
+# %% [markdown]
+# These are planning estimates (bandwidth-bound decoding, FLOP-bound capture at an
+# assumed efficiency), not measurements. They show why the `paper` profile captures
+# every layer for a subset of records only: all layers of every token of 40,000
+# conversations would take petabytes. At that scale the statistics come from the
+# subset, and the drafter is trained by SpecForge or the EAGLE scripts, which compute
+# the target's hidden states on the fly, with the layer ids this study selects
+# ({doc}`../rerun`).
