@@ -87,13 +87,15 @@ if cap:
 
 # %%
 mem = bench.get("memory_scaling")
-if mem:
-    fig = plot_memory_curve(mem["figure"], mem["baseline"])
-    glue("mem_tokens", mem["tokens"], display=False)
-    glue("mem_growth", mem["growth_mib_from_first_to_last"], display=False)
-    glue("mem_last", float(list(mem["figure"].values())[-1]), display=False)
-    glue("fig_memory", fig, display=False)
-    plt.close(fig)
+if mem is None:  # not measured yet: say so in the page instead of failing the build
+    mem = {"figure": {}, "baseline": {}, "tokens": 0, "growth_mib_from_first_to_last": float("nan")}
+    print("memory_scaling has not been measured: run `wave bench --only memory_scaling`")
+fig = plot_memory_curve(mem["figure"], mem["baseline"])
+glue("mem_tokens", mem["tokens"], display=False)
+glue("mem_growth", mem["growth_mib_from_first_to_last"], display=False)
+glue("mem_last", float(list(mem["figure"].values())[-1]) if mem["figure"] else float("nan"), display=False)
+glue("fig_memory", fig, display=False)
+plt.close(fig)
 
 # %% [markdown]
 # ```{glue:figure} fig_memory
@@ -112,15 +114,16 @@ if mem:
 
 # %%
 scal = met.get("scaling", {}) if isinstance(met, dict) else {}
+fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), layout="constrained")
 if scal:
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), layout="constrained")
     for ax, axis, label in zip(axes, ("n", "L", "d"), ("tokens n", "layers L", "width d")):
         curves = {what: (scal[f"{what}_vs_{axis}"]["values"], scal[f"{what}_vs_{axis}"]["seconds"])
                   for what in ("pair_products", "layer_entropies") if f"{what}_vs_{axis}" in scal}
         plot_scaling(curves, xlabel=label, ax=ax)
-    glue("fig_scaling", fig, display=False)
-    plt.close(fig)
     display(pd.DataFrame({k: {"exponent": v["exponent"]} for k, v in scal.items()}).T)
+
+glue("fig_scaling", fig, display=False)
+plt.close(fig)
 
 # %% [markdown]
 # ```{glue:figure} fig_scaling

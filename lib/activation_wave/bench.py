@@ -99,7 +99,8 @@ def bench_capture(model: str = "smollm2-135m", n_records: int = 16, batch_size: 
             "tokens": tokens, "layers": target.n_layers + 1, "repeats": repeats}
 
 
-def bench_memory(model: str = "smollm2-135m", profile: str = "default", n_tokens: int = 1_000_000,
+def bench_memory(model: str = "smollm2-135m", profile: str = "default",
+                 n_tokens: int = int(os.environ.get("WAVE_BENCH_MEMORY_TOKENS", 1_000_000)),
                  checkpoints: tuple[int, ...] = (10_000, 30_000, 100_000, 300_000, 1_000_000)) -> dict[str, Any]:
     """Resident memory of streaming statistics (entropy + minibatch CKA, all layers) as the
     token count grows to ``n_tokens``, cycling over the profile's capture cache; baseline:
@@ -113,7 +114,7 @@ def bench_memory(model: str = "smollm2-135m", profile: str = "default", n_tokens
     proc = psutil.Process()
     curve: dict[int, float] = {}
     base = proc.memory_info().rss / 2**20
-    marks = sorted(checkpoints)
+    marks = sorted(c for c in checkpoints if c <= n_tokens)
 
     def on_chunk(seen: int) -> None:
         rss = proc.memory_info().rss / 2**20

@@ -70,17 +70,32 @@ def forward_batch(model: Any, seqs: Sequence[Sequence[int]], prompt_lens: Sequen
     out = model(input_ids=ids.to(device), attention_mask=mask.to(device), output_hidden_states=True, use_cache=False)
     keep = mask.bool()
     hidden = torch.stack([h.float().cpu()[keep] for h in out.hidden_states])  # [N+1, T, H]
-    logp = torch.log_softmax(out.logits.float().cpu()[keep], dim=-1)  # [T, V]
-    entropy = -(logp.exp() * logp).sum(-1)
-    top = logp.topk(topk, dim=-1)
+    entropy, top_values, top_indices = _next_token_stats(out.logits.float().cpu()[keep], topk)
     pos = torch.arange(width).expand(len(seqs), width)[keep]
     seq = torch.arange(len(seqs)).unsqueeze(1).expand(len(seqs), width)[keep]
     lens = torch.tensor([len(s) for s in seqs])[seq]
     plens = torch.tensor(list(prompt_lens))[seq]
     loss_mask = (pos >= plens - 1) & (pos <= lens - 2)
     return {"hidden": hidden, "input_ids": ids[keep], "position": pos, "loss_mask": loss_mask,
-            "next_entropy": entropy, "top1": top.indices[:, 0], "topk_ids": top.indices.to(torch.int32),
-            "topk_logprobs": top.values, "seq": seq}
+            "next_entropy": entropy, "top1": top_indices[:, 0], "topk_ids": top_indices.to(torch.int32),
+            "topk_logprobs": top_values, "seq": seq}
+
+
+def _next_token_stats(logits: torch.Tensor, topk: int, rows: int = 256) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Entropy (nats) and top-k log-probs of each row of ``logits`` [T, V].
+
+    Works in blocks of rows so the [rows, V] temporaries stay small (a full [T, V]
+    log-softmax of a 49k vocabulary costs more memory traffic than the forward's tail).
+    """
+    ent, vals, idx = [], [], []
+    for block in logits.split(rows):
+        lse = torch.logsumexp(block, dim=-1, keepdim=True)
+        p = torch.softmax(block, dim=-1)
+        ent.append(lse.squeeze(-1) - (p * block).sum(-1))
+        v, i = block.topk(topk, dim=-1)
+        vals.append(v - lse)
+        idx.append(i)
+    return torch.cat(ent), torch.cat(vals), torch.cat(idx)
 
 
 def _storage_dtype(x: torch.Tensor, policy: str) -> torch.dtype:

@@ -28,7 +28,9 @@ from .models import Target
 
 def drafter_dir(cache: CaptureCache, layers: Sequence[int], cfg: DraftConfig) -> Path:
     """Where the drafter for (cache, layers, config incl. seed) lives."""
-    key = hashlib.sha256(json.dumps({"layers": list(map(int, layers)), "cfg": asdict(cfg)}, sort_keys=True).encode())
+    # n_seeds / sweep_stride choose *which* drafters the experiment trains, not how one is trained
+    train = {k: v for k, v in asdict(cfg).items() if k not in ("n_seeds", "sweep_stride")}
+    key = hashlib.sha256(json.dumps({"layers": list(map(int, layers)), "cfg": train}, sort_keys=True).encode())
     return cache.path / "drafters" / f"L{'-'.join(map(str, layers))}-{key.hexdigest()[:12]}"
 
 

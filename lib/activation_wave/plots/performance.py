@@ -35,6 +35,12 @@ def plot_memory_curve(curve: Mapping[int, float], baseline: Mapping[int, float] 
                       ax: Axes | None = None) -> Figure:
     """Resident memory against the number of streamed tokens (log x)."""
     fig, ax = _ax(ax)
+    if not curve:
+        ax.text(0.5, 0.5, "not measured yet: wave bench --only memory_scaling", ha="center", va="center",
+                transform=ax.transAxes)
+        ax.set_xlabel("tokens streamed (all layers)")
+        ax.set_ylabel("memory (MiB)")
+        return fig
     n = np.array(sorted(int(k) for k in curve))
     ax.plot(n, [curve[k] if k in curve else curve[str(k)] for k in n], "-o", label="streaming (measured RSS)")
     if baseline:
