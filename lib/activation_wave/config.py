@@ -159,7 +159,8 @@ class SpecConfig:
     tree_size: int = 16  # draft tokens kept in a dynamic tree (used when tree_topk > 0)
     prompt_lookup_tokens: int = 10  # baseline: transformers' prompt_lookup_num_tokens
     threads: int = 0  # torch intra-op threads while decoding (0 = leave torch's setting)
-    linear: str = "packed"  # target linears while decoding: packed (MKL small-batch GEMM, CPU fp32) | hf
+    kernels: str = "fast"  # target while decoding: fast (MKL-packed linears, GQA-packed SDPA; same outputs) | hf
+    draft_threshold: float = 0.0  # chain: stop drafting when the product of draft probabilities < this (0 = fixed depth)
 
 
 @dataclass(frozen=True)

@@ -459,6 +459,9 @@ class Eagle3Drafter(nn.Module):
 
         Returns the layer outputs [1, m, H] (feed ``logits`` or the next step).
         """
+        dev = self.fc.weight.device
+        tokens, pos = tokens.to(dev), pos.to(dev)
+        mask = None if mask is None else mask.to(dev)
         m = tokens.shape[1]
         q, k, v = self._qkv(feature, tokens, pos[None])
         cache.reserve(m)
