@@ -5,13 +5,11 @@ import json
 import pytest
 import torch
 from scipy import stats
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from activation_wave.capture import capture
 from activation_wave.config import CaptureConfig, DraftConfig, SpecConfig
 from activation_wave.data import Response
 from activation_wave.drafter import Eagle3Drafter, load_drafter
-from activation_wave.models import Target
 from activation_wave.speculative import (
     SpecResult,
     cost_model,
@@ -23,30 +21,9 @@ from activation_wave.speculative import (
     speculative_sample,
 )
 from activation_wave.training import threads, train_drafter
+from helpers import permutation_target
 
 LAYERS = [1, 2, 4]
-
-
-def permutation_target(tokenizer, vocab=128, scale=3.0, seed=0):
-    """A tiny Llama whose greedy next token is mostly ``perm[current token]`` (varied, learnable).
-
-    Same construction as in ``test_training.py``: lm_head rows are permuted, normalised
-    embedding rows; the random blocks perturb the argmax now and then.
-    """
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      tie_word_embeddings=False)
-    model = LlamaForCausalLM(cfg).eval()
-    with torch.no_grad():
-        emb = model.model.embed_tokens.weight
-        perm = torch.randperm(vocab, generator=torch.Generator().manual_seed(seed + 3))
-        head = torch.empty_like(emb)
-        head[perm] = emb / emb.norm(dim=1, keepdim=True) * scale
-        model.lm_head.weight.copy_(head)
-    model.generation_config.eos_token_id = getattr(tokenizer, "eos_token_id", None)
-    return Target(name="perm-llama", model=model, tokenizer=tokenizer,
-                  provenance={"source": "test", "name": "perm-llama", "seed": seed, "vocab": vocab})
 
 
 @pytest.fixture(scope="module")

@@ -5,41 +5,16 @@ import json
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from activation_wave.capture import capture
 from activation_wave.config import CaptureConfig, DraftConfig, SpecConfig
 from activation_wave.data import Response
-from activation_wave.models import Target
 from activation_wave.speculative import plain_generate
 from activation_wave.training import collate, load_records, make_batches, train_drafter
+from helpers import permutation_target
 
 LAYERS = [1, 2, 4]
 FAST = DraftConfig(draft_vocab=96, ttt_steps=3, epochs=30, lr=1e-2, batch_tokens=512, threads=1)
-
-
-def permutation_target(tokenizer, vocab=128, scale=3.0, seed=0):
-    """A tiny Llama whose greedy next token is mostly ``perm[current token]``.
-
-    Its lm_head rows are the (normalised) embedding rows, permuted: the residual stream
-    is dominated by the current token's embedding, so the argmax is that token's image
-    under a fixed permutation, perturbed by the random blocks. Its greedy responses are
-    varied yet learnable, unlike a random model's (which repeats one token).
-    """
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      tie_word_embeddings=False)
-    model = LlamaForCausalLM(cfg).eval()
-    with torch.no_grad():
-        emb = model.model.embed_tokens.weight
-        perm = torch.randperm(vocab, generator=torch.Generator().manual_seed(seed + 3))
-        head = torch.empty_like(emb)
-        head[perm] = emb / emb.norm(dim=1, keepdim=True) * scale
-        model.lm_head.weight.copy_(head)
-    model.generation_config.eos_token_id = 1
-    return Target(name="perm-llama", model=model, tokenizer=tokenizer,
-                  provenance={"source": "test", "name": "perm-llama", "seed": seed, "vocab": vocab})
 
 
 def world(tokenizer, out_dir, n=40, max_new=24):

@@ -1,0 +1,32 @@
+"""Test-only model builders shared by several test files."""
+
+from __future__ import annotations
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from activation_wave.models import Target
+
+
+def permutation_target(tokenizer, vocab: int = 128, scale: float = 3.0, seed: int = 0) -> Target:
+    """A tiny Llama whose greedy next token is mostly ``perm[current token]``.
+
+    Its lm_head rows are the (normalised) embedding rows, permuted: the residual stream
+    is dominated by the current token's embedding, so the argmax is that token's image
+    under a fixed permutation, perturbed by the random blocks. Its greedy responses are
+    varied yet learnable, unlike a random model's (which repeats one token).
+    """
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                      tie_word_embeddings=False)
+    model = LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():
+        emb = model.model.embed_tokens.weight
+        perm = torch.randperm(vocab, generator=torch.Generator().manual_seed(seed + 3))
+        head = torch.empty_like(emb)
+        head[perm] = emb / emb.norm(dim=1, keepdim=True) * scale
+        model.lm_head.weight.copy_(head)
+    model.generation_config.eos_token_id = getattr(tokenizer, "eos_token_id", None)
+    return Target(name="perm-llama", model=model, tokenizer=tokenizer,
+                  provenance={"source": "test", "name": "perm-llama", "seed": seed, "vocab": vocab})
