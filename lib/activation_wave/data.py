@@ -197,7 +197,8 @@ def responses_key(target: Target, prompts: Sequence[Prompt], cfg: DataConfig) ->
                   "schema": RESPONSES_SCHEMA})[:16]
 
 
-def _eos_ids(target: Target) -> set[int]:
+def eos_ids(target: Target) -> set[int]:
+    """Token ids that end a response (generation config and tokenizer)."""
     eos = target.model.generation_config.eos_token_id
     ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
     if target.tokenizer.eos_token_id is not None:
@@ -219,7 +220,7 @@ def _generate_batch(target: Target, prompt_ids: list[list[int]], max_new_tokens:
     out = target.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False,
                                 max_new_tokens=max_new_tokens, pad_token_id=pad, top_p=None, top_k=None,
                                 temperature=None)
-    eos = _eos_ids(target)
+    eos = eos_ids(target)
     results = []
     for row in out[:, width:].tolist():
         cut = next((j for j, t in enumerate(row) if t in eos), None)

@@ -39,7 +39,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -505,16 +504,6 @@ def select_draft_vocab(counts: Tensor, size: int, *, secondary: Tensor | None = 
 # ----------------------------------------------------------------------------- save / load
 
 
-def git_commit(repo: Path | None = None) -> str | None:
-    """``git rev-parse HEAD`` of the repository, or None if unavailable."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo or Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
 def save_drafter(drafter: Eagle3Drafter, out_dir: str | Path, provenance: dict[str, Any] | None = None) -> Path:
     """Write ``model.safetensors``, ``config.json`` and ``provenance.json`` into ``out_dir``.
 
@@ -531,6 +520,8 @@ def save_drafter(drafter: Eagle3Drafter, out_dir: str | Path, provenance: dict[s
     os.replace(tmp, out / "model.safetensors")
     (out / "config.json.tmp").write_text(json.dumps(drafter.spec.to_hf_config(), indent=1))
     os.replace(out / "config.json.tmp", out / "config.json")
+    from .pipeline import git_commit
+
     prov = {"schema_version": SCHEMA_VERSION, "written": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "git_commit": git_commit(), "spec": asdict(drafter.spec), **(provenance or {})}
     (out / "provenance.json.tmp").write_text(json.dumps(prov, indent=1, sort_keys=True, default=str))

@@ -92,11 +92,12 @@ def _jsonable(obj: Any) -> Any:
 
 
 def git_commit() -> str | None:
+    """``git rev-parse HEAD`` of the study's repository, or None if unavailable."""
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
         return None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
 
 
 def save_results(name: str, payload: dict[str, Any], cfg: StudyConfig, root: str | Path | None = None) -> Path:

@@ -68,6 +68,7 @@ from torch import Tensor
 
 from .capture import CaptureCache
 from .config import SpecConfig
+from .data import eos_ids
 from .drafter import DraftKV, Eagle3Drafter
 from .models import Target
 from .training import collate, load_records, make_batches, threads
@@ -135,13 +136,6 @@ def _summarise(method: str, temperature: float, depth: int, per_prompt: list[dic
 
 
 # ----------------------------------------------------------------------------- target plumbing
-
-
-def eos_ids(target: Target) -> set[int]:
-    """Token ids that end a response (generation config and tokenizer)."""
-    from .data import _eos_ids
-
-    return _eos_ids(target)
 
 
 def _cache_kw(model: Any) -> str:

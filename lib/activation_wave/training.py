@@ -240,7 +240,7 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
     time, and the offline acceptance on the eval split). Deterministic for ``cfg.seed``
     at a fixed thread count.
     """
-    from .data import _eos_ids
+    from .data import eos_ids
     from .speculative import offline_acceptance
 
     t_start = time.time()
@@ -255,7 +255,7 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         if not records:
             raise ValueError(f"cache {cache.path} has no train-split records to train a drafter on")
         vocab = target.vocab_size
-        draft_ids = draft_vocab_for(records, vocab, cfg.draft_vocab, always=sorted(_eos_ids(target)))
+        draft_ids = draft_vocab_for(records, vocab, cfg.draft_vocab, always=sorted(eos_ids(target)))
         device = next(target.model.parameters()).device
         drafter = Eagle3Drafter.from_target(target.model, layers, draft_ids, seed=cfg.seed).to(device).train()
         params = drafter.trainable_parameters()
