@@ -33,31 +33,26 @@ from typing import Any
 import torch
 
 
-def _merge(results: list[Any]) -> dict[str, Any]:
-    """Pool the per-prompt SpecResults of one method."""
-    per = [p for r in results for p in r.per_prompt]
-    tokens = sum(len(p["token_ids"]) for p in per)
-    wall = sum(p["wall_s"] for p in per)
-    out: dict[str, Any] = {"tokens": tokens, "wall_s": round(wall, 3), "tokens_per_s": tokens / wall if wall else None,
-                           "prompts": len(per)}
-    if results and results[0].method.startswith("eagle3"):
-        rounds = sum(p["rounds"] for p in per)
-        depth = results[0].depth
-        drafted, accepted = [0] * depth, [0] * depth
-        for p in per:
-            for k, a in zip(p["drafted"], p["accepted"]):
-                for i in range(min(k, depth)):
-                    drafted[i] += 1
-                    accepted[i] += int(i < a)
-        out.update(tau=(tokens - len(per)) / rounds if rounds else None, rounds=rounds,
-                   acceptance_by_position=[a / d if d else None for a, d in zip(accepted, drafted)])
+def _summary(res: Any) -> dict[str, Any]:
+    """The figures of one pooled method that the results file keeps."""
+    out: dict[str, Any] = {"tokens": res.new_tokens, "wall_s": round(res.wall_s, 3),
+                           "tokens_per_s": res.tokens_per_s, "prompts": res.n_prompts}
+    if res.method.startswith("eagle3"):
+        out.update(tau=res.tau, rounds=res.target_forwards, acceptance_by_position=res.acceptance_by_position)
     return out
 
 
+def _subset(res: Any, keep: set[str]) -> Any:
+    """The pooled result restricted to the prompts in ``keep``."""
+    from activation_wave.speculative import merge_results
+
+    return merge_results([dataclasses.replace(res, per_prompt=[p for p in res.per_prompt if p["id"] in keep])])
+
+
 #: The benchmark's drafter: the profile's ``draft`` section with these changes. Ten
-#: epochs instead of the study's one: the study compares layer sets at equal budget, the
+#: epochs instead of the study's two: the study compares layer sets at equal budget, the
 #: benchmark wants the best drafter this machine can train in ~10-15 minutes.
-DRAFT_OVERRIDES: dict[str, Any] = {"epochs": 10, "ttt_steps": 3}
+DRAFT_OVERRIDES: dict[str, Any] = {"epochs": 10, "ttt_steps": 3, "batch_tokens": 2048}
 #: Decoding settings measured best on this machine (see the report in chapter 6):
 #: depth 3 with a dynamic length, one thread.
 SPEC_OVERRIDES: dict[str, Any] = {"depth": 3, "draft_threshold": 0.15, "max_new_tokens": 96}
@@ -85,6 +80,7 @@ def run(*, profile: str = "default", drafter_dir: str | None = None, layers: lis
         offline_acceptance,
         plain_generate,
         prompt_lookup_generate,
+        run_interleaved,
         speculate,
     )
     from activation_wave.training import train_drafter
@@ -130,27 +126,12 @@ def run(*, profile: str = "default", drafter_dir: str | None = None, layers: lis
         tree_spec = dataclasses.replace(spec, temperature=0.0)
         methods["spec_tree_t0"] = lambda p, c: speculate(target, drafter, [p], c(tree_spec), tree=True)
 
-    # warm-up (one-time allocations, packing of the target's linears), not timed
-    short = dataclasses.replace
-    for name, fn in methods.items():
-        fn(prompts[ids[0]], lambda s: short(s, max_new_tokens=4))
-
-    runs: dict[str, list[Any]] = {name: [] for name in methods}
-    names = list(methods)
-    for i, pid in enumerate(ids):
-        order = names[i % len(names):] + names[: i % len(names)]  # rotate: no method always goes first
-        for name in order:
-            res = methods[name](prompts[pid], lambda s, i=i: short(s, seed=s.seed + i))
-            res.per_prompt[0]["id"] = pid
-            runs[name].append(res)
-        if progress:
-            print(f"[bench_decoding] prompt {i + 1}/{len(ids)}", flush=True)
-
-    merged = {name: _merge(r) for name, r in runs.items()}
+    pooled = run_interleaved(methods, [(pid, prompts[pid]) for pid in ids], progress=progress)
+    merged = {name: _summary(r) for name, r in pooled.items()}
     source = {r["id"]: r["source"] for r in recs}
     by_source: dict[str, dict[str, Any]] = {}
     for src in sorted(set(source.values())):
-        sub = {name: _merge([x for x in r if source[x.per_prompt[0]["id"]] == src]) for name, r in runs.items()}
+        sub = {name: _summary(_subset(r, {p for p in ids if source[p] == src})) for name, r in pooled.items()}
         by_source[src] = {"prompts": sub["plain_t0"]["prompts"],
                           "tokens_per_s": {name: m["tokens_per_s"] for name, m in sub.items()},
                           "speedup_vs_plain_t0": sub["spec_chain_t0"]["tokens_per_s"] / sub["plain_t0"]["tokens_per_s"],
@@ -160,7 +141,7 @@ def run(*, profile: str = "default", drafter_dir: str | None = None, layers: lis
                                                           / sub["plain_t0"]["tokens_per_s"])
             by_source[src]["tau_tree_t0"] = sub["spec_tree_t0"]["tau"]
     tps = {name: m["tokens_per_s"] for name, m in merged.items()}
-    equal_chain = sum(a.token_ids == b.token_ids for a, b in zip(runs["spec_chain_t0"], runs["plain_t0"]))
+    equal_chain = sum(a == b for a, b in zip(pooled["spec_chain_t0"].token_ids, pooled["plain_t0"].token_ids))
     out: dict[str, Any] = {
         "model": target.name, "profile": profile, "drafter": drafter_dir, "layers": list(drafter.spec.layers),
         "spec": dataclasses.asdict(spec), "n_prompts": len(ids), "prompt_ids": ids,
@@ -173,8 +154,8 @@ def run(*, profile: str = "default", drafter_dir: str | None = None, layers: lis
         "tau_t0": merged["spec_chain_t0"]["tau"], "tau_t1": merged["spec_chain_t1"]["tau"],
         "lossless_t0_chain": f"{equal_chain}/{len(ids)} prompts identical to plain greedy",
     }
-    if "spec_tree_t0" in runs:
-        equal_tree = sum(a.token_ids == b.token_ids for a, b in zip(runs["spec_tree_t0"], runs["plain_t0"]))
+    if "spec_tree_t0" in pooled:
+        equal_tree = sum(a == b for a, b in zip(pooled["spec_tree_t0"].token_ids, pooled["plain_t0"].token_ids))
         out["lossless_t0_tree"] = f"{equal_tree}/{len(ids)} prompts identical to plain greedy"
         out["tau_tree_t0"] = merged["spec_tree_t0"]["tau"]
         out["speedup_tree_vs_plain_t0"] = tps["spec_tree_t0"] / tps["plain_t0"]

@@ -24,13 +24,13 @@
 # on, runs it on small language models on a laptop CPU, and then checks it where it
 # matters: by training drafters on the selected layers and decoding with them.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "default"
 model = ""
 results_root = ""
 overrides = "{}"
 
-# %%
+# %% tags=["remove-cell"]
 import matplotlib.pyplot as plt
 import numpy as np
 from myst_nb import glue
@@ -73,7 +73,7 @@ glue("speedup_best", max(v["speedup_vs_plain_t0"] for v in on.values()), display
 lossless = all(v["lossless_prompts"] == v["n_prompts"] for v in on.values())
 glue("lossless_word", "exactly" if lossless else "not always", display=False)
 
-# %%
+# %% tags=["remove-cell"]
 tri = sorted((r for r in r6["summary"] if r["k"] == 3), key=lambda r: -r["tau"])
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained", gridspec_kw={"width_ratios": [1.2, 1]})
 sets = {m: r5["sets"][m] for m in ("exhaustive", "entropy-greedy", "combined", "cka-diverse", "eagle3-default", "last-k")

@@ -23,8 +23,10 @@ TOC = ROOT / "_toc.yml"
 #: Chapter notebooks the runner (`wave study`) writes into book/chapters/.
 CHAPTERS = [
     "intro", "00_data_and_capture", "01_layer_entropy", "02_concat_entropy",
-    "03_cka_compartments", "04_token_filtering", "05_layer_selection",
-    "06_eagle3_speedup", "07_cross_model", "08_results_summary", "09_performance",
+    "03_cka_compartments", "04_token_filtering", "05_layer_selection", "06_eagle3_speedup",
+    # chapters 1-4 again on the second architecture (activation_wave.study.SECOND_ARCH)
+    "second/01_layer_entropy", "second/02_concat_entropy", "second/03_cka_compartments", "second/04_token_filtering",
+    "07_cross_model", "08_results_summary", "09_performance",
 ]
 
 
@@ -247,3 +249,21 @@ def test_checker_keeps_chromium_off_the_network(check_book):
     assert "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1" in flags
     assert check_book.is_local_url("http://127.0.0.1:8000/a.html", "http://127.0.0.1:8000")
     assert not check_book.is_local_url("https://cdn.jsdelivr.net/x.js", "http://127.0.0.1:8000")
+
+
+def test_second_architecture_pages_relocate_labels_and_links():
+    """Pages rendered again under chapters/second/ must not clash with the originals'
+    labels, and their relative links must still resolve (the -W build fails otherwise)."""
+    from activation_wave.study import relocate_markdown
+
+    text = ("```{glue:figure} fig_x\n:name: fig-cka\n```\n(sec-sink)=\n## Sink\n"
+            "{numref}`fig-cka`, {ref}`the sink <sec-sink>`, {numref}`fig-cka-debiased`, {doc}`05_layer_selection`, "
+            "{doc}`back <../background>`, {doc}`01_layer_entropy`")
+    out = relocate_markdown(text, "second", ["01_layer_entropy"])
+    assert ":name: second-fig-cka\n" in out and "(second-sec-sink)=" in out
+    assert "{numref}`second-fig-cka`" in out and "{ref}`the sink <second-sec-sink>`" in out
+    assert "{numref}`fig-cka-debiased`" in out  # not defined on this page: untouched
+    assert "{doc}`../05_layer_selection`" in out and "{doc}`back <../../background>`" in out
+    assert "{doc}`01_layer_entropy`" in out  # a sibling in the same folder
+    # a reference in another cell than its figure: the page's labels are passed in
+    assert relocate_markdown("see {numref}`fig-cka`", "second", labels={"fig-cka"}) == "see {numref}`second-fig-cka`"

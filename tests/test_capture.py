@@ -1,6 +1,7 @@
 """Responses and capture on a tiny random model: resumable, verified, deterministic."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -36,6 +37,24 @@ def test_forward_batch_matches_unpadded_forward(tiny_llama):
     assert out["top1"][5:].tolist() == ref.logits[0].argmax(-1).tolist()
 
 
+def test_next_token_stats_blockwise_equal_the_direct_formulas():
+    from activation_wave.capture import _next_token_stats
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(700, 300, generator=g, dtype=torch.float64) * 4
+    x[3] = 0.0  # uniform row: entropy log V
+    x[4, 7] = 80.0  # one dominant logit: entropy ~ 0
+    logp = torch.log_softmax(x, -1)
+    ref_h = -(logp.exp() * logp).sum(-1)
+    ref_v, ref_i = logp.topk(5, dim=-1)
+    for pieces in ([x], [x[:1], x[1:390], x[390:]]):  # one tensor, or per-sequence pieces in order
+        h, v, i = _next_token_stats(pieces if len(pieces) > 1 else pieces[0], 5, rows=128)
+        torch.testing.assert_close(h, ref_h)
+        torch.testing.assert_close(v, ref_v)
+        assert torch.equal(i, ref_i)
+    assert abs(float(ref_h[3]) - math.log(300)) < 1e-9 and float(ref_h[4]) < 1e-20
+
+
 def test_responses_resume_after_interruption(tiny_target):
     full, path = generate_responses(tiny_target, PROMPTS, DCFG, progress=False)
     lines = path.read_text().splitlines()
@@ -43,6 +62,12 @@ def test_responses_resume_after_interruption(tiny_target):
     assert len(read_responses(path)) == 3
     again, _ = generate_responses(tiny_target, PROMPTS, DCFG, progress=False)
     assert [r.response_ids for r in again] == [r.response_ids for r in full]
+    # a complete cache is only read: another process reading it at the same time never
+    # sees it truncated (a rewrite on every read once made a concurrent run regenerate)
+    before = (path.stat().st_mtime_ns, path.read_bytes())
+    generate_responses(tiny_target, PROMPTS, DCFG, progress=False)
+    assert (path.stat().st_mtime_ns, path.read_bytes()) == before
+    assert not list(path.parent.glob("*.tmp"))
 
 
 def test_interrupted_capture_resumes_to_identical_manifest(tiny_target, responses, tmp_path):

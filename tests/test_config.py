@@ -45,3 +45,22 @@ def test_cli_and_papermill_overrides_agree():
     assert a == b
     with pytest.raises(ConfigError, match="key=value"):
         parse_overrides(["data.max_new_tokens"])
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_second_architecture_pages_share_the_cross_model_capture(profile, tmp_path):
+    """The study's per-chapter runs on the second architecture (model + dotted overrides)
+    get exactly the config of the cross-model chapter, hence its capture cache."""
+    from activation_wave.crossmodel import cross_config, cross_overrides
+    from activation_wave.study import SECOND_ARCH, _runs
+
+    cfg = load_config(profile)
+    assert load_config(profile, cross_overrides(cfg), model=cfg.cross.model) == cross_config(cfg)
+    runs = _runs(profile, None, tmp_path, {"profile": profile, "model": "", "overrides": "{}"}, None)
+    second = [r for r in runs if r[0].startswith("second/")]
+    assert [r[0].split("/")[1] for r in second] == SECOND_ARCH
+    assert all(r[2].parent == tmp_path / "second" and cfg.cross.model in r[4] for r in second)
+    assert {r[3]["model"] for r in second} == {cfg.cross.model}
+    # a study run on the cross model itself shows the profile's own model as the second one
+    swapped = [r for r in _runs(profile, cfg.cross.model, tmp_path, {}, None) if r[0].startswith("second/")]
+    assert {r[3]["model"] for r in swapped} == {cfg.model}

@@ -15,8 +15,10 @@ from activation_wave.speculative import (
     cost_model,
     measure_costs,
     offline_acceptance,
+    merge_results,
     plain_generate,
     prompt_lookup_generate,
+    run_interleaved,
     speculate,
     speculative_sample,
 )
@@ -95,6 +97,34 @@ def test_plain_loop_and_prompt_lookup_equal_generate(world):
     for toks in hf.token_ids:
         assert len(toks) == 24 or (toks[-1] == 1 and 1 not in toks[:-1])
     assert any(len(t) < 24 for t in hf.token_ids)  # some responses do stop early
+
+
+def test_interleaved_timing_pools_to_the_batch_results(world):
+    """Prompt-by-prompt interleaving (rotated order, per-prompt seeds) gives each method the
+    tokens, tau and acceptance of one call over all prompts, at T = 0 and T = 1."""
+    prompts = _prompts(world)
+    target, drafter = world["target"], world["trained"]
+    c0 = SpecConfig(max_new_tokens=16, threads=1, depth=3)
+    c1 = SpecConfig(max_new_tokens=16, threads=1, depth=3, temperature=1.0, seed=5)
+    methods = {"plain": lambda p, c: plain_generate(target, [p], c(c0)),
+               "chain": lambda p, c: speculate(target, drafter, [p], c(c0)),
+               "chain T=1": lambda p, c: speculate(target, drafter, [p], c(c1))}
+    res = run_interleaved(methods, [(f"q{i}", p) for i, p in enumerate(prompts)])
+    batch = {"plain": plain_generate(target, prompts, c0), "chain": speculate(target, drafter, prompts, c0),
+             "chain T=1": speculate(target, drafter, prompts, c1)}
+    for name, ref in batch.items():
+        got = res[name]
+        assert got.token_ids == ref.token_ids, name
+        assert [p["id"] for p in got.per_prompt] == [f"q{i}" for i in range(len(prompts))]
+        assert got.tau == pytest.approx(ref.tau) and got.n_prompts == len(prompts)
+        assert got.accept_hist == ref.accept_hist
+        assert got.acceptance_by_position == pytest.approx(ref.acceptance_by_position, nan_ok=True)
+        assert got.tokens_per_s > 0
+    assert res["plain"].tau == 1.0
+    one = merge_results([batch["chain"]])
+    assert one.token_ids == batch["chain"].token_ids and one.tau == pytest.approx(batch["chain"].tau)
+    with pytest.raises(ValueError, match="at least one"):
+        merge_results([])
 
 
 def test_offline_acceptance_matches_online(world):

@@ -70,7 +70,9 @@ def forward_batch(model: Any, seqs: Sequence[Sequence[int]], prompt_lens: Sequen
     out = model(input_ids=ids.to(device), attention_mask=mask.to(device), output_hidden_states=True, use_cache=False)
     keep = mask.bool()
     hidden = torch.stack([h.float().cpu()[keep] for h in out.hidden_states])  # [N+1, T, H]
-    entropy, top_values, top_indices = _next_token_stats(out.logits.float().cpu()[keep], topk)
+    # per-sequence views of the real rows: no copy of the [B, W, V] logits
+    logits = out.logits.float().cpu()
+    entropy, top_values, top_indices = _next_token_stats([logits[i, :len(s)] for i, s in enumerate(seqs)], topk)
     pos = torch.arange(width).expand(len(seqs), width)[keep]
     seq = torch.arange(len(seqs)).unsqueeze(1).expand(len(seqs), width)[keep]
     lens = torch.tensor([len(s) for s in seqs])[seq]
@@ -81,20 +83,28 @@ def forward_batch(model: Any, seqs: Sequence[Sequence[int]], prompt_lens: Sequen
             "topk_logprobs": top_values, "seq": seq}
 
 
-def _next_token_stats(logits: torch.Tensor, topk: int, rows: int = 256) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Entropy (nats) and top-k log-probs of each row of ``logits`` [T, V].
+def _next_token_stats(logits: torch.Tensor | Sequence[torch.Tensor], topk: int, rows: int = 256,
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Entropy (nats) and top-k log-probs of each row of ``logits`` ([T, V], or a list of
+    [n_i, V] pieces taken in order).
 
-    Works in blocks of rows so the [rows, V] temporaries stay small (a full [T, V]
-    log-softmax of a 49k vocabulary costs more memory traffic than the forward's tail).
+    Works in blocks of rows so the [rows, V] temporaries stay small, with one
+    exponential per logit: ``e = exp(x - max)``, ``lse = max + log sum e`` and
+    ``H = lse - sum(e * x) / sum(e)`` (the last sum as a batched dot product).
     """
+    pieces = [logits] if isinstance(logits, torch.Tensor) else list(logits)
     ent, vals, idx = [], [], []
-    for block in logits.split(rows):
-        lse = torch.logsumexp(block, dim=-1, keepdim=True)
-        p = torch.softmax(block, dim=-1)
-        ent.append(lse.squeeze(-1) - (p * block).sum(-1))
-        v, i = block.topk(topk, dim=-1)
-        vals.append(v - lse)
-        idx.append(i)
+    for piece in pieces:
+        for block in piece.split(rows):
+            m = block.amax(dim=-1, keepdim=True)
+            e = (block - m).exp_()
+            z = e.sum(dim=-1, keepdim=True)
+            lse = m + z.log()
+            dot = torch.bmm(e.unsqueeze(1), block.unsqueeze(2)).view(-1, 1)
+            ent.append((lse - dot / z).squeeze(-1))
+            v, i = block.topk(topk, dim=-1)
+            vals.append(v - lse)
+            idx.append(i)
     return torch.cat(ent), torch.cat(vals), torch.cat(idx)
 
 

@@ -194,8 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_study)
 
     p = sub.add_parser("bench", help="run the benchmarks and write one summary file")
-    p.add_argument("--out", default="data/results/benchmarks.json")
-    p.add_argument("--only", action="append", help="run only these benchmarks (repeatable)")
+    p.add_argument("--out", default="data/results/benchmarks.json",
+                   help="results file; each benchmark's entry is replaced, the others kept")
+    p.add_argument("--only", action="append", help="run only these benchmarks (repeatable): capture_throughput, "
+                   "memory_scaling, metrics, speculative_decoding, default_profile")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("dry-run", help="validate a config and estimate memory, disk and time without loading weights")

@@ -144,6 +144,7 @@ class DraftConfig:
     eval_every: int = 0  # also log eval-split offline acceptance every n epochs (0 = only at the end)
     n_seeds: int = 2  # chapter 6: drafters per layer set (seeds seed, seed+1, ...)
     sweep_stride: int = 3  # chapter 6: single-layer drafters every n layers (0 = none)
+    workers: int = 1  # chapter 6: drafters trained at once, each in its own process (use with threads: 1)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,14 @@ def cross_config(cfg: StudyConfig) -> StudyConfig:
     return dataclasses.replace(cfg, model=cfg.cross.model, data=data, capture=capture)
 
 
+def cross_overrides(cfg: StudyConfig) -> dict[str, Any]:
+    """:func:`cross_config`'s changes as dotted overrides (for papermill runs of single
+    chapters on the second architecture, which then share the cross-model chapter's capture)."""
+    c = cross_config(cfg)
+    return {"data.max_prompts_per_source": c.data.max_prompts_per_source, "data.max_new_tokens": c.data.max_new_tokens,
+            "data.batch_size": c.data.batch_size, "capture.batch_size": c.capture.batch_size}
+
+
 def layer_summary(cache: CaptureCache, cfg: StudyConfig, *, filtered: bool = True) -> dict[str, Any]:
     """Entropy per layer, CKA, compartments and every method's k-layer set for one model."""
     cs = stats_from_cache(cache, cfg, filtered=filtered)

@@ -263,19 +263,26 @@ def generate_responses(target: Target, prompts: Sequence[Prompt], cfg: DataConfi
         path.unlink(missing_ok=True)
     elif committed.exists() and not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(committed, path)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        shutil.copyfile(committed, tmp)
+        os.replace(tmp, path)
     done = read_responses(path)
-    # Rewrite without a torn tail so appends stay line-aligned.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps({"schema": RESPONSES_SCHEMA, "header": {"key": key, "model": target.provenance}}) + "\n")
-        for r in done.values():
-            fh.write(json.dumps(asdict(r)) + "\n")
     encoded = {p.id: chat_ids(target, p.text) for p in prompts}
     # Fixed batches over prompts sorted by length: deterministic whether or not resumed.
     order = sorted(prompts, key=lambda p: (len(encoded[p.id]), p.id))
     batches = [order[i:i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
     todo = [b for b in batches if any(p.id not in done for p in b)]
+    if todo:
+        # Rewrite without a torn tail so appends stay line-aligned; atomically, so that a
+        # process reading the same cache never sees a half-written file. A complete cache
+        # is only read, never rewritten.
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps({"schema": RESPONSES_SCHEMA, "header": {"key": key, "model": target.provenance}}) + "\n")
+            for r in done.values():
+                fh.write(json.dumps(asdict(r)) + "\n")
+        os.replace(tmp, path)
     bar = tqdm(total=len(prompts), initial=len(prompts) - sum(len(b) for b in todo), desc="responses",
                unit="prompt", disable=not progress)
     for batch in todo:

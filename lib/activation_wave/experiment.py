@@ -26,10 +26,13 @@ from .config import DraftConfig
 from .models import Target
 
 
+#: Fields that choose *which* drafters the experiment trains, or how many at once, not how one is trained.
+_NOT_IN_KEY = ("n_seeds", "sweep_stride", "workers")
+
+
 def drafter_dir(cache: CaptureCache, layers: Sequence[int], cfg: DraftConfig) -> Path:
     """Where the drafter for (cache, layers, config incl. seed) lives."""
-    # n_seeds / sweep_stride choose *which* drafters the experiment trains, not how one is trained
-    train = {k: v for k, v in asdict(cfg).items() if k not in ("n_seeds", "sweep_stride")}
+    train = {k: v for k, v in asdict(cfg).items() if k not in _NOT_IN_KEY}
     key = hashlib.sha256(json.dumps({"layers": list(map(int, layers)), "cfg": train}, sort_keys=True).encode())
     return cache.path / "drafters" / f"L{'-'.join(map(str, layers))}-{key.hexdigest()[:12]}"
 
@@ -77,14 +80,56 @@ def tau_with_ci(eval_log: Mapping[str, Any], *, seed: int = 0) -> dict[str, floa
             "tau_hi": float(np.quantile(boots, 0.975)), "eval_records": len(per)}
 
 
-def run_sets(target: Target, cache: CaptureCache, sets: Mapping[str, Sequence[int]], cfg: DraftConfig,
-             seeds: Sequence[int], *, progress: bool = True) -> list[dict[str, Any]]:
-    """Train (or load) a drafter for every named set and seed; one row per drafter."""
+def _train_in_worker(model: str, dtype: str, cache_path: str, layers: list[int], cfg: DraftConfig) -> str:
+    """Process-pool job: load the target and the cache in this process, train one drafter."""
+    from .models import load_target
+
+    path, _ = train_or_load(load_target(model, dtype=dtype), CaptureCache(cache_path), layers, cfg)
+    return str(path)
+
+
+def _train_missing(target: Target, cache: CaptureCache, jobs: list[tuple[list[int], DraftConfig]], workers: int,
+                   progress: bool) -> None:
+    """Train the drafters of ``jobs`` that are not cached yet, ``workers`` processes at a time.
+
+    Each worker trains with ``cfg.threads`` threads, so ``workers=2, threads=1`` keeps
+    two cores busy with two drafters; a drafter is bit-identical to one trained alone
+    at the same thread count.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
     from tqdm import tqdm
 
-    rows = []
+    todo = [(ids, c) for ids, c in jobs if not (drafter_dir(cache, ids, c) / "train_log.json").exists()]
+    todo = list({str(drafter_dir(cache, ids, c)): (ids, c) for ids, c in todo}.values())
+    bar = tqdm(total=len(todo), desc="training drafters", unit="drafter", disable=not progress or not todo)
+    if workers <= 1 or len(todo) <= 1:
+        for ids, c in todo:
+            train_or_load(target, cache, ids, c)
+            bar.update()
+    else:
+        dtype = str(next(target.model.parameters()).dtype).removeprefix("torch.")
+        ctx = multiprocessing.get_context("spawn")  # fork would copy torch's thread pools
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            futures = [pool.submit(_train_in_worker, target.name, dtype, str(cache.path), ids, c) for ids, c in todo]
+            for fut in as_completed(futures):
+                fut.result()  # re-raise a worker's error here
+                bar.update()
+    bar.close()
+
+
+def run_sets(target: Target, cache: CaptureCache, sets: Mapping[str, Sequence[int]], cfg: DraftConfig,
+             seeds: Sequence[int], *, progress: bool = True) -> list[dict[str, Any]]:
+    """Train (or load) a drafter for every named set and seed; one row per drafter.
+
+    Missing drafters are trained ``cfg.workers`` at a time (see :func:`_train_missing`).
+    """
     jobs = [(name, list(ids), s) for name, ids in sets.items() for s in seeds]
-    for name, ids, seed in tqdm(jobs, desc="drafters", unit="drafter", disable=not progress):
+    _train_missing(target, cache, [(ids, dataclasses.replace(cfg, seed=s)) for _, ids, s in jobs], cfg.workers,
+                   progress)
+    rows = []
+    for name, ids, seed in jobs:
         path, log = train_or_load(target, cache, ids, dataclasses.replace(cfg, seed=seed))
         ev = log.get("eval", {})
         row = {"set": name, "layers": ids, "k": len(ids), "seed": seed, "path": str(path),

@@ -53,15 +53,17 @@ differently from one-token steps and greedy outputs diverged on 4 of 8 prompts.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import math
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -673,6 +675,60 @@ def prompt_lookup_generate(target: Target, prompts_ids: Sequence[Sequence[int]],
             per.append({"id": pid, **r})
     return _summarise("prompt-lookup", cfg.temperature, cfg.prompt_lookup_tokens, per, [], [], [],
                       notes=[f"target kernels: {linear}"])
+
+
+# ----------------------------------------------------------------------------- side-by-side timing
+
+
+def merge_results(results: Sequence[SpecResult]) -> SpecResult:
+    """Pool one method's per-prompt results into one, as if all prompts ran in one call."""
+    if not results:
+        raise ValueError("merge_results needs at least one result")
+    first = results[0]
+    per = [p for r in results for p in r.per_prompt]
+    hist = [int(x) for x in np.sum([r.accept_hist for r in results], axis=0)] if first.accept_hist else []
+    drafted, accepted = [0] * first.depth, [0] * first.depth
+    for p in per:
+        for k, a in zip(p.get("drafted", []), p.get("accepted", [])):
+            for i in range(min(k, first.depth)):
+                drafted[i] += 1
+                accepted[i] += int(i < a)
+    merged = _summarise(first.method, first.temperature, first.depth, per, hist, drafted, accepted,
+                        layers=first.layers, tree_size=first.tree_size, notes=list(first.notes))
+    if first.method.startswith("plain"):
+        merged.tau, merged.target_forwards = 1.0, sum(r.target_forwards for r in results)
+    elif not first.method.startswith("eagle3"):
+        merged.acceptance_by_position, merged.tau = first.acceptance_by_position[:0], float("nan")
+    return merged
+
+
+Method = Callable[[Sequence[int], Callable[[SpecConfig], SpecConfig]], SpecResult]
+
+
+def run_interleaved(methods: Mapping[str, Method], prompts: Sequence[tuple[str, Sequence[int]]], *,
+                    warmup_tokens: int = 4, progress: bool = False) -> dict[str, SpecResult]:
+    """Time several decoding methods on the same prompts, interleaved prompt by prompt.
+
+    ``methods[name](prompt_ids, adjust)`` decodes one prompt with the method's config
+    passed through ``adjust`` (which sets the per-prompt seed, or a short length for the
+    untimed warm-up). Prompt ``i`` runs every method back to back, in an order rotated by
+    ``i``, so load from other processes on a shared machine slows every method alike and
+    the ratios of tokens/s stay meaningful. Returns each method's pooled result.
+    """
+    from tqdm import tqdm
+
+    names = list(methods)
+    if not prompts or not names:
+        raise ValueError("run_interleaved needs at least one prompt and one method")
+    for name in names:  # untimed warm-up: one-time allocations and kernel packing
+        methods[name](prompts[0][1], lambda c: dataclasses.replace(c, max_new_tokens=warmup_tokens))
+    runs: dict[str, list[SpecResult]] = {name: [] for name in names}
+    for i, (pid, ids) in enumerate(tqdm(prompts, desc="decoding", unit="prompt", disable=not progress)):
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            res = methods[name](ids, lambda c, i=i: dataclasses.replace(c, seed=c.seed + i))
+            res.per_prompt[0]["id"] = pid
+            runs[name].append(res)
+    return {name: merge_results(r) for name, r in runs.items()}
 
 
 # ----------------------------------------------------------------------------- offline acceptance

@@ -31,6 +31,11 @@ ORDER = ["00_data_and_capture", "01_layer_entropy", "02_concat_entropy", "03_cka
          "08_results_summary", "09_performance", "intro"]
 
 
+#: Chapters the book also shows for a second architecture (see :func:`_runs`), on the
+#: cross-model chapter's prompt set; executed into ``chapters/second/``.
+SECOND_ARCH = ["01_layer_entropy", "02_concat_entropy", "03_cka_compartments", "04_token_filtering"]
+
+
 def notebooks() -> list[Path]:
     """The chapter sources that exist, in execution order."""
     return [NOTEBOOK_DIR / f"{name}.py" for name in ORDER if (NOTEBOOK_DIR / f"{name}.py").exists()]
@@ -49,16 +54,65 @@ def library_hash() -> str:
     return _tree_hash([p for p in lib.rglob("*") if p.suffix in (".py", ".yaml")])
 
 
-def to_ipynb(src: Path, dest: Path) -> Path:
-    """Convert a jupytext percent script to a notebook (one way; never syncs back)."""
+def to_ipynb(src: Path, dest: Path, banner: str | None = None, *, subfolder: str | None = None,
+             siblings: Sequence[str] = ()) -> Path:
+    """Convert a jupytext percent script to a notebook (one way; never syncs back).
+
+    ``banner``: a markdown note inserted after the title cell. ``subfolder``: the page
+    goes one folder below the chapters, so its markdown is relocated (see
+    :func:`relocate_markdown`).
+    """
     import jupytext
+    from nbformat.v4 import new_markdown_cell
 
     nb = jupytext.read(src)
+    if banner:
+        nb.cells.insert(1, new_markdown_cell(banner))
+    if subfolder:
+        md = [c for c in nb.cells if c.cell_type == "markdown"]
+        labels = defined_labels("\n".join(c.source for c in md))
+        for cell in md:
+            cell.source = relocate_markdown(cell.source, subfolder, siblings, labels)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata.get("jupytext", {}).pop("text_representation", None)
     dest.parent.mkdir(parents=True, exist_ok=True)
     jupytext.write(nb, dest)
     return dest
+
+
+def defined_labels(text: str) -> set[str]:
+    """Labels that markdown defines: ``:name:`` options of figures and ``(label)=`` targets."""
+    import re
+
+    return set(re.findall(r"^:name:\s*(\S+)\s*$", text, flags=re.M)) | set(re.findall(r"^\((\S+)\)=\s*$", text, flags=re.M))
+
+
+def relocate_markdown(text: str, prefix: str, siblings: Sequence[str] = (), labels: set[str] | None = None) -> str:
+    """Markdown of a chapter rendered a second time one folder deeper (``chapters/<prefix>/``).
+
+    Figure and section labels get ``<prefix>-`` (labels are global to the book, so the
+    copy would clash with the original) and so do the references to them; relative
+    ``{doc}`` links gain ``../`` unless they name one of ``siblings``, the pages rendered
+    alongside in the same folder. ``labels``: the labels of the whole page (default: those
+    defined in ``text``), since a reference may sit in another cell than its figure.
+
+    >>> relocate_markdown(":name: fig-a\\nsee {numref}`fig-a`, {doc}`05_x` and {doc}`01_y`", "second", ["01_y"])
+    ':name: second-fig-a\\nsee {numref}`second-fig-a`, {doc}`../05_x` and {doc}`01_y`'
+    """
+    import re
+
+    for label in defined_labels(text) if labels is None else labels:
+        text = re.sub(rf"^(:name:\s*){re.escape(label)}(\s*)$", rf"\g<1>{prefix}-{label}\g<2>", text, flags=re.M)
+        text = re.sub(rf"^\({re.escape(label)}\)=", f"({prefix}-{label})=", text, flags=re.M)
+        text = re.sub(rf"(\{{(?:ref|numref)\}}`(?:[^`<]*<)?){re.escape(label)}(>?`)", rf"\g<1>{prefix}-{label}\g<2>", text)
+
+    def doc(m: re.Match[str]) -> str:
+        title, target = m.group(2) or "", m.group(3)
+        if target.startswith("/") or target in siblings:
+            return m.group(0)
+        return f"{m.group(1)}{title}../{target}{'>' if title else ''}`"
+
+    return re.sub(r"(\{doc\}`)([^`<]*<)?([^`>]+)>?`", doc, text)
 
 
 def prepare_book_dir(profile: str, book_dir: str | Path | None) -> tuple[Path, Path]:
@@ -100,20 +154,22 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
               "overrides": json.dumps(dict(overrides or {}), sort_keys=True)}
     timings: dict[str, float] = {}
     t_all = time.time()
-    for src in notebooks():
-        name = src.stem
+    for name, src, out, run_params, banner in _runs(profile, model, chapters, params, overrides):
         if only and not any(name.startswith(o) for o in only):
             continue
-        out = chapters / f"{name}.ipynb"
-        key = hashlib.sha256((src.read_text() + json.dumps(params, sort_keys=True) + lib).encode()).hexdigest()
+        key = hashlib.sha256((src.read_text() + json.dumps(run_params, sort_keys=True) + lib).encode()).hexdigest()
         if keys.get(name) == key and out.exists():
             print(f"[study] {name}: unchanged, kept {out.relative_to(REPO_ROOT) if out.is_relative_to(REPO_ROOT) else out}")
             continue
-        nb = to_ipynb(src, REPO_ROOT / "build" / "notebooks" / f"{name}.ipynb")
+        sub = name.split("/")[0] if "/" in name else None
+        nb = to_ipynb(src, REPO_ROOT / "build" / "notebooks" / f"{name}.ipynb", banner, subfolder=sub,
+                      siblings=SECOND_ARCH)
         print(f"[study] {name}: executing ({profile})", flush=True)
         t0 = time.time()
-        pm.execute_notebook(str(nb), str(out), parameters=params, kernel_name="python3", cwd=str(REPO_ROOT),
+        out.parent.mkdir(parents=True, exist_ok=True)
+        pm.execute_notebook(str(nb), str(out), parameters=run_params, kernel_name="python3", cwd=str(REPO_ROOT),
                             progress_bar=sys.stderr.isatty(), log_output=False, request_save_on_cell_execute=False)
+        _inherit_parameter_tags(out)
         timings[name] = round(time.time() - t0, 1)
         keys[name] = key
         keys_path.write_text(json.dumps(keys, indent=1, sort_keys=True))
@@ -122,6 +178,49 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
     if build:
         return build_book(book)
     return 0
+
+
+def _inherit_parameter_tags(path: Path) -> None:
+    """Give papermill's injected-parameters cell the display tags of the parameters cell
+    (e.g. ``remove-cell`` on the landing page), so both render alike."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    params = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
+    extra = set(params.metadata["tags"]) - {"parameters"} if params is not None else set()
+    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    if extra and injected:
+        for c in injected:
+            c.metadata["tags"] = sorted(set(c.metadata["tags"]) | extra)
+        nbformat.write(nb, path)
+
+
+def _runs(profile: str, model: str | None, chapters: Path, params: dict[str, str],
+          overrides: Mapping[str, str] | None) -> list[tuple[str, Path, Path, dict[str, str], str | None]]:
+    """(name, source, executed copy, papermill parameters, banner) of every notebook run:
+    the chapters in :data:`ORDER`, then :data:`SECOND_ARCH` on a second architecture,
+    executed into ``chapters/second/``: the profile's ``cross.model``, or the profile's
+    own model when the study already runs on ``cross.model``."""
+    from .config import load_config
+    from .crossmodel import cross_overrides
+
+    runs: list[tuple[str, Path, Path, dict[str, str], str | None]] = [
+        (src.stem, src, chapters / f"{src.stem}.ipynb", params, None) for src in notebooks()]
+    cfg = load_config(profile, dict(overrides or {}), model=model)
+    second = cfg.cross.model if cfg.cross.model != cfg.model else load_config(profile).model
+    if second == cfg.model:
+        return runs
+    extra = {**dict(overrides or {}), **cross_overrides(cfg)}
+    second_params = {**params, "model": second, "overrides": json.dumps(extra, sort_keys=True)}
+    banner = (f"```{{note}}\nThis page is the chapter of the same name rerun on **{second}**, the study's second "
+              f"architecture, on the smaller prompt set of {{doc}}`07_cross_model`. Every number and figure "
+              f"is this model's; sentences that interpret them were written for {cfg.model} and may not hold "
+              f"here: the cross-model chapter compares the two.\n```")
+    for stem in SECOND_ARCH:
+        src = NOTEBOOK_DIR / f"{stem}.py"
+        if src.exists():
+            runs.append((f"second/{stem}", src, chapters / "second" / f"{stem}.ipynb", second_params, banner))
+    return runs
 
 
 def _record_timings(results_root: Path, profile: str, model: str | None, timings: dict[str, float], total: float) -> None:

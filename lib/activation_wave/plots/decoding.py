@@ -59,27 +59,31 @@ def plot_acceptance_by_position(acceptance: Mapping[str, Sequence[float]], *, ax
 
 def plot_tau(names: Sequence[str], tau: Sequence[float], lo: Sequence[float] | None = None,
              hi: Sequence[float] | None = None, *, ax: Axes | None = None, reference: float | None = 1.0,
-             title: str | None = "Mean accepted length per layer set", ylabel: str = "tau (tokens / target forward)",
+             title: str | None = "Mean accepted length per layer set", xlabel: str = "tau (tokens / target forward)",
              ) -> Figure:
-    """tau per layer set with an optional interval [lo, hi] (bootstrap CI or min/max over seeds).
+    """Horizontal bars of tau per layer set (first name on top), with an optional interval
+    [lo, hi] (bootstrap CI or min/max over seeds). Horizontal, so that a dozen set names
+    stay readable.
 
     ``reference`` draws a dashed line (tau = 1 is plain decoding).
     """
     fig, ax = _ax(ax)
-    x = np.arange(len(names))
+    y = np.arange(len(names))
     t = np.asarray(tau, dtype=float)
     colors = [method_color(n, i) for i, n in enumerate(names)]
-    ax.bar(x, t, color=colors, alpha=0.8)
+    ax.barh(y, t, color=colors, alpha=0.8)
     if lo is not None and hi is not None:
         err = np.vstack([t - np.asarray(lo, dtype=float), np.asarray(hi, dtype=float) - t])
-        ax.errorbar(x, t, yerr=err, fmt="none", ecolor="black", capsize=4, lw=1)
+        ax.errorbar(t, y, xerr=err, fmt="none", ecolor="black", capsize=3, lw=1)
     if reference is not None:
-        ax.axhline(reference, ls="--", color="grey", lw=1)
-    ax.set_xticks(x, list(names), rotation=20, ha="right")
-    ax.set_xlabel("layer set")
-    ax.set_ylabel(ylabel)
-    lower = min(reference if reference is not None else t.min(), float(np.nanmin(t))) * 0.95
-    ax.set_ylim(bottom=lower)
+        ax.axvline(reference, ls="--", color="grey", lw=1)
+    ax.set_yticks(y, list(names))
+    ax.invert_yaxis()
+    ax.set_ylabel("layer set")
+    ax.set_xlabel(xlabel)
+    finite_hi = np.asarray(hi, dtype=float) if hi is not None else t
+    lower = min(reference if reference is not None else float(np.nanmin(t)), float(np.nanmin(t))) * 0.95
+    ax.set_xlim(lower, float(np.nanmax(np.fmax(t, finite_hi))) * 1.02)
     if title:
         ax.set_title(title)
     return fig
