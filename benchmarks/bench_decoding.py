@@ -49,6 +49,23 @@ def _subset(res: Any, keep: set[str]) -> Any:
     return merge_results([dataclasses.replace(res, per_prompt=[p for p in res.per_prompt if p["id"] in keep])])
 
 
+def _study_drafters(cfg: Any) -> dict[str, Any] | None:
+    """Training time and throughput of chapter 6's drafters under this profile, as the
+    study's last run recorded them (None before chapter 6 has run)."""
+    from activation_wave.pipeline import load_results
+
+    try:
+        runs = load_results("06_eagle3_speedup", cfg)["runs"]
+    except FileNotFoundError:
+        return None
+    secs = [r["train_s"] for r in runs if r.get("train_s")]
+    tps = [r["tokens_per_s"] for r in runs if r.get("tokens_per_s")]
+    return {"drafters": len(runs), "train_s_per_drafter_mean": statistics.fmean(secs) if secs else None,
+            "tokens_per_s_mean": statistics.fmean(tps) if tps else None,
+            "config": {k: getattr(cfg.draft, k) for k in ("epochs", "ttt_steps", "batch_tokens", "threads", "workers")},
+            "note": "chapter 6's drafters, trained by `wave study` (two at once when draft.workers = 2)"}
+
+
 #: The benchmark's drafter: the profile's ``draft`` section with these changes. Ten
 #: epochs instead of the study's two: the study compares layer sets at equal budget, the
 #: benchmark wants the best drafter this machine can train in ~10-15 minutes.
@@ -179,6 +196,7 @@ def run(*, profile: str = "default", drafter_dir: str | None = None, layers: lis
     out["drafter_training"] = {k: train_log.get(k) for k in ("tokens_per_s", "train_wall_s", "n_loss_tokens",
                                                             "threads")}
     out["drafter_training"]["unit"] = "response positions (loss tokens) per second, all unrolled steps"
+    out["study_drafters"] = _study_drafters(cfg)
     out["command"] = (f"python -m benchmarks.bench_decoding --profile {profile} --drafter {drafter_dir} "
                       f"--n-prompts {n_prompts} --threads {threads}"
                       + "".join(f" --set {k}={v}" for k, v in spec_overrides.items()))

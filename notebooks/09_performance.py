@@ -100,13 +100,19 @@ if spec:
           "spec_speedup_t1": spec["speedup_vs_plain_t1"], "spec_vs_lookup": spec["speedup_vs_prompt_lookup_t0"],
           "spec_pred": pred["speedup"], "spec_ceiling": pred["ceiling"], "spec_break_even": pred["break_even_tau"],
           "spec_step_ms": costs["step_ms"], "spec_round_ms": pred["round_ms"], "spec_n_prompts": spec["n_prompts"],
-          "spec_depth": spec["spec"]["depth"], "spec_lossless": spec["lossless_t0_chain"]}
+          "spec_depth": spec["spec"]["depth"], "spec_lossless": spec["lossless_t0_chain"],
+          "spec_train_tps": spec["drafter_training"]["tokens_per_s"] or float("nan"),
+          "spec_train_min": (spec["drafter_training"]["train_wall_s"] or float("nan")) / 60}
+    study_drafters = spec.get("study_drafters") or {}
+    cm["study_drafter_s"] = study_drafters.get("train_s_per_drafter_mean") or float("nan")
+    cm["study_drafters_n"] = study_drafters.get("drafters") or 0
 else:  # not measured yet: the page says so instead of failing the build
     fig, axes = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
     print("speculative_decoding has not been measured: run `wave bench --only speculative_decoding`")
     cm = {k: float("nan") for k in ("spec_tau", "spec_speedup", "spec_speedup_t1", "spec_vs_lookup", "spec_pred",
                                     "spec_ceiling", "spec_break_even", "spec_step_ms", "spec_round_ms")}
-    cm.update(spec_layers="(not measured)", spec_n_prompts=0, spec_depth=0, spec_lossless="(not measured)")
+    cm.update(spec_layers="(not measured)", spec_n_prompts=0, spec_depth=0, spec_lossless="(not measured)",
+              spec_train_tps=float("nan"), spec_train_min=float("nan"), study_drafter_s=float("nan"), study_drafters_n=0)
 for k, v in cm.items():
     glue(k, v, display=False)
 glue("fig_cost_model", fig, display=False)
@@ -137,6 +143,12 @@ plt.close(fig)
 # {glue:text}`spec_ceiling:.2f`x at this depth on this machine: the ceiling is set by
 # how little more a forward over several tokens costs than one, which on a 2-core CPU
 # is far from the free extra tokens of a GPU's memory-bound decode.
+#
+# Training that drafter took {glue:text}`spec_train_min:.0f` minutes at
+# {glue:text}`spec_train_tps:.0f` response positions per second (all unrolled steps);
+# each of chapter 6's {glue:text}`study_drafters_n:d` drafters took
+# {glue:text}`study_drafter_s:.0f` s on average under the default profile, two trained
+# at once on the two cores.
 #
 # ## Memory as the token count grows
 
