@@ -24,6 +24,7 @@ overrides = "{}"
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
+from myst_nb import glue
 from scipy.stats import spearmanr
 
 from activation_wave.pipeline import load_results, notebook_config

@@ -134,7 +134,8 @@ plt.close(fig)
 # ## How to read this book
 #
 # {doc}`../background` sets out the mathematics. Chapters 0-6 follow the pipeline
-# (data, entropy, concatenation, CKA, filtering, selection, drafters); chapter 7 repeats
-# the analysis on a second architecture, chapter 8 collects the numbers and chapter 9
+# (data, entropy, concatenation, CKA, filtering, selection, drafters); the "Second
+# architecture" pages rerun chapters 1-4 on Gemma-3-270M, chapter 7 compares the two
+# architectures side by side, chapter 8 collects the numbers and chapter 9
 # measures the code. {doc}`../rerun` shows how to rerun everything, or one chapter on
 # another model; {doc}`../classroom` is a 60-90 minute session plan.
