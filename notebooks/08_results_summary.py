@@ -101,8 +101,9 @@ corr = pd.DataFrame({name: dict(zip(("rho", "p"), spearmanr(x, t3))) for name, x
 display(corr.astype(float).round(4))
 spread = max(t3) - min(t3)
 half_ci = float(np.mean([(r["tau_hi"] - r["tau_lo"]) / 2 for r in tri]))
-late = [r for r in tri if max(r["layers"]) >= s6["default"]["layers"][-1] + 1]
-early = [r for r in tri if max(r["layers"]) < s6["default"]["layers"][-1] + 1]
+late_from = R["00_data_and_capture"]["info"]["decoder blocks N"] - 2  # hidden_states of the last three blocks
+late = [r for r in tri if max(r["layers"]) >= late_from]
+early = [r for r in tri if max(r["layers"]) < late_from]
 glue("rho_deepest", float(corr.loc["deepest layer of the triple", "rho"]), display=False)
 glue("p_deepest", float(corr.loc["deepest layer of the triple", "p"]), display=False)
 glue("rho_s2", float(corr.loc["concatenation entropy S2", "rho"]), display=False)
@@ -112,7 +113,7 @@ glue("tau_half_ci", half_ci, display=False)
 glue("n_late", len(late), display=False)
 glue("tau_late", float(np.mean([r["tau"] for r in late])) if late else float("nan"), display=False)
 glue("tau_early", float(np.mean([r["tau"] for r in early])) if early else float("nan"), display=False)
-glue("late_from", s6["default"]["layers"][-1] + 1, display=False)
+glue("late_from", late_from, display=False)
 
 # %% [markdown]
 # On this model the ranking of drafters is explained by depth, not by the selection
