@@ -267,3 +267,21 @@ def test_second_architecture_pages_relocate_labels_and_links():
     assert "{doc}`01_layer_entropy`" in out  # a sibling in the same folder
     # a reference in another cell than its figure: the page's labels are passed in
     assert relocate_markdown("see {numref}`fig-cka`", "second", labels={"fig-cka"}) == "see {numref}`second-fig-cka`"
+
+
+def test_study_results_root_is_repo_relative(tmp_path, monkeypatch):
+    """The results root a chapter receives does not depend on where the clone lives, and
+    a relative root is read from the repository root whatever the working directory."""
+    from activation_wave.config import load_config
+    from activation_wave.data import REPO_ROOT
+    from activation_wave.pipeline import results_dir
+    from activation_wave.study import prepare_book_dir, root_parameter
+
+    book, root = prepare_book_dir("default", None)
+    assert root_parameter(root) == "data/results"
+    assert root_parameter(REPO_ROOT / "scratch" / "smoke" / "results") == "scratch/smoke/results"
+    assert root_parameter(tmp_path) == str(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config("smoke")
+    assert results_dir(cfg, "data/results") == REPO_ROOT / "data" / "results" / "smoke" / "smollm2-135m"
+    assert results_dir(cfg, tmp_path) == tmp_path / "smoke" / "smollm2-135m"

@@ -32,9 +32,36 @@ def test_forward_batch_matches_unpadded_forward(tiny_llama):
     torch.testing.assert_close(out["hidden"][:, 5:], torch.stack(ref.hidden_states)[:, 0], atol=1e-5, rtol=1e-4)
     # loss mask: positions prompt_len-1 .. len-2 predict response tokens
     assert out["loss_mask"].tolist() == [False, False, True, True, False, True, True, False]
+    # next-token statistics at the loss positions only (the LM head runs on those rows)
     p = torch.softmax(ref.logits[0], -1)
-    torch.testing.assert_close(out["next_entropy"][5:], -(p * p.log()).sum(-1), atol=1e-5, rtol=1e-4)
-    assert out["top1"][5:].tolist() == ref.logits[0].argmax(-1).tolist()
+    resp = out["loss_mask"][5:]
+    torch.testing.assert_close(out["next_entropy"][5:][resp], -(p * p.log()).sum(-1)[resp], atol=1e-5, rtol=1e-4)
+    assert out["top1"][5:][resp].tolist() == ref.logits[0].argmax(-1)[resp].tolist()
+    torch.testing.assert_close(out["topk_logprobs"][5:][resp], torch.log(p).topk(4, -1).values[resp], atol=1e-5, rtol=1e-4)
+    off = ~out["loss_mask"]
+    assert out["next_entropy"][off].isnan().all() and (out["top1"][off] == -1).all()
+    assert (out["topk_ids"][off] == -1).all() and (out["topk_logprobs"][off] == -math.inf).all()
+
+
+def test_head_logits_match_the_full_forward_with_soft_capping():
+    """The capture's LM head on the decoder's output equals ``model(...).logits``, also
+    for a model with final logit soft-capping (Gemma 3 here, cap made active)."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    from activation_wave.capture import head_logits
+
+    torch.manual_seed(0)
+    cfg = Gemma3TextConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=2, num_key_value_heads=1, head_dim=16, final_logit_softcapping=0.05,
+                           max_position_embeddings=64)
+    model = Gemma3ForCausalLM(cfg).eval()
+    ids = torch.tensor([[3, 9, 27, 4, 50]])
+    with torch.no_grad():
+        ref = model(input_ids=ids).logits
+        got = head_logits(model, model.base_model(input_ids=ids).last_hidden_state)
+        raw = model.get_output_embeddings()(model.base_model(input_ids=ids).last_hidden_state)
+    assert float((raw - ref).abs().max()) > 1e-3  # the cap is in effect
+    torch.testing.assert_close(got, ref, atol=1e-6, rtol=1e-5)
 
 
 def test_next_token_stats_blockwise_equal_the_direct_formulas():

@@ -1,5 +1,6 @@
 """Speculative decoding is lossless: greedy == plain greedy, sampling keeps the target's law."""
 
+import dataclasses
 import json
 
 import pytest
@@ -123,6 +124,16 @@ def test_interleaved_timing_pools_to_the_batch_results(world):
     assert res["plain"].tau == 1.0
     one = merge_results([batch["chain"]])
     assert one.token_ids == batch["chain"].token_ids and one.tau == pytest.approx(batch["chain"].tau)
+    # a result cut to some prompts pools to what those prompts alone give
+    for name, ref in batch.items():
+        part = merge_results([dataclasses.replace(ref, per_prompt=ref.per_prompt[:3])])
+        alone = merge_results([dataclasses.replace(res[name], per_prompt=res[name].per_prompt[:3])])
+        direct = {"plain": lambda: plain_generate(target, prompts[:3], c0),
+                  "chain": lambda: speculate(target, drafter, prompts[:3], c0),
+                  "chain T=1": lambda: speculate(target, drafter, prompts[:3], c1)}[name]()
+        for got in (part, alone):
+            assert got.token_ids == direct.token_ids and got.accept_hist == direct.accept_hist, name
+            assert got.target_forwards == direct.target_forwards and got.tau == pytest.approx(direct.tau, nan_ok=True)
     with pytest.raises(ValueError, match="at least one"):
         merge_results([])
 

@@ -57,8 +57,13 @@ def side_by_side(measured: Callable[[], Any], baseline: Callable[[], Any], repea
     return statistics.median(a), statistics.median(b)
 
 
-def bench_capture(model: str = "smollm2-135m", n_records: int = 16, batch_size: int = 8, repeats: int = 3) -> dict[str, Any]:
-    """Capture (all hidden states + entropy + shard write) vs a plain forward, same batches."""
+def bench_capture(model: str = "smollm2-135m", profile: str = "default", n_records: int = 16, batch_size: int = 8,
+                  repeats: int = 3) -> dict[str, Any]:
+    """Capture (all hidden states + entropy + shard write) vs a plain forward, same batches.
+
+    The records are the first ``n_records`` of the profile's responses (the study's real
+    prompt/response mix; the capture runs the LM head on response positions only, the
+    plain forward on every position, as ``model(...)`` does)."""
     import tempfile
 
     from .capture import _write_shard
@@ -66,7 +71,7 @@ def bench_capture(model: str = "smollm2-135m", n_records: int = 16, batch_size: 
     from .data import generate_responses, load_prompts
     from .models import load_target
 
-    cfg = load_config("smoke")
+    cfg = load_config(profile, model=model)
     target = load_target(model)
     responses, _ = generate_responses(target, load_prompts(cfg.data), cfg.data, progress=False)
     recs = responses[:n_records]
@@ -96,7 +101,8 @@ def bench_capture(model: str = "smollm2-135m", n_records: int = 16, batch_size: 
     return {"figure": round(tokens / t_cap, 1), "unit": "tokens/s with all hidden states, entropy and shard write",
             "baseline": round(tokens / t_plain, 1), "baseline_unit": "tokens/s of a plain forward (logits only)",
             "ratio": round(t_plain / t_cap, 3), "target": ">= 0.85", "peak_rss_mib": round(mem.peak),
-            "tokens": tokens, "layers": target.n_layers + 1, "repeats": repeats}
+            "tokens": tokens, "response_tokens": sum(len(r.response_ids) for r in recs), "profile": profile,
+            "layers": target.n_layers + 1, "repeats": repeats}
 
 
 def bench_memory(model: str = "smollm2-135m", profile: str = "default",

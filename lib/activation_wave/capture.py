@@ -11,6 +11,11 @@ every position ``t``:
 * ``next_entropy``: entropy (nats) of the target's next-token distribution at ``t``;
 * ``top1``, ``topk_ids``, ``topk_logprobs``: the target's argmax and top-k log-probs.
 
+The next-token statistics are computed where they are used, at the ``loss_mask``
+positions: the LM head and the softmax run on those rows only (a prompt is often
+longer than its response). Elsewhere ``next_entropy`` is NaN, ``top1`` and
+``topk_ids`` are -1 and ``topk_logprobs`` is -inf (``manifest["stats_at"]``).
+
 On disk: ``shard_XXXXX.safetensors`` holding a fixed group of records, each with a
 ``.json`` sidecar (its sha256) written after it, and ``manifest.json`` written last
 (schema version, model fingerprint, data hash, parameters, shapes, shard hashes).
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -67,20 +73,37 @@ def forward_batch(model: Any, seqs: Sequence[Sequence[int]], prompt_lens: Sequen
     for i, s in enumerate(seqs):
         ids[i, : len(s)] = torch.as_tensor(list(s))
         mask[i, : len(s)] = 1
-    out = model(input_ids=ids.to(device), attention_mask=mask.to(device), output_hidden_states=True, use_cache=False)
+    # the decoder alone: the LM head runs below on the rows whose statistics are kept
+    out = model.base_model(input_ids=ids.to(device), attention_mask=mask.to(device), output_hidden_states=True,
+                           use_cache=False)
     keep = mask.bool()
     hidden = torch.stack([h.float().cpu()[keep] for h in out.hidden_states])  # [N+1, T, H]
-    # per-sequence views of the real rows: no copy of the [B, W, V] logits
-    logits = out.logits.float().cpu()
-    entropy, top_values, top_indices = _next_token_stats([logits[i, :len(s)] for i, s in enumerate(seqs)], topk)
     pos = torch.arange(width).expand(len(seqs), width)[keep]
     seq = torch.arange(len(seqs)).unsqueeze(1).expand(len(seqs), width)[keep]
     lens = torch.tensor([len(s) for s in seqs])[seq]
     plens = torch.tensor(list(prompt_lens))[seq]
     loss_mask = (pos >= plens - 1) & (pos <= lens - 2)
+    last = out.last_hidden_state[keep.to(device)][loss_mask.to(device)]  # [n_loss, H]
+    ent, vals, idx = _next_token_stats(head_logits(model, last).float().cpu(), topk)
+    T = len(pos)
+    entropy = torch.full((T,), math.nan)
+    top_values = torch.full((T, topk), -math.inf)
+    top_indices = torch.full((T, topk), -1, dtype=torch.long)
+    entropy[loss_mask], top_values[loss_mask], top_indices[loss_mask] = ent, vals, idx
     return {"hidden": hidden, "input_ids": ids[keep], "position": pos, "loss_mask": loss_mask,
             "next_entropy": entropy, "top1": top_indices[:, 0], "topk_ids": top_indices.to(torch.int32),
             "topk_logprobs": top_values, "seq": seq}
+
+
+def head_logits(model: Any, last_hidden: torch.Tensor) -> torch.Tensor:
+    """The causal LM's logits from its decoder's final (normed) hidden states: the
+    output embedding, then the final logit soft-capping where the model has one
+    (Gemma 2/3), exactly as ``model(...)`` computes them."""
+    logits = model.get_output_embeddings()(last_hidden)
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return logits
 
 
 def _next_token_stats(logits: torch.Tensor | Sequence[torch.Tensor], topk: int, rows: int = 256,
@@ -221,6 +244,7 @@ def capture(target: Target, responses: Sequence[Response], cfg: CaptureConfig, *
         "model": {"name": target.name, "fingerprint": target.fingerprint, "provenance": target.provenance,
                   "n_layers": target.n_layers, "hidden_size": target.hidden_size, "vocab_size": target.vocab_size},
         "layer_convention": "hidden_states index: 0 = embeddings, i = output of block i-1, N = last (normed)",
+        "stats_at": "loss_mask positions (NaN / -1 / -inf elsewhere)",
         "data_hash": dhash,
         "params": asdict(cfg),
         "records": [{"id": r.id, "category": r.category, "split": r.split, "source": r.source,

@@ -69,8 +69,11 @@ def run_capture(cfg: StudyConfig, *, regenerate: bool = False, progress: bool = 
 
 
 def results_dir(cfg: StudyConfig, root: str | Path | None = None) -> Path:
-    """Where a run's result files go: ``<root>/<profile>/<model slug>/``."""
+    """Where a run's result files go: ``<root>/<profile>/<model slug>/`` (a relative
+    ``root`` is taken from the repository root, wherever the notebook runs)."""
     base = Path(root or os.environ.get("WAVE_RESULTS", RESULTS_ROOT))
+    if not base.is_absolute():
+        base = REPO_ROOT / base
     slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(cfg.model).name)
     return base / cfg.profile / slug
 

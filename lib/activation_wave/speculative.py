@@ -681,22 +681,23 @@ def prompt_lookup_generate(target: Target, prompts_ids: Sequence[Sequence[int]],
 
 
 def merge_results(results: Sequence[SpecResult]) -> SpecResult:
-    """Pool one method's per-prompt results into one, as if all prompts ran in one call."""
+    """Pool one method's per-prompt results into one, as if all prompts ran in one call.
+
+    Every pooled figure is rebuilt from the per-prompt records, so a result whose
+    ``per_prompt`` was cut to a subset pools to that subset's figures."""
     if not results:
         raise ValueError("merge_results needs at least one result")
     first = results[0]
     per = [p for r in results for p in r.per_prompt]
-    hist = [int(x) for x in np.sum([r.accept_hist for r in results], axis=0)] if first.accept_hist else []
-    drafted, accepted = [0] * first.depth, [0] * first.depth
+    stats = _Stats(first.depth)
     for p in per:
         for k, a in zip(p.get("drafted", []), p.get("accepted", [])):
-            for i in range(min(k, first.depth)):
-                drafted[i] += 1
-                accepted[i] += int(i < a)
-    merged = _summarise(first.method, first.temperature, first.depth, per, hist, drafted, accepted,
+            stats.add(min(k, first.depth), a)
+    merged = _summarise(first.method, first.temperature, first.depth, per,
+                        stats.hist if first.accept_hist else [], stats.drafted, stats.accepted,
                         layers=first.layers, tree_size=first.tree_size, notes=list(first.notes))
     if first.method.startswith("plain"):
-        merged.tau, merged.target_forwards = 1.0, sum(r.target_forwards for r in results)
+        merged.tau, merged.target_forwards = 1.0, sum(max(0, len(p["token_ids"]) - 1) for p in per)
     elif not first.method.startswith("eagle3"):
         merged.acceptance_by_position, merged.tau = first.acceptance_by_position[:0], float("nan")
     return merged

@@ -139,6 +139,13 @@ def prepare_book_dir(profile: str, book_dir: str | Path | None) -> tuple[Path, P
     return book, root / "results"
 
 
+def root_parameter(results_root: Path) -> str:
+    """The results root as the chapters receive it: repo-relative where possible, so the
+    keys and the executed copies do not depend on where the clone lives."""
+    return results_root.relative_to(REPO_ROOT).as_posix() if results_root.is_relative_to(REPO_ROOT) \
+        else str(results_root)
+
+
 def run_study(profile: str = "default", model: str | None = None, book_dir: str | Path | None = None,
               only: Sequence[str] | None = None, build: bool = True, overrides: Mapping[str, str] | None = None) -> int:
     """Execute the chapters of one profile and build the book; returns a process exit code."""
@@ -150,7 +157,7 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
     keys_path = chapters / ".keys.json"
     keys = json.loads(keys_path.read_text()) if keys_path.exists() else {}
     lib = library_hash()
-    params = {"profile": profile, "model": model or "", "results_root": str(results_root),
+    params = {"profile": profile, "model": model or "", "results_root": root_parameter(results_root),
               "overrides": json.dumps(dict(overrides or {}), sort_keys=True)}
     timings: dict[str, float] = {}
     t_all = time.time()
