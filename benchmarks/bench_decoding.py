@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import statistics
 import time
@@ -89,7 +88,7 @@ def run(*, profile: str = "default", drafter_dir: str | None = None, layers: lis
     from activation_wave.config import load_config
     from activation_wave.drafter import load_drafter
     from activation_wave.layers import eagle3_default_layers
-    from activation_wave.models import cache_root
+    from activation_wave.experiment import train_or_load
     from activation_wave.pipeline import run_capture
     from activation_wave.speculative import (
         cost_model,
@@ -100,7 +99,6 @@ def run(*, profile: str = "default", drafter_dir: str | None = None, layers: lis
         run_interleaved,
         speculate,
     )
-    from activation_wave.training import train_drafter
 
     t_start = time.time()
     cfg = load_config(profile)
@@ -109,13 +107,10 @@ def run(*, profile: str = "default", drafter_dir: str | None = None, layers: lis
     cap = run_capture(cfg, progress=progress)
     target, cache = cap.target, cap.cache
 
-    # the drafter: given, or trained once on this capture and reused
+    # the drafter: given, or trained once on this capture and reused (the study's drafter cache)
     if drafter_dir is None:
-        layers = layers or eagle3_default_layers(target.n_layers)
-        key = hashlib.sha256(json.dumps([cache.path.name, layers, dataclasses.asdict(draft)]).encode()).hexdigest()[:12]
-        drafter_dir = str(cache_root() / "drafters" / f"bench-{key}")
-        if not (Path(drafter_dir) / "train_log.json").exists():
-            train_drafter(target, cache, layers, draft, drafter_dir, progress=progress)
+        drafter_dir = str(train_or_load(target, cache, layers or eagle3_default_layers(target.n_layers), draft,
+                                        progress=progress)[0])
     drafter = load_drafter(drafter_dir, target)
     log_path = Path(drafter_dir) / "train_log.json"
     train_log = json.loads(log_path.read_text()) if log_path.exists() else {}
@@ -206,6 +201,118 @@ def run(*, profile: str = "default", drafter_dir: str | None = None, layers: lis
     out["torch_threads"] = threads
     out["seconds"] = round(time.time() - t_start, 1)
     return out
+
+
+def run_precision(*, profile: str = "default", dtype: str = "bfloat16", n_prompts: int = 8, threads: int = 1,
+                  progress: bool = True) -> dict[str, Any]:
+    """The lower-precision lever: the same drafter and prompts with the target's weights in
+    ``dtype`` (cast from the fp32 target), against fp32, interleaved in one run.
+
+    Methods: plain (transformers ``generate``) and speculative chain decoding at T = 0, each
+    with the fp32 and the ``dtype`` target. Reports tokens/s, the speedups within each
+    precision, how many prompts give identical tokens (speculative vs plain in the same
+    precision; ``dtype`` plain vs fp32 plain), and the verify costs of 1..depth+1 tokens
+    in both precisions (what makes the round cheaper or not).
+    """
+    import copy
+
+    from activation_wave.config import load_config
+    from activation_wave.drafter import load_drafter
+    from activation_wave.experiment import train_or_load
+    from activation_wave.layers import eagle3_default_layers
+    from activation_wave.pipeline import run_capture
+    from activation_wave.speculative import measure_costs, plain_generate, run_interleaved, set_kernels, speculate
+
+    t_start = time.time()
+    cfg = load_config(profile)
+    spec = dataclasses.replace(cfg.spec, threads=threads, **SPEC_OVERRIDES, temperature=0.0, tree_topk=0)
+    draft = dataclasses.replace(cfg.draft, threads=threads, **DRAFT_OVERRIDES)
+    cap = run_capture(cfg, progress=progress)
+    fp32, cache = cap.target, cap.cache
+    drafter_dir = train_or_load(fp32, cache, eagle3_default_layers(fp32.n_layers), draft, progress=progress)[0]
+    drafter = load_drafter(drafter_dir, fp32)
+    set_kernels(fp32.model, "hf")  # a clean copy (no packed weights), then cast
+    low = dataclasses.replace(fp32, model=copy.deepcopy(fp32.model).to(getattr(torch, dtype)))
+
+    ev = [r for r in cache.records if r["split"] == "eval"]
+    want = [ev[round(i * (len(ev) - 1) / max(1, n_prompts - 1))]["id"] for i in range(min(n_prompts, len(ev)))]
+    found = {r.id: r.input_ids[: r.prompt_len].tolist() for r in cache.iter_records([], split="eval") if r.id in want}
+    prompts = [(pid, found[pid]) for pid in want if pid in found]
+    methods: dict[str, Any] = {}
+    for tag, tgt in (("fp32", fp32), (dtype, low)):
+        methods[f"plain_{tag}"] = lambda p, c, t=tgt: plain_generate(t, [p], c(spec))
+        methods[f"spec_chain_{tag}"] = lambda p, c, t=tgt: speculate(t, drafter, [p], c(spec))
+    pooled = run_interleaved(methods, prompts, progress=progress)
+    tps = {name: r.tokens_per_s for name, r in pooled.items()}
+
+    def same(a: str, b: str) -> str:
+        n = sum(x == y for x, y in zip(pooled[a].token_ids, pooled[b].token_ids))
+        return f"{n}/{len(prompts)} prompts identical"
+
+    context = int(statistics.median(len(p) for _, p in prompts)) + spec.max_new_tokens // 2
+    verify = {tag: measure_costs(t, None, context=context, depth=spec.depth, n_threads=threads,
+                                 kernels=spec.kernels)["verify_ms"] for tag, t in (("fp32", fp32), (dtype, low))}
+    return {
+        "model": fp32.name, "profile": profile, "dtype": dtype, "drafter": str(drafter_dir),
+        "layers": list(drafter.spec.layers), "n_prompts": len(prompts), "prompt_ids": [p for p, _ in prompts],
+        "spec": dataclasses.asdict(spec), "tokens_per_s": tps,
+        "tau": {name: r.tau for name, r in pooled.items() if name.startswith("spec")},
+        "speedup_fp32": tps["spec_chain_fp32"] / tps["plain_fp32"],
+        f"speedup_{dtype}": tps[f"spec_chain_{dtype}"] / tps[f"plain_{dtype}"],
+        f"plain_{dtype}_vs_fp32": tps[f"plain_{dtype}"] / tps["plain_fp32"],
+        f"spec_{dtype}_vs_plain_fp32": tps[f"spec_chain_{dtype}"] / tps["plain_fp32"],
+        "identical": {"spec_vs_plain_fp32": same("spec_chain_fp32", "plain_fp32"),
+                      f"spec_vs_plain_{dtype}": same(f"spec_chain_{dtype}", f"plain_{dtype}"),
+                      f"plain_{dtype}_vs_plain_fp32": same(f"plain_{dtype}", "plain_fp32")},
+        "verify_ms": verify, "verify_context": context,
+        "verify_4_over_step": {tag: v[min(4, max(v))] / v[1] for tag, v in verify.items()},
+        "note": f"the {dtype} target is the fp32 target cast in memory (same file and provenance); "
+                "the drafter is the fp32 one, fed the cast target's hidden states",
+        "seconds": round(time.time() - t_start, 1),
+    }
+
+
+def run_data_scaling(*, profile: str = "default", fractions: tuple[float, ...] = (0.125, 0.25, 0.5, 1.0),
+                     threads: int = 1, progress: bool = True) -> dict[str, Any]:
+    """How the benchmark drafter's offline tau grows with its training data: the same
+    recipe (:data:`DRAFT_OVERRIDES`) on seeded subsets of the train records, evaluated
+    on the whole eval split (chain depth ``ttt_steps``, T = 0). The fit ``tau = a + b *
+    log2(loss tokens)`` gives the gain per doubling of the data; not a timing."""
+    import numpy as np
+
+    from activation_wave.config import load_config
+    from activation_wave.experiment import drafter_dir, train_or_load
+    from activation_wave.layers import eagle3_default_layers
+    from activation_wave.pipeline import run_capture
+    from activation_wave.training import train_drafter
+
+    t_start = time.time()
+    cfg = load_config(profile)
+    draft = dataclasses.replace(cfg.draft, threads=threads, **DRAFT_OVERRIDES)
+    cap = run_capture(cfg, progress=progress)
+    target, cache = cap.target, cap.cache
+    layers = eagle3_default_layers(target.n_layers)
+    points = []
+    for f in sorted(fractions):
+        if f >= 1.0:
+            out = train_or_load(target, cache, layers, draft, progress=progress)[0]
+        else:  # kept beside the full drafter, keyed by the fraction
+            out = drafter_dir(cache, layers, draft).with_name(f"{drafter_dir(cache, layers, draft).name}-frac{f:g}")
+            if not (out / "train_log.json").exists():
+                train_drafter(target, cache, layers, draft, out, progress=progress, records_fraction=f)
+        log = json.loads((out / "train_log.json").read_text())
+        points.append({"fraction": f, "records": log["n_records"], "loss_tokens": log["n_loss_tokens"],
+                       "tau_offline": log["eval"]["tau_offline"],
+                       "acceptance_by_position": log["eval"]["acceptance_by_position"],
+                       "train_acc_last_epoch": log["epochs"][-1]["acc_by_step"][0], "drafter": str(out)})
+    x = np.log2([p["loss_tokens"] for p in points])
+    y = np.array([p["tau_offline"] for p in points])
+    b, a = np.polyfit(x, y, 1) if len(points) > 1 else (float("nan"), float("nan"))
+    return {"model": target.name, "profile": profile, "layers": layers, "points": points,
+            "tau_per_doubling": float(b), "fit": {"a": float(a), "b": float(b),
+                                                 "form": "tau_offline = a + b * log2(loss tokens)"},
+            "draft": {k: getattr(draft, k) for k in ("epochs", "ttt_steps", "batch_tokens", "lr", "draft_vocab")},
+            "eval_records": sum(r["split"] == "eval" for r in cache.records), "seconds": round(time.time() - t_start, 1)}
 
 
 def main() -> None:

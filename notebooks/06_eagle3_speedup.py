@@ -30,6 +30,7 @@ overrides = "{}"
 
 # %%
 import dataclasses
+import itertools
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -57,13 +58,17 @@ print(cache.summary())
 #
 # Triples from chapter 5 (every selection method, the EAGLE-3 default, the last three
 # layers, evenly spaced layers and seeded random triples), and, for a denser signal of
-# what a layer is worth to a drafter, single layers across depth.
+# what a layer is worth to a drafter, single layers across depth and every pair of
+# those single layers.
 
 # %%
 sets = {name: list(ids) for name, ids in sel["sets"].items()}
 if cfg.draft.sweep_stride:
-    for layer in range(1, N + 1, cfg.draft.sweep_stride):
+    sweep = list(range(1, N + 1, cfg.draft.sweep_stride))
+    for layer in sweep:
         sets[f"single-{layer}"] = [layer]
+    for a, b in itertools.combinations(sweep, 2):
+        sets[f"pair-{a}-{b}"] = [a, b]
 seeds = [cfg.draft.seed + i for i in range(cfg.draft.n_seeds)]
 print(f"{len(sets)} layer sets x {len(seeds)} seeds = {len(sets) * len(seeds)} drafters")
 rows = run_sets(target, cache, sets, cfg.draft, seeds, progress=False)
@@ -148,12 +153,49 @@ if len(singles):
 # ($\tau$ = {glue:text}`single_best_tau:.3f`) and layer {glue:text}`single_worst_layer`
 # the worst ({glue:text}`single_worst_tau:.3f`).
 #
+# ### Pairs: does a second layer add to the first?
+
+# %%
+pairs = summary[summary.k == 2]
+tau_single = {ids[0]: t for ids, t in zip(singles.layers, singles.tau)}
+pair_rows = []
+for row in pairs.itertuples():
+    a, b = row.layers
+    better = max(tau_single.get(a, np.nan), tau_single.get(b, np.nan))
+    pair_rows.append({"pair": f"{a} + {b}", "tau": row.tau, "tau_lo": row.tau_lo, "tau_hi": row.tau_hi,
+                      "tau alone (first)": tau_single.get(a, np.nan), "tau alone (second)": tau_single.get(b, np.nan),
+                      "gain over the better single": row.tau - better,
+                      "beats it (interval above)": bool(row.tau_lo > better), "S2 of the pair": row.renyi2})
+pair_table = pd.DataFrame(pair_rows)
+display(pair_table.round(3))
+glue("n_pairs", len(pair_table), display=False)
+glue("n_pairs_gain", int((pair_table["gain over the better single"] > 0).sum()) if len(pair_table) else 0, display=False)
+glue("n_pairs_sig", int(pair_table["beats it (interval above)"].sum()) if len(pair_table) else 0, display=False)
+if len(pair_table):
+    bp = pair_table.sort_values("tau", ascending=False).iloc[0]
+    glue("pair_best", bp["pair"], display=False)
+    glue("pair_best_tau", float(bp["tau"]), display=False)
+    glue("pair_best_gain", float(bp["gain over the better single"]), display=False)
+else:
+    glue("pair_best", "(none)", display=False)
+    glue("pair_best_tau", float("nan"), display=False)
+    glue("pair_best_gain", float("nan"), display=False)
+
+# %% [markdown]
+# Each pair of the single layers above, trained under the same budget: in
+# {glue:text}`n_pairs_gain:d` of {glue:text}`n_pairs:d` pairs the drafter reading both
+# layers has a higher $\tau$ than the better of the two read alone, and in
+# {glue:text}`n_pairs_sig:d` its whole interval lies above it. The best pair,
+# {glue:text}`pair_best`, reaches $\tau$ = {glue:text}`pair_best_tau:.3f`
+# ({glue:text}`pair_best_gain:+.3f` over its better single layer).
+#
 # ## Do the selection scores predict drafter quality?
 
 # %%
 rho = {"renyi2 (triples)": spearman(triples.renyi2, triples.tau),
        "mean CKA (triples)": spearman(triples.mean_cka, triples.tau),
-       "renyi2 (single layers)": spearman(singles.renyi2, singles.tau) if len(singles) > 2 else float("nan")}
+       "renyi2 (single layers)": spearman(singles.renyi2, singles.tau) if len(singles) > 2 else float("nan"),
+       "renyi2 (pairs)": spearman(pairs.renyi2, pairs.tau) if len(pairs) > 2 else float("nan")}
 fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
 plot_score_vs_tau(list(triples.renyi2), list(triples.tau), list(triples.set), ax=axes[0],
                   xlabel="concatenation entropy S2 of the triple (nats)")

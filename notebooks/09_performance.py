@@ -35,7 +35,14 @@ from activation_wave.config import load_config
 from activation_wave.data import REPO_ROOT
 from activation_wave.estimate import dry_run
 from activation_wave.pipeline import notebook_config
-from activation_wave.plots import plot_cost_model, plot_memory_curve, plot_ratios, plot_scaling, plot_verify_cost
+from activation_wave.plots import (
+    plot_cost_model,
+    plot_data_scaling,
+    plot_memory_curve,
+    plot_ratios,
+    plot_scaling,
+    plot_verify_cost,
+)
 
 cfg = notebook_config(profile, model, overrides)
 bench = json.loads((REPO_ROOT / "data" / "results" / "benchmarks.json").read_text())
@@ -70,6 +77,8 @@ plt.close(fig)
 if cap:
     glue("capture_ratio", cap["ratio"], display=False)
     glue("capture_tps", cap["figure"], display=False)
+    glue("capture_resp_share", 100 * cap.get("response_tokens", float("nan")) / cap["tokens"], display=False)
+    glue("capture_vs_decoder", cap.get("ratio_vs_decoder_only", float("nan")), display=False)
 
 # %% [markdown]
 # ```{glue:figure} fig_ratios
@@ -81,7 +90,13 @@ if cap:
 #
 # Capturing every layer's hidden states, the next-token entropy and writing the shard
 # runs at {glue:text}`capture_ratio:.2f` of a plain forward's throughput
-# ({glue:text}`capture_tps:.0f` tokens/s).
+# ({glue:text}`capture_tps:.0f` tokens/s), on records of the default profile whose
+# responses are {glue:text}`capture_resp_share:.0f`% of the tokens. The capture can beat
+# the plain forward because it runs the LM head (49k logits per token) only on the
+# response positions whose statistics it keeps, while `model(...)` computes logits
+# everywhere. Against the decoder alone, with no LM head at all, it runs at
+# {glue:text}`capture_vs_decoder:.2f`: that is the whole cost of copying out every
+# layer, the entropy and top-k, and writing the shard.
 #
 # ## Speculative decoding: what the speedup is made of
 
@@ -105,6 +120,8 @@ if spec:
           "spec_speedup_code": spec["by_source"].get("humaneval", {}).get("speedup_vs_plain_t0", float("nan")),
           "spec_speedup_chat": spec["by_source"].get("team", {}).get("speedup_vs_plain_t0", float("nan")),
           "spec_verify_rel": float(costs["verify_ms"][str(spec["spec"]["depth"] + 1)]) / float(costs["step_ms"]),
+          "spec_marginal_ms": (float(costs["verify_ms"][str(spec["spec"]["depth"] + 1)]) - float(costs["step_ms"]))
+          / spec["spec"]["depth"],
           "spec_train_tps": spec["drafter_training"]["tokens_per_s"] or float("nan"),
           "spec_train_min": (spec["drafter_training"]["train_wall_s"] or float("nan")) / 60}
     study_drafters = spec.get("study_drafters") or {}
@@ -116,7 +133,9 @@ else:  # not measured yet: the page says so instead of failing the build
     cm = {k: float("nan") for k in ("spec_tau", "spec_speedup", "spec_speedup_t1", "spec_vs_lookup", "spec_pred",
                                     "spec_ceiling", "spec_break_even", "spec_step_ms", "spec_round_ms")}
     cm.update(spec_layers="(not measured)", spec_n_prompts=0, spec_depth=0, spec_lossless="(not measured)",
-              spec_depth_plus=0, spec_speedup_code=float("nan"), spec_speedup_chat=float("nan"), spec_verify_rel=float("nan"), spec_train_tps=float("nan"), spec_train_min=float("nan"), study_drafter_s=float("nan"), study_drafters_n=0)
+              spec_depth_plus=0, spec_speedup_code=float("nan"), spec_speedup_chat=float("nan"),
+              spec_verify_rel=float("nan"), spec_marginal_ms=float("nan"), spec_train_tps=float("nan"),
+              spec_train_min=float("nan"), study_drafter_s=float("nan"), study_drafters_n=0)
 for k, v in cm.items():
     glue(k, v, display=False)
 glue("fig_cost_model", fig, display=False)
@@ -145,20 +164,113 @@ plt.close(fig)
 # $T=0$ ({glue:text}`spec_speedup_t1:.2f`x at $T=1$; {glue:text}`spec_vs_lookup:.2f`x
 # relative to prompt-lookup decoding): {glue:text}`spec_speedup_code:.2f`x on the
 # HumanEval prompts and {glue:text}`spec_speedup_chat:.2f`x on the team's chat prompts,
-# against the study's target of 1.2x with the best drafter. Verifying {glue:text}`spec_depth_plus:d` tokens in
-# one forward costs {glue:text}`spec_verify_rel:.2f`x a one-token step on this machine
-# (the 135M model's step is bound by reading its weights, so a few more tokens are
-# nearly free, as on a GPU), and a draft step is tiny, so a perfect drafter could reach
-# {glue:text}`spec_ceiling:.2f`x at this depth. What holds the speedup down is $\tau$:
-# drafters trained on tens of thousands of tokens rarely get past the first draft
-# token. The measured speedup also falls short of the prediction by the per-round
-# costs the model leaves out (bookkeeping in Python, rolling back the KV cache).
+# against the study's target of 1.2x with the best drafter. Verifying
+# {glue:text}`spec_depth_plus:d` tokens in one forward costs
+# {glue:text}`spec_verify_rel:.2f`x a one-token step on this machine: each extra token
+# adds about {glue:text}`spec_marginal_ms:.1f` ms (one core multiplies a few rows by
+# every fp32 weight matrix; the step itself is mostly reading those weights), and a
+# draft step is small, so a perfect drafter could reach {glue:text}`spec_ceiling:.2f`x
+# at this depth. What holds the speedup down is $\tau$: drafters trained on tens of
+# thousands of tokens rarely get past the first draft token. The measured speedup also
+# differs from the prediction by what the model leaves out (the verify cost at the
+# actual context lengths, bookkeeping in Python, rolling back the KV cache) and by the
+# noise of a shared machine.
 #
 # Training that drafter took {glue:text}`spec_train_min:.0f` minutes at
 # {glue:text}`spec_train_tps:.0f` response positions per second (all unrolled steps);
 # each of chapter 6's {glue:text}`study_drafters_n:d` drafters took
 # {glue:text}`study_drafter_s:.0f` s on average under the default profile, two trained
 # at once on the two cores.
+#
+# ## How $\tau$ grows with training data
+
+# %%
+scaling = bench.get("drafter_data_scaling")
+fig = plot_data_scaling(scaling["points"] if scaling else [], scaling["fit"] if scaling else None)
+glue("fig_data_scaling", fig, display=False)
+plt.close(fig)
+if scaling:
+    display(pd.DataFrame(scaling["points"]).drop(columns=["drafter", "acceptance_by_position"]).round(3))
+    b = scaling["tau_per_doubling"]
+    full = max(scaling["points"], key=lambda p: p["loss_tokens"])
+    ds = {"ds_per_doubling": b, "ds_full_tokens": full["loss_tokens"], "ds_full_tau": full["tau_offline"],
+          "ds_train_acc": full["train_acc_last_epoch"], "ds_n": len(scaling["points"])}
+    if spec and b > 0:
+        # the speedup grows about in proportion to tau (the round's cost barely depends on acceptance)
+        need = spec["tau_t0"] * (1.2 / spec["speedup_vs_plain_t0"] - 1)
+        ds["ds_need"] = (f"reaching 1.2x on the benchmark's mixed prompts would take about {need:.3f} more tau: "
+                         f"if the trend held, roughly {2 ** (need / b):.1f} times the training data"
+                         if need > 0 else "the benchmark's drafter already reaches 1.2x on its mixed prompts")
+    else:
+        ds["ds_need"] = "no extrapolation is possible (no speedup measured, or tau does not grow with data)"
+else:
+    print("drafter_data_scaling has not been measured: run `wave bench --only drafter_data_scaling`")
+    ds = {k: float("nan") for k in ("ds_per_doubling", "ds_full_tau", "ds_train_acc")}
+    ds.update(ds_full_tokens=0, ds_n=0, ds_need="(not measured)")
+for k, v in ds.items():
+    glue(k, v, display=False)
+
+# %% [markdown]
+# ```{glue:figure} fig_data_scaling
+# :name: fig-data-scaling
+#
+# Offline {term}`tau` on the whole eval split of the benchmark's drafter recipe trained
+# on seeded shares of the training records, against the response positions it saw; the
+# dashed line is the log-linear fit.
+# ```
+#
+# Trained on all {glue:text}`ds_full_tokens:,d` response positions, the drafter reaches
+# an offline $\tau$ of {glue:text}`ds_full_tau:.3f` while it gets
+# {glue:text}`ds_train_acc:.2f` of its own training positions right in the last epoch:
+# it memorises rather than generalises. Over the {glue:text}`ds_n:d` shares, each
+# doubling of the data adds about {glue:text}`ds_per_doubling:.3f` to $\tau$. The
+# speedup grows about in proportion to $\tau$ (a round costs about the same whatever
+# is accepted), so {glue:text}`ds_need`. On this machine the target's responses, which
+# are that data, come at about an hour per 420 prompts.
+#
+# ## Lower-precision weights: a cheaper round, but not token for token
+
+# %%
+low = bench.get("speculative_decoding_bf16")
+if low:
+    dt = low["dtype"]
+    display(pd.DataFrame({"tokens/s": low["tokens_per_s"]}).T)
+    display(pd.DataFrame({"verify ms (tokens)": {f"{tag}, {k}": v for tag, vs in low["verify_ms"].items()
+                                                 for k, v in vs.items()}}).T)
+    lw = {"low_dtype": dt, "low_speedup": low[f"speedup_{dt}"], "low_speedup_fp32": low["speedup_fp32"],
+          "low_plain_rel": low[f"plain_{dt}_vs_fp32"], "low_vs_fp32_plain": low[f"spec_{dt}_vs_plain_fp32"],
+          "low_identical": low["identical"][f"spec_vs_plain_{dt}"],
+          "low_identical_fp32": low["identical"]["spec_vs_plain_fp32"],
+          "low_identical_plain": low["identical"][f"plain_{dt}_vs_plain_fp32"],
+          "low_v4": low["verify_4_over_step"][dt], "low_v4_fp32": low["verify_4_over_step"]["fp32"],
+          "low_n": low["n_prompts"], "low_tau": low["tau"][f"spec_chain_{dt}"]}
+else:
+    print("speculative_decoding_bf16 has not been measured: run `wave bench --only speculative_decoding_bf16`")
+    lw = {k: float("nan") for k in ("low_speedup", "low_speedup_fp32", "low_plain_rel", "low_vs_fp32_plain",
+                                    "low_v4", "low_v4_fp32", "low_tau")}
+    lw.update(low_dtype="bfloat16", low_identical="(not measured)", low_identical_fp32="(not measured)",
+              low_identical_plain="(not measured)", low_n=0)
+for k, v in lw.items():
+    glue(k, v, display=False)
+
+# %% [markdown]
+# The issue that set up chapter 6 listed lower-precision weights as a lever for a
+# cheaper round; this CPU has bf16 matrix units. The benchmark casts the same target to
+# {glue:text}`low_dtype` in memory and decodes {glue:text}`low_n:d` held-out prompts
+# with the same drafter, interleaved with the fp32 runs. A verify of four tokens then
+# costs {glue:text}`low_v4:.2f`x a one-token step instead of
+# {glue:text}`low_v4_fp32:.2f`x, and speculative decoding runs
+# {glue:text}`low_speedup:.2f`x faster than plain decoding in the same precision
+# ({glue:text}`low_speedup_fp32:.2f`x in fp32 in the same run; $\tau$ =
+# {glue:text}`low_tau:.2f`; plain {glue:text}`low_dtype` decoding itself runs at
+# {glue:text}`low_plain_rel:.2f`x of fp32). But the output is no longer the plain
+# greedy output: speculative and plain {glue:text}`low_dtype` decoding agree on
+# {glue:text}`low_identical` (fp32: {glue:text}`low_identical_fp32`), and plain
+# {glue:text}`low_dtype` agrees with plain fp32 on {glue:text}`low_identical_plain`.
+# The rule is exact in exact arithmetic; in bf16 a forward of four tokens rounds
+# differently from four one-token forwards, and once one near-tied argmax flips, the
+# two continuations part. The study keeps fp32, where the same check passes on every
+# prompt.
 #
 # ## Memory as the token count grows
 

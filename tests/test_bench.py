@@ -34,3 +34,9 @@ def test_run_benchmarks_merges_entries(tmp_path, monkeypatch):
     saved = json.loads(out.read_text())
     assert saved["kept"] == {"figure": 1} and saved["fast"]["ratio"] == 1.5 == doc["fast"]["ratio"]
     assert "peak_rss_mib" in saved["fast"] and "wall_s" in saved["fast"] and "machine" in saved
+
+
+def test_rotated_medians_runs_every_callable_each_round_in_rotated_order():
+    calls = []
+    t = bench.rotated_medians({k: (lambda k=k: calls.append(k)) for k in "abc"}, repeats=3)
+    assert calls == list("abc") + list("bca") + list("cab") and set(t) == set("abc")

@@ -96,3 +96,13 @@ def test_selection_map_and_lambda_sweep(data, tmp_path):
     assert _labelled(fig.axes[0])
     fig.savefig(tmp_path / "sweep.png")
     assert (tmp_path / "sweep.png").stat().st_size > 1000
+
+
+def test_data_scaling_plot_draws_points_fit_and_placeholder():
+    pts = [{"loss_tokens": n, "tau_offline": 1.2 + 0.05 * np.log2(n / 1000)} for n in (1000, 2000, 4000)]
+    fig = plots.plot_data_scaling(pts, {"a": 1.2 - 0.05 * np.log2(1000), "b": 0.05})
+    ax = fig.axes[0]
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_xscale() == "log"
+    assert len(ax.lines) == 2 and np.allclose(ax.lines[1].get_ydata()[[0, -1]], [1.2, 1.3])
+    empty = plots.plot_data_scaling([]).axes[0]
+    assert "not measured" in empty.texts[0].get_text()

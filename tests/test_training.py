@@ -105,3 +105,15 @@ def test_wrong_target_is_rejected(tiny_world, tiny_tokenizer, tmp_path):
     other = permutation_target(tiny_tokenizer, seed=5)
     with pytest.raises(ValueError, match="captured from target"):
         train_drafter(other, cache, LAYERS, FAST, tmp_path, progress=False)
+
+
+def test_records_fraction_trains_on_a_seeded_subset(tiny_world, tmp_path):
+    target, responses, cache = tiny_world
+    n_train = sum(r.split == "train" for r in responses)
+    cfg = DraftConfig(draft_vocab=64, ttt_steps=2, epochs=1, lr=1e-2, batch_tokens=512, threads=1)
+    logs = [json.loads((train_drafter(target, cache, LAYERS, cfg, tmp_path / n, progress=False, records_fraction=0.5)
+                        / "train_log.json").read_text()) for n in ("a", "b")]
+    assert logs[0]["n_records"] == round(n_train / 2) and logs[0]["records_fraction"] == 0.5
+    assert logs[0]["n_loss_tokens"] == logs[1]["n_loss_tokens"] < cache.manifest["n_loss_tokens"]
+    with pytest.raises(ValueError, match="records_fraction"):
+        train_drafter(target, cache, LAYERS, cfg, tmp_path / "c", progress=False, records_fraction=0.0)

@@ -231,8 +231,12 @@ def _lr_at(step: int, total: int, base: float) -> float:
 
 
 def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cfg: DraftConfig,
-                  out_dir: str | Path, *, progress: bool = True) -> Path:
+                  out_dir: str | Path, *, progress: bool = True, records_fraction: float = 1.0) -> Path:
     """Train an EAGLE-3-style head on the train split of ``cache``; return its folder.
+
+    ``records_fraction`` < 1 trains on that share of the train records (a subset drawn
+    with ``cfg.seed``; the draft vocabulary comes from the subset too): how tau grows
+    with training data.
 
     Writes ``model.safetensors``, ``config.json``, ``provenance.json`` (via
     :func:`~activation_wave.drafter.save_drafter`) and ``train_log.json`` (loss and
@@ -254,6 +258,12 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         records = load_records(cache, layers, "train", dtype=store)
         if not records:
             raise ValueError(f"cache {cache.path} has no train-split records to train a drafter on")
+        if not 0.0 < records_fraction <= 1.0:
+            raise ValueError(f"records_fraction must be in (0, 1], got {records_fraction}")
+        if records_fraction < 1.0:
+            n_keep = max(1, round(records_fraction * len(records)))
+            pick = torch.randperm(len(records), generator=torch.Generator().manual_seed(cfg.seed))[:n_keep]
+            records = [records[i] for i in sorted(pick.tolist())]
         vocab = target.vocab_size
         draft_ids = draft_vocab_for(records, vocab, cfg.draft_vocab, always=sorted(eos_ids(target)))
         device = next(target.model.parameters()).device
@@ -266,7 +276,8 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         n_loss = sum(int(r.loss_mask.sum()) for r in records)
         covered = sum(int(drafter.t2d.cpu()[r.top1[r.loss_mask]].sum()) for r in records)
         log: dict[str, Any] = {
-            "layers": layers, "config": asdict(cfg), "n_records": len(records), "n_batches": len(batches),
+            "layers": layers, "config": asdict(cfg), "records_fraction": records_fraction,
+            "n_records": len(records), "n_batches": len(batches),
             "n_tokens": sum(len(r) for r in records), "n_loss_tokens": n_loss,
             "draft_vocab_coverage": covered / max(1, n_loss),
             "threads": torch.get_num_threads(), "history": [], "epochs": [],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -10,7 +11,7 @@ from matplotlib.figure import Figure
 
 from ._style import _ax
 
-__all__ = ["plot_ratios", "plot_memory_curve", "plot_scaling"]
+__all__ = ["plot_ratios", "plot_memory_curve", "plot_scaling", "plot_data_scaling"]
 
 
 def plot_ratios(names: Sequence[str], ratios: Sequence[float], targets: Sequence[float | None], *,
@@ -65,4 +66,24 @@ def plot_scaling(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], 
     ax.set_xlabel(xlabel)
     ax.set_ylabel("seconds")
     ax.legend(frameon=False)
+    return fig
+
+
+def plot_data_scaling(points: Sequence[Mapping[str, Any]], fit: Mapping[str, float] | None = None, *,
+                      ax: Axes | None = None) -> Figure:
+    """A drafter's offline tau against its training tokens (log2 x), with the log-linear fit."""
+    fig, ax = _ax(ax)
+    if not points:
+        ax.text(0.5, 0.5, "not measured yet: wave bench --only drafter_data_scaling", ha="center", va="center",
+                transform=ax.transAxes)
+    else:
+        n = np.array([p["loss_tokens"] for p in points], float)
+        ax.plot(n, [p["tau_offline"] for p in points], "o", label="drafter trained on a share of the data")
+        if fit:
+            grid = np.geomspace(n.min(), n.max(), 50)
+            ax.plot(grid, fit["a"] + fit["b"] * np.log2(grid), "--", lw=1, label=f"fit: {fit['b']:+.3f} per doubling")
+        ax.set_xscale("log", base=2)
+        ax.legend(frameon=False)
+    ax.set_xlabel("training tokens (response positions)")
+    ax.set_ylabel("offline tau (eval split, T=0)")
     return fig
