@@ -34,7 +34,7 @@ from myst_nb import glue
 from activation_wave.config import load_config
 from activation_wave.data import REPO_ROOT
 from activation_wave.estimate import dry_run
-from activation_wave.pipeline import notebook_config
+from activation_wave.pipeline import load_results, notebook_config
 from activation_wave.plots import (
     plot_cost_model,
     plot_data_scaling,
@@ -91,10 +91,10 @@ if cap:
 # Capturing every layer's hidden states, the next-token entropy and writing the shard
 # runs at {glue:text}`capture_ratio:.2f` of a plain forward's throughput
 # ({glue:text}`capture_tps:.0f` tokens/s), on records of the default profile whose
-# responses are {glue:text}`capture_resp_share:.0f`% of the tokens. The capture can beat
-# the plain forward because it runs the LM head (49k logits per token) only on the
-# response positions whose statistics it keeps, while `model(...)` computes logits
-# everywhere. Against the decoder alone, with no LM head at all, it runs at
+# responses are {glue:text}`capture_resp_share:.0f`% of the tokens. The capture costs
+# little more than a plain forward (and can even beat it) because it runs the LM head
+# (49k logits per token) only on the response positions whose statistics it keeps,
+# while `model(...)` computes logits everywhere. Against the decoder alone, with no LM head at all, it runs at
 # {glue:text}`capture_vs_decoder:.2f`: that is the whole cost of copying out every
 # layer, the entropy and top-k, and writing the shard.
 #
@@ -122,20 +122,31 @@ if spec:
           "spec_verify_rel": float(costs["verify_ms"][str(spec["spec"]["depth"] + 1)]) / float(costs["step_ms"]),
           "spec_marginal_ms": (float(costs["verify_ms"][str(spec["spec"]["depth"] + 1)]) - float(costs["step_ms"]))
           / spec["spec"]["depth"],
+          # the same quantities observed in the timed run itself (prefill included in both)
+          "obs_step_ms": 1000 / spec["tokens_per_s"]["plain_t0"],
+          "obs_round_ms": 1000 * spec["tau_t0"] / spec["tokens_per_s"]["spec_chain_t0"],
           "spec_train_tps": spec["drafter_training"]["tokens_per_s"] or float("nan"),
           "spec_train_min": (spec["drafter_training"]["train_wall_s"] or float("nan")) / 60}
-    study_drafters = spec.get("study_drafters") or {}
-    cm["study_drafter_s"] = study_drafters.get("train_s_per_drafter_mean") or float("nan")
-    cm["study_drafters_n"] = study_drafters.get("drafters") or 0
 else:  # not measured yet: the page says so instead of failing the build
     fig, axes = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
     print("speculative_decoding has not been measured: run `wave bench --only speculative_decoding`")
     cm = {k: float("nan") for k in ("spec_tau", "spec_speedup", "spec_speedup_t1", "spec_vs_lookup", "spec_pred",
                                     "spec_ceiling", "spec_break_even", "spec_step_ms", "spec_round_ms")}
+    cm.update(obs_step_ms=float("nan"), obs_round_ms=float("nan"))
     cm.update(spec_layers="(not measured)", spec_n_prompts=0, spec_depth=0, spec_lossless="(not measured)",
               spec_depth_plus=0, spec_speedup_code=float("nan"), spec_speedup_chat=float("nan"),
               spec_verify_rel=float("nan"), spec_marginal_ms=float("nan"), spec_train_tps=float("nan"),
-              spec_train_min=float("nan"), study_drafter_s=float("nan"), study_drafters_n=0)
+              spec_train_min=float("nan"))
+# chapter 6's drafters, as its last execution recorded them (this profile's results)
+try:
+    runs6 = load_results("06_eagle3_speedup", cfg, results_root or None)["runs"]
+except FileNotFoundError:
+    runs6 = []
+secs6 = [r["train_s"] for r in runs6 if r.get("train_s")]
+cm["study_drafters_n"] = len(runs6)
+cm["study_drafter_s"] = sum(secs6) / len(secs6) if secs6 else float("nan")
+cm["study_drafters_min"] = sum(secs6) / max(1, cfg.draft.workers) / 60 if secs6 else float("nan")
+cm["study_workers"] = cfg.draft.workers
 for k, v in cm.items():
     glue(k, v, display=False)
 glue("fig_cost_model", fig, display=False)
@@ -174,13 +185,16 @@ plt.close(fig)
 # thousands of tokens rarely get past the first draft token. The measured speedup also
 # differs from the prediction by what the model leaves out (the verify cost at the
 # actual context lengths, bookkeeping in Python, rolling back the KV cache) and by the
-# noise of a shared machine.
+# noise of a shared machine: in the timed run itself, a plain token took
+# {glue:text}`obs_step_ms:.0f` ms and a speculative round {glue:text}`obs_round_ms:.0f` ms
+# on average, which gives the measured speedup ($\tau$ times their ratio).
 #
 # Training that drafter took {glue:text}`spec_train_min:.0f` minutes at
 # {glue:text}`spec_train_tps:.0f` response positions per second (all unrolled steps);
 # each of chapter 6's {glue:text}`study_drafters_n:d` drafters took
-# {glue:text}`study_drafter_s:.0f` s on average under the default profile, two trained
-# at once on the two cores.
+# {glue:text}`study_drafter_s:.0f` s on average under this profile,
+# {glue:text}`study_workers:d` trained at once: about {glue:text}`study_drafters_min:.0f`
+# minutes of chapter 6 when none is cached yet.
 #
 # ## How $\tau$ grows with training data
 
@@ -195,6 +209,8 @@ if scaling:
     full = max(scaling["points"], key=lambda p: p["loss_tokens"])
     ds = {"ds_per_doubling": b, "ds_full_tokens": full["loss_tokens"], "ds_full_tau": full["tau_offline"],
           "ds_train_acc": full["train_acc_last_epoch"], "ds_n": len(scaling["points"])}
+    pts = sorted(scaling["points"], key=lambda p: p["loss_tokens"])
+    ds["ds_last_gain"] = pts[-1]["tau_offline"] - pts[-2]["tau_offline"] if len(pts) > 1 else float("nan")
     if spec and b > 0:
         # the speedup grows about in proportion to tau (the round's cost barely depends on acceptance)
         need = spec["tau_t0"] * (1.2 / spec["speedup_vs_plain_t0"] - 1)
@@ -205,7 +221,7 @@ if scaling:
         ds["ds_need"] = "no extrapolation is possible (no speedup measured, or tau does not grow with data)"
 else:
     print("drafter_data_scaling has not been measured: run `wave bench --only drafter_data_scaling`")
-    ds = {k: float("nan") for k in ("ds_per_doubling", "ds_full_tau", "ds_train_acc")}
+    ds = {k: float("nan") for k in ("ds_per_doubling", "ds_full_tau", "ds_train_acc", "ds_last_gain")}
     ds.update(ds_full_tokens=0, ds_n=0, ds_need="(not measured)")
 for k, v in ds.items():
     glue(k, v, display=False)
@@ -226,7 +242,9 @@ for k, v in ds.items():
 # doubling of the data adds about {glue:text}`ds_per_doubling:.3f` to $\tau$. The
 # speedup grows about in proportion to $\tau$ (a round costs about the same whatever
 # is accepted), so {glue:text}`ds_need`. On this machine the target's responses, which
-# are that data, come at about an hour per 420 prompts.
+# are that data, come at about an hour per 420 prompts. The last step of the curve (the
+# second half of the data) added {glue:text}`ds_last_gain:.3f`, less than the fit, so
+# the estimate is more likely low than high.
 #
 # ## Lower-precision weights: a cheaper round, but not token for token
 
@@ -239,9 +257,10 @@ if low:
                                                  for k, v in vs.items()}}).T)
     lw = {"low_dtype": dt, "low_speedup": low[f"speedup_{dt}"], "low_speedup_fp32": low["speedup_fp32"],
           "low_plain_rel": low[f"plain_{dt}_vs_fp32"], "low_vs_fp32_plain": low[f"spec_{dt}_vs_plain_fp32"],
-          "low_identical": low["identical"][f"spec_vs_plain_{dt}"],
-          "low_identical_fp32": low["identical"]["spec_vs_plain_fp32"],
-          "low_identical_plain": low["identical"][f"plain_{dt}_vs_plain_fp32"],
+          # "3/8 prompts identical" -> "3/8"
+          "low_identical": low["identical"][f"spec_vs_plain_{dt}"].split()[0],
+          "low_identical_fp32": low["identical"]["spec_vs_plain_fp32"].split()[0],
+          "low_identical_plain": low["identical"][f"plain_{dt}_vs_plain_fp32"].split()[0],
           "low_v4": low["verify_4_over_step"][dt], "low_v4_fp32": low["verify_4_over_step"]["fp32"],
           "low_n": low["n_prompts"], "low_tau": low["tau"][f"spec_chain_{dt}"]}
 else:
@@ -264,9 +283,9 @@ for k, v in lw.items():
 # ({glue:text}`low_speedup_fp32:.2f`x in fp32 in the same run; $\tau$ =
 # {glue:text}`low_tau:.2f`; plain {glue:text}`low_dtype` decoding itself runs at
 # {glue:text}`low_plain_rel:.2f`x of fp32). But the output is no longer the plain
-# greedy output: speculative and plain {glue:text}`low_dtype` decoding agree on
-# {glue:text}`low_identical` (fp32: {glue:text}`low_identical_fp32`), and plain
-# {glue:text}`low_dtype` agrees with plain fp32 on {glue:text}`low_identical_plain`.
+# greedy output: speculative and plain {glue:text}`low_dtype` decoding produce the same
+# tokens on {glue:text}`low_identical` prompts (fp32: {glue:text}`low_identical_fp32`),
+# and plain {glue:text}`low_dtype` matches plain fp32 on {glue:text}`low_identical_plain`.
 # The rule is exact in exact arithmetic; in bf16 a forward of four tokens rounds
 # differently from four one-token forwards, and once one near-tied argmax flips, the
 # two continuations part. The study keeps fp32, where the same check passes on every
@@ -343,7 +362,10 @@ for prof in ("smoke", "default"):
 # Summed over the notebooks' last executions: {glue:text}`total_smoke_min:.0f` minutes for
 # `smoke` and {glue:text}`total_default_min:.0f` minutes for `default` (the default
 # figure excludes the one-time response generation, about an hour here, which fresh
-# clones skip because the responses are committed).
+# clones skip because the responses are committed). A chapter's last execution reuses
+# whatever its caches held: when chapter 6 found most drafters already trained, its
+# time is mostly the online decoding; a fresh machine adds the drafters' training
+# (about {glue:text}`study_drafters_min:.0f` minutes, above) and the first capture.
 #
 # ## The paper profile on GPUs
 #
