@@ -285,3 +285,15 @@ def test_study_results_root_is_repo_relative(tmp_path, monkeypatch):
     cfg = load_config("smoke")
     assert results_dir(cfg, "data/results") == REPO_ROOT / "data" / "results" / "smoke" / "smollm2-135m"
     assert results_dir(cfg, tmp_path) == tmp_path / "smoke" / "smollm2-135m"
+
+
+def test_study_keys_are_machine_local(tmp_path, monkeypatch):
+    """The record of executed copies lives in the cache folder, one file per book: a fresh
+    clone (empty cache) executes every chapter even though the default chapters are committed."""
+    from activation_wave.data import REPO_ROOT
+    from activation_wave.study import keys_file
+
+    monkeypatch.setenv("WAVE_CACHE", str(tmp_path / "cache"))
+    k = keys_file(REPO_ROOT / "book")
+    assert k.is_relative_to(tmp_path / "cache") and k != keys_file(tmp_path / "other" / "book")
+    assert not (REPO_ROOT / "book" / "chapters" / ".keys.json").exists()

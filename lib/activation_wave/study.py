@@ -4,7 +4,10 @@ The notebooks' source of truth is ``notebooks/*.py`` (jupytext percent format). 
 are converted one way (``.py`` -> ``.ipynb``) into ``build/notebooks/``, executed with
 the run's parameters into ``<book>/chapters/``, and the book is built with warnings as
 errors. A notebook is re-executed only when its source, its parameters, the library or
-the profile changed since the executed copy was written (keys in ``chapters/.keys.json``).
+the profile changed since the executed copy was written *on this machine*: the keys live
+in the cache folder (:func:`keys_file`), so a fresh clone runs every chapter once, even
+though the executed default chapters are committed, and a second run redoes only what
+changed.
 
 The default profile writes into ``book/`` and ``data/results/`` (committed). Any other
 profile writes a full copy of the book into ``scratch/<profile>/`` and never touches
@@ -23,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .data import REPO_ROOT
+from .models import cache_root
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 #: Execution order: the landing page reads every other chapter's results, so it runs last.
@@ -139,6 +143,13 @@ def prepare_book_dir(profile: str, book_dir: str | Path | None) -> tuple[Path, P
     return book, root / "results"
 
 
+def keys_file(book: Path) -> Path:
+    """Where the study records the key of each executed copy it wrote into ``book``:
+    machine-local (under the cache folder, one file per book folder), never committed."""
+    tag = hashlib.sha256(str(Path(book).resolve()).encode()).hexdigest()[:12]
+    return cache_root() / "study" / f"keys-{tag}.json"
+
+
 def root_parameter(results_root: Path) -> str:
     """The results root as the chapters receive it: repo-relative where possible, so the
     keys and the executed copies do not depend on where the clone lives."""
@@ -154,7 +165,8 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
     book, results_root = prepare_book_dir(profile, book_dir)
     chapters = book / "chapters"
     chapters.mkdir(parents=True, exist_ok=True)
-    keys_path = chapters / ".keys.json"
+    keys_path = keys_file(book)
+    keys_path.parent.mkdir(parents=True, exist_ok=True)
     keys = json.loads(keys_path.read_text()) if keys_path.exists() else {}
     lib = library_hash()
     params = {"profile": profile, "model": model or "", "results_root": root_parameter(results_root),
