@@ -48,6 +48,16 @@ def _subset(res: Any, keep: set[str]) -> Any:
     return merge_results([dataclasses.replace(res, per_prompt=[p for p in res.per_prompt if p["id"] in keep])])
 
 
+def _held_out(cache: Any, n_prompts: int) -> tuple[list[dict[str, Any]], dict[str, list[int]]]:
+    """``n_prompts`` eval-split records spread evenly over the split (it is ordered by
+    source: code first, then chat), and their prompts' token ids by record id."""
+    ev = [r for r in cache.records if r["split"] == "eval"]
+    recs = [ev[round(i * (len(ev) - 1) / max(1, n_prompts - 1))] for i in range(min(n_prompts, len(ev)))]
+    want = {r["id"] for r in recs}
+    prompts = {r.id: r.input_ids[: r.prompt_len].tolist() for r in cache.iter_records([], split="eval") if r.id in want}
+    return recs, prompts
+
+
 def _study_drafters(cfg: Any) -> dict[str, Any] | None:
     """Training time and throughput of chapter 6's drafters under this profile, as the
     study's last run recorded them (None before chapter 6 has run)."""
@@ -115,14 +125,7 @@ def run(*, profile: str = "default", drafter_dir: str | None = None, layers: lis
     log_path = Path(drafter_dir) / "train_log.json"
     train_log = json.loads(log_path.read_text()) if log_path.exists() else {}
 
-    # held-out prompts, spread evenly over the eval split (it is ordered by source: code first, then chat)
-    ev = [r for r in cache.records if r["split"] == "eval"]
-    recs = [ev[round(i * (len(ev) - 1) / max(1, n_prompts - 1))] for i in range(min(n_prompts, len(ev)))]
-    want = {r["id"] for r in recs}
-    prompts: dict[str, list[int]] = {}
-    for r in cache.iter_records([], split="eval"):
-        if r.id in want:
-            prompts[r.id] = r.input_ids[: r.prompt_len].tolist()
+    recs, prompts = _held_out(cache, n_prompts)
     ids = [r["id"] for r in recs if r["id"] in prompts]
 
     t0_spec = dataclasses.replace(spec, temperature=0.0, tree_topk=0)
@@ -234,10 +237,8 @@ def run_precision(*, profile: str = "default", dtype: str = "bfloat16", n_prompt
     set_kernels(fp32.model, "hf")  # a clean copy (no packed weights), then cast
     low = dataclasses.replace(fp32, model=copy.deepcopy(fp32.model).to(getattr(torch, dtype)))
 
-    ev = [r for r in cache.records if r["split"] == "eval"]
-    want = [ev[round(i * (len(ev) - 1) / max(1, n_prompts - 1))]["id"] for i in range(min(n_prompts, len(ev)))]
-    found = {r.id: r.input_ids[: r.prompt_len].tolist() for r in cache.iter_records([], split="eval") if r.id in want}
-    prompts = [(pid, found[pid]) for pid in want if pid in found]
+    recs, found = _held_out(cache, n_prompts)
+    prompts = [(r["id"], found[r["id"]]) for r in recs if r["id"] in found]
     methods: dict[str, Any] = {}
     for tag, tgt in (("fp32", fp32), (dtype, low)):
         methods[f"plain_{tag}"] = lambda p, c, t=tgt: plain_generate(t, [p], c(spec))
@@ -297,7 +298,8 @@ def run_data_scaling(*, profile: str = "default", fractions: tuple[float, ...] =
         if f >= 1.0:
             out = train_or_load(target, cache, layers, draft, progress=progress)[0]
         else:  # kept beside the full drafter, keyed by the fraction
-            out = drafter_dir(cache, layers, draft).with_name(f"{drafter_dir(cache, layers, draft).name}-frac{f:g}")
+            full = drafter_dir(cache, layers, draft)
+            out = full.with_name(f"{full.name}-frac{f:g}")
             if not (out / "train_log.json").exists():
                 train_drafter(target, cache, layers, draft, out, progress=progress, records_fraction=f)
         log = json.loads((out / "train_log.json").read_text())

@@ -132,8 +132,7 @@ else:  # not measured yet: the page says so instead of failing the build
     print("speculative_decoding has not been measured: run `wave bench --only speculative_decoding`")
     cm = {k: float("nan") for k in ("spec_tau", "spec_speedup", "spec_speedup_t1", "spec_vs_lookup", "spec_pred",
                                     "spec_ceiling", "spec_break_even", "spec_step_ms", "spec_round_ms")}
-    cm.update(obs_step_ms=float("nan"), obs_round_ms=float("nan"))
-    cm.update(spec_layers="(not measured)", spec_n_prompts=0, spec_depth=0, spec_lossless="(not measured)",
+    cm.update(obs_step_ms=float("nan"), obs_round_ms=float("nan"), spec_layers="(not measured)", spec_n_prompts=0, spec_depth=0, spec_lossless="(not measured)",
               spec_depth_plus=0, spec_speedup_code=float("nan"), spec_speedup_chat=float("nan"),
               spec_verify_rel=float("nan"), spec_marginal_ms=float("nan"), spec_train_tps=float("nan"),
               spec_train_min=float("nan"))
@@ -206,11 +205,11 @@ plt.close(fig)
 if scaling:
     display(pd.DataFrame(scaling["points"]).drop(columns=["drafter", "acceptance_by_position"]).round(3))
     b = scaling["tau_per_doubling"]
-    full = max(scaling["points"], key=lambda p: p["loss_tokens"])
-    ds = {"ds_per_doubling": b, "ds_full_tokens": full["loss_tokens"], "ds_full_tau": full["tau_offline"],
-          "ds_train_acc": full["train_acc_last_epoch"], "ds_n": len(scaling["points"])}
     pts = sorted(scaling["points"], key=lambda p: p["loss_tokens"])
-    ds["ds_last_gain"] = pts[-1]["tau_offline"] - pts[-2]["tau_offline"] if len(pts) > 1 else float("nan")
+    full = pts[-1]
+    ds = {"ds_per_doubling": b, "ds_full_tokens": full["loss_tokens"], "ds_full_tau": full["tau_offline"],
+          "ds_train_acc": full["train_acc_last_epoch"], "ds_n": len(pts),
+          "ds_last_gain": full["tau_offline"] - pts[-2]["tau_offline"] if len(pts) > 1 else float("nan")}
     if spec and b > 0:
         # the speedup grows about in proportion to tau (the round's cost barely depends on acceptance)
         need = spec["tau_t0"] * (1.2 / spec["speedup_vs_plain_t0"] - 1)

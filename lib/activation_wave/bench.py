@@ -78,7 +78,7 @@ def bench_capture(model: str = "smollm2-135m", profile: str = "default", n_recor
     plain forward on every position, as ``model(...)`` does)."""
     import tempfile
 
-    from .capture import _write_shard
+    from .capture import _write_shard, pad_right
     from .config import CaptureConfig, load_config
     from .data import generate_responses, load_prompts
     from .models import load_target
@@ -93,13 +93,7 @@ def bench_capture(model: str = "smollm2-135m", profile: str = "default", n_recor
 
     def batches() -> Iterator[dict[str, torch.Tensor]]:
         for b in range(0, len(recs), batch_size):
-            seqs = [r.prompt_ids + r.response_ids for r in recs[b:b + batch_size]]
-            width = max(map(len, seqs))
-            ids = torch.zeros((len(seqs), width), dtype=torch.long)
-            mask = torch.zeros_like(ids)
-            for i, s in enumerate(seqs):
-                ids[i, :len(s)] = torch.tensor(s)
-                mask[i, :len(s)] = 1
+            ids, mask = pad_right([r.prompt_ids + r.response_ids for r in recs[b:b + batch_size]])
             yield {"input_ids": ids, "attention_mask": mask, "use_cache": False}
 
     @torch.no_grad()

@@ -57,6 +57,16 @@ class CacheError(RuntimeError):
 # ----------------------------------------------------------------------------- forward
 
 
+def pad_right(seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids [B, W] right-padded with 0 and their attention mask (1 on real tokens)."""
+    ids = torch.zeros((len(seqs), max(len(s) for s in seqs)), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.as_tensor(list(s))
+        mask[i, : len(s)] = 1
+    return ids, mask
+
+
 @torch.no_grad()
 def forward_batch(model: Any, seqs: Sequence[Sequence[int]], prompt_lens: Sequence[int], topk: int = 8) -> dict[str, torch.Tensor]:
     """Run one right-padded batch and return the per-position tensors of all its tokens.
@@ -67,12 +77,8 @@ def forward_batch(model: Any, seqs: Sequence[Sequence[int]], prompt_lens: Sequen
     ``topk_ids`` [T, k], ``topk_logprobs`` [T, k], ``seq`` [T] (index in the batch).
     """
     device = next(model.parameters()).device
-    width = max(len(s) for s in seqs)
-    ids = torch.zeros((len(seqs), width), dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.as_tensor(list(s))
-        mask[i, : len(s)] = 1
+    ids, mask = pad_right(seqs)
+    width = ids.shape[1]
     # the decoder alone: the LM head runs below on the rows whose statistics are kept
     out = model.base_model(input_ids=ids.to(device), attention_mask=mask.to(device), output_hidden_states=True,
                            use_cache=False)

@@ -152,7 +152,7 @@ def keys_file(book: Path) -> Path:
 
 def root_parameter(results_root: Path) -> str:
     """The results root as the chapters receive it: repo-relative where possible, so the
-    keys and the executed copies do not depend on where the clone lives."""
+    executed copies (and their keys) do not carry the clone's path."""
     return results_root.relative_to(REPO_ROOT).as_posix() if results_root.is_relative_to(REPO_ROOT) \
         else str(results_root)
 
