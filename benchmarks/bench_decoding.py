@@ -79,9 +79,30 @@ def _study_drafters(cfg: Any) -> dict[str, Any] | None:
 #: epochs instead of the study's two: the study compares layer sets at equal budget, the
 #: benchmark wants the best drafter this machine can train in ~10-15 minutes.
 DRAFT_OVERRIDES: dict[str, Any] = {"epochs": 10, "ttt_steps": 3, "batch_tokens": 2048}
+#: The benchmark drafter's data: the profile's greedy responses plus this many sampled
+#: responses (``data.sample_temperature``) per train prompt. Chapter 6 trains on the
+#: greedy ones alone; :func:`run_data_scaling` measures what the extra data buys.
+DATA_OVERRIDES: dict[str, Any] = {"samples_per_prompt": 2}
 #: Decoding settings measured best on this machine (see the report in chapter 6):
 #: depth 3 with a dynamic length, one thread.
 SPEC_OVERRIDES: dict[str, Any] = {"depth": 3, "draft_threshold": 0.15, "max_new_tokens": 96}
+
+
+def bench_config(profile: str = "default", samples_per_prompt: int | None = None) -> Any:
+    """The profile's config with the benchmark drafter's data (:data:`DATA_OVERRIDES`, or
+    ``samples_per_prompt`` sampled responses per train prompt)."""
+    from activation_wave.config import load_config
+
+    n = DATA_OVERRIDES["samples_per_prompt"] if samples_per_prompt is None else samples_per_prompt
+    return load_config(profile, {"data.samples_per_prompt": n})
+
+
+def _data_summary(cfg: Any, cache: Any) -> dict[str, Any]:
+    """What the drafter was trained on: greedy and sampled train records of the capture."""
+    train = [r for r in cache.records if r["split"] == "train"]
+    return {"samples_per_prompt": cfg.data.samples_per_prompt, "sample_temperature": cfg.data.sample_temperature,
+            "train_records": len(train), "sampled_train_records": sum("~s" in r["id"] for r in train),
+            "eval_records": sum(r["split"] == "eval" for r in cache.records)}
 
 
 def run(*, profile: str = "default", drafter_dir: str | None = None, layers: list[int] | None = None,
@@ -95,7 +116,6 @@ def run(*, profile: str = "default", drafter_dir: str | None = None, layers: lis
     :data:`DRAFT_OVERRIDES` when a drafter is trained. ``threads=1`` because on this
     shared 2-core machine two threads were measured several times slower under load.
     """
-    from activation_wave.config import load_config
     from activation_wave.drafter import load_drafter
     from activation_wave.layers import eagle3_default_layers
     from activation_wave.experiment import train_or_load
@@ -111,7 +131,7 @@ def run(*, profile: str = "default", drafter_dir: str | None = None, layers: lis
     )
 
     t_start = time.time()
-    cfg = load_config(profile)
+    cfg = bench_config(profile)
     spec = dataclasses.replace(cfg.spec, threads=threads, **{**SPEC_OVERRIDES, **spec_overrides})
     draft = dataclasses.replace(cfg.draft, threads=threads, **{**DRAFT_OVERRIDES, **(draft_overrides or {})})
     cap = run_capture(cfg, progress=progress)
@@ -201,6 +221,7 @@ def run(*, profile: str = "default", drafter_dir: str | None = None, layers: lis
     out["drafter_config"] = {k: train_log.get("config", {}).get(k) for k in ("draft_vocab", "ttt_steps", "epochs", "lr")}
     out["drafter_eval_offline"] = {k: (train_log.get("eval") or {}).get(k) for k in ("tau_offline",
                                                                                      "acceptance_by_position")}
+    out["drafter_data"] = _data_summary(cfg, cache)
     out["torch_threads"] = threads
     out["seconds"] = round(time.time() - t_start, 1)
     return out
@@ -219,7 +240,6 @@ def run_precision(*, profile: str = "default", dtype: str = "bfloat16", n_prompt
     """
     import copy
 
-    from activation_wave.config import load_config
     from activation_wave.drafter import load_drafter
     from activation_wave.experiment import train_or_load
     from activation_wave.layers import eagle3_default_layers
@@ -227,7 +247,7 @@ def run_precision(*, profile: str = "default", dtype: str = "bfloat16", n_prompt
     from activation_wave.speculative import measure_costs, plain_generate, run_interleaved, set_kernels, speculate
 
     t_start = time.time()
-    cfg = load_config(profile)
+    cfg = bench_config(profile)
     spec = dataclasses.replace(cfg.spec, threads=threads, **SPEC_OVERRIDES, temperature=0.0, tree_topk=0)
     draft = dataclasses.replace(cfg.draft, threads=threads, **DRAFT_OVERRIDES)
     cap = run_capture(cfg, progress=progress)
@@ -274,25 +294,37 @@ def run_precision(*, profile: str = "default", dtype: str = "bfloat16", n_prompt
 
 
 def run_data_scaling(*, profile: str = "default", fractions: tuple[float, ...] = (0.125, 0.25, 0.5, 1.0),
-                     threads: int = 1, progress: bool = True) -> dict[str, Any]:
+                     samples: tuple[int, ...] = (1, 2), threads: int = 1, progress: bool = True) -> dict[str, Any]:
     """How the benchmark drafter's offline tau grows with its training data: the same
-    recipe (:data:`DRAFT_OVERRIDES`) on seeded subsets of the train records, evaluated
-    on the whole eval split (chain depth ``ttt_steps``, T = 0). The fit ``tau = a + b *
-    log2(loss tokens)`` gives the gain per doubling of the data; not a timing."""
+    recipe (:data:`DRAFT_OVERRIDES`) on seeded shares (``fractions``) of the greedy train
+    records, then on all of them plus ``samples`` sampled responses per train prompt,
+    evaluated on the whole (greedy) eval split (chain depth ``ttt_steps``, T = 0).
+
+    The fit ``tau = a + b * log2(loss tokens)`` over the greedy shares gives the gain per
+    doubling of the data; each sampled point also carries the tau that fit predicted for
+    its size, so the prediction is checked on data it did not see. Not a timing."""
     import numpy as np
 
-    from activation_wave.config import load_config
     from activation_wave.experiment import drafter_dir, train_or_load
     from activation_wave.layers import eagle3_default_layers
     from activation_wave.pipeline import run_capture
     from activation_wave.training import train_drafter
 
     t_start = time.time()
-    cfg = load_config(profile)
+    cfg = bench_config(profile, 0)
     draft = dataclasses.replace(cfg.draft, threads=threads, **DRAFT_OVERRIDES)
     cap = run_capture(cfg, progress=progress)
     target, cache = cap.target, cap.cache
     layers = eagle3_default_layers(target.n_layers)
+
+    def point(out: Path, fraction: float, n_samples: int) -> dict[str, Any]:
+        log = json.loads((out / "train_log.json").read_text())
+        return {"fraction": fraction, "samples_per_prompt": n_samples, "records": log["n_records"],
+                "loss_tokens": log["n_loss_tokens"], "tau_offline": log["eval"]["tau_offline"],
+                "acceptance_by_position": log["eval"]["acceptance_by_position"],
+                "train_acc_last_epoch": log["epochs"][-1]["acc_by_step"][0],
+                "train_wall_s": log.get("train_wall_s"), "drafter": str(out)}
+
     points = []
     for f in sorted(fractions):
         if f >= 1.0:
@@ -302,17 +334,20 @@ def run_data_scaling(*, profile: str = "default", fractions: tuple[float, ...] =
             out = full.with_name(f"{full.name}-frac{f:g}")
             if not (out / "train_log.json").exists():
                 train_drafter(target, cache, layers, draft, out, progress=progress, records_fraction=f)
-        log = json.loads((out / "train_log.json").read_text())
-        points.append({"fraction": f, "records": log["n_records"], "loss_tokens": log["n_loss_tokens"],
-                       "tau_offline": log["eval"]["tau_offline"],
-                       "acceptance_by_position": log["eval"]["acceptance_by_position"],
-                       "train_acc_last_epoch": log["epochs"][-1]["acc_by_step"][0], "drafter": str(out)})
+        points.append(point(out, f, 0))
     x = np.log2([p["loss_tokens"] for p in points])
     y = np.array([p["tau_offline"] for p in points])
     b, a = np.polyfit(x, y, 1) if len(points) > 1 else (float("nan"), float("nan"))
+    for n in samples:
+        more = run_capture(bench_config(profile, n), progress=progress).cache
+        pt = point(train_or_load(target, more, layers, draft, progress=progress)[0], 1.0, n)
+        pt["tau_predicted"] = float(a + b * np.log2(pt["loss_tokens"]))
+        points.append(pt)
     return {"model": target.name, "profile": profile, "layers": layers, "points": points,
             "tau_per_doubling": float(b), "fit": {"a": float(a), "b": float(b),
-                                                 "form": "tau_offline = a + b * log2(loss tokens)"},
+                                                 "form": "tau_offline = a + b * log2(loss tokens)",
+                                                 "over": "the shares of the greedy train records"},
+            "sample_temperature": cfg.data.sample_temperature,
             "draft": {k: getattr(draft, k) for k in ("epochs", "ttt_steps", "batch_tokens", "lr", "draft_vocab")},
             "eval_records": sum(r["split"] == "eval" for r in cache.records), "seconds": round(time.time() - t_start, 1)}
 

@@ -40,3 +40,18 @@ def test_rotated_medians_runs_every_callable_each_round_in_rotated_order():
     calls = []
     t = bench.rotated_medians({k: (lambda k=k: calls.append(k)) for k in "abc"}, repeats=3)
     assert calls == list("abc") + list("bca") + list("cab") and set(t) == set("abc")
+
+
+def test_benchmark_drafter_config_adds_sampled_data_only():
+    """The benchmark's drafter data: the profile's config plus sampled responses per train
+    prompt, and nothing else changed (so the greedy responses and chapter 6 stay shared)."""
+    import dataclasses
+
+    from activation_wave.config import load_config
+    from benchmarks.bench_decoding import DATA_OVERRIDES, bench_config
+
+    plain = load_config("smoke")
+    cfg = bench_config("smoke")
+    assert cfg.data.samples_per_prompt == DATA_OVERRIDES["samples_per_prompt"] > 0
+    assert dataclasses.replace(cfg, data=plain.data) == plain
+    assert bench_config("smoke", 0) == plain

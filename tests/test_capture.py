@@ -1,5 +1,6 @@
 """Responses and capture on a tiny random model: resumable, verified, deterministic."""
 
+import dataclasses
 import json
 import math
 
@@ -9,7 +10,7 @@ import torch
 
 from activation_wave.capture import CacheError, CaptureCache, capture, forward_batch
 from activation_wave.config import CaptureConfig, DataConfig
-from activation_wave.data import Prompt, generate_responses, read_responses
+from activation_wave.data import Prompt, generate_responses, read_responses, responses_key, sampled_responses
 
 PROMPTS = [Prompt(id=f"p{i}", text=f"Say something about number {i}." * (1 + i % 3), category="c", split="eval" if i % 4 == 3 else "train")
            for i in range(10)]
@@ -95,6 +96,69 @@ def test_responses_resume_after_interruption(tiny_target):
     generate_responses(tiny_target, PROMPTS, DCFG, progress=False)
     assert (path.stat().st_mtime_ns, path.read_bytes()) == before
     assert not list(path.parent.glob("*.tmp"))
+
+
+SAMPLED = dataclasses.replace(DCFG, samples_per_prompt=2, sample_temperature=1.0)
+
+
+def test_sampled_responses_cover_train_prompts_seeded_and_resumable(tiny_target):
+    greedy, _ = generate_responses(tiny_target, PROMPTS, SAMPLED, progress=False)
+    extra, paths = sampled_responses(tiny_target, PROMPTS, SAMPLED, progress=False)
+    train = [p for p in PROMPTS if p.split == "train"]
+    assert [r.id for r in extra] == [f"{p.id}~s{k}" for k in (1, 2) for p in train]
+    assert {r.split for r in extra} == {"train"}
+    by_id = {r.id: r for r in greedy}
+    # sampled at T = 1 from a random model: they part from greedy, and from each other
+    assert sum(r.response_ids != by_id[r.id.split("~")[0]].response_ids for r in extra) >= len(extra) - 1
+    assert sum(a.response_ids != b.response_ids for a, b in zip(extra[:len(train)], extra[len(train):])) >= len(train) - 1
+    # a torn cache resumes to the same tokens (the seed is per fixed batch), a fresh one too
+    lines = paths[1].read_text().splitlines()
+    paths[1].write_text("\n".join(lines[:3]) + "\n" + lines[3][:10])
+    again, _ = sampled_responses(tiny_target, PROMPTS, SAMPLED, progress=False)
+    assert [r.response_ids for r in again] == [r.response_ids for r in extra]
+    paths[1].unlink()
+    fresh, _ = sampled_responses(tiny_target, PROMPTS, SAMPLED, progress=False)
+    assert [r.response_ids for r in fresh] == [r.response_ids for r in extra]
+    # asking for one sample reuses the first file: only new samples are ever generated
+    before = paths[0].stat().st_mtime_ns
+    one, _ = sampled_responses(tiny_target, PROMPTS, dataclasses.replace(SAMPLED, samples_per_prompt=1), progress=False)
+    assert [r.response_ids for r in one] == [r.response_ids for r in extra[:len(train)]]
+    assert paths[0].stat().st_mtime_ns == before
+
+
+def test_committed_sampled_responses_are_used(tiny_target, tmp_path, monkeypatch):
+    import activation_wave.data as data
+
+    one = dataclasses.replace(SAMPLED, samples_per_prompt=1)
+    extra, (path,) = sampled_responses(tiny_target, PROMPTS, one, progress=False)
+    monkeypatch.setattr(data, "COMMITTED_RESPONSES", tmp_path / "committed")
+    (tmp_path / "committed").mkdir()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    for obj in lines[1:]:
+        obj["response_ids"] = [7, 1]  # marks the committed copy
+    (tmp_path / "committed" / path.name).write_text("".join(json.dumps(o) + "\n" for o in lines))
+    path.unlink()
+    again, _ = sampled_responses(tiny_target, PROMPTS, one, progress=False)
+    assert [r.id for r in again] == [r.id for r in extra] and {tuple(r.response_ids) for r in again} == {(7, 1)}
+
+
+def test_sampling_temperature_scales_the_model_distribution(tiny_target):
+    """Near zero temperature, sampling is greedy decoding: what is sampled is the
+    model's own (temperature-scaled) next-token distribution."""
+    greedy, _ = generate_responses(tiny_target, PROMPTS, DCFG, progress=False)
+    cold = dataclasses.replace(DCFG, samples_per_prompt=1, sample_temperature=1e-5)
+    extra, _ = sampled_responses(tiny_target, PROMPTS, cold, progress=False)
+    by_id = {r.id: r for r in greedy}
+    assert [r.response_ids for r in extra] == [by_id[r.id[:-3]].response_ids for r in extra]
+
+
+def test_sample_settings_leave_the_greedy_set_alone(tiny_target):
+    assert responses_key(tiny_target, PROMPTS, DCFG) == responses_key(tiny_target, PROMPTS, SAMPLED)
+    assert sampled_responses(tiny_target, PROMPTS, DCFG, progress=False) == ([], [])
+    for bad in (dataclasses.replace(DCFG, samples_per_prompt=-1),
+                dataclasses.replace(DCFG, samples_per_prompt=1, sample_temperature=0.0)):
+        with pytest.raises(ValueError, match="samples_per_prompt"):
+            sampled_responses(tiny_target, PROMPTS, bad, progress=False)
 
 
 def test_interrupted_capture_resumes_to_identical_manifest(tiny_target, responses, tmp_path):

@@ -33,3 +33,11 @@ def test_unknown_model_is_a_clear_error(tmp_path):
     (tmp_path / "config.json").write_text('{"num_hidden_layers": 4, "hidden_size": 64, "intermediate_size": 128, '
                                           '"vocab_size": 100, "num_attention_heads": 4}')
     assert model_shape(str(tmp_path)).n_layers == 4
+
+
+def test_sampled_responses_are_planned_for():
+    one = dry_run(load_config("default"))["steps"]
+    more = dry_run(load_config("default", {"data.samples_per_prompt": 2}))["steps"]
+    assert more["responses"]["responses"] == 3 * one["responses"]["responses"]
+    assert more["responses"]["hours"] > 2.9 * one["responses"]["hours"]
+    assert more["capture"]["all_records_disk_gib"] > 2.5 * one["capture"]["all_records_disk_gib"]

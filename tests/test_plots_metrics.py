@@ -104,5 +104,11 @@ def test_data_scaling_plot_draws_points_fit_and_placeholder():
     ax = fig.axes[0]
     assert ax.get_xlabel() and ax.get_ylabel() and ax.get_xscale() == "log"
     assert len(ax.lines) == 2 and np.allclose(ax.lines[1].get_ydata()[[0, -1]], [1.2, 1.3])
+    # a point trained on extra sampled responses: own marker, labelled, fit extrapolated (dotted) to it
+    more = pts + [{"loss_tokens": 12000, "tau_offline": 1.35, "samples_per_prompt": 2}]
+    ax = plots.plot_data_scaling(more, {"a": 1.2 - 0.05 * np.log2(1000), "b": 0.05}).axes[0]
+    assert len(ax.lines) == 4 and ax.lines[2].get_linestyle() == ":"
+    assert np.isclose(ax.lines[2].get_ydata()[-1], 1.2 + 0.05 * np.log2(12))
+    assert ax.lines[3].get_xdata().tolist() == [12000] and [t.get_text() for t in ax.texts] == ["k=2"]
     empty = plots.plot_data_scaling([]).axes[0]
     assert "not measured" in empty.texts[0].get_text()

@@ -83,6 +83,10 @@ class DataConfig:
     max_new_tokens: int = 128
     batch_size: int = 8
     seed: int = 0
+    # Extra drafter training data: this many sampled responses per train-split prompt
+    # (temperature below), captured after the greedy ones. 0 = greedy responses only.
+    samples_per_prompt: int = 0
+    sample_temperature: float = 0.7
 
 
 @dataclass(frozen=True)

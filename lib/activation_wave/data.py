@@ -10,7 +10,10 @@ Prompt sources (``DataConfig.sources``):
 
 Responses are the target's greedy continuations of each chat-templated prompt. They
 are generated in fixed batches, appended to a JSONL cache keyed by everything that
-made them, and resumed batch by batch after an interruption.
+made them, and resumed batch by batch after an interruption. Optionally
+(``DataConfig.samples_per_prompt``) the train-split prompts also get sampled
+responses, more data for drafter training; they live in a cache file of their own, so
+the greedy set and everything keyed by it are unchanged.
 """
 
 from __future__ import annotations
@@ -207,8 +210,11 @@ def eos_ids(target: Target) -> set[int]:
 
 
 @torch.no_grad()
-def _generate_batch(target: Target, prompt_ids: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], str]]:
-    """Greedy responses of one left-padded batch; each cut after its first end token."""
+def _generate_batch(target: Target, prompt_ids: list[list[int]], max_new_tokens: int, *,
+                    temperature: float = 0.0, seed: int = 0) -> list[tuple[list[int], str]]:
+    """Responses of one left-padded batch, greedy (``temperature`` 0) or sampled from the
+    temperature-scaled distribution (no top-k / top-p cut, RNG seeded by ``seed``); each
+    cut after its first end token."""
     pad = target.tokenizer.pad_token_id
     width = max(len(p) for p in prompt_ids)
     ids = torch.full((len(prompt_ids), width), pad, dtype=torch.long)
@@ -217,9 +223,12 @@ def _generate_batch(target: Target, prompt_ids: list[list[int]], max_new_tokens:
         ids[i, width - len(p):] = torch.tensor(p)
         mask[i, width - len(p):] = 1
     device = target.model.device
-    out = target.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False,
-                                max_new_tokens=max_new_tokens, pad_token_id=pad, top_p=None, top_k=None,
-                                temperature=None)
+    sampling = ({"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0
+                else {"do_sample": False, "temperature": None, "top_k": None, "top_p": None})
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        out = target.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
+                                    max_new_tokens=max_new_tokens, pad_token_id=pad, **sampling)
     eos = eos_ids(target)
     results = []
     for row in out[:, width:].tolist():
@@ -256,7 +265,47 @@ def generate_responses(target: Target, prompts: Sequence[Prompt], cfg: DataConfi
     (the default profile on the embedded model), unless ``regenerate`` is set.
     """
     key = responses_key(target, prompts, cfg)
-    name = f"{target.slug}-{key}.jsonl"
+    path = _response_cache(f"{target.slug}-{key}.jsonl", regenerate)
+    done = _generate_cached(target, [(p.id, p) for p in prompts], path, key, cfg.batch_size, cfg.max_new_tokens,
+                            progress=progress, desc="responses")
+    return [done[p.id] for p in prompts], path
+
+
+def sampled_responses(target: Target, prompts: Sequence[Prompt], cfg: DataConfig, *,
+                      regenerate: bool = False, progress: bool = True) -> tuple[list[Response], list[Path]]:
+    """``cfg.samples_per_prompt`` sampled responses per train-split prompt (ids
+    ``<prompt id>~s<k>``, k = 1, 2, ...), cached and resumable like the greedy ones;
+    ``([], [])`` when the config asks for none.
+
+    Sample k of every prompt lives in a cache file of its own, keyed by the greedy set,
+    the temperature, the seed and k, so asking for more samples later generates only the
+    new ones; like the greedy set, a committed copy under ``data/responses/`` is used. Sampled at ``cfg.sample_temperature`` (no top-k / top-p cut) with a seed
+    per fixed batch, so a resumed run writes the same tokens. They are drafter training
+    data only: the eval split, and so every held-out figure, stays greedy.
+    """
+    n, temp = cfg.samples_per_prompt, cfg.sample_temperature
+    if n < 0 or (n > 0 and not temp > 0):
+        raise ValueError(f"data.samples_per_prompt = {n}, data.sample_temperature = {temp}: need a count >= 0 "
+                         "and, when it is > 0, a temperature > 0 (e.g. --set data.samples_per_prompt=1)")
+    greedy_key = responses_key(target, prompts, cfg)
+    train = [p for p in prompts if p.split == "train"]
+    out: list[Response] = []
+    paths: list[Path] = []
+    for k in range(1, n + 1):
+        key = _hash({"greedy": greedy_key, "temperature": temp, "seed": cfg.seed, "sample": k})[:16]
+        path = _response_cache(f"{target.slug}-{key}-s{k}.jsonl", regenerate)
+        items = [(f"{p.id}~s{k}", p) for p in train]
+        done = _generate_cached(target, items, path, key, cfg.batch_size, cfg.max_new_tokens, temperature=temp,
+                                seed=1_000_003 * cfg.seed + 10_007 * k, progress=progress,
+                                desc=f"sampled responses {k}/{n}")
+        out.extend(done[rid] for rid, _ in items)
+        paths.append(path)
+    return out, paths
+
+
+def _response_cache(name: str, regenerate: bool) -> Path:
+    """The cache file of a response set: emptied when ``regenerate``, else seeded from a
+    committed copy under ``data/responses/`` when there is one and no cache yet."""
     path = cache_root() / "responses" / name
     committed = COMMITTED_RESPONSES / name
     if regenerate:
@@ -266,12 +315,20 @@ def generate_responses(target: Target, prompts: Sequence[Prompt], cfg: DataConfi
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         shutil.copyfile(committed, tmp)
         os.replace(tmp, path)
+    return path
+
+
+def _generate_cached(target: Target, items: Sequence[tuple[str, Prompt]], path: Path, key: str, batch_size: int,
+                     max_new_tokens: int, *, temperature: float = 0.0, seed: int = 0, progress: bool = True,
+                     desc: str = "responses") -> dict[str, Response]:
+    """Generate a response per (response id, prompt) item into the JSONL cache ``path``,
+    skipping those already there; returns all of them by response id."""
     done = read_responses(path)
-    encoded = {p.id: chat_ids(target, p.text) for p in prompts}
+    encoded = {p.id: chat_ids(target, p.text) for _, p in items}
     # Fixed batches over prompts sorted by length: deterministic whether or not resumed.
-    order = sorted(prompts, key=lambda p: (len(encoded[p.id]), p.id))
-    batches = [order[i:i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
-    todo = [b for b in batches if any(p.id not in done for p in b)]
+    order = sorted(items, key=lambda it: (len(encoded[it[1].id]), it[0]))
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    todo = [(b, batch) for b, batch in enumerate(batches) if any(rid not in done for rid, _ in batch)]
     if todo:
         # Rewrite without a torn tail so appends stay line-aligned; atomically, so that a
         # process reading the same cache never sees a half-written file. A complete cache
@@ -283,22 +340,23 @@ def generate_responses(target: Target, prompts: Sequence[Prompt], cfg: DataConfi
             for r in done.values():
                 fh.write(json.dumps(asdict(r)) + "\n")
         os.replace(tmp, path)
-    bar = tqdm(total=len(prompts), initial=len(prompts) - sum(len(b) for b in todo), desc="responses",
+    bar = tqdm(total=len(items), initial=len(items) - sum(len(batch) for _, batch in todo), desc=desc,
                unit="prompt", disable=not progress)
-    for batch in todo:
-        outs = _generate_batch(target, [encoded[p.id] for p in batch], cfg.max_new_tokens)
+    for b, batch in todo:
+        outs = _generate_batch(target, [encoded[p.id] for _, p in batch], max_new_tokens,
+                               temperature=temperature, seed=seed + b)
         with open(path, "a", encoding="utf-8") as fh:
-            for p, (ids, finish) in zip(batch, outs):
-                if p.id in done:
+            for (rid, p), (ids, finish) in zip(batch, outs):
+                if rid in done:
                     continue
-                r = Response(id=p.id, prompt_ids=encoded[p.id], response_ids=ids, finish=finish,
+                r = Response(id=rid, prompt_ids=encoded[p.id], response_ids=ids, finish=finish,
                              text=target.tokenizer.decode(ids, skip_special_tokens=True),
                              category=p.category, split=p.split, source=p.source)
-                done[p.id] = r
+                done[rid] = r
                 fh.write(json.dumps(asdict(r)) + "\n")
         bar.update(len(batch))
     bar.close()
-    return [done[p.id] for p in prompts], path
+    return done
 
 
 def commit_responses(path: Path) -> Path:

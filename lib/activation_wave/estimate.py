@@ -95,16 +95,18 @@ def dry_run(cfg: StudyConfig, *, hardware: str | None = None, text: bool = False
     weights = shape.params * bytes_per
     gpus = max(1, math.ceil(weights * 1.3 / (hw["memory_gib"] * GiB)))
     n_prompts = cfg.data.max_prompts_per_source * len(cfg.data.sources) if cfg.data.max_prompts_per_source else 420
-    resp_tokens = n_prompts * cfg.data.max_new_tokens * 0.8
+    # sampled responses go to the train split only: counting them for every prompt is an upper bound
+    n_responses = n_prompts * (1 + cfg.data.samples_per_prompt)
+    resp_tokens = n_responses * cfg.data.max_new_tokens * 0.8
     # Decoding is bound by reading the weights once per step; a batch shares that read.
     step_s = weights / (hw["bandwidth_gbs"] * 1e9 * hw["efficiency"] * gpus)
     gen_s = resp_tokens / cfg.data.batch_size * step_s
-    records = min(n_prompts, cfg.capture.max_records or n_prompts)
+    records = min(n_responses, cfg.capture.max_records or n_responses)
     cap_tokens = records * min(cfg.capture.max_length, cfg.data.max_new_tokens + 200)
     flops = 2 * shape.params * cap_tokens
     cap_s = flops / (hw["tflops"] * 1e12 * hw["efficiency"] * gpus)
     cap_disk = cap_tokens * (shape.n_layers + 1) * shape.hidden * 2
-    full_disk = n_prompts * min(cfg.capture.max_length, cfg.data.max_new_tokens + 200) * (shape.n_layers + 1) * shape.hidden * 2
+    full_disk = n_responses * min(cfg.capture.max_length, cfg.data.max_new_tokens + 200) * (shape.n_layers + 1) * shape.hidden * 2
     metrics_mem = (shape.n_layers + 1) * cfg.metrics.token_budget * shape.hidden * 4
     draft_params = (cfg.select.k + 4) * shape.hidden * shape.hidden + 3 * shape.hidden * shape.intermediate + cfg.draft.draft_vocab * shape.hidden
     out = {
@@ -114,7 +116,7 @@ def dry_run(cfg: StudyConfig, *, hardware: str | None = None, text: bool = False
         "steps": {
             "load": {"weights_gib": round(weights / GiB, 1), "devices": gpus,
                      "how": "device_map='auto' (accelerate) across devices" if gpus > 1 else "one device"},
-            "responses": {"prompts": n_prompts, "tokens": int(resp_tokens), "hours": round(gen_s / 3600, 2)},
+            "responses": {"prompts": n_prompts, "responses": n_responses, "tokens": int(resp_tokens), "hours": round(gen_s / 3600, 2)},
             "capture": {"records": records, "tokens": cap_tokens, "disk_gib": round(cap_disk / GiB, 1),
                         "all_records_disk_gib": round(full_disk / GiB, 1), "hours": round(cap_s / 3600, 2)},
             "metrics": {"memory_gib": round(metrics_mem / GiB, 2), "tokens": cfg.metrics.token_budget},

@@ -21,7 +21,7 @@ import numpy as np
 
 from .capture import CaptureCache, capture
 from .config import StudyConfig, load_config
-from .data import REPO_ROOT, Response, generate_responses, load_prompts
+from .data import REPO_ROOT, Response, generate_responses, load_prompts, sampled_responses
 from .models import Target, load_target
 
 RESULTS_ROOT = REPO_ROOT / "data" / "results"
@@ -49,7 +49,8 @@ def get_target(cfg: StudyConfig) -> Target:
 
 @dataclass
 class Captured:
-    """Everything the analysis chapters need: target, responses and the capture cache."""
+    """Everything the analysis chapters need: target, (greedy) responses and the capture cache
+    (which also holds the sampled responses when ``data.samples_per_prompt`` > 0)."""
 
     cfg: StudyConfig
     target: Target
@@ -63,7 +64,10 @@ def run_capture(cfg: StudyConfig, *, regenerate: bool = False, progress: bool = 
     target = get_target(cfg)
     prompts = load_prompts(cfg.data)
     responses, rpath = generate_responses(target, prompts, cfg.data, regenerate=regenerate, progress=progress)
-    captured = responses[: cfg.capture.max_records] if cfg.capture.max_records > 0 else responses
+    # sampled responses (train split only, if the config asks for any) go after the greedy ones
+    sampled, _ = sampled_responses(target, prompts, cfg.data, regenerate=regenerate, progress=progress)
+    records = responses + sampled
+    captured = records[: cfg.capture.max_records] if cfg.capture.max_records > 0 else records
     cache = capture(target, captured, cfg.capture, progress=progress)
     return Captured(cfg=cfg, target=target, responses=responses, cache=cache, responses_path=rpath)
 

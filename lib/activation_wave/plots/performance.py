@@ -71,17 +71,32 @@ def plot_scaling(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], 
 
 def plot_data_scaling(points: Sequence[Mapping[str, Any]], fit: Mapping[str, float] | None = None, *,
                       ax: Axes | None = None) -> Figure:
-    """A drafter's offline tau against its training tokens (log2 x), with the log-linear fit."""
+    """A drafter's offline tau against its training tokens (log2 x): shares of the greedy
+    responses, the log-linear fit over them (dotted where it extrapolates), and points
+    trained on extra sampled responses (``samples_per_prompt`` > 0), labelled."""
     fig, ax = _ax(ax)
     if not points:
         ax.text(0.5, 0.5, "not measured yet: wave bench --only drafter_data_scaling", ha="center", va="center",
                 transform=ax.transAxes)
     else:
-        n = np.array([p["loss_tokens"] for p in points], float)
-        ax.plot(n, [p["tau_offline"] for p in points], "o", label="drafter trained on a share of the data")
-        if fit:
+        greedy = [p for p in points if not p.get("samples_per_prompt")]
+        sampled = [p for p in points if p.get("samples_per_prompt")]
+        n = np.array([p["loss_tokens"] for p in greedy], float)
+        ax.plot(n, [p["tau_offline"] for p in greedy], "o", label="share of the greedy responses")
+        if fit and len(n):
             grid = np.geomspace(n.min(), n.max(), 50)
-            ax.plot(grid, fit["a"] + fit["b"] * np.log2(grid), "--", lw=1, label=f"fit: {fit['b']:+.3f} per doubling")
+            ax.plot(grid, fit["a"] + fit["b"] * np.log2(grid), "--", lw=1, color="C0",
+                    label=f"fit: {fit['b']:+.3f} per doubling")
+            top = max([n.max()] + [p["loss_tokens"] for p in sampled])
+            if top > n.max():
+                grid = np.geomspace(n.max(), top, 20)
+                ax.plot(grid, fit["a"] + fit["b"] * np.log2(grid), ":", lw=1, color="C0")
+        if sampled:
+            ax.plot([p["loss_tokens"] for p in sampled], [p["tau_offline"] for p in sampled], "s", color="C1",
+                    label="all greedy + k sampled per prompt")
+            for p in sampled:
+                ax.annotate(f"k={p['samples_per_prompt']}", (p["loss_tokens"], p["tau_offline"]),
+                            textcoords="offset points", xytext=(6, -10), fontsize=8)
         ax.set_xscale("log", base=2)
         ax.legend(frameon=False)
     ax.set_xlabel("training tokens (response positions)")
