@@ -125,17 +125,30 @@ if spec:
           # the same quantities observed in the timed run itself (prefill included in both)
           "obs_step_ms": 1000 / spec["tokens_per_s"]["plain_t0"],
           "obs_round_ms": 1000 * spec["tau_t0"] / spec["tokens_per_s"]["spec_chain_t0"],
+          "obs_round_rel": spec["tau_t0"] * spec["tokens_per_s"]["plain_t0"] / spec["tokens_per_s"]["spec_chain_t0"],
+          "obs_tau_needed": 1.2 * spec["tau_t0"] * spec["tokens_per_s"]["plain_t0"] / spec["tokens_per_s"]["spec_chain_t0"],
           "spec_train_tps": spec["drafter_training"]["tokens_per_s"] or float("nan"),
-          "spec_train_min": (spec["drafter_training"]["train_wall_s"] or float("nan")) / 60}
+          "spec_train_min": (spec["drafter_training"]["train_wall_s"] or float("nan")) / 60,
+          "spec_samples": spec.get("drafter_data", {}).get("samples_per_prompt", 0),
+          "spec_positions": spec["drafter_training"].get("n_loss_tokens") or 0,
+          # "2 interleaved rounds (1.10x and 1.14x)": how far the shared machine moved the figure
+          "spec_rounds": (f"{len(spec['by_round'])} interleaved rounds over the prompts that measured "
+                          + " and ".join(f"{r['speedup_vs_plain_t0']:.3f}x" for r in spec["by_round"]))
+          if spec.get("by_round") else "one interleaved run over the prompts",
+          "spec_verdict": ("at or above the study's target of 1.2x with the best drafter"
+                           if spec["speedup_vs_plain_t0"] >= 1.2 else
+                           f"{1.2 - spec['speedup_vs_plain_t0']:.3f} short of the study's target of 1.2x "
+                           "with the best drafter")}
 else:  # not measured yet: the page says so instead of failing the build
     fig, axes = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
     print("speculative_decoding has not been measured: run `wave bench --only speculative_decoding`")
     cm = {k: float("nan") for k in ("spec_tau", "spec_speedup", "spec_speedup_t1", "spec_vs_lookup", "spec_pred",
                                     "spec_ceiling", "spec_break_even", "spec_step_ms", "spec_round_ms")}
-    cm.update(obs_step_ms=float("nan"), obs_round_ms=float("nan"), spec_layers="(not measured)", spec_n_prompts=0, spec_depth=0, spec_lossless="(not measured)",
+    cm.update(obs_step_ms=float("nan"), obs_round_ms=float("nan"), obs_round_rel=float("nan"), obs_tau_needed=float("nan"), spec_layers="(not measured)", spec_n_prompts=0, spec_depth=0, spec_lossless="(not measured)",
               spec_depth_plus=0, spec_speedup_code=float("nan"), spec_speedup_chat=float("nan"),
               spec_verify_rel=float("nan"), spec_marginal_ms=float("nan"), spec_train_tps=float("nan"),
-              spec_train_min=float("nan"))
+              spec_train_min=float("nan"), spec_samples=0, spec_positions=0, spec_rounds="(not measured)",
+              spec_verdict="(not measured)")
 # chapter 6's drafters, as its last execution recorded them (this profile's results)
 try:
     runs6 = load_results("06_eagle3_speedup", cfg, results_root or None)["runs"]
@@ -163,30 +176,37 @@ plt.close(fig)
 # draft step.
 # ```
 #
-# The benchmark's drafter (layers {glue:text}`spec_layers`, trained longer than the
-# chapter's drafters) reached $\tau$ = {glue:text}`spec_tau:.2f` at $T=0$ on
+# The benchmark's drafter (layers {glue:text}`spec_layers`) is trained longer than the
+# chapter's drafters (ten epochs instead of two) and on more data: the greedy responses
+# plus {glue:text}`spec_samples:d` sampled responses per train prompt,
+# {glue:text}`spec_positions:,d` response positions ({ref}`below <fig-data-scaling>`
+# says why). It reached $\tau$ = {glue:text}`spec_tau:.2f` at $T=0$ on
 # {glue:text}`spec_n_prompts:d` held-out prompts ({glue:text}`spec_lossless`). One
 # plain step of the target costs {glue:text}`spec_step_ms:.0f` ms and one speculative
 # round (verify + drafts, depth {glue:text}`spec_depth:d`)
 # {glue:text}`spec_round_ms:.0f` ms, so speculation breaks even at
 # $\tau$ = {glue:text}`spec_break_even:.2f`; the model predicts
-# {glue:text}`spec_pred:.2f`x and the run measured {glue:text}`spec_speedup:.2f`x at
-# $T=0$ ({glue:text}`spec_speedup_t1:.2f`x at $T=1$; {glue:text}`spec_vs_lookup:.2f`x
-# relative to prompt-lookup decoding): {glue:text}`spec_speedup_code:.2f`x on the
-# HumanEval prompts and {glue:text}`spec_speedup_chat:.2f`x on the team's chat prompts,
-# against the study's target of 1.2x with the best drafter. Verifying
+# {glue:text}`spec_pred:.2f`x and the run measured {glue:text}`spec_speedup:.3f`x at
+# $T=0$, pooled over {glue:text}`spec_rounds`: {glue:text}`spec_verdict`. At $T=1$ it
+# measured {glue:text}`spec_speedup_t1:.2f`x, and {glue:text}`spec_vs_lookup:.2f`x
+# relative to prompt-lookup decoding; by source, {glue:text}`spec_speedup_code:.2f`x on
+# the HumanEval prompts and {glue:text}`spec_speedup_chat:.2f`x on the team's chat
+# prompts. Verifying
 # {glue:text}`spec_depth_plus:d` tokens in one forward costs
 # {glue:text}`spec_verify_rel:.2f`x a one-token step on this machine: each extra token
 # adds about {glue:text}`spec_marginal_ms:.1f` ms (one core multiplies a few rows by
 # every fp32 weight matrix; the step itself is mostly reading those weights), and a
 # draft step is small, so a perfect drafter could reach {glue:text}`spec_ceiling:.2f`x
-# at this depth. What holds the speedup down is $\tau$: drafters trained on tens of
-# thousands of tokens rarely get past the first draft token. The measured speedup also
-# differs from the prediction by what the model leaves out (the verify cost at the
-# actual context lengths, bookkeeping in Python, rolling back the KV cache) and by the
-# noise of a shared machine: in the timed run itself, a plain token took
-# {glue:text}`obs_step_ms:.0f` ms and a speculative round {glue:text}`obs_round_ms:.0f` ms
-# on average, which gives the measured speedup ($\tau$ times their ratio).
+# at this depth. The measured speedup differs from the prediction by what the model
+# leaves out (the verify cost at the actual context lengths, bookkeeping in Python,
+# rolling back the KV cache) and by the noise of a shared machine. In the timed run
+# itself a plain token took {glue:text}`obs_step_ms:.0f` ms and a speculative round
+# {glue:text}`obs_round_ms:.0f` ms on average, {glue:text}`obs_round_rel:.2f`x a token;
+# the measured speedup is $\tau$ divided by that ratio, so 1.2x at this round cost
+# needs $\tau$ = {glue:text}`obs_tau_needed:.2f`. Both halves hold the speedup down: a
+# round that costs well over one step because the verify of several tokens is
+# compute-bound on one fp32 core, and drafters that rarely get past the first draft
+# token.
 #
 # Training that drafter took {glue:text}`spec_train_min:.0f` minutes at
 # {glue:text}`spec_train_tps:.0f` response positions per second (all unrolled steps);
@@ -203,25 +223,40 @@ fig = plot_data_scaling(scaling["points"] if scaling else [], scaling["fit"] if 
 glue("fig_data_scaling", fig, display=False)
 plt.close(fig)
 if scaling:
-    display(pd.DataFrame(scaling["points"]).drop(columns=["drafter", "acceptance_by_position"]).round(3))
+    cols = ["samples_per_prompt", "fraction", "records", "loss_tokens", "tau_offline", "tau_predicted",
+            "train_acc_last_epoch", "train_wall_s"]
+    display(pd.DataFrame(scaling["points"]).reindex(columns=cols).round(3))
     b = scaling["tau_per_doubling"]
-    pts = sorted(scaling["points"], key=lambda p: p["loss_tokens"])
-    full = pts[-1]
+    greedy = sorted((p for p in scaling["points"] if not p.get("samples_per_prompt")), key=lambda p: p["loss_tokens"])
+    sampled = sorted((p for p in scaling["points"] if p.get("samples_per_prompt")), key=lambda p: p["loss_tokens"])
+    full = greedy[-1]
     ds = {"ds_per_doubling": b, "ds_full_tokens": full["loss_tokens"], "ds_full_tau": full["tau_offline"],
-          "ds_train_acc": full["train_acc_last_epoch"], "ds_n": len(pts),
-          "ds_last_gain": full["tau_offline"] - pts[-2]["tau_offline"] if len(pts) > 1 else float("nan")}
+          "ds_train_acc": full["train_acc_last_epoch"], "ds_n": len(greedy),
+          "ds_last_gain": full["tau_offline"] - greedy[-2]["tau_offline"] if len(greedy) > 1 else float("nan"),
+          "ds_temperature": scaling.get("sample_temperature", float("nan")),
+          # one sentence per sampled point: measured against what the greedy fit predicted
+          "ds_sampled": "; ".join(
+              f"with {p['samples_per_prompt']} sampled response{'s' if p['samples_per_prompt'] > 1 else ''} per "
+              f"prompt ({p['loss_tokens'] / full['loss_tokens']:.1f}x the positions) it reaches "
+              f"{p['tau_offline']:.3f}, where the fit predicted {p['tau_predicted']:.3f}" for p in sampled)
+          or "no drafter on sampled responses has been measured yet"}
+    ds["ds_sampled"] = ds["ds_sampled"][0].upper() + ds["ds_sampled"][1:]
+    best = max(scaling["points"], key=lambda p: p["loss_tokens"])
     if spec and b > 0:
         # the speedup grows about in proportion to tau (the round's cost barely depends on acceptance)
         need = spec["tau_t0"] * (1.2 / spec["speedup_vs_plain_t0"] - 1)
-        ds["ds_need"] = (f"reaching 1.2x on the benchmark's mixed prompts would take about {need:.3f} more tau: "
-                         f"if the trend held, roughly {2 ** (need / b):.1f} times the training data"
-                         if need > 0 else "the benchmark's drafter already reaches 1.2x on its mixed prompts")
+        ds["ds_need"] = (f"reaching 1.2x on the benchmark's mixed prompts at the measured round cost would take about "
+                         f"{need:.3f} more tau: "
+                         f"if the greedy trend held, about {2 ** (need / b):.2f} times the "
+                         f"{best['loss_tokens']:,d} positions the benchmark's drafter saw"
+                         if need > 0 else "the benchmark's drafter reaches the 1.2x target on its mixed prompts")
     else:
         ds["ds_need"] = "no extrapolation is possible (no speedup measured, or tau does not grow with data)"
 else:
     print("drafter_data_scaling has not been measured: run `wave bench --only drafter_data_scaling`")
-    ds = {k: float("nan") for k in ("ds_per_doubling", "ds_full_tau", "ds_train_acc", "ds_last_gain")}
-    ds.update(ds_full_tokens=0, ds_n=0, ds_need="(not measured)")
+    ds = {k: float("nan") for k in ("ds_per_doubling", "ds_full_tau", "ds_train_acc", "ds_last_gain",
+                                    "ds_temperature")}
+    ds.update(ds_full_tokens=0, ds_n=0, ds_need="(not measured)", ds_sampled="(not measured)")
 for k, v in ds.items():
     glue(k, v, display=False)
 
@@ -229,21 +264,27 @@ for k, v in ds.items():
 # ```{glue:figure} fig_data_scaling
 # :name: fig-data-scaling
 #
-# Offline {term}`tau` on the whole eval split of the benchmark's drafter recipe trained
-# on seeded shares of the training records, against the response positions it saw; the
-# dashed line is the log-linear fit.
+# Offline {term}`tau` on the whole eval split of the benchmark's drafter recipe, against
+# the response positions it was trained on: seeded shares of the greedy responses
+# (circles) with their log-linear fit (dashed; dotted where it extrapolates), and all
+# greedy responses plus k sampled responses per train prompt (squares).
 # ```
 #
-# Trained on all {glue:text}`ds_full_tokens:,d` response positions, the drafter reaches
-# an offline $\tau$ of {glue:text}`ds_full_tau:.3f` while it gets
+# Trained on all {glue:text}`ds_full_tokens:,d` greedy response positions, the drafter
+# reaches an offline $\tau$ of {glue:text}`ds_full_tau:.3f` while it gets
 # {glue:text}`ds_train_acc:.2f` of its own training positions right in the last epoch:
 # it memorises rather than generalises. Over the {glue:text}`ds_n:d` shares, each
-# doubling of the data adds about {glue:text}`ds_per_doubling:.3f` to $\tau$. The
-# speedup grows about in proportion to $\tau$ (a round costs about the same whatever
-# is accepted), so {glue:text}`ds_need`. On this machine the target's responses, which
-# are that data, come at about an hour per 420 prompts. The last step of the curve (the
-# second half of the data) added {glue:text}`ds_last_gain:.3f`, less than the fit, so
-# the estimate is more likely low than high.
+# doubling of the data adds about {glue:text}`ds_per_doubling:.3f` to $\tau$ (the last
+# step, the second half of the data, added {glue:text}`ds_last_gain:.3f`).
+#
+# More data does not need more prompts: the target can answer the same train prompts
+# again, sampling at temperature {glue:text}`ds_temperature:.1f` instead of greedily
+# (`--set data.samples_per_prompt=2`; about nine minutes per sample of the 324 train
+# prompts here). The drafter still learns the target's own distribution at every
+# position, now along paths the greedy response does not take, and the held-out
+# evaluation stays on greedy responses to other prompts. {glue:text}`ds_sampled`. The
+# speedup grows about in proportion to $\tau$ (a round costs about the same whatever is
+# accepted), so {glue:text}`ds_need`.
 #
 # ## Lower-precision weights: a cheaper round, but not token for token
 

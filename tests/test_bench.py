@@ -55,3 +55,12 @@ def test_benchmark_drafter_config_adds_sampled_data_only():
     assert cfg.data.samples_per_prompt == DATA_OVERRIDES["samples_per_prompt"] > 0
     assert dataclasses.replace(cfg, data=plain.data) == plain
     assert bench_config("smoke", 0) == plain
+
+
+def test_bench_help_names_every_benchmark(capsys):
+    from activation_wave.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert all(name in text for name in bench._entries()), text
