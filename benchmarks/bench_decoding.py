@@ -99,9 +99,11 @@ def bench_config(profile: str = "default", samples_per_prompt: int | None = None
 
 def _data_summary(cfg: Any, cache: Any) -> dict[str, Any]:
     """What the drafter was trained on: greedy and sampled train records of the capture."""
+    from activation_wave.data import SAMPLE_MARK
+
     train = [r for r in cache.records if r["split"] == "train"]
     return {"samples_per_prompt": cfg.data.samples_per_prompt, "sample_temperature": cfg.data.sample_temperature,
-            "train_records": len(train), "sampled_train_records": sum("~s" in r["id"] for r in train),
+            "train_records": len(train), "sampled_train_records": sum(SAMPLE_MARK in r["id"] for r in train),
             "eval_records": sum(r["split"] == "eval" for r in cache.records)}
 
 
@@ -197,10 +199,9 @@ def run(*, profile: str = "default", drafter_dir: str | None = None, layers: lis
         "tau_t0": merged["spec_chain_t0"]["tau"], "tau_t1": merged["spec_chain_t1"]["tau"],
         "lossless_t0_chain": f"{equal_chain}/{runs} identical to plain greedy",
         "rounds": rounds,
-        "by_round": [{f"speedup_vs_{base}": r[spec_name].tokens_per_s / r[base_name].tokens_per_s
-                      for spec_name, base_name, base in (("spec_chain_t0", "plain_t0", "plain_t0"),
-                                                         ("spec_chain_t1", "plain_t1", "plain_t1"),
-                                                         ("spec_chain_t0", "prompt_lookup_t0", "prompt_lookup_t0"))}
+        "by_round": [{f"speedup_vs_{base}": r[fast].tokens_per_s / r[base].tokens_per_s
+                      for fast, base in (("spec_chain_t0", "plain_t0"), ("spec_chain_t1", "plain_t1"),
+                                         ("spec_chain_t0", "prompt_lookup_t0"))}
                      for r in per_round],
     }
     if "spec_tree_t0" in pooled:

@@ -125,11 +125,14 @@ if spec:
           # the same quantities observed in the timed run itself (prefill included in both)
           "obs_step_ms": 1000 / spec["tokens_per_s"]["plain_t0"],
           "obs_round_ms": 1000 * spec["tau_t0"] / spec["tokens_per_s"]["spec_chain_t0"],
-          "obs_round_rel": spec["tau_t0"] * spec["tokens_per_s"]["plain_t0"] / spec["tokens_per_s"]["spec_chain_t0"],
-          "obs_tau_needed": 1.2 * spec["tau_t0"] * spec["tokens_per_s"]["plain_t0"] / spec["tokens_per_s"]["spec_chain_t0"],
+          # a round's cost in plain tokens (= tau / speedup), and the tau that 1.2x needs at that cost
+          "obs_round_rel": spec["tau_t0"] / spec["speedup_vs_plain_t0"],
+          "obs_tau_needed": 1.2 * spec["tau_t0"] / spec["speedup_vs_plain_t0"],
           "spec_train_tps": spec["drafter_training"]["tokens_per_s"] or float("nan"),
           "spec_train_min": (spec["drafter_training"]["train_wall_s"] or float("nan")) / 60,
           "spec_samples": spec.get("drafter_data", {}).get("samples_per_prompt", 0),
+          "spec_train_prompts": (spec["drafter_data"]["train_records"] - spec["drafter_data"]["sampled_train_records"]
+                                 if spec.get("drafter_data") else 0),
           "spec_positions": spec["drafter_training"].get("n_loss_tokens") or 0,
           # "2 interleaved rounds (1.10x and 1.14x)": how far the shared machine moved the figure
           "spec_rounds": (f"{len(spec['by_round'])} interleaved rounds over the prompts that measured "
@@ -147,7 +150,7 @@ else:  # not measured yet: the page says so instead of failing the build
     cm.update(obs_step_ms=float("nan"), obs_round_ms=float("nan"), obs_round_rel=float("nan"), obs_tau_needed=float("nan"), spec_layers="(not measured)", spec_n_prompts=0, spec_depth=0, spec_lossless="(not measured)",
               spec_depth_plus=0, spec_speedup_code=float("nan"), spec_speedup_chat=float("nan"),
               spec_verify_rel=float("nan"), spec_marginal_ms=float("nan"), spec_train_tps=float("nan"),
-              spec_train_min=float("nan"), spec_samples=0, spec_positions=0, spec_rounds="(not measured)",
+              spec_train_min=float("nan"), spec_samples=0, spec_train_prompts=0, spec_positions=0, spec_rounds="(not measured)",
               spec_verdict="(not measured)")
 # chapter 6's drafters, as its last execution recorded them (this profile's results)
 try:
@@ -244,7 +247,7 @@ if scaling:
     best = max(scaling["points"], key=lambda p: p["loss_tokens"])
     if spec and b > 0:
         # the speedup grows about in proportion to tau (the round's cost barely depends on acceptance)
-        need = spec["tau_t0"] * (1.2 / spec["speedup_vs_plain_t0"] - 1)
+        need = cm["obs_tau_needed"] - spec["tau_t0"]
         ds["ds_need"] = (f"reaching 1.2x on the benchmark's mixed prompts at the measured round cost would take about "
                          f"{need:.3f} more tau: "
                          f"if the greedy trend held, about {2 ** (need / b):.2f} times the "
@@ -279,8 +282,8 @@ for k, v in ds.items():
 #
 # More data does not need more prompts: the target can answer the same train prompts
 # again, sampling at temperature {glue:text}`ds_temperature:.1f` instead of greedily
-# (`--set data.samples_per_prompt=2`; about nine minutes per sample of the 324 train
-# prompts here). The drafter still learns the target's own distribution at every
+# (`--set data.samples_per_prompt=2`: {glue:text}`spec_samples:d` more responses to each
+# of the {glue:text}`spec_train_prompts:d` train prompts). The drafter still learns the target's own distribution at every
 # position, now along paths the greedy response does not take, and the held-out
 # evaluation stays on greedy responses to other prompts. {glue:text}`ds_sampled`. The
 # speedup grows about in proportion to $\tau$ (a round costs about the same whatever is

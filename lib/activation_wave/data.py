@@ -39,6 +39,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TEAM_PROMPTS = REPO_ROOT / "data" / "prompts" / "team_prompts.jsonl"
 COMMITTED_RESPONSES = REPO_ROOT / "data" / "responses"
 RESPONSES_SCHEMA = 1
+#: A sampled response's id is ``<prompt id>~s<k>`` (see :func:`sampled_responses`).
+SAMPLE_MARK = "~s"
 
 
 class PromptFileError(ValueError):
@@ -279,9 +281,10 @@ def sampled_responses(target: Target, prompts: Sequence[Prompt], cfg: DataConfig
 
     Sample k of every prompt lives in a cache file of its own, keyed by the greedy set,
     the temperature, the seed and k, so asking for more samples later generates only the
-    new ones; like the greedy set, a committed copy under ``data/responses/`` is used. Sampled at ``cfg.sample_temperature`` (no top-k / top-p cut) with a seed
-    per fixed batch, so a resumed run writes the same tokens. They are drafter training
-    data only: the eval split, and so every held-out figure, stays greedy.
+    new ones; like the greedy set, a committed copy under ``data/responses/`` is used.
+    Sampled at ``cfg.sample_temperature`` (no top-k / top-p cut) with a seed per fixed
+    batch, so a resumed run writes the same tokens. They are drafter training data only:
+    the eval split, and so every held-out figure, stays greedy.
     """
     n, temp = cfg.samples_per_prompt, cfg.sample_temperature
     if n < 0 or (n > 0 and not temp > 0):
@@ -294,7 +297,7 @@ def sampled_responses(target: Target, prompts: Sequence[Prompt], cfg: DataConfig
     for k in range(1, n + 1):
         key = _hash({"greedy": greedy_key, "temperature": temp, "seed": cfg.seed, "sample": k})[:16]
         path = _response_cache(f"{target.slug}-{key}-s{k}.jsonl", regenerate)
-        items = [(f"{p.id}~s{k}", p) for p in train]
+        items = [(f"{p.id}{SAMPLE_MARK}{k}", p) for p in train]
         done = _generate_cached(target, items, path, key, cfg.batch_size, cfg.max_new_tokens, temperature=temp,
                                 seed=1_000_003 * cfg.seed + 10_007 * k, progress=progress,
                                 desc=f"sampled responses {k}/{n}")
