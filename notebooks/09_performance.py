@@ -25,6 +25,7 @@ overrides = "{}"
 
 # %%
 import json
+import math
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -101,6 +102,15 @@ if cap:
 # ## Speculative decoding: what the speedup is made of
 
 # %%
+def _verdict(pooled: float, rounds: list[float], target: float = 1.2) -> str:
+    """The pooled T=0 speedup against the study's target, and whether every round agreed."""
+    if pooled < target:
+        return f"{target - pooled:.3f} short of the study's target of {target}x with the best drafter"
+    if rounds and min(rounds) < target:
+        return f"pooled at or above the study's target of {target}x, though not in every round"
+    return f"at or above the study's target of {target}x with the best drafter" + (", in every round" if rounds else "")
+
+
 if spec:
     costs = spec["cost_model"]["components_ms"]
     pred = spec["cost_model"]["predicted_chain_t0"]
@@ -138,10 +148,8 @@ if spec:
           "spec_rounds": (f"{len(spec['by_round'])} interleaved rounds over the prompts that measured "
                           + " and ".join(f"{r['speedup_vs_plain_t0']:.3f}x" for r in spec["by_round"]))
           if spec.get("by_round") else "one interleaved run over the prompts",
-          "spec_verdict": ("at or above the study's target of 1.2x with the best drafter"
-                           if spec["speedup_vs_plain_t0"] >= 1.2 else
-                           f"{1.2 - spec['speedup_vs_plain_t0']:.3f} short of the study's target of 1.2x "
-                           "with the best drafter")}
+          "spec_verdict": _verdict(spec["speedup_vs_plain_t0"],
+                                   [r["speedup_vs_plain_t0"] for r in spec.get("by_round", [])])}
 else:  # not measured yet: the page says so instead of failing the build
     fig, axes = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
     print("speculative_decoding has not been measured: run `wave bench --only speculative_decoding`")
@@ -244,13 +252,16 @@ if scaling:
               f"{p['tau_offline']:.3f}, where the fit predicted {p['tau_predicted']:.3f}" for p in sampled)
           or "no drafter on sampled responses has been measured yet"}
     ds["ds_sampled"] = ds["ds_sampled"][0].upper() + ds["ds_sampled"][1:]
-    best = max(scaling["points"], key=lambda p: p["loss_tokens"])
-    if spec and b > 0:
+    # the local trend: tau gained per doubling between the two largest drafters (the curve flattens,
+    # so this is more sober than the fit over the greedy shares)
+    prev, best = sorted(scaling["points"], key=lambda p: p["loss_tokens"])[-2:]
+    b_last = (best["tau_offline"] - prev["tau_offline"]) / math.log2(best["loss_tokens"] / prev["loss_tokens"])
+    if spec and b_last > 0:
         # the speedup grows about in proportion to tau (the round's cost barely depends on acceptance)
         need = cm["obs_tau_needed"] - spec["tau_t0"]
         ds["ds_need"] = (f"reaching 1.2x on the benchmark's mixed prompts at the measured round cost would take about "
-                         f"{need:.3f} more tau: "
-                         f"if the greedy trend held, about {2 ** (need / b):.2f} times the "
+                         f"{need:.3f} more tau: at the {b_last:.3f} per doubling that the last two drafters "
+                         f"measured, about {2 ** (need / b_last):.2f} times the "
                          f"{best['loss_tokens']:,d} positions the benchmark's drafter saw"
                          if need > 0 else "the benchmark's drafter reaches the 1.2x target on its mixed prompts")
     else:
@@ -282,8 +293,9 @@ for k, v in ds.items():
 #
 # More data does not need more prompts: the target can answer the same train prompts
 # again, sampling at temperature {glue:text}`ds_temperature:.1f` instead of greedily
-# (`--set data.samples_per_prompt=2`: {glue:text}`spec_samples:d` more responses to each
-# of the {glue:text}`spec_train_prompts:d` train prompts). The drafter still learns the target's own distribution at every
+# (`--set data.samples_per_prompt=k` gives each of the {glue:text}`spec_train_prompts:d`
+# train prompts k more responses; the benchmark's drafter uses k =
+# {glue:text}`spec_samples:d`). The drafter still learns the target's own distribution at every
 # position, now along paths the greedy response does not take, and the held-out
 # evaluation stays on greedy responses to other prompts. {glue:text}`ds_sampled`. The
 # speedup grows about in proportion to $\tau$ (a round costs about the same whatever is
