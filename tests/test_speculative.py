@@ -321,3 +321,14 @@ def test_fast_kernels_are_idempotent_reversible_and_exact(tiny_tokenizer):
         assert set_kernels(model, "hf") == {"linear": "hf", "attention": "sdpa"}
         assert not any(isinstance(m, PackedLinear) for m in model.modules())
         torch.testing.assert_close(model(x).logits, ref.logits)
+
+
+def test_tiled_mask_is_reused_for_the_same_mask_and_rebuilt_for_a_new_one():
+    from activation_wave.speculative import _tiled_mask
+
+    a = torch.rand(1, 1, 4, 7) > 0.5
+    b = ~a
+    ta = _tiled_mask(a, 3)
+    assert torch.equal(ta, a.repeat(1, 1, 3, 1)) and _tiled_mask(a, 3) is ta
+    assert torch.equal(_tiled_mask(b, 3), b.repeat(1, 1, 3, 1))
+    assert torch.equal(_tiled_mask(b, 2), b.repeat(1, 1, 2, 1))

@@ -234,6 +234,18 @@ def _packing_available() -> bool:
     return bool(torch.backends.mkl.is_available()) and hasattr(torch.ops.mkl, "_mkl_reorder_linear_weight")
 
 
+_LAST_TILED: list[Any] = [None, None]  # (mask, its tiling) of the last call
+
+
+def _tiled_mask(mask: Tensor, g: int) -> Tensor:
+    """``mask`` [B, 1, q, k] repeated ``g`` times along the query axis, reused while the
+    same mask object comes back (every layer of one forward gets the same mask; tiling
+    it once instead of 30 times saves ~2 ms of a verify here)."""
+    if _LAST_TILED[0] is not mask or _LAST_TILED[1].shape[2] != g * mask.shape[2]:
+        _LAST_TILED[:] = [mask, mask.repeat(1, 1, g, 1)]
+    return _LAST_TILED[1]
+
+
 def _gqa_packed_sdpa(module: Any, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
                      dropout: float = 0.0, scaling: float | None = None, is_causal: bool | None = None,
                      **kwargs: Any) -> tuple[Tensor, None]:
@@ -254,7 +266,7 @@ def _gqa_packed_sdpa(module: Any, query: Tensor, key: Tensor, value: Tensor, att
                                       is_causal=is_causal, **kwargs)
     B, H, q, d = query.shape
     out = F.scaled_dot_product_attention(query.reshape(B, H // g, g * q, d), key, value,
-                                         attn_mask=attention_mask.repeat(1, 1, g, 1), scale=scaling)
+                                         attn_mask=_tiled_mask(attention_mask, g), scale=scaling)
     return out.reshape(B, H, q, d).transpose(1, 2).contiguous(), None
 
 
