@@ -123,7 +123,8 @@ if spec:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
     plot_cost_model(costs, measured, ax=axes[0], title=None)
     plot_verify_cost(costs, ax=axes[1], title=None)
-    display(pd.DataFrame({k: v for k, v in spec["by_source"].items()}).T)
+    by_source = pd.DataFrame(spec["by_source"]).T.drop(columns="tokens_per_s", errors="ignore")
+    display(by_source.rename_axis("prompt source"))
     cm = {"spec_layers": str(spec["layers"]), "spec_tau": spec["tau_t0"], "spec_speedup": spec["speedup_vs_plain_t0"],
           "spec_speedup_t1": spec["speedup_vs_plain_t1"], "spec_vs_lookup": spec["speedup_vs_prompt_lookup_t0"],
           "spec_pred": pred["speedup"], "spec_ceiling": pred["ceiling"], "spec_break_even": pred["break_even_tau"],
