@@ -355,7 +355,9 @@ def run_data_scaling(*, profile: str = "default", fractions: tuple[float, ...] =
     x = np.log2([p["loss_tokens"] for p in points])
     y = np.array([p["tau_offline"] for p in points])
     b, a = np.polyfit(x, y, 1) if len(points) > 1 else (float("nan"), float("nan"))
-    for n in samples or sorted({1, 2, 4, DATA_OVERRIDES["samples_per_prompt"]}):
+    if samples is None:
+        samples = tuple(sorted({1, 2, 4, DATA_OVERRIDES["samples_per_prompt"]}))
+    for n in samples:
         more = run_capture(bench_config(profile, n), progress=progress).cache
         pt = point(train_or_load(target, more, layers, draft, progress=progress)[0], 1.0, n)
         pt["tau_predicted"] = float(a + b * np.log2(pt["loss_tokens"]))
