@@ -8,23 +8,18 @@ always see the same cache. Results are small JSON files under a results folder
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .capture import CaptureCache, capture
 from .config import StudyConfig, load_config
 from .data import REPO_ROOT, Response, generate_responses, load_prompts, sampled_responses
 from .models import Target, load_target
+from .results import RESULTS_ROOT, git_commit, load_result, results_dir, save_result  # noqa: F401 (re-exported)
 
-RESULTS_ROOT = REPO_ROOT / "data" / "results"
 
 
 def study_config(profile: str = "smoke", model: str | None = None, **overrides: Any) -> StudyConfig:
@@ -72,61 +67,14 @@ def run_capture(cfg: StudyConfig, *, regenerate: bool = False, progress: bool = 
     return Captured(cfg=cfg, target=target, responses=responses, cache=cache, responses_path=rpath)
 
 
-def results_dir(cfg: StudyConfig, root: str | Path | None = None) -> Path:
-    """Where a run's result files go: ``<root>/<profile>/<model slug>/`` (a relative
-    ``root`` is taken from the repository root, wherever the notebook runs)."""
-    base = Path(root or os.environ.get("WAVE_RESULTS", RESULTS_ROOT))
-    if not base.is_absolute():
-        base = REPO_ROOT / base
-    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(cfg.model).name)
-    return base / cfg.profile / slug
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    if isinstance(obj, (np.floating,)):
-        return float(obj)
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return None
-    return obj
-
-
-def git_commit() -> str | None:
-    """``git rev-parse HEAD`` of the study's repository, or None if unavailable."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return (out.stdout.strip() or None) if out.returncode == 0 else None
-
-
-def save_results(name: str, payload: dict[str, Any], cfg: StudyConfig, root: str | Path | None = None) -> Path:
-    """Write ``<results dir>/<name>.json`` atomically with the config and provenance."""
-    folder = results_dir(cfg, root)
-    folder.mkdir(parents=True, exist_ok=True)
-    doc = {"name": name, "config": cfg.to_dict(), "written": time.strftime("%Y-%m-%dT%H:%M:%S"),
-           "git_commit": git_commit(), **_jsonable(payload)}
-    path = folder / f"{name}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=False))
-    os.replace(tmp, path)
-    return path
+def save_results(name: str, payload: Any, cfg: StudyConfig, root: str | Path | None = None) -> Path:
+    """Alias of :func:`results.save_result` (kept for the chapters not yet on result objects)."""
+    return save_result(name, payload, cfg, root)
 
 
 def load_results(name: str, cfg: StudyConfig, root: str | Path | None = None) -> dict[str, Any]:
-    """Read a results file written by :func:`save_results` (clear error if absent)."""
-    path = results_dir(cfg, root) / f"{name}.json"
-    if not path.exists():
-        raise FileNotFoundError(f"results file {path} does not exist: run the chapter that writes {name!r} first "
-                                f"(`wave study --profile {cfg.profile}`)")
-    return json.loads(path.read_text())
+    """The raw mapping of a results file (see :func:`results.load_result`)."""
+    return load_result(name, cfg, root)
 
 
 def notebook_config(profile: str, model: str = "", overrides: str | Mapping[str, Any] = "{}") -> StudyConfig:

@@ -1,0 +1,60 @@
+"""Result objects round-trip through the results file; the one JSON converter."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from activation_wave.config import load_config
+from activation_wave.results import from_jsonable, load_result, save_result, to_jsonable
+
+
+@dataclass(frozen=True)
+class Inner:
+    layers: tuple[int, ...]
+    score: float | None
+
+
+@dataclass(frozen=True)
+class Outer:
+    name: str
+    best: Inner
+    by_set: dict[str, Inner]
+    curve: list[float]
+
+
+def test_to_jsonable_converts_numpy_and_non_finite_values():
+    doc = to_jsonable({"a": np.float32(0.5), "b": np.arange(3), "c": (1, np.int64(2)), "d": float("inf"),
+                       "e": np.bool_(True), 3: float("nan")})
+    assert doc == {"a": 0.5, "b": [0, 1, 2], "c": [1, 2], "d": None, "e": True, "3": None}
+    json.dumps(doc)  # plain JSON types only
+
+
+def test_result_object_round_trips_through_the_results_file(tmp_path):
+    cfg = load_config("smoke")
+    obj = Outer(name="x", best=Inner((2, 15, 27), 1.25), by_set={"a": Inner((1,), float("nan"))},
+                curve=[0.1, 0.2])
+    path = save_result("demo", obj, cfg, tmp_path)
+    raw = json.loads(path.read_text())
+    assert raw["name"] == "demo" and raw["config"]["profile"] == "smoke" and raw["best"]["layers"] == [2, 15, 27]
+    back = load_result("demo", cfg, tmp_path, cls=Outer)
+    assert back.best == Inner((2, 15, 27), 1.25)
+    assert back.by_set["a"].score is None and back.curve == [0.1, 0.2]
+
+
+def test_loading_a_file_from_another_version_names_the_fix(tmp_path):
+    cfg = load_config("smoke")
+    save_result("demo", {"layers": [1], "score": 0.5, "extra": 1}, cfg, tmp_path)
+    with pytest.raises(ValueError, match="re-run its chapter"):
+        load_result("demo", cfg, tmp_path, cls=Inner)
+    with pytest.raises(FileNotFoundError, match="wave study --profile smoke --only missing"):
+        load_result("missing", cfg, tmp_path)
+
+
+def test_from_jsonable_keeps_fixed_length_tuples():
+    assert from_jsonable(tuple[int, float], [1, 2]) == (1, 2.0)
+    assert math.isclose(from_jsonable(float, 3), 3.0)
