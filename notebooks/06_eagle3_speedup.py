@@ -22,6 +22,47 @@
 # for token, and wall time is measured against plain decoding and prompt-lookup
 # decoding in the same run.
 
+# %% [markdown]
+# (sec-prereg)=
+# ## Pre-registered hypotheses and tests
+#
+# Fixed on 2026-12-01, before the rerun of this chapter with more data, seeds and sets
+# (issue 17); the commit that added this section is named in the chapter's evaluation. The
+# drafters of the earlier run (2 epochs on the greedy responses, offline
+# $\tau \approx 1.39$) were already known, so nothing computed from *them* counts as a test
+# of these hypotheses: only the rerun does.
+#
+# **Outcome.** Offline mean accepted length $\tau$ of a chain draft at $T=0$ on every
+# eval-split prompt, with the depth and draft-probability threshold of the profile's online
+# runs (`spec.depth`, `spec.draft_threshold`), one value per prompt and drafter; seeds of a
+# layer set are averaged per prompt before any comparison.
+#
+# **Layer sets.** The EAGLE-3 default $[2, N/\!/2, N-3]$; the set each chapter 5 selection
+# rule picks (as chapter 5 computes it, not chosen by hand); the last three block outputs;
+# at least four seeded random triples; one drafter per single block output $1..N$ (the last
+# is the pre-norm output of the last block). Seeds: at least 3 for the default and each
+# rule's set, 2 for the random sets and for a third of the single layers.
+#
+# | | hypothesis | primary test | supported when |
+# |---|---|---|---|
+# | H1 | the best selection rule's set beats the default | per-prompt paired bootstrap (10,000 resamples of eval prompts) of $\Delta\tau$ = rule set $-$ default, one test per rule, Holm-corrected across the rules | some rule has $\Delta\tau > 0$ with Holm-adjusted two-sided $p < 0.05$ |
+# | H2 | concatenation entropy $S_2$ correlates positively with $\tau$ | Spearman $\rho(S_2, \tau)$ over the triples, 95% bootstrap interval (resampling prompts and sets) | the interval lies above 0 |
+# | H3 | token-filtered statistics predict $\tau$ better than unfiltered ones | $\rho(S_2^{q}, \tau) - \rho(S_2^{0}, \tau)$ for filter quantiles $q \in \{0.25, 0.5, 0.75\}$ at an equal token budget, paired bootstrap | the interval for $q = 0.5$ lies above 0 |
+# | H4 | the depth effect survives per-layer normalisation of the fused features | default and best-rule triples trained with and without a per-layer RMSNorm before `fc`; $\rho$(deepest layer, $\tau$) over the triples in both arms | $\rho$ is negative with an interval below 0 in the normalised arm |
+#
+# **Secondary (not tests of H1-H4).** $\rho$ of the cheap supervised probe, mean CKA and
+# depth against $\tau$, each with its $n$ and interval; the single-layer sweep against layer
+# entropy, norm ratio and CKA to the neighbours.
+#
+# **Power.** The minimum detectable $\Delta\tau$ at 80% power (two-sided, at the strictest
+# Holm level) is computed from the per-prompt variance of the paired differences and reported
+# beside every comparison. A comparison whose interval covers 0 is reported as *within
+# noise, smaller than MDE*, never as "no effect" or as a ranking.
+#
+# **If the design does not fit the compute budget**, it shrinks in this order: fewer
+# single-layer seeds, fewer random triples (not below four), fewer epochs; never fewer seeds
+# for the default and the rule sets, and never the eval prompts.
+
 # %% tags=["parameters"]
 profile = "default"
 model = ""
