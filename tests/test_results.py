@@ -21,7 +21,7 @@ class Inner:
 
 @dataclass(frozen=True)
 class Outer:
-    name: str
+    label: str
     best: Inner
     by_set: dict[str, Inner]
     curve: list[float]
@@ -36,7 +36,7 @@ def test_to_jsonable_converts_numpy_and_non_finite_values():
 
 def test_result_object_round_trips_through_the_results_file(tmp_path):
     cfg = load_config("smoke")
-    obj = Outer(name="x", best=Inner((2, 15, 27), 1.25), by_set={"a": Inner((1,), float("nan"))},
+    obj = Outer(label="x", best=Inner((2, 15, 27), 1.25), by_set={"a": Inner((1,), float("nan"))},
                 curve=[0.1, 0.2])
     path = save_result("demo", obj, cfg, tmp_path)
     raw = json.loads(path.read_text())
@@ -53,6 +53,11 @@ def test_loading_a_file_from_another_version_names_the_fix(tmp_path):
         load_result("demo", cfg, tmp_path, cls=Inner)
     with pytest.raises(FileNotFoundError, match="wave study --profile smoke --only missing"):
         load_result("missing", cfg, tmp_path)
+
+
+def test_a_field_named_like_a_meta_key_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="collide"):
+        save_result("demo", {"name": "x"}, load_config("smoke"), tmp_path)
 
 
 def test_from_jsonable_keeps_fixed_length_tuples():

@@ -116,10 +116,15 @@ def git_commit() -> str | None:
 def save_result(name: str, result: Any, cfg: StudyConfig, root: str | Path | None = None) -> Path:
     """Write ``<results dir>/<name>.json`` atomically: the result's fields (a dataclass or
     a mapping) beside the config and provenance (:data:`META_KEYS`)."""
+    fields = to_jsonable(result)
+    clash = sorted(set(fields) & set(META_KEYS))
+    if clash:
+        raise ValueError(f"result field(s) {clash} collide with the results file's own keys {list(META_KEYS)}; "
+                         "rename them in the result class")
     folder = results_dir(cfg, root)
     folder.mkdir(parents=True, exist_ok=True)
     doc = {"name": name, "config": cfg.to_dict(), "written": time.strftime("%Y-%m-%dT%H:%M:%S"),
-           "git_commit": git_commit(), **to_jsonable(result)}
+           "git_commit": git_commit(), **fields}
     path = folder / f"{name}.json"
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(doc, indent=1, sort_keys=False))
