@@ -16,20 +16,12 @@ from activation_wave.data import Prompt, generate_responses
 from activation_wave.layers import to_convention
 from activation_wave.models import Target
 from activation_wave.pipeline import Captured
-from activation_wave.selection import (
-    LayerStats,
-    bootstrap_methods,
-    compartment_of,
-    compartment_table,
-    lambda_choice,
-    method_sets,
-    paired_difference,
-    rank_among_all,
-    select_for_cli,
-    select_layers,
-    stats_from_cache,
-    sweep_lambda,
-)
+from activation_wave.chapters.cka_compartments import compartment_rows
+from activation_wave.layer_stats import LayerStats, stats_from_cache
+from activation_wave.layers import span_of
+from activation_wave.select_cli import select_for_cli
+from activation_wave.selection import lambda_choice, method_sets, rank_among_all, select_layers, sweep_lambda
+from activation_wave.stability import bootstrap_methods, paired_difference
 
 PROMPTS = [Prompt(id=f"q{i}", text=f"Tell me about {i}, then {i + 1}." * (1 + i % 2), category="c", split="train")
            for i in range(8)]
@@ -199,12 +191,13 @@ def test_compartment_helpers():
     C = np.kron(np.eye(2), np.ones((3, 3))) * 0.8 + 0.2
     stats = LayerStats.from_products(range(6), M=C * 100, t=np.full(6, 10.0), cka=C)
     comps = [(0, 2), (3, 5)]
-    assert compartment_of([1, 4, 5], comps) == [1, 2, 2]
-    with pytest.raises(ValueError, match="none of the compartments"):
-        compartment_of([7], comps)
-    table = compartment_table(stats, comps, mark={"default": [2, 4]})
-    assert table["size"].tolist() == [3, 3] and table["default"].tolist() == ["2", "4"]
-    assert np.allclose(table["mean CKA inside"], 1.0) and np.allclose(table["mean CKA to neighbours"], 0.2)
+    assert span_of([1, 4, 5], comps) == [1, 2, 2]
+    with pytest.raises(ValueError, match="none of the spans"):
+        span_of([7], comps)
+    rows = compartment_rows(stats, comps, mark={"default": [2, 4]})
+    assert [r.size for r in rows] == [3, 3] and [r.marks["default"] for r in rows] == [[2], [4]]
+    assert np.allclose([r.mean_cka_inside for r in rows], 1.0)
+    assert np.allclose([r.mean_cka_neighbours for r in rows], 0.2)
 
 
 def test_outlier_helpers_on_a_planted_sink():

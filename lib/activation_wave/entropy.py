@@ -555,21 +555,32 @@ class PairAccumulator:
         return M.numpy(), t.numpy()
 
 
-def renyi2_subset(M: Array, t: Array, subset: Sequence[int]) -> float:
-    """Closed-form ``S_2`` of the concatenation of the layers at positions ``subset``.
+def renyi2_of_sets(M: Array, t: Array, sets: Array) -> np.ndarray:
+    """Closed-form ``S_2`` of the concatenation of each set of layers: THE formula.
 
-    ``-log( sum_{a,b in S} M_ab / (sum_a t_a)^2 )`` with ``M, t`` from
-    :func:`pair_products` (positions index ``M``, not layer ids).
+    ``S_2(S) = -log( sum_{a,b in S} M_ab / (sum_{a in S} t_a)^2 )`` with ``M [L, L]``,
+    ``t [L]`` from :func:`pair_products`; ``sets`` ``[C, k]`` holds positions into ``M``
+    (not layer ids), one set per row. Returns ``[C]`` (nats).
+
+    >>> M, t = np.eye(2), np.ones(2)  # two orthogonal layers, each of rank one
+    >>> np.round(renyi2_of_sets(M, t, [[0], [0, 1]]), 6).tolist()  # log 1, log 2
+    [-0.0, 0.693147]
     """
     M, t = np.asarray(M, dtype=float), np.asarray(t, dtype=float)
-    s = np.asarray(subset, dtype=int)
-    return float(-np.log(M[np.ix_(s, s)].sum() / t[s].sum() ** 2))
+    S = np.asarray(sets, dtype=np.int64)
+    if S.ndim != 2:
+        raise ValueError(f"sets must be a [C, k] array of positions, got shape {S.shape}")
+    return -np.log(M[S[:, :, None], S[:, None, :]].sum((1, 2)) / t[S].sum(1) ** 2)
+
+
+def renyi2_subset(M: Array, t: Array, subset: Sequence[int]) -> float:
+    """Closed-form ``S_2`` of one set of positions (:func:`renyi2_of_sets`)."""
+    return float(renyi2_of_sets(M, t, [list(subset)])[0])
 
 
 def renyi2_from_products(M: Array, t: Array) -> np.ndarray:
-    """Single-layer ``S_2`` ``[L]`` from the diagonal: ``-log(M_aa / t_a^2)``."""
-    M, t = np.asarray(M, dtype=float), np.asarray(t, dtype=float)
-    return -np.log(np.diag(M) / t**2)
+    """Single-layer ``S_2`` ``[L]`` (:func:`renyi2_of_sets` of each layer alone)."""
+    return renyi2_of_sets(M, t, np.arange(np.shape(M)[0])[:, None])
 
 
 def pairwise_renyi2(M: Array, t: Array) -> np.ndarray:
@@ -578,11 +589,11 @@ def pairwise_renyi2(M: Array, t: Array) -> np.ndarray:
     The diagonal is the single-layer ``S_2`` (a layer concatenated with itself
     has the same spectrum).
     """
-    M, t = np.asarray(M, dtype=float), np.asarray(t, dtype=float)
-    d = np.diag(M)
-    num = d[:, None] + d[None, :] + 2 * M
-    out = -np.log(num / (t[:, None] + t[None, :]) ** 2)
-    np.fill_diagonal(out, renyi2_from_products(M, t))
+    L = np.shape(M)[0]
+    out = np.diag(renyi2_from_products(M, t))
+    if L > 1:
+        pairs = subsets(L, 2)
+        out[pairs[:, 0], pairs[:, 1]] = out[pairs[:, 1], pairs[:, 0]] = renyi2_of_sets(M, t, pairs)
     return out
 
 
@@ -628,10 +639,8 @@ def renyi2_all_subsets(
     >>> sets.shape, s2.shape
     ((10, 2), (10,))
     """
-    M, t = np.asarray(M, dtype=float), np.asarray(t, dtype=float)
-    sets = subsets(M.shape[0], k, pool)
-    num = M[sets[:, :, None], sets[:, None, :]].sum((1, 2))
-    return sets, -np.log(num / t[sets].sum(1) ** 2)
+    sets = subsets(np.shape(M)[0], k, pool)
+    return sets, renyi2_of_sets(M, t, sets)
 
 
 # ------------------------------------------------------------ chapter helpers
