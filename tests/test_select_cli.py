@@ -7,59 +7,23 @@ import json
 
 import numpy as np
 import pytest
-import torch
+from helpers import captured
 
 from activation_wave import cli
-from activation_wave.capture import capture
-from activation_wave.config import CaptureConfig, DataConfig, load_config
-from activation_wave.data import Prompt, generate_responses
-from activation_wave.layers import to_convention
-from activation_wave.models import Target
-from activation_wave.pipeline import Captured
 from activation_wave.chapters.cka_compartments import compartment_rows
+from activation_wave.config import load_config
 from activation_wave.layer_stats import LayerStats, stats_from_cache
-from activation_wave.layers import span_of
+from activation_wave.layers import span_of, to_convention
+from activation_wave.pipeline import Captured
 from activation_wave.select_cli import select_for_cli
 from activation_wave.selection import lambda_choice, method_sets, rank_among_all, select_layers, sweep_lambda
 from activation_wave.stability import bootstrap_methods, paired_difference
-
-PROMPTS = [Prompt(id=f"q{i}", text=f"Tell me about {i}, then {i + 1}." * (1 + i % 2), category="c", split="train")
-           for i in range(8)]
-
-
-def _captured(target: Target, tmp_path, name: str) -> Captured:
-    rs, rpath = generate_responses(target, PROMPTS, DataConfig(max_new_tokens=16, batch_size=8), progress=False)
-    cache = capture(target, rs, CaptureConfig(batch_size=8, records_per_shard=4, topk=4), out_dir=tmp_path / name,
-                    progress=False)
-    cfg = load_config("smoke", {"metrics.token_budget": 96, "select.n_random": 2, "select.n_bootstrap": 3}, model=name)
-    return Captured(cfg=cfg, target=target, responses=rs, cache=cache, responses_path=rpath)
 
 
 @pytest.fixture()
 def cap4(tiny_target, tmp_path):
     """A capture of the 4-block tiny Llama: too shallow for the EAGLE-3 default."""
-    return _captured(tiny_target, tmp_path, "tiny-llama")
-
-
-@pytest.fixture(scope="module")
-def tiny_llama8():
-    """An 8-block random Llama (hidden 32): EAGLE-3 default [2, 4, 5]."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(1)
-    cfg = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=8,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      tie_word_embeddings=True)
-    return LlamaForCausalLM(cfg).eval()
-
-
-@pytest.fixture()
-def cap8(tiny_llama8, tiny_tokenizer, tmp_path, monkeypatch):
-    monkeypatch.setenv("WAVE_CACHE", str(tmp_path / "cache"))
-    tiny_llama8.generation_config.eos_token_id = 1
-    target = Target(name="tiny-llama8", model=tiny_llama8, tokenizer=tiny_tokenizer,
-                    provenance={"source": "test", "name": "tiny-llama8", "seed": 1})
-    return _captured(target, tmp_path, "tiny-llama8")
+    return captured(tiny_target, tmp_path, "tiny-llama")
 
 
 def _with(cap: Captured, **select) -> tuple[Captured, object]:

@@ -135,3 +135,18 @@ def run(cfg: StudyConfig, cap: Any) -> CkaCompartmentsResult:
         cka_first_last=float(C[first, keep[-1]]), explained=float(1 - W[len(comps) - 1] / W[0]),
         default_layers=default, default_compartments=len(set(span_of(default, comps))) if default else 0,
         debias_mean=float(diff.mean()), debias_max=float(np.abs(diff).max()))
+
+
+def prose_values(r: CkaCompartmentsResult) -> dict[str, Any]:
+    """The values the chapter's prose quotes, by the names it quotes them."""
+    k = len(r.compartments)
+    return dict(n_tokens=r.n_tokens, k_auto=k, k_elbow=len(r.compartments_elbow), k_max=r.k_max, cka_min=r.cka_min,
+                cka_min_pair=f"{r.cka_min_pair[0]} and {r.cka_min_pair[1]}", cka_adjacent_median=r.cka_adjacent_median,
+                sharpest_from=r.sharpest_step[0], sharpest_to=r.sharpest_step[1], sharpest_value=r.sharpest_value,
+                cka_first_last=r.cka_first_last, compartments_text=span_text(r.compartments), W1=float(r.W[0]),
+                W_auto=float(r.W[k - 1]), explained_auto=r.explained, compartments_elbow_text=span_text(r.compartments_elbow),
+                default_n_compartments=r.default_compartments, default_layers=str(r.default_layers or []),
+                select_k=r.select_k, compartments_k_text=span_text(r.compartments_k), hidden_size=r.hidden_size,
+                debias_mean=r.debias_mean, debias_max=r.debias_max,
+                debias_same="the same" if r.compartments_debiased == r.compartments else "different",
+                compartments_d_text=span_text(r.compartments_debiased))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy.stats import spearmanr
 
 from ..cka import cka_from_products
@@ -160,3 +161,31 @@ def run(cfg: StudyConfig, cap: Any) -> ConcatEntropyResult:
         best_pairs=top_sets(ids, sets2, s2_pairs, single, rho), best_triples=top_sets(ids, sets3, s2_triples, single, rho),
         default=None if dr is None else DefaultRank(layers=default, s2=stats.concat_entropy(default, 2.0), rank=dr["rank"],
                                                     n_sets=dr["n_sets"], percentile=dr["percentile"]))
+
+
+def prose_values(r: ConcatEntropyResult) -> dict[str, Any]:
+    """The values the chapter's prose quotes, by the names it quotes them."""
+    out: dict[str, Any] = dict(
+        t_products=r.seconds_products, n_tokens=r.n_tokens, n_layers_total=len(r.ids), t_all_subsets_ms=r.ms_all_subsets,
+        n_pairs=r.n_pairs, n_triples=r.n_triples, max_abs_diff=r.max_abs_diff, gain_max=r.gain_max, gain_min=r.gain_min,
+        frac_pairs_gain=r.frac_pairs_gain, spearman_gain_rho=r.spearman_gain_rho,
+        spearman_gain_rho_close=r.spearman_gain_rho_close, gap_median=r.gap_median,
+        gain_best_pair=str(r.gain_best_pair), single_best=r.single_best, single_best_layer=r.single_best_layer,
+        best_pair=str(r.best_pairs[0].layers), best_triple=str(r.best_triples[0].layers),
+        best_triple_s2=r.best_triples[0].s2)
+    if r.default is not None:
+        out.update(default_layers=str(r.default.layers), default_s2=r.default.s2, default_rank=r.default.rank,
+                   default_pct=r.default.percentile)
+    return out
+
+
+def check_table(r: ConcatEntropyResult) -> pd.DataFrame:
+    """Closed form against eigen route, one row per set."""
+    return pd.DataFrame([{"set": c.name, "layers": str(c.layers), "S2 closed form": c.s2_closed, "S2 eigen": c.s2_eigen,
+                          "|difference|": c.difference, "S1 eigen": c.s1_eigen} for c in r.check])
+
+
+def top_table(sets: list[TopSet]) -> pd.DataFrame:
+    """The best sets of one size as a table."""
+    return pd.DataFrame([{"rank": s.rank, "layers": str(s.layers), "S2 (nats)": s.s2, "gain over best layer": s.gain,
+                          "mean rho": s.mean_rho} for s in sets])

@@ -39,6 +39,12 @@ class Band:
     def of(cls, band: EntropyBand) -> Band:
         return cls(**{k: v for k, v in band.to_dict().items() if k != "per_prompt"})
 
+    def curve(self) -> EntropyBand:
+        """The band as the plotting functions draw it (mean line and shaded interval)."""
+        return EntropyBand(kind=self.kind, mean=np.asarray(self.mean), lo=np.asarray(self.lo), hi=np.asarray(self.hi),
+                           alpha=self.alpha, n_prompts=self.n_prompts, n_tokens=self.n_tokens, n_boot=self.n_boot,
+                           level=self.level)
+
 
 @dataclass(frozen=True)
 class LayerEntropyResult:
@@ -104,3 +110,19 @@ def run(cfg: StudyConfig, cap: Any) -> LayerEntropyResult:
         spearman_alpha1_alpha2=float(spearmanr(by_order[1.0][keep], by_order[2.0][keep]).statistic),
         argmax_alpha2=landmarks(by_order[2.0], ids, N)["argmax"],
         gap_alpha1_alpha2=float(np.mean(by_order[1.0] - by_order[2.0])))
+
+
+def prose_values(r: LayerEntropyResult) -> dict[str, Any]:
+    """The values the chapter's prose quotes, by the names it quotes them."""
+    ds, ps = r.dataset_summary, r.prompt_summary
+    out = {f"ds_{k}": ds[k] for k in ("first", "max", "argmax", "drop", "drop_from", "drop_to")}
+    out.update(n_tokens=r.n_tokens, n_prompts=r.n_prompts, alpha=r.alpha, hidden_size=r.hidden_size, N=r.n_layers,
+               ds_last_normed=float(r.dataset.mean[-1]), ds_before_last=float(r.dataset.mean[-2]),
+               ps_first=ps["first"], ps_max=ps["max"], ps_argmax=ps["argmax"], ps_below=r.prompt_below_dataset,
+               n_ids=len(r.ids), ds_band=r.band_width, drop_vs_band="larger" if ds["drop"] > r.band_width else "smaller",
+               mean_prompt_tokens=r.n_tokens / r.n_prompts, n_boot_prompt=r.prompt.n_boot,
+               n_boot_dataset=r.dataset.n_boot, ds_min_max=r.normalized_max["dataset"],
+               ps_min_max=r.normalized_max["prompt"], log_n_dataset=float(np.log(r.n_tokens)),
+               log_d=float(np.log(r.hidden_size)), n_per_prompt=r.tokens_per_prompt, rho_1_2=r.spearman_alpha1_alpha2,
+               argmax_alpha2=r.argmax_alpha2, gap_1_2=r.gap_alpha1_alpha2)
+    return out

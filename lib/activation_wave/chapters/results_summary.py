@@ -139,9 +139,9 @@ def depth_split(tri: list[dict[str, Any]], n_layers: int) -> DepthSplit:
                       float(np.mean(early)) if early else None)
 
 
-def run(cfg: StudyConfig, root: str | Path | None = None) -> ResultsSummary:
-    """Chapter 8 from the results files of chapters 0-7."""
-    ch = load_chapters(cfg, root)
+def run(cfg: StudyConfig, root: str | Path | None = None, *, chapters: Chapters | None = None) -> ResultsSummary:
+    """Chapter 8 from the results files of chapters 0-7 (or from ``chapters`` already loaded)."""
+    ch = load_chapters(cfg, root) if chapters is None else chapters
     tri = triples(ch)
     t3 = [r["tau"] for r in tri]
     summary = ch.drafters["summary"]
