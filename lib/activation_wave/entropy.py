@@ -658,14 +658,14 @@ def set_compute_threads(n: int = 1) -> int:
     return old
 
 
-def profile_summary(values: Array, ids: Sequence[int] | None = None, *, skip_last: bool = False) -> dict:
+def profile_summary(values: Array, ids: Sequence[int] | None = None) -> dict:
     """Landmarks of a per-layer profile ``[L]`` (e.g. entropy over depth), for prose.
 
     Returns ``first`` / ``last`` values, ``max`` / ``min`` with their layer ids, and the
     largest fall between consecutive layers (``drop``: size > 0 for a fall, ``drop_to``:
-    the layer id after it, ``drop_from``: the one before). ``skip_last=True`` leaves out
-    the last layer (the final-normed entry ``N`` of Llama/Gemma models, which sits on
-    another scale). Plain Python numbers, ready for ``glue`` and JSON.
+    the layer id after it, ``drop_from``: the one before). Plain Python numbers, ready
+    for ``glue`` and JSON. Chapters pass the entries on one scale
+    (:func:`activation_wave.layers.profile_positions`), the final-normed one aside.
 
     >>> profile_summary([4.0, 4.5, 1.2, 3.9], [0, 1, 2, 3])["drop_to"]
     2
@@ -674,8 +674,6 @@ def profile_summary(values: Array, ids: Sequence[int] | None = None, *, skip_las
     ids = list(range(len(v))) if ids is None else [int(i) for i in ids]
     if len(ids) != len(v):
         raise ValueError(f"ids has {len(ids)} entries for {len(v)} values")
-    if skip_last:
-        v, ids = v[:-1], ids[:-1]
     if len(v) == 0:
         raise ValueError("profile_summary needs at least one value")
     steps = v[:-1] - v[1:] if len(v) > 1 else np.zeros(1)
@@ -686,3 +684,16 @@ def profile_summary(values: Array, ids: Sequence[int] | None = None, *, skip_las
         "min": float(v.min()), "argmin": ids[int(np.argmin(v))],
         "drop": float(steps[j]), "drop_from": ids[j], "drop_to": ids[min(j + 1, len(ids) - 1)],
     }
+
+
+def depth_landmarks(values: Array, ids: Sequence[int], n_layers: int) -> dict:
+    """:func:`profile_summary` of the entries of a depth profile on one scale: every layer
+    id but the final-normed entry (:func:`activation_wave.layers.profile_positions`).
+
+    >>> depth_landmarks([4.0, 4.5, 1.2, 3.9, 0.5], [0, 1, 2, 3, 4], 4)["min"]
+    1.2
+    """
+    from .layers import profile_positions
+
+    keep = profile_positions(ids, n_layers)
+    return profile_summary(np.asarray(values, dtype=float)[keep], [int(ids[p]) for p in keep])

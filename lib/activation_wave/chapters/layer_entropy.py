@@ -13,7 +13,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from ..config import StudyConfig
-from ..entropy import (EntropyBand, dataset_entropy, normalized, profile_summary, prompt_entropy, renyi_entropy,
+from ..entropy import (EntropyBand, dataset_entropy, depth_landmarks, normalized, prompt_entropy, renyi_entropy,
                        spectrum)
 from ..layers import profile_positions
 
@@ -72,13 +72,6 @@ class LayerEntropyResult:
     gap_alpha1_alpha2: float
 
 
-def landmarks(values: Any, ids: list[int], n_layers: int) -> dict[str, Any]:
-    """:func:`~activation_wave.entropy.profile_summary` of the entries on one scale
-    (the final-normed entry aside)."""
-    keep = profile_positions(ids, n_layers)
-    return profile_summary(np.asarray(values, dtype=float)[keep], [ids[p] for p in keep])
-
-
 def renyi_orders(H: Any, alpha: float) -> dict[float, np.ndarray]:
     """Dataset entropy of every layer for the orders 1, 2, ``alpha`` and infinity."""
     orders = sorted({1.0, 2.0, float(alpha), float("inf")})
@@ -101,14 +94,14 @@ def run(cfg: StudyConfig, cap: Any) -> LayerEntropyResult:
     return LayerEntropyResult(
         alpha=float(m.alpha), ids=ids, n_layers=N, n_tokens=int(n_tokens), n_prompts=int(n_prompts), hidden_size=int(d),
         prompt=Band.of(prompt), dataset=Band.of(dataset),
-        dataset_summary=landmarks(dataset.mean, ids, N), prompt_summary=landmarks(prompt.mean, ids, N),
+        dataset_summary=depth_landmarks(dataset.mean, ids, N), prompt_summary=depth_landmarks(prompt.mean, ids, N),
         band_width=float(np.mean(dataset.hi - dataset.lo)), prompt_below_dataset=int((prompt.mean < dataset.mean).sum()),
         tokens_per_prompt=int(per_prompt),
         normalized_max={"dataset": float(np.max(normalized(dataset.mean, n_tokens, d, "min")[keep])),
                         "prompt": float(np.max(normalized(prompt.mean, per_prompt, d, "min")[keep]))},
         orders={f"{a:g}": v.tolist() for a, v in by_order.items()},
         spearman_alpha1_alpha2=float(spearmanr(by_order[1.0][keep], by_order[2.0][keep]).statistic),
-        argmax_alpha2=landmarks(by_order[2.0], ids, N)["argmax"],
+        argmax_alpha2=depth_landmarks(by_order[2.0], ids, N)["argmax"],
         gap_alpha1_alpha2=float(np.mean(by_order[1.0] - by_order[2.0])))
 
 

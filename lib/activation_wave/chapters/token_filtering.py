@@ -19,7 +19,7 @@ from scipy.stats import spearmanr
 
 from ..cka import cka_matrix, segment_compartments
 from ..config import StudyConfig
-from ..entropy import layer_entropies, profile_summary
+from ..entropy import depth_landmarks, layer_entropies
 from ..filtering import (apply_mask, compare_conditions, massive_tokens, outlier_conditions, response_offsets,
                          token_count_stability, token_entropy_mask, token_ids_at, token_norms)
 from ..layers import profile_positions, span_text
@@ -64,9 +64,8 @@ def cliff_of(entropy: Sequence[float], ids: Sequence[int], n_layers: int) -> Cli
     """
     keep = profile_positions(ids, n_layers)
     v = np.asarray(entropy, dtype=float)[keep]
-    kept_ids = [int(ids[p]) for p in keep]
-    s = profile_summary(v, kept_ids)
-    j = kept_ids.index(s["drop_to"])
+    s = depth_landmarks(entropy, ids, n_layers)
+    j = [int(ids[p]) for p in keep].index(s["drop_to"])
     return Cliff(drop=s["drop"], from_layer=s["drop_from"], to_layer=s["drop_to"],
                  before=float(v[j - 1]) if j > 0 else float(v[j]), after=float(v[j]),
                  recovery=float(v[-1] - v[j]))
@@ -76,11 +75,6 @@ def _profile_rho(a: Sequence[float], b: Sequence[float], ids: Sequence[int], n_l
     """Spearman correlation over layers of two depth profiles (normed entry aside)."""
     keep = profile_positions(ids, n_layers)
     return float(spearmanr(np.asarray(a)[keep], np.asarray(b)[keep]).statistic)
-
-
-def _summary(values: Sequence[float], ids: Sequence[int], n_layers: int) -> dict[str, Any]:
-    keep = profile_positions(ids, n_layers)
-    return profile_summary(np.asarray(values, dtype=float)[keep], [int(ids[p]) for p in keep])
 
 
 @dataclass(frozen=True)
@@ -226,7 +220,7 @@ def entropy_filter(H: Any, next_entropy: np.ndarray, ids: list[int], n_layers: i
         median_entropy=float(np.median(next_entropy)), entropy={k: v.tolist() for k, v in E.items()},
         d_kept_mean=float((E["kept"] - E["random"]).mean()), d_dropped_mean=float((E["dropped"] - E["random"]).mean()),
         rho_kept_all=_profile_rho(E["kept"], E["all"], ids, n_layers),
-        kept_argmax=_summary(E["kept"], ids, n_layers)["argmax"], all_argmax=_summary(E["all"], ids, n_layers)["argmax"],
+        kept_argmax=depth_landmarks(E["kept"], ids, n_layers)["argmax"], all_argmax=depth_landmarks(E["all"], ids, n_layers)["argmax"],
         cka_all=C_all.tolist(), cka_kept=C_hi.tolist(),
         compartments_all=segment_compartments(C_all, ids=ids, k_max=k_max),
         compartments_kept=segment_compartments(C_hi, ids=ids, k_max=k_max),
@@ -243,11 +237,13 @@ def budget_sizes(n_kept: int) -> list[int]:
     return sorted(set([s for s in (32, 64, 128, 256, 512, 1024) if s < n_kept] + [min(n_kept, 1024)]))
 
 
-def token_budget(H: Any, keep: np.ndarray, *, alpha: float, seed: int, n_rep: int = 3) -> TokenBudget:
-    """:func:`~activation_wave.filtering.token_count_stability` of all and of the kept tokens."""
+def token_budget(H: Any, keep: np.ndarray, profile: Sequence[int], *, alpha: float, seed: int,
+                 n_rep: int = 3) -> TokenBudget:
+    """:func:`~activation_wave.filtering.token_count_stability` of all and of the kept tokens
+    (``profile``: positions of the layers whose entropy ranking is compared)."""
     sizes = budget_sizes(int(keep.sum()))
     measures = ("profile_corr", "entropy_shift", "cka_mad", "same_compartments")
-    st = {name: token_count_stability(X, sizes, n_rep=n_rep, seed=seed, alpha=alpha)
+    st = {name: token_count_stability(X, sizes, n_rep=n_rep, seed=seed, alpha=alpha, profile=profile)
           for name, X in (("all", H), ("kept", H[:, keep]))}
     return TokenBudget(sizes=sizes, **{name: {m: s[m].tolist() for m in measures} for name, s in st.items()})
 
@@ -287,7 +283,7 @@ def sink_analysis(cache: Any, tokenizer: Any, cfg: StudyConfig, ids: list[int], 
     ref = conds["all"].entropy
     cliff = cliff_of(ref, ids, n_layers)
     at = ids.index(cliff.to_layer)
-    drops = {k: _summary(c.entropy, ids, n_layers)["drop"] for k, c in conds.items()}
+    drops = {k: depth_landmarks(c.entropy, ids, n_layers)["drop"] for k, c in conds.items()}
     keep = profile_positions(ids, n_layers)
     effect = np.abs(np.asarray(ref) - np.asarray(conds["no_first"].entropy))[keep]
     return SinkAnalysis(
@@ -337,7 +333,7 @@ def response_outliers(cache: Any, tokenizer: Any, sample: Any, cfg: StudyConfig,
     comp_norm = span_text(spans_norm)
     rows.append(NormSweepRow("none, row-normalised CKA", 0, 0.0, "", comp_norm))
     ref = np.asarray(conds["all"].entropy)
-    drops = [_summary(c.entropy, ids, n_layers)["drop"] for c in conds.values()]
+    drops = [depth_landmarks(c.entropy, ids, n_layers)["drop"] for c in conds.values()]
     return ResponseOutliers(
         conditions=conds, response_ratio=ratio.max(axis=1).tolist(), response_peak=float(ratio.max()),
         response_peak_layer=int(ids[int(np.argmax(ratio.max(axis=1)))]),
@@ -410,6 +406,6 @@ def run(cfg: StudyConfig, cap: Any) -> TokenFilteringResult:
     keep = token_entropy_mask(sample.next_entropy, quantile=m.filter_quantile)
     return TokenFilteringResult(
         ids=ids, n_layers=N, alpha=float(m.alpha), n_tokens=int(H.shape[1]), next_entropy=sample.next_entropy.tolist(),
-        filter=filt, budget=token_budget(H, keep, alpha=m.alpha, seed=m.seed),
+        filter=filt, budget=token_budget(H, keep, profile_positions(ids, N), alpha=m.alpha, seed=m.seed),
         sink=sink_analysis(cache, tok, cfg, ids, N, k_max),
         response=response_outliers(cache, tok, sample, cfg, ids, N, k_max, np.asarray(filt.cka_all)))
