@@ -77,7 +77,8 @@ cfg, cap = open_chapter(profile, model, overrides)
 
 # %%
 cond = ch.conditions(cap.cache, cfg)  # LayerStats of the filtered and the unfiltered tokens of one sample
-print(select_layers(cond["filtered" if cfg.select.filtered else "unfiltered"].stats, cfg.select.k, "exhaustive"))
+sel = select_layers(cond["filtered" if cfg.select.filtered else "unfiltered"].stats, cfg.select.k, "exhaustive")
+print(f"exhaustive: layers {list(sel.ids)}, S2 = {sel.scores['renyi2']:.3f} nats")
 r = ch.run(cfg, cap, cond)  # every rule, size, bootstrap and comparison: activation_wave/chapters/layer_selection.py
 _ = save_result("05_layer_selection", r, cfg, results_root or None)
 glue_values(**ch.prose_values(r))

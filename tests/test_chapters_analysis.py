@@ -161,3 +161,26 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
     assert key.default_percentile == pytest.approx(r5.default_row.percentile) and key.lossless
     assert key.rho_deepest == pytest.approx(deepest[0]) and key.n_layers == 8
     assert list(landing.key_sets(chapters))[0] == "exhaustive"
+
+
+def test_tables_for_reading():
+    import pandas as pd
+
+    from activation_wave.tables import format_table
+
+    html = format_table(pd.DataFrame({"x": [0.957, 1e-7], "share": [0.5, 0.25], "n": [3, 4]}), {"share": "{:.0%}"}).to_html()
+    assert "0.957" in html and "0.000" in html and "50%" in html and "e-0" not in html
+
+
+def test_open_chapter_without_a_capture():
+    import torch
+
+    from activation_wave.pipeline import open_chapter
+
+    old = torch.get_num_threads()
+    try:
+        cfg, cap = open_chapter("smoke", "", '{"metrics.token_budget": 64}', capture=False, threads=1)
+        assert cap is None and cfg.metrics.token_budget == 64 and cfg.profile == "smoke"
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(old)
