@@ -216,7 +216,7 @@ def run(cfg: StudyConfig, cap: Any, cond: dict[str, CacheStats] | None = None) -
     scores = {r.name: {**score_set(stats, r.ids, alpha=sc.alpha, lam=sc.lam if r.name == "combined" else 0.0),
                        **rank_among_all(stats, r.ids), f"renyi2_{other_name}": r.renyi2_other} for r in ranked}
     by_k = sets_by_size(cond, cfg)
-    k3 = by_k.get("3", {})
+    same_k = by_k.get(str(sc.k), {})
     stab, stab_rows, paired = stability(cond, cfg, default)
     comps = stats.compartments
     return LayerSelectionResult(
@@ -225,7 +225,7 @@ def run(cfg: StudyConfig, cap: Any, cond: dict[str, CacheStats] | None = None) -
         n_tokens=main.n_tokens, n_tokens_other=other.n_tokens, alpha=float(sc.alpha), lam=float(sc.lam),
         sets={m: list(s) for m, s in sets.items()}, scores=scores, default_layers=default, ranking=ranked,
         by_k=by_k,
-        same_with_and_without_filter=same_sets(k3.get("filtered", {}), k3.get("unfiltered", {}), DATA_RULES),
+        same_with_and_without_filter=same_sets(same_k.get("filtered", {}), same_k.get("unfiltered", {}), DATA_RULES),
         greedy_nested=nested(by_k, main_name, "entropy-greedy"), exhaustive_nested=nested(by_k, main_name, "exhaustive"),
         lambda_sweep=[{**r, "ids": list(r["ids"])} for r in sweep.to_dict("records")],
         lambda_choice=lambda_choice(sweep, sc.lam),
