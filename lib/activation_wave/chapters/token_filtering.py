@@ -249,6 +249,8 @@ def token_budget(H: Any, keep: np.ndarray, profile: Sequence[int], *, alpha: flo
 
 
 def _conditions(res: Mapping[str, dict], ids: list[int], k_max: int) -> dict[str, OutlierCondition]:
+    """:func:`~activation_wave.filtering.compare_conditions`' output as result objects keyed
+    by :data:`CONDITION_KEYS` (compartments wherever CKA was computed)."""
     out = {}
     for key, (label, v) in zip(CONDITION_KEYS, res.items()):
         C = v["cka"]
@@ -314,7 +316,8 @@ def response_outliers(cache: Any, tokenizer: Any, sample: Any, cfg: StudyConfig,
     ratio = norms / np.median(norms, axis=1, keepdims=True)
     offsets = response_offsets(sample.position, sample.record, cache.records)
     conds = _conditions(compare_conditions(H, outlier_conditions(
-        offsets, norms, drop_first=max(1, m.drop_first), massive_factor=m.massive_factor), alpha=m.alpha), ids, k_max)
+        offsets, norms, drop_first=max(1, m.drop_first), massive_factor=m.massive_factor), alpha=m.alpha, cka=False),
+        ids, k_max)
     comp_all = span_text(segment_compartments(cka_all, ids=ids, k_max=k_max))
     rows = [NormSweepRow("none (plain CKA)", 0, 0.0, "", comp_all)]
     C_low, f_low = None, None
