@@ -41,9 +41,6 @@ from activation_wave.results import save_result
 from activation_wave.tables import format_table
 
 cfg, cap = open_chapter(profile, model, overrides)
-r = ch.run(cfg, cap)  # CKA, its compartments and the debiased estimator: activation_wave/chapters/cka_compartments.py
-_ = save_result("03_cka_compartments", r, cfg, results_root or None)
-glue_values(**ch.prose_values(r))
 
 # %% [markdown]
 # ## The CKA map
@@ -57,6 +54,9 @@ glue_values(**ch.prose_values(r))
 # ```
 
 # %%
+r = ch.run(cfg, cap)  # CKA, its compartments and the debiased estimator: activation_wave/chapters/cka_compartments.py
+_ = save_result("03_cka_compartments", r, cfg, results_root or None)
+glue_values(**ch.prose_values(r))
 glue_figure("fig_cka", plot_cka(r.ids, r.cka, compartments=r.compartments))
 
 # %% [markdown]
