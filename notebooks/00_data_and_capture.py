@@ -2,6 +2,11 @@
 # jupyter:
 #   jupytext:
 #     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -22,23 +27,20 @@ model = ""
 results_root = ""
 overrides = "{}"
 
-# %%
-import matplotlib.pyplot as plt
-import numpy as np
+# %% tags=["hide-input"]
 from IPython.display import Markdown, display
-from myst_nb import glue
 
-from activation_wave.capture import norm_profile
+from activation_wave.book import glue_figure, glue_values
+from activation_wave.chapters import data_and_capture as ch
 from activation_wave.data import response_table
-from activation_wave.layers import eagle3_default_layers
-from activation_wave.pipeline import notebook_config, run_capture, save_results
+from activation_wave.pipeline import open_chapter
 from activation_wave.plots.capture import plot_norm_profile, plot_response_lengths
+from activation_wave.results import save_result
+from activation_wave.tables import format_table, key_value_markdown
 
-cfg = notebook_config(profile, model, overrides)
-cap = run_capture(cfg, progress=False)
-target, cache = cap.target, cap.cache
-N = target.n_layers
-print(cache.summary())
+cfg, cap = open_chapter(profile, model, overrides)
+r = ch.run(cfg, cap)  # model facts, capture size, token norms: activation_wave/chapters/data_and_capture.py
+_ = save_result("00_data_and_capture", r, cfg, results_root or None)
 
 # %% [markdown]
 # ## The target model
@@ -48,13 +50,9 @@ print(cache.summary())
 # $i$ is the output of decoder block $i-1$, and index $N$ is the last entry, to which
 # Llama-family models in transformers have already applied the final RMSNorm.
 
-# %%
-info = {"model": cfg.model, "fingerprint": target.fingerprint, "decoder blocks N": N,
-        "hidden size": target.hidden_size, "vocabulary": target.vocab_size,
-        "layer indices": f"0..{N}", "EAGLE-3 default [2, N//2, N-3]": str(eagle3_default_layers(N))}
-display(Markdown("\n".join(["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in info.items()])))
-glue("n_layers", N, display=False)
-glue("default_layers", str(eagle3_default_layers(N)), display=False)
+# %% tags=["remove-input"]
+display(Markdown(key_value_markdown(r.info.table())))
+glue_values(n_layers=r.info.n_layers, default_layers=str(r.info.default_layers))
 
 # %% [markdown]
 # ## Prompts and the target's responses
@@ -65,17 +63,11 @@ glue("default_layers", str(eagle3_default_layers(N)), display=False)
 # train on `train` and are evaluated on `eval`. Responses are the target's greedy
 # continuations of each chat-templated prompt, capped at the profile's length.
 
-# %%
-table = response_table(cap.responses)
-display(table)
+# %% tags=["remove-input"]
+display(format_table(response_table(cap.responses), {"prompt_tokens": "{:.1f}", "response_tokens": "{:.1f}", "ended_with_eos": "{:.0%}"}))
 
-# %%
-lengths = {}
-for r in cap.responses:
-    lengths.setdefault(r.source, []).append(len(r.response_ids))
-fig = plot_response_lengths(lengths)
-glue("fig_response_lengths", fig, display=False)
-plt.close(fig)
+# %% tags=["remove-input"]
+glue_figure("fig_response_lengths", plot_response_lengths(ch.response_lengths(cap.responses)))
 
 # %% [markdown]
 # ```{glue:figure} fig_response_lengths
@@ -87,12 +79,9 @@ plt.close(fig)
 #
 # A few responses, as the target wrote them (truncated):
 
-# %%
-rng = np.random.default_rng(0)
-for i in sorted(rng.choice(len(cap.responses), size=min(4, len(cap.responses)), replace=False)):
-    r = cap.responses[i]
-    text = r.text.strip().replace("\n", " ")
-    display(Markdown(f"**{r.id}** ({r.category}, {r.split}, {len(r.response_ids)} tokens): {text[:300]}{'…' if len(text) > 300 else ''}"))
+# %% tags=["remove-input"]
+for line in ch.example_responses(cap.responses):
+    display(Markdown(line))
 
 # %% [markdown]
 # ## What the capture holds
@@ -104,14 +93,11 @@ for i in sorted(rng.choice(len(cap.responses), size=min(4, len(cap.responses)), 
 # response token. Shards are safetensors files with a sha256 in a manifest written last,
 # so an interrupted capture resumes and a corrupted shard is rebuilt.
 
-# %%
-m = cache.manifest
-dtypes = sorted({d for s in m["shards"] for d in s["dtypes"].values()})
-summary = {"records": len(m["records"]), "tokens": m["n_tokens"], "response_positions": m["n_loss_tokens"],
-           "shards": len(m["shards"]), "disk_MiB": round(cache.disk_bytes() / 2**20), "storage_dtypes": dtypes}
-display(Markdown("\n".join(["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in summary.items()])))
-for k in ("records", "tokens", "response_positions", "disk_MiB"):
-    glue(k, summary[k], display=False)
+# %% tags=["remove-input"]
+s = r.summary
+display(Markdown(key_value_markdown({"records": s.records, "tokens": s.tokens, "response_positions": s.response_positions,
+                                     "shards": s.shards, "disk_MiB": s.disk_mib, "storage_dtypes": s.storage_dtypes})))
+glue_values(records=s.records, tokens=s.tokens, response_positions=s.response_positions, disk_MiB=s.disk_mib)
 
 # %% [markdown]
 # ## A first look: token norms across depth
@@ -122,15 +108,9 @@ for k in ("records", "tokens", "response_positions", "disk_MiB"):
 # which usually sit on the first token or on delimiter tokens. They matter for every
 # statistic that centres the hidden states over tokens; chapter 4 takes them up.
 
-# %%
-sample = cache.sample_tokens(cfg.metrics.token_budget, seed=cfg.metrics.seed)
-prof = norm_profile(sample.hidden)
-fig = plot_norm_profile(prof, sample.layers)
-glue("fig_norm_profile", fig, display=False)
-plt.close(fig)
-ratio = prof["max_norm"] / prof["median_norm"]
-glue("max_norm_ratio", float(ratio.max()), display=False)
-glue("max_norm_ratio_layer", int(np.argmax(ratio)), display=False)
+# %% tags=["remove-input"]
+glue_figure("fig_norm_profile", plot_norm_profile(r.norm_profile, r.layers))
+glue_values(max_norm_ratio=r.max_norm_ratio, max_norm_ratio_layer=r.max_norm_ratio_layer)
 
 # %% [markdown]
 # ```{glue:figure} fig_norm_profile
@@ -140,9 +120,3 @@ glue("max_norm_ratio_layer", int(np.argmax(ratio)), display=False)
 # 99th percentile and maximum. The largest max/median ratio is
 # {glue:text}`max_norm_ratio:.0f`x, at layer index {glue:text}`max_norm_ratio_layer`.
 # ```
-
-# %%
-_ = save_results("00_data_and_capture", {"info": info, "summary": summary,
-                                     "norm_profile": {k: v for k, v in prof.items()},
-                                     "responses_file": cap.responses_path.name,
-                                     "capture_dir": cache.path.name}, cfg, results_root or None)

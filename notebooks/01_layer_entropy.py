@@ -2,6 +2,11 @@
 # jupyter:
 #   jupytext:
 #     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -24,33 +29,14 @@ model = ""
 results_root = ""
 overrides = "{}"
 
-# %%
-import matplotlib.pyplot as plt
-import numpy as np
-from myst_nb import glue
-from scipy.stats import spearmanr
-
-from activation_wave.entropy import (dataset_entropy, normalized, profile_summary, prompt_entropy, renyi_entropy,
-                                     set_compute_threads, spectrum)
-from activation_wave.pipeline import notebook_config, run_capture, save_results
+# %% tags=["hide-input"]
+from activation_wave.book import glue_figure, glue_values
+from activation_wave.chapters import layer_entropy as ch
+from activation_wave.pipeline import open_chapter
 from activation_wave.plots import plot_entropy_depth, plot_entropy_normalisations
+from activation_wave.results import save_result
 
-cfg = notebook_config(profile, model, overrides)
-set_compute_threads(1)  # the eigensolver is faster on one thread on a small shared CPU
-cap = run_capture(cfg, progress=False)
-cache = cap.cache
-N, d = cache.n_layers, cap.target.hidden_size
-alpha = cfg.metrics.alpha
-sample = cache.sample_tokens(cfg.metrics.token_budget, seed=cfg.metrics.seed, min_position=cfg.metrics.drop_first)
-H, groups, ids = sample.hidden, sample.record, sample.layers
-n_tokens, n_prompts = H.shape[1], len(np.unique(groups))
-print(cache.summary())
-print(f"sample: {n_tokens} response positions from {n_prompts} prompts; alpha = {alpha}")
-glue("n_tokens", n_tokens, display=False)
-glue("n_prompts", n_prompts, display=False)
-glue("alpha", float(alpha), display=False)
-glue("hidden_size", d, display=False)
-glue("N", N, display=False)
+cfg, cap = open_chapter(profile, model, overrides)
 
 # %% [markdown]
 # ## The tokens
@@ -70,30 +56,13 @@ glue("N", N, display=False)
 # it has fewer replicates).
 
 # %%
-prompt = prompt_entropy(H, groups, alpha, n_boot=cfg.metrics.n_bootstrap, seed=cfg.metrics.seed)
-dataset = dataset_entropy(H, groups, alpha, n_boot=cfg.metrics.n_bootstrap_pooled, seed=cfg.metrics.seed)
-curves = {"dataset entropy (pooled tokens)": dataset, "prompt entropy (mean over prompts)": prompt}
-fig = plot_entropy_depth(ids, curves, title=f"Matrix entropy over depth (alpha = {alpha:g})")
-glue("fig_entropy_depth", fig, display=False)
-plt.close(fig)
-
-ds = profile_summary(dataset.mean, ids, skip_last=True)  # the last entry is normed: described on its own
-ps = profile_summary(prompt.mean, ids, skip_last=True)
-band = float(np.mean(dataset.hi - dataset.lo))
-for key in ("first", "max", "argmax", "drop", "drop_from", "drop_to"):
-    glue(f"ds_{key}", ds[key], display=False)
-glue("ds_last_normed", float(dataset.mean[-1]), display=False)
-glue("ds_before_last", float(dataset.mean[-2]), display=False)
-glue("ps_first", ps["first"], display=False)
-glue("ps_max", ps["max"], display=False)
-glue("ps_argmax", ps["argmax"], display=False)
-glue("ps_below", int((prompt.mean < dataset.mean).sum()), display=False)
-glue("n_ids", len(ids), display=False)
-glue("ds_band", band, display=False)
-glue("drop_vs_band", "larger" if ds["drop"] > band else "smaller", display=False)
-glue("mean_prompt_tokens", n_tokens / n_prompts, display=False)
-glue("n_boot_prompt", prompt.n_boot, display=False)
-glue("n_boot_dataset", dataset.n_boot, display=False)
+r = ch.run(cfg, cap)  # prompt_entropy, dataset_entropy and the Renyi orders: activation_wave/chapters/layer_entropy.py
+_ = save_result("01_layer_entropy", r, cfg, results_root or None)
+print(f"sample: {r.n_tokens} response positions from {r.n_prompts} prompts; alpha = {r.alpha}")
+glue_values(**ch.prose_values(r))
+curves = {"dataset entropy (pooled tokens)": r.dataset.curve(), "prompt entropy (mean over prompts)": r.prompt.curve()}
+glue_figure("fig_entropy_depth", plot_entropy_depth(r.ids, curves,
+                                                    title=f"Matrix entropy over depth (alpha = {r.alpha:g})"))
 
 # %% [markdown]
 # ## Entropy of every layer
@@ -125,18 +94,8 @@ glue("n_boot_dataset", dataset.n_boot, display=False)
 # two curves are compared by their *shape*, not their level. The normalisations below put
 # the levels on a common scale.
 
-# %%
-n_per_prompt = max(2, round(prompt.n_tokens / prompt.n_prompts))
-fig = plot_entropy_normalisations(ids, curves, d=d)
-glue("fig_entropy_normalised", fig, display=False)
-plt.close(fig)
-ds_min = normalized(dataset.mean, n_tokens, d, "min")
-ps_min = normalized(prompt.mean, n_per_prompt, d, "min")
-glue("ds_min_max", float(np.max(ds_min[:-1])), display=False)
-glue("ps_min_max", float(np.max(ps_min[:-1])), display=False)
-glue("log_n_dataset", float(np.log(n_tokens)), display=False)
-glue("log_d", float(np.log(d)), display=False)
-glue("n_per_prompt", n_per_prompt, display=False)
+# %% tags=["remove-input"]
+glue_figure("fig_entropy_normalised", plot_entropy_normalisations(r.ids, curves, d=r.hidden_size))
 
 # %% [markdown]
 # ## Normalised entropy
@@ -165,19 +124,9 @@ glue("n_per_prompt", n_per_prompt, display=False)
 # says as much about how few tokens each prompt contributes as about the layer. The rest of the study uses pooled statistics, like
 # dataset entropy: they are what a drafter meets, tokens from many different contexts.
 
-# %%
-orders = sorted({1.0, 2.0, float(alpha), float("inf")})
-spectra = [spectrum(H[i]) for i in range(len(ids))]
-by_order = {a: np.array([renyi_entropy(p, a) for p in spectra]) for a in orders}
-fig = plot_entropy_depth(ids, {f"alpha = {a:g}": v for a, v in by_order.items()},
-                         title="Dataset entropy for several Renyi orders")
-glue("fig_entropy_orders", fig, display=False)
-plt.close(fig)
-rho = spearmanr(by_order[1.0][:-1], by_order[2.0][:-1]).statistic
-argmax_2 = profile_summary(by_order[2.0], ids, skip_last=True)["argmax"]
-glue("rho_1_2", float(rho), display=False)
-glue("argmax_alpha2", argmax_2, display=False)
-glue("gap_1_2", float(np.mean(by_order[1.0] - by_order[2.0])), display=False)
+# %% tags=["remove-input"]
+glue_figure("fig_entropy_orders", plot_entropy_depth(r.ids, {f"alpha = {a}": v for a, v in r.orders.items()},
+                                                     title="Dataset entropy for several Renyi orders"))
 
 # %% [markdown]
 # ## Does the Rényi order matter?
@@ -199,12 +148,3 @@ glue("gap_1_2", float(np.mean(by_order[1.0] - by_order[2.0])), display=False)
 # layers 0 to $N-1$. Order 2 puts its maximum at layer {glue:text}`argmax_alpha2:d`
 # (order 1: layer {glue:text}`ds_argmax:d`). How much an outlier token, rather than the
 # bulk of the tokens, shapes these curves is the subject of {doc}`04_token_filtering`.
-
-# %%
-_ = save_results("01_layer_entropy", {
-    "alpha": alpha, "ids": ids, "n_tokens": n_tokens, "n_prompts": n_prompts, "hidden_size": d,
-    "prompt": {k: v for k, v in prompt.to_dict().items() if k != "per_prompt"},
-    "dataset": dataset.to_dict(),
-    "orders": {f"{a:g}": v for a, v in by_order.items()},
-    "summary": {"dataset": ds, "prompt": ps, "band_width": band, "spearman_alpha1_alpha2": float(rho)},
-}, cfg, results_root or None)

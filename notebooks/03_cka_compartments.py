@@ -2,6 +2,11 @@
 # jupyter:
 #   jupytext:
 #     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -25,42 +30,17 @@ model = ""
 results_root = ""
 overrides = "{}"
 
-# %%
-import matplotlib.pyplot as plt
-import numpy as np
+# %% tags=["hide-input"]
 from IPython.display import display
-from myst_nb import glue
 
-from activation_wave.cka import cka_matrix, compartment_costs, segment_compartments
-from activation_wave.entropy import set_compute_threads
-from activation_wave.layers import eagle3_default_layers
-from activation_wave.pipeline import notebook_config, run_capture, save_results
+from activation_wave.book import glue_figure, glue_values
+from activation_wave.chapters import cka_compartments as ch
+from activation_wave.pipeline import open_chapter
 from activation_wave.plots import plot_cka, plot_cka_grid, plot_compartment_elbow
-from activation_wave.selection import LayerStats, compartment_table
+from activation_wave.results import save_result
+from activation_wave.tables import format_table
 
-cfg = notebook_config(profile, model, overrides)
-set_compute_threads(1)
-cap = run_capture(cfg, progress=False)
-cache = cap.cache
-N = cache.n_layers
-sample = cache.sample_tokens(cfg.metrics.token_budget, seed=cfg.metrics.seed, min_position=cfg.metrics.drop_first)
-H, ids = sample.hidden, sample.layers
-stats = LayerStats.from_hidden(H, ids, N)
-C = stats.cka  # plain linear CKA of the mean-centred hidden states
-Cd = cka_matrix(H, debiased=True)
-k_max = min(len(ids), 12)
-W = compartment_costs(C, k_max)
-comps = segment_compartments(C, ids=ids, k_max=k_max)  # k by the gain-ratio rule
-comps_elbow = segment_compartments(C, ids=ids, k_max=k_max, rule="elbow")
-try:
-    default = eagle3_default_layers(N)
-except ValueError:
-    default = []
-glue("n_tokens", H.shape[1], display=False)
-glue("k_auto", len(comps), display=False)
-glue("k_elbow", len(comps_elbow), display=False)
-glue("k_max", k_max, display=False)
-print(cache.summary())
+cfg, cap = open_chapter(profile, model, overrides)
 
 # %% [markdown]
 # ## The CKA map
@@ -74,21 +54,10 @@ print(cache.summary())
 # ```
 
 # %%
-fig = plot_cka(ids, C, compartments=comps)
-glue("fig_cka", fig, display=False)
-plt.close(fig)
-off = ~np.eye(len(ids), dtype=bool)
-adjacent = np.array([C[i, i + 1] for i in range(len(ids) - 1)])
-j = int(np.argmin(adjacent[:-1]))  # sharpest step between consecutive layers, last (normed) entry aside
-glue("cka_min", float(C[off].min()), display=False)
-a, b = np.unravel_index(int(np.argmin(np.where(off, C, np.inf))), C.shape)
-glue("cka_min_pair", f"{ids[min(a, b)]} and {ids[max(a, b)]}", display=False)
-glue("cka_adjacent_median", float(np.median(adjacent)), display=False)
-glue("sharpest_from", int(ids[j]), display=False)
-glue("sharpest_to", int(ids[j + 1]), display=False)
-glue("sharpest_value", float(adjacent[j]), display=False)
-glue("cka_first_last", float(C[1, -2]), display=False)
-glue("compartments_text", ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in comps), display=False)
+r = ch.run(cfg, cap)  # CKA, its compartments and the debiased estimator: activation_wave/chapters/cka_compartments.py
+_ = save_result("03_cka_compartments", r, cfg, results_root or None)
+glue_values(**ch.prose_values(r))
+glue_figure("fig_cka", plot_cka(r.ids, r.cka, compartments=r.compartments))
 
 # %% [markdown]
 # The median CKA between consecutive layers is
@@ -111,15 +80,8 @@ glue("compartments_text", ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in 
 # final normed layer). The classic "elbow" (farthest point below the chord) tends to
 # merge small blocks.
 
-# %%
-fig = plot_compartment_elbow(W, len(comps))
-glue("fig_compartment_elbow", fig, display=False)
-plt.close(fig)
-gains = -np.diff(W)
-glue("W1", float(W[0]), display=False)
-glue("W_auto", float(W[len(comps) - 1]), display=False)
-glue("explained_auto", float(1 - W[len(comps) - 1] / W[0]), display=False)
-glue("compartments_elbow_text", ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in comps_elbow), display=False)
+# %% tags=["remove-input"]
+glue_figure("fig_compartment_elbow", plot_compartment_elbow(r.W, len(r.compartments)))
 
 # %% [markdown]
 # ```{glue:figure} fig_compartment_elbow
@@ -141,16 +103,9 @@ glue("compartments_elbow_text", ", ".join(f"{a}-{b}" if b > a else f"{a}" for a,
 # neighbouring compartments, their single-layer order-2 entropy (as in
 # {doc}`01_layer_entropy`), and which of the EAGLE-3 default layers fall in it.
 
-# %%
-table = compartment_table(stats, comps, mark={"EAGLE-3 default": default} if default else None)
-display(table.style.format({"mean CKA inside": "{:.2f}", "mean CKA to neighbours": "{:.2f}", "mean S2": "{:.2f}"},
-                           na_rep="-").hide(axis="index"))
-in_comp = [next(j for j, (a, b) in enumerate(comps) if a <= i <= b) for i in default]
-glue("default_n_compartments", len(set(in_comp)), display=False)
-glue("default_layers", str(default), display=False)
-comps_k = segment_compartments(C, cfg.select.k, ids=ids)
-glue("select_k", cfg.select.k, display=False)
-glue("compartments_k_text", ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in comps_k), display=False)
+# %% tags=["remove-input"]
+display(format_table(ch.compartment_frame(r.table), {"mean CKA inside": "{:.2f}", "mean CKA to neighbours": "{:.2f}",
+                                                     "mean S2": "{:.2f}"}))
 
 # %% [markdown]
 # The EAGLE-3 default {glue:text}`default_layers` reads from
@@ -166,17 +121,10 @@ glue("compartments_k_text", ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b i
 # ({ref}`sec-cka`). With {glue:text}`n_tokens:d` tokens and width
 # {glue:text}`hidden_size:d` the two should be close, and the figure checks it.
 
-# %%
-comps_d = segment_compartments(Cd, ids=ids, k_max=k_max)
-fig = plot_cka_grid(ids, {"plain CKA": C, "debiased CKA": Cd}, compartments={"plain CKA": comps, "debiased CKA": comps_d})
-glue("fig_cka_debiased", fig, display=False)
-plt.close(fig)
-diff = (C - Cd)[off]
-glue("hidden_size", cap.target.hidden_size, display=False)
-glue("debias_mean", float(diff.mean()), display=False)
-glue("debias_max", float(np.abs(diff).max()), display=False)
-glue("debias_same", "the same" if comps_d == comps else "different", display=False)
-glue("compartments_d_text", ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in comps_d), display=False)
+# %% tags=["remove-input"]
+glue_figure("fig_cka_debiased", plot_cka_grid(r.ids, {"plain CKA": r.cka, "debiased CKA": r.cka_debiased},
+                                              compartments={"plain CKA": r.compartments,
+                                                            "debiased CKA": r.compartments_debiased}))
 
 # %% [markdown]
 # ```{glue:figure} fig_cka_debiased
@@ -192,10 +140,3 @@ glue("compartments_d_text", ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b i
 # ({glue:text}`compartments_d_text`). CKA without row normalisation is dominated by the
 # tokens with the largest hidden states; whether a few outlier tokens draw these
 # compartments is checked in {doc}`04_token_filtering`.
-
-# %%
-_ = save_results("03_cka_compartments", {
-    "ids": ids, "n_tokens": int(H.shape[1]), "cka": C, "cka_debiased": Cd, "W": W,
-    "compartments": comps, "compartments_elbow": comps_elbow, "compartments_debiased": comps_d,
-    "compartments_k": comps_k, "table": table.to_dict("records"),
-}, cfg, results_root or None)

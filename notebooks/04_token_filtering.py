@@ -29,48 +29,19 @@ model = ""
 results_root = ""
 overrides = "{}"
 
-# %%
-import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
+# %% tags=["hide-input"]
 from IPython.display import Markdown, display
-from myst_nb import glue
-from scipy.stats import spearmanr
 
-from activation_wave.cka import cka_matrix, segment_compartments
-from activation_wave.entropy import layer_entropies, profile_summary, set_compute_threads
-from activation_wave.filtering import (apply_mask, compare_conditions, massive_tokens, outlier_conditions,
-                                       response_offsets, token_count_stability, token_entropy_mask, token_ids_at,
-                                       token_norms)
-from activation_wave.pipeline import notebook_config, run_capture, save_results
+from activation_wave.book import glue_figure, glue_values
+from activation_wave.chapters import token_filtering as ch
+from activation_wave.layers import span_text
+from activation_wave.pipeline import open_chapter
 from activation_wave.plots import (plot_cka_grid, plot_filter_comparison, plot_norm_ratio, plot_stability_tokens,
                                    plot_token_entropy_hist)
+from activation_wave.results import save_result
+from activation_wave.tables import format_table
 
-cfg = notebook_config(profile, model, overrides)
-set_compute_threads(1)
-cap = run_capture(cfg, progress=False)
-cache, tok = cap.cache, cap.target.tokenizer
-N = cache.n_layers
-alpha, q, seed = cfg.metrics.alpha, cfg.metrics.filter_quantile, cfg.metrics.seed
-sample = cache.sample_tokens(cfg.metrics.token_budget, seed=seed, min_position=cfg.metrics.drop_first)
-H, ids = sample.hidden, sample.layers
-n = H.shape[1]
-k_max = min(len(ids), 12)
-
-
-def spans(comps):
-    """Compartments as text, e.g. '0-2, 3-10, 11-30'."""
-    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in comps)
-
-
-def show(token_id):
-    """A token as the reader should see it (quoted, whitespace visible)."""
-    return repr(tok.decode([int(token_id)]))
-
-
-glue("n_tokens", n, display=False)
-glue("alpha", float(alpha), display=False)
-print(cache.summary())
+cfg, cap = open_chapter(profile, model, overrides)
 
 # %% [markdown]
 # ## Where is the target uncertain?
@@ -80,18 +51,12 @@ print(cache.summary())
 # {glue:text}`q:.2f` quantile of that entropy in the sample (a run-profile parameter).
 
 # %%
-keep = token_entropy_mask(sample.next_entropy, quantile=q)
-thr = float(np.quantile(sample.next_entropy, q))
-fig = plot_token_entropy_hist(sample.next_entropy, thr)
-glue("fig_token_entropy", fig, display=False)
-plt.close(fig)
-sure = 0.1  # nats: the target puts nearly all its mass on one token
-glue("q", float(q), display=False)
-glue("thr", thr, display=False)
-glue("n_kept", int(keep.sum()), display=False)
-glue("sure", sure, display=False)
-glue("frac_sure", float((sample.next_entropy < sure).mean()), display=False)
-glue("median_entropy", float(np.median(sample.next_entropy)), display=False)
+r = ch.run(cfg, cap)  # every measurement of this chapter: activation_wave/chapters/token_filtering.py
+_ = save_result("04_token_filtering", r, cfg, results_root or None)
+f, b, sink, resp, ids = r.filter, r.budget, r.sink, r.response, r.ids
+glue_figure("fig_token_entropy", plot_token_entropy_hist(r.next_entropy, f.threshold))
+glue_values(n_tokens=r.n_tokens, alpha=r.alpha, q=f.quantile, thr=f.threshold, n_kept=f.n_kept, sure=f.sure_nats,
+            frac_sure=f.frac_sure, median_entropy=f.median_entropy)
 
 # %% [markdown]
 # ```{glue:figure} fig_token_entropy
@@ -112,24 +77,13 @@ glue("median_entropy", float(np.median(sample.next_entropy)), display=False)
 # with a random subset of the same size, not only with the whole sample; the positions
 # the filter drops (the confident ones) are shown too.
 
-# %%
-rng = np.random.default_rng(seed)
-rand = np.zeros(n, dtype=bool)
-rand[rng.choice(n, size=int(keep.sum()), replace=False)] = True
-E = {"all tokens": layer_entropies(H, alpha),
-     "random subset, same size": layer_entropies(H[:, rand], alpha),
-     "high-entropy tokens (kept)": layer_entropies(H[:, keep], alpha),
-     "low-entropy tokens (dropped)": layer_entropies(H[:, ~keep], alpha)}
-fig = plot_filter_comparison(ids, E, title=f"Entropy over depth by token subset (alpha = {alpha:g})")
-glue("fig_filter_entropy", fig, display=False)
-plt.close(fig)
-d_hi = E["high-entropy tokens (kept)"] - E["random subset, same size"]
-d_lo = E["low-entropy tokens (dropped)"] - E["random subset, same size"]
-glue("d_hi_mean", float(d_hi.mean()), display=False)
-glue("d_lo_mean", float(d_lo.mean()), display=False)
-glue("rho_hi_all", float(spearmanr(E["high-entropy tokens (kept)"][:-1], E["all tokens"][:-1]).statistic), display=False)
-glue("hi_argmax", profile_summary(E["high-entropy tokens (kept)"], ids, skip_last=True)["argmax"], display=False)
-glue("all_argmax", profile_summary(E["all tokens"], ids, skip_last=True)["argmax"], display=False)
+# %% tags=["hide-input"]
+labels = {"all": "all tokens", "random": "random subset, same size", "kept": "high-entropy tokens (kept)",
+          "dropped": "low-entropy tokens (dropped)"}
+glue_figure("fig_filter_entropy", plot_filter_comparison(ids, {labels[k]: v for k, v in f.entropy.items()},
+                                                         title=f"Entropy over depth by token subset (alpha = {r.alpha:g})"))
+glue_values(d_hi_mean=f.d_kept_mean, d_lo_mean=f.d_dropped_mean, rho_hi_all=f.rho_kept_all, hi_argmax=f.kept_argmax,
+            all_argmax=f.all_argmax)
 
 # %% [markdown]
 # ```{glue:figure} fig_filter_entropy
@@ -146,19 +100,11 @@ glue("all_argmax", profile_summary(E["all tokens"], ids, skip_last=True)["argmax
 # {glue:text}`rho_hi_all:.2f`; the filtered profile peaks at layer
 # {glue:text}`hi_argmax:d`, the unfiltered one at layer {glue:text}`all_argmax:d`.
 
-# %%
-C_all = cka_matrix(H)
-C_hi = cka_matrix(H[:, keep])
-comp_all = segment_compartments(C_all, ids=ids, k_max=k_max)
-comp_hi = segment_compartments(C_hi, ids=ids, k_max=k_max)
-fig = plot_cka_grid(ids, {"all tokens": C_all, "high-entropy tokens": C_hi},
-                    compartments={"all tokens": comp_all, "high-entropy tokens": comp_hi})
-glue("fig_filter_cka", fig, display=False)
-plt.close(fig)
-off = ~np.eye(len(ids), dtype=bool)
-glue("cka_filter_mad", float(np.abs(C_all - C_hi)[off].mean()), display=False)
-glue("comp_all", spans(comp_all), display=False)
-glue("comp_hi", spans(comp_hi), display=False)
+# %% tags=["hide-input"]
+glue_figure("fig_filter_cka", plot_cka_grid(ids, {"all tokens": f.cka_all, "high-entropy tokens": f.cka_kept},
+                                            compartments={"all tokens": f.compartments_all,
+                                                          "high-entropy tokens": f.compartments_kept}))
+glue_values(cka_filter_mad=f.cka_mad, comp_all=span_text(f.compartments_all), comp_hi=span_text(f.compartments_kept))
 
 # %% [markdown]
 # ```{glue:figure} fig_filter_cka
@@ -179,30 +125,17 @@ glue("comp_hi", spans(comp_hi), display=False)
 # seeded subsets per size) and compared with those of the whole sample: does the
 # entropy profile rank the layers the same way, and how far does the CKA map move?
 
-# %%
-n_hi = int(keep.sum())
-sizes = [s for s in (32, 64, 128, 256, 512, 1024) if s < n_hi] + [min(n_hi, 1024)]
-sizes = sorted(set(sizes))
-st_all = token_count_stability(H, sizes, n_rep=3, seed=seed, alpha=alpha)
-st_hi = token_count_stability(H[:, keep], sizes, n_rep=3, seed=seed, alpha=alpha)
-fig = plot_stability_tokens(sizes, {"all tokens": st_all["profile_corr"], "high-entropy tokens": st_hi["profile_corr"]},
-                            ylabel="Spearman correlation with the full profile",
-                            title="Does a smaller sample rank the layers alike?")
-glue("fig_stability_profile", fig, display=False)
-plt.close(fig)
-fig = plot_stability_tokens(sizes, {"all tokens": st_all["cka_mad"], "high-entropy tokens": st_hi["cka_mad"]},
-                            ylabel="mean |CKA - CKA(full sample)|", title="How far does the CKA map move?")
-glue("fig_stability_cka", fig, display=False)
-plt.close(fig)
-glue("size_small", sizes[0], display=False)
-glue("size_big", sizes[-1], display=False)
-glue("corr_small_all", float(st_all["profile_corr"][0].mean()), display=False)
-glue("corr_big_all", float(st_all["profile_corr"][-1].mean()), display=False)
-glue("corr_big_hi", float(st_hi["profile_corr"][-1].mean()), display=False)
-glue("mad_small_all", float(st_all["cka_mad"][0].mean()), display=False)
-glue("mad_big_all", float(st_all["cka_mad"][-1].mean()), display=False)
-glue("mad_big_hi", float(st_hi["cka_mad"][-1].mean()), display=False)
-glue("same_comp_big_all", float(st_all["same_compartments"][-1].mean()), display=False)
+# %% tags=["hide-input"]
+for measure, ylabel, title, name in (
+        ("profile_corr", "Spearman correlation with the full profile", "Does a smaller sample rank the layers alike?",
+         "fig_stability_profile"),
+        ("cka_mad", "mean |CKA - CKA(full sample)|", "How far does the CKA map move?", "fig_stability_cka")):
+    glue_figure(name, plot_stability_tokens(b.sizes, {"all tokens": b.all[measure], "high-entropy tokens": b.kept[measure]},
+                                            ylabel=ylabel, title=title))
+glue_values(size_small=b.sizes[0], size_big=b.sizes[-1], corr_small_all=b.at("all", "profile_corr", 0),
+            corr_big_all=b.at("all", "profile_corr", -1), corr_big_hi=b.at("kept", "profile_corr", -1),
+            mad_small_all=b.at("all", "cka_mad", 0), mad_big_all=b.at("all", "cka_mad", -1),
+            mad_big_hi=b.at("kept", "cka_mad", -1), same_comp_big_all=b.at("all", "same_compartments", -1))
 
 # %% [markdown]
 # ```{glue:figure} fig_stability_profile
@@ -242,35 +175,14 @@ glue("same_comp_big_all", float(st_all["same_compartments"][-1].mean()), display
 #
 # ### Where the outliers sit
 
-# %%
-sall = cache.sample_tokens(cfg.metrics.token_budget, seed=seed, mask="all")
-Ha = sall.hidden
-norms_a = token_norms(Ha)
-ratio_a = norms_a / np.median(norms_a, axis=1, keepdims=True)  # [L, n]: token norm / layer median
-first = sall.position == 0
-norms_r = token_norms(H)
-ratio_r = norms_r / np.median(norms_r, axis=1, keepdims=True)
-fig = plot_norm_ratio(ids, {"first token of the sequence (median over sequences)": np.median(ratio_a[:, first], axis=1),
-                            "largest of all other positions": ratio_a[:, ~first].max(axis=1),
-                            "largest response position": ratio_r.max(axis=1)})
-glue("fig_norm_ratio", fig, display=False)
-plt.close(fig)
-f_big = cfg.metrics.massive_factor
-massive = massive_tokens(norms_a, f_big)
-first_ids = token_ids_at(cache, sall.record[first], sall.position[first])
-vals, counts = np.unique(first_ids, return_counts=True)
-sink_peak = np.median(ratio_a[:, first], axis=1)
-glue("n_first", int(first.sum()), display=False)
-glue("n_all", int(Ha.shape[1]), display=False)
-glue("first_token", show(vals[int(np.argmax(counts))]), display=False)
-glue("sink_peak", float(sink_peak.max()), display=False)
-glue("sink_peak_layer", int(ids[int(np.argmax(sink_peak))]), display=False)
-glue("other_peak", float(ratio_a[:, ~first].max()), display=False)
-glue("resp_peak", float(ratio_r.max()), display=False)
-glue("resp_peak_layer", int(ids[int(np.argmax(ratio_r.max(axis=1)))]), display=False)
-glue("f_big", float(f_big), display=False)
-glue("n_massive", int(massive.sum()), display=False)
-glue("massive_first_share", float(first[massive].mean()) if massive.any() else 0.0, display=False)
+# %% tags=["hide-input"]
+glue_figure("fig_norm_ratio", plot_norm_ratio(ids, {
+    "first token of the sequence (median over sequences)": sink.first_norm_ratio,
+    "largest of all other positions": sink.other_ratio, "largest response position": resp.response_ratio}))
+glue_values(n_first=sink.n_first, n_all=sink.n_tokens, first_token=sink.first_token, sink_peak=sink.sink_peak,
+            sink_peak_layer=sink.sink_peak_layer, other_peak=sink.other_peak, resp_peak=resp.response_peak,
+            resp_peak_layer=resp.response_peak_layer, f_big=sink.massive_factor, n_massive=sink.n_massive,
+            massive_first_share=sink.massive_first_share)
 
 # %% [markdown]
 # ```{glue:figure} fig_norm_ratio
@@ -296,50 +208,17 @@ glue("massive_first_share", float(first[massive].mean()) if massive.any() else 0
 # centring, without the first position of each sequence, without the massive tokens,
 # and all tokens centred on the coordinate-wise median, which a few outliers cannot move.
 
-# %%
-conds = outlier_conditions(sall.position, norms_a, drop_first=max(1, cfg.metrics.drop_first), massive_factor=f_big)
-res_a = compare_conditions(Ha, conds, alpha=alpha)
-labels = list(res_a)
-fig = plot_filter_comparison(ids, {k: v["entropy"] for k, v in res_a.items()},
-                             title="Entropy over depth, every position of the sequences")
-glue("fig_sink_entropy", fig, display=False)
-plt.close(fig)
-summ = {k: profile_summary(v["entropy"], ids, skip_last=True) for k, v in res_a.items()}
-ref = summ[labels[0]]
-cliff = ids.index(ref["drop_to"])
-glue("cliff_drop", ref["drop"], display=False)
-glue("cliff_layer", ref["drop_to"], display=False)
-glue("cliff_before", float(res_a[labels[0]]["entropy"][cliff - 1]), display=False)
-glue("cliff_after", float(res_a[labels[0]]["entropy"][cliff]), display=False)
-glue("cliff_recovery", float(res_a[labels[0]]["entropy"][-2] - res_a[labels[0]]["entropy"][cliff]), display=False)
-for key, lab in zip(("nofirst", "nomassive", "median"), labels[1:]):
-    glue(f"{key}_drop", summ[lab]["drop"], display=False)
-    glue(f"{key}_at_cliff", float(res_a[lab]["entropy"][cliff]), display=False)
-rho_wave = spearmanr(res_a[labels[0]]["entropy"][:-1], np.log(sink_peak[:-1])).statistic
-glue("rho_wave", float(rho_wave), display=False)
-# "removed": the largest remaining fall is under half the original one
-gone = [summ[lab]["drop"] < 0.5 * ref["drop"] for lab in labels[1:]]
-removed = all(gone)
-glue("verdict_removed", "each of the three removes it" if removed else
-     ("only some of the three remove it" if any(gone) else "none of the three removes it"), display=False)
-effect = np.abs(res_a[labels[0]]["entropy"] - res_a[labels[1]]["entropy"])[:-1]
-glue("sink_effect", float(effect.max()), display=False)
-glue("sink_effect_layer", int(ids[int(np.argmax(effect))]), display=False)
-conclusion = {
-    True: ("The cliff is therefore an outlier artefact of the estimator, by the mechanism of {ref}`sec-outliers`: "
-           f"the first token's hidden state reaches {float(sink_peak.max()):.0f} times the median norm (every other "
-           f"position at most {float(ratio_a[:, ~first].max()):.1f} times), mean centring subtracts a large "
-           "multiple of its direction from every other token, row normalisation lines the tokens up along it, and "
-           "the spectrum collapses; as the first token's relative norm decays with depth, the entropy climbs back "
-           "(the rank correlation with its norm ratio, above). A wave of this kind in an entropy profile describes "
-           "one token per sequence, not the information a layer carries."),
-    False: ("The fall is therefore not the work of the first token alone: at least one of the three treatments "
-            "leaves most of it in place ({numref}`fig-sink-entropy`). It may come from a broader group of high-norm "
-            "tokens (other positions that stick out in the same layers, {numref}`fig-norm-ratio`) or from a real "
-            "narrowing of the representation; these statistics cannot tell the two apart, so the fall should be "
-            "read with that caution, not as a measure of information alone."),
-}[bool(removed)]
-glue("sink_conclusion", Markdown(conclusion), display=False)
+# %% tags=["hide-input"]
+cond = sink.conditions
+glue_figure("fig_sink_entropy", plot_filter_comparison(ids, {c.label: c.entropy for c in cond.values()},
+                                                       title="Entropy over depth, every position of the sequences"))
+c = sink.cliff
+glue_values(cliff_drop=c.drop, cliff_layer=c.to_layer, cliff_before=c.before, cliff_after=c.after,
+            cliff_recovery=c.recovery, rho_wave=sink.spearman_entropy_log_first_ratio,
+            verdict_removed=ch.VERDICT_TEXT[sink.removed], sink_effect=sink.first_effect,
+            sink_effect_layer=sink.first_effect_layer, sink_conclusion=Markdown(ch.sink_conclusion(sink)),
+            **{f"{k.replace('_', '')}_drop": sink.drops[k] for k in ch.CONDITION_KEYS[1:]},
+            **{f"{k.replace('_', '')}_at_cliff": sink.at_cliff[k] for k in ch.CONDITION_KEYS[1:]})
 
 # %% [markdown]
 # ```{glue:figure} fig_sink_entropy
@@ -364,15 +243,12 @@ glue("sink_conclusion", Markdown(conclusion), display=False)
 #
 # ### CKA with and without the outliers
 
-# %%
-mats = {k: v["cka"] for k, v in res_a.items() if v["cka"] is not None}
-comps_a = {k: segment_compartments(C, ids=ids, k_max=k_max) for k, C in mats.items()}
-fig = plot_cka_grid(ids, mats, compartments=comps_a, ncols=3)
-glue("fig_sink_cka", fig, display=False)
-plt.close(fig)
-glue("comp_sink_ref", spans(comps_a[labels[0]]), display=False)
-glue("comp_sink_nofirst", spans(comps_a[labels[1]]), display=False)
-glue("comp_sink_nomassive", spans(comps_a[labels[2]]), display=False)
+# %% tags=["hide-input"]
+mean_centred = {k: c for k, c in cond.items() if c.cka is not None}
+glue_figure("fig_sink_cka", plot_cka_grid(ids, {c.label: c.cka for c in mean_centred.values()},
+                                          compartments={c.label: c.compartments for c in mean_centred.values()}, ncols=3))
+glue_values(comp_sink_ref=span_text(cond["all"].compartments), comp_sink_nofirst=span_text(cond["no_first"].compartments),
+            comp_sink_nomassive=span_text(cond["no_massive"].compartments))
 
 # %% [markdown]
 # ```{glue:figure} fig_sink_cka
@@ -396,62 +272,20 @@ glue("comp_sink_nomassive", spans(comps_a[labels[2]]), display=False)
 # compartments; the last row instead gives every token unit norm before CKA (the
 # row-normalised CKA, which sees the tokens as the entropy does).
 
-# %%
-offsets = response_offsets(sample.position, sample.record, cache.records)
-conds_r = outlier_conditions(offsets, norms_r, drop_first=max(1, cfg.metrics.drop_first), massive_factor=f_big)
-res_r = compare_conditions(H, conds_r, alpha=alpha)
-factors = sorted({3.0, 5.0, 10.0, float(f_big)})
-rows, C_low, f_low, low_row = [], None, factors[0], None
-for f in factors:
-    drop = massive_tokens(norms_r, f)
-    if drop.sum() > n - 4:
-        continue
-    C = cka_matrix(apply_mask(H, ~drop)[0]) if drop.any() else C_all
-    if C_low is None and drop.any():
-        C_low, f_low, low_row = C, f, len(rows) + 1  # row in `sweep` (row 0: plain CKA, nothing dropped)
-    top = ""
-    if drop.any():
-        tid, cnt = np.unique(token_ids_at(cache, sample.record[drop], sample.position[drop]), return_counts=True)
-        top = ", ".join(f"{show(t)} ({c})" for t, c in sorted(zip(tid, cnt), key=lambda x: -x[1])[:3])
-    rows.append({"tokens dropped": f"norm > {f:g}x median", "n dropped": int(drop.sum()),
-                 "share": float(drop.mean()), "most frequent dropped tokens": top,
-                 "compartments": spans(segment_compartments(C, ids=ids, k_max=k_max))})
-C_norm = cka_matrix(H, normalize=True)
-rows.append({"tokens dropped": "none, row-normalised CKA", "n dropped": 0, "share": 0.0,
-             "most frequent dropped tokens": "", "compartments": spans(segment_compartments(C_norm, ids=ids, k_max=k_max))})
-sweep = pd.DataFrame([{"tokens dropped": "none (plain CKA)", "n dropped": 0, "share": 0.0,
-                       "most frequent dropped tokens": "", "compartments": spans(comp_all)}] + rows)
-display(sweep.style.format({"share": "{:.1%}"}).hide(axis="index"))
-resp_summ = {k: profile_summary(v["entropy"], ids, skip_last=True) for k, v in res_r.items()}
-glue("resp_drop_ref", resp_summ[list(res_r)[0]]["drop"], display=False)
-glue("resp_drop_max_other", max(s["drop"] for s in list(resp_summ.values())[1:]), display=False)
-glue("resp_entropy_shift_max", float(max(np.abs(v["entropy"] - res_r[list(res_r)[0]]["entropy"]).max()
-                                         for v in list(res_r.values())[1:])), display=False)
-glue("resp_first_ratio", float(ratio_r[:, offsets == 0].max()) if (offsets == 0).any() else 1.0, display=False)
-glue("comp_norm", spans(segment_compartments(C_norm, ids=ids, k_max=k_max)), display=False)
-cka_moves = any(r != spans(comp_all) for r in sweep["compartments"])
-glue("cka_conclusion", Markdown(
-    "Plain CKA, and the compartments drawn from it, answer to the few response tokens with the largest norms "
-    "(the table above): leaving those tokens out, or weighing every token the same, redraws the compartments."
-    if cka_moves else
-    "The compartments of plain CKA stay the same when the highest-norm response tokens are left out or every "
-    "token is weighed the same (the table above)."), display=False)
-low = sweep.loc[low_row] if low_row is not None else {"compartments": spans(comp_all), "n dropped": 0,
-                                                          "share": 0.0, "most frequent dropped tokens": "none"}
-glue("f_low", float(f_low), display=False)
-glue("comp_low", low["compartments"], display=False)
-glue("n_low", int(low["n dropped"]), display=False)
-glue("share_low", float(low["share"]), display=False)
-glue("top_low", low["most frequent dropped tokens"], display=False)
-if C_low is not None:
-    show_mats = {"all response tokens": C_all, f"without tokens > {f_low:g}x median norm": C_low,
-                 "row-normalised CKA": C_norm}
-else:
-    show_mats = {"all response tokens": C_all, "row-normalised CKA": C_norm}
-fig = plot_cka_grid(ids, show_mats, compartments={k: segment_compartments(v, ids=ids, k_max=k_max)
-                                                  for k, v in show_mats.items()}, ncols=3)
-glue("fig_response_cka", fig, display=False)
-plt.close(fig)
+# %% tags=["hide-input"]
+display(format_table(ch.sweep_table(resp), {"share": "{:.1%}"}))
+low = ch.low_row(resp)
+mats = {"all response tokens": (f.cka_all, f.compartments_all)}
+if resp.cka_low is not None:
+    mats[f"without tokens > {resp.low_factor:g}x median norm"] = (resp.cka_low, resp.spans_low)
+mats["row-normalised CKA"] = (resp.cka_normalized, resp.spans_normalized)
+glue_figure("fig_response_cka", plot_cka_grid(ids, {k: v[0] for k, v in mats.items()},
+                                              compartments={k: v[1] for k, v in mats.items()}, ncols=3))
+glue_values(resp_drop_ref=resp.drop_reference, resp_drop_max_other=resp.drop_max_other,
+            resp_entropy_shift_max=resp.entropy_shift_max, resp_first_ratio=resp.first_response_ratio,
+            comp_norm=resp.compartments_normalized, cka_conclusion=Markdown(ch.cka_conclusion(resp)),
+            f_low=resp.low_factor or 0.0, comp_low=low.compartments, n_low=low.n_dropped, share_low=low.share,
+            top_low=low.top_tokens or "none")
 
 # %% [markdown]
 # ```{glue:figure} fig_response_cka
@@ -490,19 +324,3 @@ plt.close(fig)
 # {glue:md}`cka_conclusion:myst` {doc}`05_layer_selection` uses the compartments
 # only in the `cka-diverse` rule and the CKA penalty of the `combined` rule, and reports
 # how stable each rule's choice is.
-
-# %%
-_ = save_results("04_token_filtering", {
-    "ids": ids, "alpha": alpha, "n_tokens": n, "filter": {"quantile": q, "threshold": thr, "n_kept": int(keep.sum()),
-                                                           "entropy": E, "cka_mad": float(np.abs(C_all - C_hi)[off].mean()),
-                                                           "compartments_all": comp_all, "compartments_kept": comp_hi},
-    "stability": {"sizes": sizes, "all": {k: st_all[k] for k in ("profile_corr", "entropy_shift", "cka_mad", "same_compartments")},
-                  "kept": {k: st_hi[k] for k in ("profile_corr", "entropy_shift", "cka_mad", "same_compartments")}},
-    "sink": {"n_tokens": int(Ha.shape[1]), "n_first": int(first.sum()), "first_norm_ratio": sink_peak,
-             "massive_factor": f_big, "n_massive": int(massive.sum()),
-             "conditions": {k: {"n_tokens": v["n_tokens"], "center": v["center"], "entropy": v["entropy"],
-                                "compartments": comps_a.get(k)} for k, v in res_a.items()},
-             "cliff": ref, "cliff_removed": bool(removed), "spearman_entropy_log_first_ratio": float(rho_wave)},
-    "response_outliers": {"conditions": {k: {"n_tokens": v["n_tokens"], "entropy": v["entropy"]} for k, v in res_r.items()},
-                          "sweep": sweep.to_dict("records")},
-}, cfg, results_root or None)

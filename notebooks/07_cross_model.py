@@ -2,6 +2,11 @@
 # jupyter:
 #   jupytext:
 #     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -24,33 +29,26 @@ model = ""
 results_root = ""
 overrides = "{}"
 
-# %%
+# %% tags=["hide-input"]
 import matplotlib.pyplot as plt
-import pandas as pd
-import torch
 from IPython.display import display
-from myst_nb import glue
 
-from activation_wave.crossmodel import cross_config, layer_summary
-from activation_wave.pipeline import notebook_config, run_capture, save_results
+from activation_wave.book import glue_figure, glue_values
+from activation_wave.chapters import cross_model as ch
+from activation_wave.pipeline import open_chapter
 from activation_wave.plots import plot_cka, plot_entropy_relative_depth, plot_selection_map
+from activation_wave.results import save_result
+from activation_wave.tables import format_table
 
-torch.set_num_threads(1)  # small eigenproblems: one thread is faster on a shared 2-core machine
-cfg = notebook_config(profile, model, overrides)
-configs = [cfg, cross_config(cfg)]
-summaries = []
-for c in configs:
-    cap = run_capture(c, progress=False)
-    print(cap.cache.summary())
-    summaries.append(layer_summary(cap.cache, c))
+cfg, _ = open_chapter(profile, model, overrides, capture=False)
+r = ch.run(cfg)  # both models' statistics and selections: activation_wave/chapters/cross_model.py
+_ = save_result("07_cross_model", r, cfg, results_root or None)
 
 # %% [markdown]
 # ## Entropy across relative depth
 
-# %%
-fig = plot_entropy_relative_depth(summaries)
-glue("fig_cross_entropy", fig, display=False)
-plt.close(fig)
+# %% tags=["remove-input"]
+glue_figure("fig_cross_entropy", plot_entropy_relative_depth(r.summaries))
 
 # %% [markdown]
 # ```{glue:figure} fig_cross_entropy
@@ -64,13 +62,11 @@ plt.close(fig)
 #
 # ## Similarity structure
 
-# %%
+# %% tags=["remove-input"]
 fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), layout="constrained")
-for ax, s in zip(axes, summaries):
-    plot_cka(s["ids"], pd.DataFrame(s["cka"]).to_numpy(), compartments=[tuple(c) for c in s["compartments"]], ax=ax,
-             title=f"{s['model']}: {len(s['compartments'])} compartments")
-glue("fig_cross_cka", fig, display=False)
-plt.close(fig)
+for ax, s in zip(axes, r.summaries):
+    plot_cka(s.ids, s.cka, compartments=s.compartments, ax=ax, title=f"{s.model}: {len(s.compartments)} compartments")
+glue_figure("fig_cross_cka", fig)
 
 # %% [markdown]
 # ```{glue:figure} fig_cross_cka
@@ -82,28 +78,16 @@ plt.close(fig)
 #
 # ## Which layers each method picks
 
-# %%
+# %% tags=["remove-input"]
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
-for ax, s in zip(axes, summaries):
-    sel = dict(s["sets"])
-    if s["default"]:
-        sel["eagle3-default"] = s["default"]
-    plot_selection_map(s["ids"], sel, compartments=[tuple(c) for c in s["compartments"]], entropy=s["entropy"],
-                       ax=ax, title=s["model"])
-glue("fig_cross_selection", fig, display=False)
-plt.close(fig)
-
-rows = []
-for s in summaries:
-    for method, ids in s["sets"].items():
-        rows.append({"model": s["model"], "method": method, "layers": str(ids),
-                     "S2 percentile among all triples": round(s["percentile"][method], 1)})
-table = pd.DataFrame(rows)
-display(table)
-for s, tag in zip(summaries, ("a", "b")):
-    glue(f"cross_model_{tag}", s["model"], display=False)
-    glue(f"cross_ncomp_{tag}", len(s["compartments"]), display=False)
-    glue(f"cross_default_pct_{tag}", float(s["percentile"].get("eagle3-default", float("nan"))), display=False)
+for ax, s in zip(axes, r.summaries):
+    shown = {**s.sets, **({"eagle3-default": s.default} if s.default else {})}
+    plot_selection_map(s.ids, shown, compartments=s.compartments, entropy=s.entropy, ax=ax, title=s.model)
+glue_figure("fig_cross_selection", fig)
+display(format_table(ch.percentile_table(r), {"S2 percentile among all sets": "{:.1f}"}))
+for s, tag in zip(r.summaries, ("a", "b")):
+    glue_values(**{f"cross_model_{tag}": s.model, f"cross_ncomp_{tag}": len(s.compartments),
+                   f"cross_default_pct_{tag}": s.percentile.get("eagle3-default", float("nan"))})
 
 # %% [markdown]
 # ```{glue:figure} fig_cross_selection
@@ -118,6 +102,3 @@ for s, tag in zip(summaries, ("a", "b")):
 # EAGLE-3 default triple's concatenation entropy ($S_2$) is above
 # {glue:text}`cross_default_pct_a:.0f`% of all triples on the first model and above
 # {glue:text}`cross_default_pct_b:.0f`% on the second.
-
-# %%
-_ = save_results("07_cross_model", {"summaries": summaries}, cfg, results_root or None)

@@ -2,6 +2,11 @@
 # jupyter:
 #   jupytext:
 #     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -20,66 +25,40 @@ model = ""
 results_root = ""
 overrides = "{}"
 
-# %%
-import numpy as np
+# %% tags=["remove-input"]
 import pandas as pd
-from IPython.display import Markdown, display
-from myst_nb import glue
-from scipy.stats import spearmanr
+from IPython.display import display
 
-from activation_wave.pipeline import load_results, notebook_config
+from activation_wave.book import glue_values
+from activation_wave.chapters import cross_model, results_summary as ch
+from activation_wave.pipeline import open_chapter
+from activation_wave.tables import format_table
 
-cfg = notebook_config(profile, model, overrides)
-R = {name: load_results(name, cfg, results_root or None) for name in (
-    "00_data_and_capture", "01_layer_entropy", "02_concat_entropy", "03_cka_compartments",
-    "04_token_filtering", "05_layer_selection", "06_eagle3_speedup", "07_cross_model")}
+cfg, _ = open_chapter(profile, model, overrides, capture=False)
+R = ch.load_chapters(cfg, results_root or None)  # every chapter's result object
+s = ch.run(cfg, chapters=R)  # the lined-up numbers: activation_wave/chapters/results_summary.py
 
 # %% [markdown]
 # ## Data
 
-# %%
-s0 = R["00_data_and_capture"]["summary"]
-display(pd.Series({"model": cfg.model, "records (prompts)": s0["records"], "tokens captured": s0["tokens"],
-                   "response positions": s0["response_positions"], "cache on disk (MiB)": s0["disk_MiB"]},
+# %% tags=["remove-input"]
+c0 = R.data.summary
+display(pd.Series({"model": cfg.model, "records (prompts)": c0.records, "tokens captured": c0.tokens,
+                   "response positions": c0.response_positions, "cache on disk (MiB)": c0.disk_mib},
                   name="value").to_frame())
 
 # %% [markdown]
 # ## Information and similarity across depth
 
-# %%
-s1 = R["01_layer_entropy"]["summary"]["dataset"]
-comp = R["03_cka_compartments"]["compartments"]
-sink = R["04_token_filtering"]["sink"]
-cond = sink["conditions"]
-all_tok = cond["all tokens (mean centring)"]["entropy"]
-rows = [
-    ("dataset entropy, response positions (nats)", f"{s1['min']:.2f} (layer {s1['argmin']}) to {s1['max']:.2f} (layer {s1['argmax']})"),
-    ("largest fall between adjacent layers (response positions)", f"{s1['drop']:.2f} nats, layer {s1['drop_from']} to {s1['drop_to']}"),
-    ("CKA compartments (response positions)", ", ".join(f"{a}-{b}" for a, b in comp)),
-    ("largest norm ratio of the first sequence token", f"{max(sink['first_norm_ratio']):.0f}x the median"),
-    ("entropy with all positions (sink included): min over layers", f"{min(all_tok):.2f} nats at layer {all_tok.index(min(all_tok))}"),
-]
-for name, c in cond.items():
-    if name != "all tokens (mean centring)":
-        e = c["entropy"]
-        rows.append((f"... {name}: min over layers", f"{min(e):.2f} nats at layer {e.index(min(e))}"))
-display(pd.DataFrame(rows, columns=["quantity", "value"]))
+# %% tags=["remove-input"]
+display(format_table(pd.DataFrame(s.findings, columns=["quantity", "value"])))
 
 # %% [markdown]
 # ## Which layers, and do drafters agree?
 
-# %%
-s5, s6 = R["05_layer_selection"], R["06_eagle3_speedup"]
-tau = {r["set"]: r for r in s6["summary"]}
-rows = []
-for method, ids in s5["sets"].items():
-    sc = s5["scores"].get(method, {})
-    t = tau.get(method, {})
-    rows.append({"set": method, "layers": str(ids), "S2 (nats)": sc.get("renyi2"), "percentile of S2": sc.get("percentile"),
-                 "mean CKA": sc.get("mean_cka"), "drafter tau": t.get("tau"), "tau 95% low": t.get("tau_lo"),
-                 "tau 95% high": t.get("tau_hi")})
-display(pd.DataFrame(rows).sort_values("drafter tau", ascending=False).round(3))
-display(pd.Series(s6["spearman"], name="Spearman rho, score vs tau").round(3).to_frame())
+# %% tags=["remove-input"]
+display(format_table(pd.DataFrame(s.selection), {"percentile of S2": "{:.1f}"}))
+display(pd.Series(R.drafters["spearman"], name="Spearman rho, score vs tau").round(3).to_frame())
 
 # %% [markdown]
 # ### What orders the drafters
@@ -89,37 +68,16 @@ display(pd.Series(s6["spearman"], name="Spearman rho, score vs tau").round(3).to
 # across the layer triples of chapter 6, with the two-sided p-value of each Spearman
 # correlation (13 triples, so these p-values are rough).
 
-# %%
-tri = [r for r in s6["summary"] if r["k"] == 3]
-t3 = [r["tau"] for r in tri]
-predictors = {"concatenation entropy S2": [r["renyi2"] for r in tri],
-              "mean pairwise CKA": [r["mean_cka"] for r in tri],
-              "deepest layer of the triple": [max(r["layers"]) for r in tri],
-              "mean layer index": [float(np.mean(r["layers"])) for r in tri],
-              "shallowest layer of the triple": [min(r["layers"]) for r in tri]}
-corr = pd.DataFrame({name: dict(zip(("rho", "p"), spearmanr(x, t3))) for name, x in predictors.items()}).T
-display(corr.astype(float).round(4))
-spread = max(t3) - min(t3)
-half_ci = float(np.mean([(r["tau_hi"] - r["tau_lo"]) / 2 for r in tri]))
-late_from = R["00_data_and_capture"]["info"]["decoder blocks N"] - 2  # hidden_states of the last three blocks
-late = [r for r in tri if max(r["layers"]) >= late_from]
-early = [r for r in tri if max(r["layers"]) < late_from]
-glue("rho_deepest", float(corr.loc["deepest layer of the triple", "rho"]), display=False)
-glue("p_deepest", float(corr.loc["deepest layer of the triple", "p"]), display=False)
-glue("rho_s2", float(corr.loc["concatenation entropy S2", "rho"]), display=False)
-glue("p_s2", float(corr.loc["concatenation entropy S2", "p"]), display=False)
-glue("tau_spread", spread, display=False)
-glue("tau_half_ci", half_ci, display=False)
-glue("n_late", len(late), display=False)
-glue("tau_late", float(np.mean([r["tau"] for r in late])) if late else float("nan"), display=False)
-glue("tau_early", float(np.mean([r["tau"] for r in early])) if early else float("nan"), display=False)
-glue("late_from", late_from, display=False)
-singles6 = {r["layers"][0]: r["tau"] for r in s6["summary"] if r["k"] == 1}
-pairs6 = [r for r in s6["summary"] if r["k"] == 2]
-pair_gain = [r["tau"] - max(singles6.get(a, float("nan")) for a in r["layers"]) for r in pairs6]
-glue("n_pairs6", len(pairs6), display=False)
-glue("n_pairs6_gain", sum(g > 0 for g in pair_gain), display=False)
-glue("pairs6_max_gain", max(pair_gain) if pair_gain else float("nan"), display=False)
+# %% tags=["remove-input"]
+display(format_table(pd.DataFrame([{"predictor": k, "rho": v[0], "p": v[1]} for k, v in s.predictors.items()]),
+                     {"p": "{:.1g}"}))
+d = s.depth
+glue_values(rho_deepest=s.predictors["deepest layer of the triple"][0], p_deepest=s.predictors["deepest layer of the triple"][1],
+            rho_s2=s.predictors["concatenation entropy S2"][0], p_s2=s.predictors["concatenation entropy S2"][1],
+            tau_spread=s.tau_spread, tau_half_ci=s.tau_half_ci, n_late=d.n_late, late_from=d.late_from,
+            tau_late=d.tau_late if d.tau_late is not None else float("nan"),
+            tau_early=d.tau_early if d.tau_early is not None else float("nan"), n_pairs6=s.n_pairs,
+            n_pairs6_gain=s.n_pairs_gain, pairs6_max_gain=s.pairs_max_gain if s.pairs_max_gain is not None else float("nan"))
 
 # %% [markdown]
 # On this model the ranking of drafters is explained by depth, not by the selection
@@ -145,19 +103,11 @@ glue("pairs6_max_gain", max(pair_gain) if pair_gain else float("nan"), display=F
 # %% [markdown]
 # ## Speculative decoding on this machine
 
-# %%
-online = pd.DataFrame(s6["online"]).T[["layers", "tau_t0", "tau_t1", "lossless_prompts", "n_prompts",
-                                        "speedup_vs_plain_t0", "speedup_vs_plain_t1", "speedup_vs_prompt_lookup_t0"]]
-display(online)
+# %% tags=["remove-input"]
+display(format_table(ch.online_table(R.drafters).reset_index(names="drafter")))
 
 # %% [markdown]
 # ## Two architectures
 
-# %%
-rows = []
-for s in R["07_cross_model"]["summaries"]:
-    rows.append({"model": s["model"], "N": s["n_layers"], "width": s["hidden_size"],
-                 "compartments": ", ".join(f"{a}-{b}" for a, b in s["compartments"]),
-                 "EAGLE-3 default": str(s["default"]), "exhaustive (S2)": str(s["sets"].get("exhaustive")),
-                 "default's S2 percentile": round(s["percentile"].get("eagle3-default", float("nan")), 1)})
-display(pd.DataFrame(rows))
+# %% tags=["remove-input"]
+display(format_table(cross_model.overview_table(R.cross), {"default's S2 percentile": "{:.1f}"}))

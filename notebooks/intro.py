@@ -2,6 +2,11 @@
 # jupyter:
 #   jupytext:
 #     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -32,63 +37,30 @@ overrides = "{}"
 
 # %% tags=["remove-cell"]
 import matplotlib.pyplot as plt
-import numpy as np
-from myst_nb import glue
-from scipy.stats import spearmanr
 
-from activation_wave.pipeline import load_results, notebook_config
+from activation_wave.book import glue_figure, glue_values
+from activation_wave.chapters import landing
+from activation_wave.pipeline import open_chapter
 from activation_wave.plots import plot_selection_map, plot_tau
 
-cfg = notebook_config(profile, model, overrides)
-r0 = load_results("00_data_and_capture", cfg, results_root or None)
-r1 = load_results("01_layer_entropy", cfg, results_root or None)
-r3 = load_results("03_cka_compartments", cfg, results_root or None)
-r4 = load_results("04_token_filtering", cfg, results_root or None)
-r5 = load_results("05_layer_selection", cfg, results_root or None)
-r6 = load_results("06_eagle3_speedup", cfg, results_root or None)
-
-glue("model_name", cfg.model, display=False)
-glue("n_layers", r0["info"]["decoder blocks N"], display=False)
-glue("n_prompts", r0["summary"]["records"], display=False)
-glue("n_positions", r0["summary"]["response_positions"], display=False)
-sink = r4["sink"]
-allpos = sink["conditions"]["all tokens (mean centring)"]["entropy"]
-cliff = int(np.argmin(allpos[1:])) + 1
-glue("sink_ratio", float(max(sink["first_norm_ratio"])), display=False)
-glue("cliff_layer", cliff, display=False)
-glue("cliff_entropy", float(allpos[cliff]), display=False)
-nosink = sink["conditions"].get("without the first position", {}).get("entropy", allpos)
-glue("cliff_entropy_fixed", float(nosink[cliff]), display=False)
-default = r5["default"]
-glue("default_layers", str(default["layers"]), display=False)
-glue("default_pct", float(default["scores"]["percentile"]), display=False)
-glue("exhaustive_layers", str(r5["sets"]["exhaustive"]), display=False)
-best, dflt = r6["best"], r6["default"]
-glue("tau_default", dflt["tau"], display=False)
-glue("tau_best", best["tau"], display=False)
-glue("best_set", f"{best['set']} {best['layers']}", display=False)
-glue("rho_renyi2", r6["spearman"]["renyi2 (triples)"], display=False)
-tri6 = [r for r in r6["summary"] if r["k"] == 3]
-glue("rho_deepest", float(spearmanr([max(r["layers"]) for r in tri6], [r["tau"] for r in tri6]).statistic), display=False)
-glue("n_drafters", len(r6["runs"]), display=False)
-glue("n_seeds", max(r["n_seeds"] for r in r6["summary"]), display=False)
-on = r6["online"]
-glue("speedup_default", on["eagle3-default"]["speedup_vs_plain_t0"], display=False)
-glue("speedup_best", max(v["speedup_vs_plain_t0"] for v in on.values()), display=False)
-lossless = all(v["lossless_prompts"] == v["n_prompts"] for v in on.values())
-glue("lossless_word", "exactly" if lossless else "not always", display=False)
+cfg, _ = open_chapter(profile, model, overrides, capture=False)
+k, R = landing.run(cfg, results_root or None)  # the key numbers: activation_wave/chapters/landing.py
+glue_values(model_name=k.model, n_layers=k.n_layers, n_prompts=k.n_prompts, n_positions=k.n_positions,
+            sink_ratio=k.sink_ratio, cliff_layer=k.cliff_layer, cliff_entropy=k.cliff_entropy,
+            cliff_entropy_fixed=k.cliff_entropy_without_first, default_layers=str(k.default_layers),
+            default_pct=k.default_percentile, exhaustive_layers=str(k.exhaustive_layers), tau_default=k.tau_default,
+            tau_best=k.tau_best, best_set=k.best_set, rho_renyi2=k.rho_renyi2, rho_deepest=k.rho_deepest,
+            n_drafters=k.n_drafters, n_seeds=k.n_seeds, speedup_default=k.speedup_default, speedup_best=k.speedup_best,
+            lossless_word="exactly" if k.lossless else "not always")
 
 # %% tags=["remove-cell"]
-tri = sorted((r for r in r6["summary"] if r["k"] == 3), key=lambda r: -r["tau"])
+tri = landing.ranked_triples(R)
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained", gridspec_kw={"width_ratios": [1.2, 1]})
-sets = {m: r5["sets"][m] for m in ("exhaustive", "entropy-greedy", "combined", "cka-diverse", "eagle3-default", "last-k")
-        if m in r5["sets"]}
-plot_selection_map(r3["ids"], sets, compartments=[tuple(c) for c in r3["compartments"]],
-                   entropy=r1["dataset"]["mean"], ax=axes[0], title="Which layers each rule picks")
+plot_selection_map(R.cka.ids, landing.key_sets(R), compartments=R.cka.compartments, entropy=R.entropy.dataset.mean,
+                   ax=axes[0], title="Which layers each rule picks")
 plot_tau([r["set"] for r in tri], [r["tau"] for r in tri], [r["tau_lo"] for r in tri], [r["tau_hi"] for r in tri],
          ax=axes[1], title="Drafters reading those layers")
-glue("fig_key", fig, display=False)
-plt.close(fig)
+glue_figure("fig_key", fig)
 
 # %% [markdown]
 # ```{glue:figure} fig_key

@@ -48,3 +48,29 @@ def tiny_target(tiny_llama, tiny_tokenizer, tmp_path, monkeypatch):
     tiny_llama.generation_config.eos_token_id = 1
     return Target(name="tiny-llama", model=tiny_llama, tokenizer=tiny_tokenizer,
                   provenance={"source": "test", "name": "tiny-llama", "seed": 0})
+
+
+@pytest.fixture(scope="module")
+def tiny_llama8():
+    """An 8-block random Llama (hidden 32): EAGLE-3 default [2, 4, 5]."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(1)
+    cfg = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=8,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                      tie_word_embeddings=True)
+    return LlamaForCausalLM(cfg).eval()
+
+
+@pytest.fixture()
+def cap8(tiny_llama8, tiny_tokenizer, tmp_path, monkeypatch):
+    """A capture of the 8-block tiny Llama (responses to eight prompts), caches in tmp_path."""
+    from helpers import captured
+
+    from activation_wave.models import Target
+
+    monkeypatch.setenv("WAVE_CACHE", str(tmp_path / "cache"))
+    tiny_llama8.generation_config.eos_token_id = 1
+    target = Target(name="tiny-llama8", model=tiny_llama8, tokenizer=tiny_tokenizer,
+                    provenance={"source": "test", "name": "tiny-llama8", "seed": 1})
+    return captured(target, tmp_path, "tiny-llama8")

@@ -30,3 +30,23 @@ def permutation_target(tokenizer, vocab: int = 128, scale: float = 3.0, seed: in
     model.generation_config.eos_token_id = getattr(tokenizer, "eos_token_id", None)
     return Target(name="perm-llama", model=model, tokenizer=tokenizer,
                   provenance={"source": "test", "name": "perm-llama", "seed": seed, "vocab": vocab})
+
+
+#: Eight short prompts for captures of tiny models.
+PROMPTS_8 = [("q%d" % i, f"Tell me about {i}, then {i + 1}." * (1 + i % 2)) for i in range(8)]
+
+
+def captured(target: Target, tmp_path, name: str):
+    """Greedy responses of ``target`` to :data:`PROMPTS_8` and their capture, as a
+    :class:`~activation_wave.pipeline.Captured` with a small smoke config."""
+    from activation_wave.capture import capture
+    from activation_wave.config import CaptureConfig, DataConfig, load_config
+    from activation_wave.data import Prompt, generate_responses
+    from activation_wave.pipeline import Captured
+
+    prompts = [Prompt(id=i, text=t, category="c", split="train") for i, t in PROMPTS_8]
+    rs, rpath = generate_responses(target, prompts, DataConfig(max_new_tokens=16, batch_size=8), progress=False)
+    cache = capture(target, rs, CaptureConfig(batch_size=8, records_per_shard=4, topk=4), out_dir=tmp_path / name,
+                    progress=False)
+    cfg = load_config("smoke", {"metrics.token_budget": 96, "select.n_random": 2, "select.n_bootstrap": 3}, model=name)
+    return Captured(cfg=cfg, target=target, responses=rs, cache=cache, responses_path=rpath)

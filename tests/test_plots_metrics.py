@@ -13,6 +13,7 @@ import pytest  # noqa: E402
 from activation_wave import entropy as E  # noqa: E402
 from activation_wave import plots  # noqa: E402
 from activation_wave import selection as S  # noqa: E402
+from activation_wave.layer_stats import LayerStats  # noqa: E402
 from activation_wave.cka import compartment_costs  # noqa: E402
 
 
@@ -21,7 +22,7 @@ def data():
     rng = np.random.default_rng(0)
     H = rng.normal(size=(6, 48, 5)).cumsum(0)
     groups = np.repeat(np.arange(6), 8)
-    stats = S.LayerStats.from_hidden(H)
+    stats = LayerStats.from_hidden(H)
     return H, groups, stats
 
 

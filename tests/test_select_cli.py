@@ -7,67 +7,23 @@ import json
 
 import numpy as np
 import pytest
-import torch
+from helpers import captured
 
 from activation_wave import cli
-from activation_wave.capture import capture
-from activation_wave.config import CaptureConfig, DataConfig, load_config
-from activation_wave.data import Prompt, generate_responses
-from activation_wave.layers import to_convention
-from activation_wave.models import Target
+from activation_wave.chapters.cka_compartments import compartment_rows
+from activation_wave.config import load_config
+from activation_wave.layer_stats import LayerStats, stats_from_cache
+from activation_wave.layers import span_of, to_convention
 from activation_wave.pipeline import Captured
-from activation_wave.selection import (
-    LayerStats,
-    bootstrap_methods,
-    compartment_of,
-    compartment_table,
-    lambda_choice,
-    method_sets,
-    paired_difference,
-    rank_among_all,
-    select_for_cli,
-    select_layers,
-    stats_from_cache,
-    sweep_lambda,
-)
-
-PROMPTS = [Prompt(id=f"q{i}", text=f"Tell me about {i}, then {i + 1}." * (1 + i % 2), category="c", split="train")
-           for i in range(8)]
-
-
-def _captured(target: Target, tmp_path, name: str) -> Captured:
-    rs, rpath = generate_responses(target, PROMPTS, DataConfig(max_new_tokens=16, batch_size=8), progress=False)
-    cache = capture(target, rs, CaptureConfig(batch_size=8, records_per_shard=4, topk=4), out_dir=tmp_path / name,
-                    progress=False)
-    cfg = load_config("smoke", {"metrics.token_budget": 96, "select.n_random": 2, "select.n_bootstrap": 3}, model=name)
-    return Captured(cfg=cfg, target=target, responses=rs, cache=cache, responses_path=rpath)
+from activation_wave.select_cli import select_for_cli
+from activation_wave.selection import lambda_choice, method_sets, rank_among_all, select_layers, sweep_lambda
+from activation_wave.stability import bootstrap_methods, paired_difference
 
 
 @pytest.fixture()
 def cap4(tiny_target, tmp_path):
     """A capture of the 4-block tiny Llama: too shallow for the EAGLE-3 default."""
-    return _captured(tiny_target, tmp_path, "tiny-llama")
-
-
-@pytest.fixture(scope="module")
-def tiny_llama8():
-    """An 8-block random Llama (hidden 32): EAGLE-3 default [2, 4, 5]."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(1)
-    cfg = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=8,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      tie_word_embeddings=True)
-    return LlamaForCausalLM(cfg).eval()
-
-
-@pytest.fixture()
-def cap8(tiny_llama8, tiny_tokenizer, tmp_path, monkeypatch):
-    monkeypatch.setenv("WAVE_CACHE", str(tmp_path / "cache"))
-    tiny_llama8.generation_config.eos_token_id = 1
-    target = Target(name="tiny-llama8", model=tiny_llama8, tokenizer=tiny_tokenizer,
-                    provenance={"source": "test", "name": "tiny-llama8", "seed": 1})
-    return _captured(target, tmp_path, "tiny-llama8")
+    return captured(tiny_target, tmp_path, "tiny-llama")
 
 
 def _with(cap: Captured, **select) -> tuple[Captured, object]:
@@ -199,12 +155,13 @@ def test_compartment_helpers():
     C = np.kron(np.eye(2), np.ones((3, 3))) * 0.8 + 0.2
     stats = LayerStats.from_products(range(6), M=C * 100, t=np.full(6, 10.0), cka=C)
     comps = [(0, 2), (3, 5)]
-    assert compartment_of([1, 4, 5], comps) == [1, 2, 2]
-    with pytest.raises(ValueError, match="none of the compartments"):
-        compartment_of([7], comps)
-    table = compartment_table(stats, comps, mark={"default": [2, 4]})
-    assert table["size"].tolist() == [3, 3] and table["default"].tolist() == ["2", "4"]
-    assert np.allclose(table["mean CKA inside"], 1.0) and np.allclose(table["mean CKA to neighbours"], 0.2)
+    assert span_of([1, 4, 5], comps) == [1, 2, 2]
+    with pytest.raises(ValueError, match="none of the spans"):
+        span_of([7], comps)
+    rows = compartment_rows(stats, comps, mark={"default": [2, 4]})
+    assert [r.size for r in rows] == [3, 3] and [r.marks["default"] for r in rows] == [[2], [4]]
+    assert np.allclose([r.mean_cka_inside for r in rows], 1.0)
+    assert np.allclose([r.mean_cka_neighbours for r in rows], 0.2)
 
 
 def test_outlier_helpers_on_a_planted_sink():

@@ -9,6 +9,7 @@ import pytest
 
 from activation_wave import entropy as E
 from activation_wave import selection as S
+from activation_wave.layer_stats import LayerStats
 from activation_wave.cka import MinibatchCKA
 
 
@@ -29,13 +30,13 @@ def _planted(groups=(1, 4, 4, 3), n=160, d=10, noise=0.3, seed=0):
 @pytest.fixture(scope="module")
 def planted():
     H, lab = _planted()
-    return S.LayerStats.from_hidden(H), lab
+    return LayerStats.from_hidden(H), lab
 
 
 @pytest.fixture(scope="module")
 def small():
     H = np.random.default_rng(1).normal(size=(7, 40, 5)).cumsum(0)
-    return S.LayerStats.from_hidden(H), H
+    return LayerStats.from_hidden(H), H
 
 
 def test_k1_greedy_equals_exhaustive_equals_best_single_layer(small):
@@ -92,7 +93,7 @@ def test_lambda_sweep_mean_cka_never_increases(small):
 
 def test_baselines():
     H = np.random.default_rng(2).normal(size=(31, 12, 3))  # N = 30, like SmolLM2
-    stats = S.LayerStats.from_hidden(H)
+    stats = LayerStats.from_hidden(H)
     assert S.select_layers(stats, 3, "eagle3-default").ids == (2, 15, 27)
     assert S.select_layers(stats, 3, "last-k").ids == (28, 29, 30)
     even = S.select_layers(stats, 3, "evenly-spaced").ids
@@ -125,10 +126,10 @@ def test_other_errors(small):
     with pytest.raises(ValueError, match="not in these statistics"):
         S.select_layers(stats, 2, "combined", candidates=[1, 99])
     with pytest.raises(ValueError, match="ids has 3"):
-        S.LayerStats.from_hidden(H, ids=[1, 2, 3])
+        LayerStats.from_hidden(H, ids=[1, 2, 3])
     with pytest.raises(ValueError, match="out of range"):
-        S.LayerStats.from_hidden(H, n_blocks=4)
-    big = S.LayerStats.from_hidden(np.random.default_rng(0).normal(size=(25, 10, 3)))
+        LayerStats.from_hidden(H, n_blocks=4)
+    big = LayerStats.from_hidden(np.random.default_rng(0).normal(size=(25, 10, 3)))
     with pytest.raises(ValueError, match="alpha=2"):
         S.select_layers(big, 4, "exhaustive", alpha=1.0)
 
@@ -144,7 +145,7 @@ def test_stats_from_streamed_products_give_the_same_alpha2_selection(planted):
         acc.add(c)
         mb.update(c)
     M, t = acc.result()
-    streamed = S.LayerStats.from_products(stats.ids, M, t, mb.result())
+    streamed = LayerStats.from_products(stats.ids, M, t, mb.result())
     assert np.allclose(streamed.entropy2, stats.entropy2)
     for m in ("entropy-greedy", "exhaustive"):  # entropy only: same M, same choice
         assert S.select_layers(streamed, 3, m).ids == S.select_layers(stats, 3, m).ids
@@ -156,7 +157,7 @@ def test_stats_from_streamed_products_give_the_same_alpha2_selection(planted):
 
 def test_median_centred_stats(planted):
     stats, lab = planted
-    robust = S.LayerStats.from_hidden(stats.data, center="median")
+    robust = LayerStats.from_hidden(stats.data, center="median")
     assert np.allclose(robust.cka, stats.cka)  # CKA keeps mean centring
     assert sorted(lab[list(S.select_layers(robust, 3, "exhaustive").ids)]) == [1, 2, 3]
     assert np.allclose(robust.entropy2, E.layer_entropies(stats.data, 2.0, center="median"))
@@ -179,14 +180,16 @@ def test_rank_sets_and_candidate_sets(planted):
 
 
 def test_bootstrap_stability(planted):
+    from activation_wave.stability import bootstrap_methods
+
     stats, _ = planted
     H = stats.data
     groups = np.repeat(np.arange(16), 10)
-    res = S.bootstrap_stability(H, groups, "exhaustive", 3, n_boot=6, seed=0)
+    res = bootstrap_methods(H, groups, ["exhaustive"], 3, n_boot=6, seed=0)["exhaustive"]
     assert res.sets["count"].sum() == 6 and res.sets["freq"].sum() == pytest.approx(1.0)
     assert res.layers.index.tolist() == list(range(1, 12))
     assert res.layers.sum() == pytest.approx(3.0)  # three layers per replicate
-    again = S.bootstrap_stability(H, groups, "exhaustive", 3, n_boot=6, seed=0)
+    again = bootstrap_methods(H, groups, ["exhaustive"], 3, n_boot=6, seed=0)["exhaustive"]
     assert res.sets.equals(again.sets)
     assert set(res.to_dict()) == {"sets", "layers", "full", "n_boot"}
 

@@ -72,7 +72,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 def cmd_select(args: argparse.Namespace) -> int:
     from .pipeline import run_capture
-    from .selection import select_for_cli
+    from .select_cli import select_for_cli
 
     cfg = _config(args, **{"select.k": args.k, "select.method": args.method})
     cap = run_capture(cfg, progress=not args.json)

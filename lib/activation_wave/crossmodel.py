@@ -8,6 +8,7 @@ cross-model chapter compares, with the functions the single-model chapters use.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,8 @@ import numpy as np
 from .capture import CaptureCache
 from .config import StudyConfig
 from .layers import eagle3_default_layers
-from .selection import method_sets, rank_among_all, stats_from_cache
+from .layer_stats import stats_from_cache
+from .selection import method_sets, rank_among_all
 
 
 def cross_config(cfg: StudyConfig) -> StudyConfig:
@@ -34,17 +36,37 @@ def cross_overrides(cfg: StudyConfig) -> dict[str, Any]:
             "data.batch_size": c.data.batch_size, "capture.batch_size": c.capture.batch_size}
 
 
-def layer_summary(cache: CaptureCache, cfg: StudyConfig, *, filtered: bool = True) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ModelSummary:
+    """One model's statistics for the side-by-side comparison: entropy ``[L]`` (order 1),
+    CKA ``[L, L]``, compartments, every method's k-layer set and its ``S_2`` percentile
+    among all sets of that size."""
+
+    model: str
+    n_layers: int
+    hidden_size: int
+    ids: list[int]
+    relative_depth: list[float]
+    entropy: list[float]
+    cka: list[list[float]]
+    compartments: list[tuple[int, int]]
+    sets: dict[str, list[int]]
+    default: list[int] | None
+    percentile: dict[str, float]
+    n_tokens: int
+    filtered: bool
+
+
+def layer_summary(cache: CaptureCache, cfg: StudyConfig, *, filtered: bool = True) -> ModelSummary:
     """Entropy per layer, CKA, compartments and every method's k-layer set for one model."""
     cs = stats_from_cache(cache, cfg, filtered=filtered)
     st = cs.stats
     N = cache.n_layers
     sets = {m: list(ids) for m, ids in method_sets(st, cfg.select.k, lam=cfg.select.lam, alpha=cfg.select.alpha,
                                                     n_random=0, seed=cfg.select.seed).items()}
-    default = eagle3_default_layers(N) if cfg.select.k == 3 else None
-    ranks = {m: rank_among_all(st, ids)["percentile"] for m, ids in sets.items()}
-    return {"model": cfg.model, "n_layers": N, "hidden_size": cache.manifest["model"]["hidden_size"],
-            "ids": list(st.ids), "relative_depth": (np.array(st.ids) / N).tolist(),
-            "entropy": st.entropy1.tolist(), "cka": st.cka.tolist(), "compartments": [list(c) for c in st.compartments],
-            "sets": sets, "default": default, "percentile": ranks, "n_tokens": int(cs.keep.sum()),
-            "filtered": filtered}
+    return ModelSummary(model=cfg.model, n_layers=N, hidden_size=cache.manifest["model"]["hidden_size"],
+                        ids=list(st.ids), relative_depth=(np.array(st.ids) / N).tolist(), entropy=st.entropy1.tolist(),
+                        cka=st.cka.tolist(), compartments=[tuple(c) for c in st.compartments], sets=sets,
+                        default=eagle3_default_layers(N) if cfg.select.k == 3 else None,
+                        percentile={m: rank_among_all(st, ids)["percentile"] for m, ids in sets.items()},
+                        n_tokens=int(cs.keep.sum()), filtered=filtered)

@@ -24,7 +24,7 @@ import importlib.util
 import json
 import os
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -360,19 +360,6 @@ def _generate_cached(target: Target, items: Sequence[tuple[str, Prompt]], path: 
         bar.update(len(batch))
     bar.close()
     return done
-
-
-def commit_responses(path: Path) -> Path:
-    """Copy a response cache into ``data/responses/`` so fresh clones skip generation."""
-    COMMITTED_RESPONSES.mkdir(parents=True, exist_ok=True)
-    dest = COMMITTED_RESPONSES / path.name
-    shutil.copyfile(path, dest)
-    return dest
-
-
-def iter_batches(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i:i + size]
 
 
 def response_table(responses: Sequence[Response]) -> Any:

@@ -555,21 +555,32 @@ class PairAccumulator:
         return M.numpy(), t.numpy()
 
 
-def renyi2_subset(M: Array, t: Array, subset: Sequence[int]) -> float:
-    """Closed-form ``S_2`` of the concatenation of the layers at positions ``subset``.
+def renyi2_of_sets(M: Array, t: Array, sets: Array) -> np.ndarray:
+    """Closed-form ``S_2`` of the concatenation of each set of layers: THE formula.
 
-    ``-log( sum_{a,b in S} M_ab / (sum_a t_a)^2 )`` with ``M, t`` from
-    :func:`pair_products` (positions index ``M``, not layer ids).
+    ``S_2(S) = -log( sum_{a,b in S} M_ab / (sum_{a in S} t_a)^2 )`` with ``M [L, L]``,
+    ``t [L]`` from :func:`pair_products`; ``sets`` ``[C, k]`` holds positions into ``M``
+    (not layer ids), one set per row. Returns ``[C]`` (nats).
+
+    >>> M, t = np.eye(2), np.ones(2)  # two orthogonal layers, each of rank one
+    >>> np.round(renyi2_of_sets(M, t, [[0, 1]]), 6).tolist()  # log 2
+    [0.693147]
     """
     M, t = np.asarray(M, dtype=float), np.asarray(t, dtype=float)
-    s = np.asarray(subset, dtype=int)
-    return float(-np.log(M[np.ix_(s, s)].sum() / t[s].sum() ** 2))
+    S = np.asarray(sets, dtype=np.int64)
+    if S.ndim != 2:
+        raise ValueError(f"sets must be a [C, k] array of positions, got shape {S.shape}")
+    return -np.log(M[S[:, :, None], S[:, None, :]].sum((1, 2)) / t[S].sum(1) ** 2)
+
+
+def renyi2_subset(M: Array, t: Array, subset: Sequence[int]) -> float:
+    """Closed-form ``S_2`` of one set of positions (:func:`renyi2_of_sets`)."""
+    return float(renyi2_of_sets(M, t, [list(subset)])[0])
 
 
 def renyi2_from_products(M: Array, t: Array) -> np.ndarray:
-    """Single-layer ``S_2`` ``[L]`` from the diagonal: ``-log(M_aa / t_a^2)``."""
-    M, t = np.asarray(M, dtype=float), np.asarray(t, dtype=float)
-    return -np.log(np.diag(M) / t**2)
+    """Single-layer ``S_2`` ``[L]`` (:func:`renyi2_of_sets` of each layer alone)."""
+    return renyi2_of_sets(M, t, np.arange(np.shape(M)[0])[:, None])
 
 
 def pairwise_renyi2(M: Array, t: Array) -> np.ndarray:
@@ -578,11 +589,11 @@ def pairwise_renyi2(M: Array, t: Array) -> np.ndarray:
     The diagonal is the single-layer ``S_2`` (a layer concatenated with itself
     has the same spectrum).
     """
-    M, t = np.asarray(M, dtype=float), np.asarray(t, dtype=float)
-    d = np.diag(M)
-    num = d[:, None] + d[None, :] + 2 * M
-    out = -np.log(num / (t[:, None] + t[None, :]) ** 2)
-    np.fill_diagonal(out, renyi2_from_products(M, t))
+    L = np.shape(M)[0]
+    out = np.diag(renyi2_from_products(M, t))
+    if L > 1:
+        pairs = subsets(L, 2)
+        out[pairs[:, 0], pairs[:, 1]] = out[pairs[:, 1], pairs[:, 0]] = renyi2_of_sets(M, t, pairs)
     return out
 
 
@@ -628,10 +639,8 @@ def renyi2_all_subsets(
     >>> sets.shape, s2.shape
     ((10, 2), (10,))
     """
-    M, t = np.asarray(M, dtype=float), np.asarray(t, dtype=float)
-    sets = subsets(M.shape[0], k, pool)
-    num = M[sets[:, :, None], sets[:, None, :]].sum((1, 2))
-    return sets, -np.log(num / t[sets].sum(1) ** 2)
+    sets = subsets(np.shape(M)[0], k, pool)
+    return sets, renyi2_of_sets(M, t, sets)
 
 
 # ------------------------------------------------------------ chapter helpers
@@ -649,14 +658,14 @@ def set_compute_threads(n: int = 1) -> int:
     return old
 
 
-def profile_summary(values: Array, ids: Sequence[int] | None = None, *, skip_last: bool = False) -> dict:
+def profile_summary(values: Array, ids: Sequence[int] | None = None) -> dict:
     """Landmarks of a per-layer profile ``[L]`` (e.g. entropy over depth), for prose.
 
     Returns ``first`` / ``last`` values, ``max`` / ``min`` with their layer ids, and the
     largest fall between consecutive layers (``drop``: size > 0 for a fall, ``drop_to``:
-    the layer id after it, ``drop_from``: the one before). ``skip_last=True`` leaves out
-    the last layer (the final-normed entry ``N`` of Llama/Gemma models, which sits on
-    another scale). Plain Python numbers, ready for ``glue`` and JSON.
+    the layer id after it, ``drop_from``: the one before). Plain Python numbers, ready
+    for ``glue`` and JSON. Chapters pass the entries on one scale
+    (:func:`activation_wave.layers.profile_positions`), the final-normed one aside.
 
     >>> profile_summary([4.0, 4.5, 1.2, 3.9], [0, 1, 2, 3])["drop_to"]
     2
@@ -665,8 +674,6 @@ def profile_summary(values: Array, ids: Sequence[int] | None = None, *, skip_las
     ids = list(range(len(v))) if ids is None else [int(i) for i in ids]
     if len(ids) != len(v):
         raise ValueError(f"ids has {len(ids)} entries for {len(v)} values")
-    if skip_last:
-        v, ids = v[:-1], ids[:-1]
     if len(v) == 0:
         raise ValueError("profile_summary needs at least one value")
     steps = v[:-1] - v[1:] if len(v) > 1 else np.zeros(1)
@@ -677,3 +684,16 @@ def profile_summary(values: Array, ids: Sequence[int] | None = None, *, skip_las
         "min": float(v.min()), "argmin": ids[int(np.argmin(v))],
         "drop": float(steps[j]), "drop_from": ids[j], "drop_to": ids[min(j + 1, len(ids) - 1)],
     }
+
+
+def depth_landmarks(values: Array, ids: Sequence[int], n_layers: int) -> dict:
+    """:func:`profile_summary` of the entries of a depth profile on one scale: every layer
+    id but the final-normed entry (:func:`activation_wave.layers.profile_positions`).
+
+    >>> depth_landmarks([4.0, 4.5, 1.2, 3.9, 0.5], [0, 1, 2, 3, 4], 4)["min"]
+    1.2
+    """
+    from .layers import profile_positions
+
+    keep = profile_positions(ids, n_layers)
+    return profile_summary(np.asarray(values, dtype=float)[keep], [int(ids[p]) for p in keep])

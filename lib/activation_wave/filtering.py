@@ -251,14 +251,17 @@ def token_count_stability(
     seed: int = 0,
     alpha: float = 1.0,
     k_max: int = 12,
+    profile: Sequence[int] | None = None,
 ) -> dict[str, np.ndarray]:
     """How far entropy-over-depth and CKA computed on fewer tokens stray from all of ``H``.
 
     For every size in ``sizes`` and each of ``n_rep`` seeded random subsets of that many
     tokens of ``H`` ``[L, n, d]``, compares with the statistics of all ``n`` tokens:
 
-    * ``profile_corr`` ``[T, R]``: Spearman correlation over layers of the entropy
-      profile (last layer left out) with the full one (does it rank layers alike?);
+    * ``profile_corr`` ``[T, R]``: Spearman correlation over the layers at positions
+      ``profile`` (default: all but the last, the final-normed entry; see
+      :func:`activation_wave.layers.profile_positions`) of the entropy profile with the
+      full one (does it rank layers alike?);
     * ``entropy_shift`` ``[T, R]``: mean over layers of the entropy difference (pooled
       entropy grows with the number of tokens);
     * ``cka_mad`` ``[T, R]``: mean absolute difference of the CKA matrices;
@@ -283,13 +286,14 @@ def token_count_stability(
     out = {k: np.zeros((len(sizes), n_rep)) for k in ("profile_corr", "entropy_shift", "cka_mad", "same_compartments")}
     rng = np.random.default_rng(seed)
     off = ~np.eye(L, dtype=bool)
+    keep = list(range(L - 1)) if profile is None else [int(p) for p in profile]
     for i, size in enumerate(sizes):
         for r in range(n_rep):
             rows = np.sort(rng.choice(n, size=size, replace=False))
             Hs = H[:, rows]
             e = layer_entropies(Hs, alpha)
             c = cka_matrix(Hs)
-            out["profile_corr"][i, r] = spearmanr(e[:-1], ref_e[:-1]).statistic if L > 2 else 1.0
+            out["profile_corr"][i, r] = spearmanr(e[keep], ref_e[keep]).statistic if len(keep) > 1 else 1.0
             out["entropy_shift"][i, r] = float(np.mean(e - ref_e))
             out["cka_mad"][i, r] = float(np.abs(c - ref_c)[off].mean()) if L > 1 else 0.0
             out["same_compartments"][i, r] = float(segment_compartments(c, k_max=km) == ref_comp)

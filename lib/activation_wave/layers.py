@@ -68,6 +68,19 @@ def eagle3_default_layers(n_layers: int) -> list[int]:
     return [2, n_layers // 2, n_layers - 3]
 
 
+def default_or_none(n_layers: int, k: int = 3) -> list[int] | None:
+    """The EAGLE-3 default for a comparison of ``k``-layer sets, or None where it does not
+    take part (k != 3, or N too small for :func:`eagle3_default_layers`).
+
+    >>> default_or_none(30), default_or_none(30, 2), default_or_none(3)
+    ([2, 15, 27], None, None)
+    """
+    try:
+        return eagle3_default_layers(n_layers) if k == 3 else None
+    except ValueError:
+        return None
+
+
 def to_convention(layers: Sequence[int], convention: str) -> list[int]:
     """Convert ``hidden_states`` indices to another engine's convention.
 
@@ -92,3 +105,99 @@ def from_convention(layers: Sequence[int], convention: str) -> list[int]:
         raise ValueError(f"unknown convention {convention!r}; choose one of {sorted(CONVENTIONS)}")
     shift = 0 if convention in ("hidden_states", "vllm") else 1
     return [int(x) + shift for x in layers]
+
+
+# ------------------------------------------------- where the convention is applied
+#: The embedding output: an input of every drafter already (its token embedding), and
+#: without an "output of block i" name in SpecForge / SGLang, so never a candidate.
+EMBEDDING_ENTRY = 0
+
+
+def last_block_entry(n_layers: int) -> int:
+    """The ``hidden_states`` index that stands for the output of the last decoder block.
+
+    Today this is ``N`` itself, the entry transformers returns *after* the final norm
+    (see :func:`normed_entry`); every chapter asks this function, so changing what the
+    last candidate is happens here only.
+
+    >>> last_block_entry(30)
+    30
+    """
+    return int(n_layers)
+
+
+def normed_entry(n_layers: int) -> int | None:
+    """The entry of a capture that carries the final norm (``N`` for Llama and Gemma in
+    transformers), which sits on another scale than the others, or None if there is none.
+
+    >>> normed_entry(30)
+    30
+    """
+    return int(n_layers)
+
+
+def candidate_layers(n_layers: int) -> list[int]:
+    """The ``hidden_states`` indices a drafter may read: the decoder-block outputs
+    ``1..last_block_entry(N)`` (the embedding output, 0, is not a candidate).
+
+    >>> candidate_layers(4)
+    [1, 2, 3, 4]
+    """
+    return [i for i in range(last_block_entry(n_layers) + 1) if i != EMBEDDING_ENTRY]
+
+
+def candidate_ids(ids: Sequence[int]) -> list[int]:
+    """The candidates among the layer ids of a statistic (``ids`` in depth order).
+
+    >>> candidate_ids([0, 1, 2, 3])
+    [1, 2, 3]
+    """
+    return [int(i) for i in ids if int(i) != EMBEDDING_ENTRY]
+
+
+def profile_positions(ids: Sequence[int], n_layers: int) -> list[int]:
+    """Positions, in ``ids``, of the entries a depth profile compares on one scale: every
+    one but the final-normed entry (:func:`normed_entry`), which a chapter describes apart.
+
+    >>> profile_positions([0, 1, 2, 3, 4], 4)
+    [0, 1, 2, 3]
+    """
+    skip = normed_entry(n_layers)
+    return [p for p, i in enumerate(ids) if int(i) != skip]
+
+
+def last_blocks(n_layers: int, count: int) -> list[int]:
+    """The ``hidden_states`` indices of the outputs of the last ``count`` decoder blocks.
+
+    >>> last_blocks(30, 3)
+    [28, 29, 30]
+    """
+    if not 1 <= count <= n_layers:
+        raise ValueError(f"count={count}: choose 1 <= count <= N={n_layers}")
+    end = last_block_entry(n_layers)
+    return list(range(end - count + 1, end + 1))
+
+
+def span_text(spans: Sequence[Sequence[int]]) -> str:
+    """Contiguous layer ranges (inclusive ``(first, last)`` ids, e.g. CKA compartments)
+    as text.
+
+    >>> span_text([(0, 2), (3, 10), (11, 11)])
+    '0-2, 3-10, 11'
+    """
+    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in spans)
+
+
+def span_of(layer_ids: Sequence[int], spans: Sequence[Sequence[int]]) -> list[int]:
+    """1-based index of the span (inclusive id range) each layer id falls in.
+
+    >>> span_of([2, 15, 27], [(0, 2), (3, 10), (11, 21), (22, 30)])
+    [1, 3, 4]
+    """
+    out = []
+    for i in layer_ids:
+        hit = [j + 1 for j, (a, b) in enumerate(spans) if a <= int(i) <= b]
+        if not hit:
+            raise ValueError(f"layer {i} is in none of the spans {[tuple(s) for s in spans]}")
+        out.append(hit[0])
+    return out

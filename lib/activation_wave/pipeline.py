@@ -85,3 +85,19 @@ def notebook_config(profile: str, model: str = "", overrides: str | Mapping[str,
     """
     extra = json.loads(overrides) if isinstance(overrides, str) else dict(overrides)
     return load_config(profile, extra, model=model or None)
+
+
+def open_chapter(profile: str, model: str = "", overrides: str | Mapping[str, Any] = "{}", *,
+                 capture: bool = True, threads: int = 1) -> tuple[StudyConfig, Captured | None]:
+    """A chapter's one setup call: its config (:func:`notebook_config`), torch's thread
+    count for the eigen-heavy statistics (one thread is faster on a small shared CPU),
+    and the capture (cached; its summary printed), unless ``capture=False``."""
+    from .entropy import set_compute_threads
+
+    cfg = notebook_config(profile, model, overrides)
+    set_compute_threads(threads)
+    if not capture:
+        return cfg, None
+    cap = run_capture(cfg, progress=False)
+    print(cap.cache.summary())
+    return cfg, cap

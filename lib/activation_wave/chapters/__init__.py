@@ -1,0 +1,1 @@
+"""One module per chapter: ``run(cfg, ...)`` computes a chapter's analysis and returns its frozen result object."""

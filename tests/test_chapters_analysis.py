@@ -1,0 +1,186 @@
+"""The chapters' analysis as library functions: the layer-convention helpers they share,
+the one closed form of S_2, and each chapter's ``run`` on a tiny captured model, with
+its result object written and read back by class."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from activation_wave.chapters import (cka_compartments, concat_entropy, data_and_capture, landing, layer_entropy,
+                                      layer_selection, results_summary, token_filtering)
+from activation_wave.chapters.cross_model import CrossModelResult
+from activation_wave.crossmodel import layer_summary
+from activation_wave.entropy import (concat_entropy as eigen_concat, layer_entropies, pair_products, pairwise_renyi2,
+                                     renyi2_from_products, renyi2_of_sets, renyi2_subset, subsets)
+from activation_wave.layers import (candidate_ids, candidate_layers, default_or_none, last_block_entry, last_blocks,
+                                    normed_entry, profile_positions, span_of, span_text)
+from activation_wave.results import load_result, save_result
+
+
+# ------------------------------------------------------------ shared helpers
+def test_layer_convention_helpers():
+    assert candidate_layers(8) == list(range(1, 9)) and last_block_entry(8) == 8 == normed_entry(8)
+    assert candidate_ids([0, 1, 2, 5]) == [1, 2, 5]
+    assert profile_positions([0, 1, 2, 3, 4], 4) == [0, 1, 2, 3]
+    assert profile_positions([0, 2, 4, 6], 8) == [0, 1, 2, 3]  # no normed entry among the ids
+    assert last_blocks(30, 3) == [28, 29, 30]
+    with pytest.raises(ValueError, match="count=0"):
+        last_blocks(30, 0)
+    assert span_text([(0, 2), (3, 3), (4, 30)]) == "0-2, 3, 4-30"
+    assert span_of([0, 3, 30], [(0, 2), (3, 3), (4, 30)]) == [1, 2, 3]
+    with pytest.raises(ValueError, match="none of the spans"):
+        span_of([31], [(0, 30)])
+    assert default_or_none(30) == [2, 15, 27] and default_or_none(30, 4) is None and default_or_none(5) is None
+
+
+def test_one_closed_form_of_s2_matches_the_eigen_route():
+    H = np.random.default_rng(0).normal(size=(4, 50, 6))
+    M, t = pair_products(H)
+    got = [*renyi2_of_sets(M, t, [[0, 2], [1, 2]]), *renyi2_of_sets(M, t, [[0, 1, 3]])]
+    want = [eigen_concat([H[0], H[2]], 2.0), eigen_concat([H[1], H[2]], 2.0), eigen_concat([H[0], H[1], H[3]], 2.0)]
+    assert np.allclose(got, want, atol=1e-10)
+    assert renyi2_subset(M, t, [0, 1, 3]) == pytest.approx(want[2], abs=1e-10)
+    assert np.allclose(renyi2_from_products(M, t), layer_entropies(H, 2.0), atol=1e-10)
+    pair = pairwise_renyi2(M, t)
+    assert np.allclose(pair, pair.T) and pair[1, 2] == pytest.approx(want[1], abs=1e-10)
+    with pytest.raises(ValueError, match=r"\[C, k\]"):
+        renyi2_of_sets(M, t, [0, 1])
+
+
+def test_the_cliff_is_the_largest_fall_before_the_normed_entry():
+    c = token_filtering.cliff_of([4.0, 4.5, 1.2, 3.9, 9.0], [0, 1, 2, 3, 4], 4)
+    assert (c.from_layer, c.to_layer) == (1, 2)
+    assert c.drop == pytest.approx(3.3) and c.before == 4.5 and c.after == 1.2 and c.recovery == pytest.approx(2.7)
+    # a fall into the normed entry N is not a cliff
+    assert token_filtering.cliff_of([4.0, 3.9, 3.8, 0.1], [0, 1, 2, 3], 3).to_layer == 1
+
+
+def test_filter_pieces_on_random_tokens():
+    rng = np.random.default_rng(1)
+    H = rng.normal(size=(3, 40, 5))
+    ent = np.arange(40, dtype=float) / 10
+    f = token_filtering.entropy_filter(H, ent, [0, 1, 2], 2, quantile=0.75, alpha=1.0, seed=0, k_max=3)
+    keep = ent >= np.quantile(ent, 0.75)
+    assert f.n_kept == int(keep.sum()) == 10 and f.threshold == pytest.approx(np.quantile(ent, 0.75))
+    assert np.allclose(f.entropy["kept"], layer_entropies(H[:, keep], 1.0))
+    assert np.allclose(f.entropy["dropped"], layer_entropies(H[:, ~keep], 1.0))
+    assert f.frac_sure == pytest.approx(1 / 40) and f.d_kept_mean == pytest.approx(
+        np.mean(np.asarray(f.entropy["kept"]) - np.asarray(f.entropy["random"])))
+    assert token_filtering.budget_sizes(300) == [32, 64, 128, 256, 300] and token_filtering.budget_sizes(20) == [20]
+    assert [token_filtering._verdict(g) for g in ([True, True], [True, False], [False])] == ["all", "some", "none"]
+
+
+def test_selection_size_helpers():
+    by_k = {"2": {"f": {"g": [1, 2]}}, "3": {"f": {"g": [1, 2, 5]}}, "4": {"f": {"g": [1, 3, 5, 6]}}}
+    assert not layer_selection.nested(by_k, "f", "g")
+    assert layer_selection.nested({k: by_k[k] for k in ("2", "3")}, "f", "g")
+    assert layer_selection.same_sets({"a": [1], "b": [2]}, {"a": [1], "b": [3]}, ["a", "b", "c"]) == 1
+
+
+# ------------------------------------------------- chapters on a tiny capture
+def _roundtrip(name, result, cfg, root, cls):
+    save_result(name, result, cfg, root)
+    back = load_result(name, cfg, root, cls=cls)
+    assert json.loads(json.dumps(back, default=lambda o: o.__dict__)) is not None
+    return back
+
+
+def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
+    cfg, root = cap8.cfg, tmp_path / "results"
+    ids = list(range(9))
+
+    r0 = data_and_capture.run(cfg, cap8)
+    assert r0.info.n_layers == 8 and r0.info.default_layers == [2, 4, 5] and r0.layers == ids
+    assert r0.summary.records == 8 and r0.summary.response_positions > 0
+    ratio = np.asarray(r0.norm_profile["max_norm"]) / np.asarray(r0.norm_profile["median_norm"])
+    assert r0.max_norm_ratio == pytest.approx(ratio.max()) and r0.max_norm_ratio_layer == int(np.argmax(ratio))
+    _roundtrip("00_data_and_capture", r0, cfg, root, data_and_capture.DataAndCaptureResult)
+
+    r1 = layer_entropy.run(cfg, cap8)
+    assert r1.ids == ids and len(r1.dataset.mean) == 9 and set(r1.orders) == {"1", "2", "inf"}
+    assert r1.dataset_summary["argmax"] in ids[:-1]  # the normed entry is described apart
+    assert layer_entropy.prose_values(r1)["ds_last_normed"] == r1.dataset.mean[-1]
+    _roundtrip("01_layer_entropy", r1, cfg, root, layer_entropy.LayerEntropyResult)
+
+    r2 = concat_entropy.run(cfg, cap8)
+    assert r2.max_abs_diff < 1e-8 and r2.n_pairs == 28 and r2.n_triples == 56  # C(8, 2), C(8, 3)
+    assert r2.best_triples[0].s2 == max(t.s2 for t in r2.best_triples) and r2.default.layers == [2, 4, 5]
+    assert r2.best_pairs[0].layers == next(c.layers for c in r2.check if c.name == "best pair")
+
+    r3 = cka_compartments.run(cfg, cap8)
+    assert r3.compartments[0][0] == 0 and r3.compartments[-1][1] == 8
+    assert sum(c.size for c in r3.table) == 9 and len(r3.compartments_k) == cfg.select.k
+    assert 0 <= r3.explained <= 1 and r3.default_compartments == len(set(span_of([2, 4, 5], r3.compartments)))
+    _roundtrip("03_cka_compartments", r3, cfg, root, cka_compartments.CkaCompartmentsResult)
+
+    r4 = token_filtering.run(cfg, cap8)
+    assert r4.ids == ids and r4.n_tokens == 96 and 0 < r4.filter.n_kept < 96
+    assert list(r4.sink.conditions) == list(token_filtering.CONDITION_KEYS)
+    assert r4.sink.cliff.to_layer in ids[1:-1] and r4.sink.removed in ("all", "some", "none")
+    assert r4.sink.at_cliff["all"] == pytest.approx(r4.sink.cliff.after)
+    assert r4.response.sweep[0].n_dropped == 0 and token_filtering.low_row(r4.response) in r4.response.sweep
+    back4 = _roundtrip("04_token_filtering", r4, cfg, root, token_filtering.TokenFilteringResult)
+    assert back4.sink.cliff == r4.sink.cliff and back4.sink.conditions["no_first"].label == r4.sink.conditions["no_first"].label
+
+    r5 = layer_selection.run(cfg, cap8)
+    assert r5.default_layers == [2, 4, 5] and r5.sets["eagle3-default"] == [2, 4, 5]
+    assert [x.rank for x in r5.ranking] == list(range(1, len(r5.ranking) + 1))
+    assert r5.scores["exhaustive"]["rank"] == 1  # the exact maximiser of S_2 ranks first among all triples
+    assert len(r5.paired) == 2 * len(layer_selection.DATA_RULES) and r5.n_bootstrap == 3
+    assert set(r5.by_k) == {"2", "3", "4", "5"} and r5.lambda_choice["ids"] == r5.lambda_sweep[
+        [x["lam"] for x in r5.lambda_sweep].index(cfg.select.lam)]["ids"]
+    pv = layer_selection.prose_values(r5)
+    assert pv["default_ids"] == "[2, 4, 5]" and pv["top_name"] == r5.ranking[0].name
+    back5 = _roundtrip("05_layer_selection", r5, cfg, root, layer_selection.LayerSelectionResult)
+    assert back5.sets == r5.sets and back5.default_row.percentile == r5.default_row.percentile
+
+    # chapter 6 (another module) and 7, stubbed with the fields the readers use
+    trip = [{"set": m, "k": 3, "layers": s, "tau": 1.0 + 0.1 * max(s), "tau_lo": 0.9, "tau_hi": 1.1 + 0.1 * max(s),
+             "renyi2": r5.scores[m]["renyi2"], "mean_cka": r5.scores[m]["mean_cka"], "n_seeds": 1}
+            for m, s in r5.sets.items()]
+    single = [{"set": "single-8", "k": 1, "layers": [8], "tau": 1.5, "n_seeds": 1},
+              {"set": "single-4", "k": 1, "layers": [4], "tau": 1.2, "n_seeds": 1},
+              {"set": "pair", "k": 2, "layers": [4, 8], "tau": 1.7, "n_seeds": 1}]
+    online = {"eagle3-default": {"speedup_vs_plain_t0": 0.8, "lossless_prompts": 2, "n_prompts": 2}}
+    save_result("06_eagle3_speedup", {"summary": trip + single, "spearman": {"renyi2 (triples)": 0.5},
+                                      "best": trip[-1], "default": trip[0], "runs": [1, 2], "online": online}, cfg, root)
+    save_result("07_cross_model", CrossModelResult([layer_summary(cap8.cache, cfg)]), cfg, root)
+
+    s8 = results_summary.run(cfg, root)
+    deepest = s8.predictors["deepest layer of the triple"]
+    assert deepest[0] == pytest.approx(1.0)  # tau grows with the deepest layer, by construction
+    assert s8.depth.late_from == 6 and s8.n_pairs == 1 and s8.n_pairs_gain == 1
+    assert s8.pairs_max_gain == pytest.approx(0.2)
+    assert s8.findings[2] == ("CKA compartments (response positions)", span_text(r3.compartments))
+
+    key, chapters = landing.run(cfg, root)
+    assert key.cliff_layer == r4.sink.cliff.to_layer and key.cliff_entropy == pytest.approx(r4.sink.cliff.after)
+    assert key.default_percentile == pytest.approx(r5.default_row.percentile) and key.lossless
+    assert key.rho_deepest == pytest.approx(deepest[0]) and key.n_layers == 8
+    assert list(landing.key_sets(chapters))[0] == "exhaustive"
+
+
+def test_tables_for_reading():
+    import pandas as pd
+
+    from activation_wave.tables import format_table
+
+    html = format_table(pd.DataFrame({"x": [0.957, 1e-7], "share": [0.5, 0.25], "n": [3, 4]}), {"share": "{:.0%}"}).to_html()
+    assert "0.957" in html and "0.000" in html and "50%" in html and "e-0" not in html
+
+
+def test_open_chapter_without_a_capture():
+    import torch
+
+    from activation_wave.pipeline import open_chapter
+
+    old = torch.get_num_threads()
+    try:
+        cfg, cap = open_chapter("smoke", "", '{"metrics.token_budget": 64}', capture=False, threads=1)
+        assert cap is None and cfg.metrics.token_budget == 64 and cfg.profile == "smoke"
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(old)
