@@ -196,16 +196,16 @@ def cmd_speculate(args: argparse.Namespace) -> int:
     if tree and cfg.spec.tree_topk < 1:
         raise ConfigError(f"--method tree needs spec.tree_topk >= 1 (this profile has {cfg.spec.tree_topk}); "
                           "add --set spec.tree_topk=2 or use --method chain")
-    prompts = read_prompt_jsonl(args.prompts)
-    if len(prompts) > cfg.spec.max_prompts:
-        print(f"[speculate] decoding the first {cfg.spec.max_prompts} of {len(prompts)} prompts (spec.max_prompts "
-              f"of the {cfg.profile} profile; --set spec.max_prompts={len(prompts)} for all)", file=sys.stderr)
-        prompts = prompts[: cfg.spec.max_prompts]
+    every = read_prompt_jsonl(args.prompts)
+    prompts = every[: cfg.spec.max_prompts]
     load_drafter(args.draft)  # a broken checkpoint fails here, before the target is loaded
     target = get_target(cfg)
     drafter = load_drafter(args.draft, target)
+    if len(every) > len(prompts):
+        print(f"[speculate] decoding the first {len(prompts)} of {len(every)} prompts (spec.max_prompts of the "
+              f"{cfg.profile} profile; --set spec.max_prompts={len(every)} for all)", file=sys.stderr)
     ids = [chat_ids(target, p.text) for p in prompts]
-    check_context(target, ids, [p.id for p in prompts], cfg.spec.max_new_tokens, what=str(args.prompts),
+    check_context(target, ids, [p.id for p in prompts], cfg.spec.max_new_tokens, what=f"prompts in {args.prompts}",
                   fix="--max-new-tokens")
     res = speculate(target, drafter, ids, cfg.spec, ids=[p.id for p in prompts], tree=tree)
     doc = res.to_json()

@@ -253,8 +253,13 @@ def _progress(name: str) -> bool | dict[str, object]:
 def run_study(profile: str = "default", model: str | None = None, book_dir: str | Path | None = None,
               only: Sequence[str] | None = None, build: bool = True, overrides: Mapping[str, str] | None = None) -> int:
     """Execute the chapters of one profile and build the book; returns a process exit code."""
+    import logging
+
     import papermill as pm
 
+    # papermill's own warnings (an unknown parameter, black not installed) would be extra
+    # lines on stderr; a failing chapter is reported as one line below instead.
+    logging.getLogger("papermill").setLevel(logging.ERROR)
     book, results_root = prepare_book_dir(profile, book_dir)
     chapters = book / "chapters"
     chapters.mkdir(parents=True, exist_ok=True)
