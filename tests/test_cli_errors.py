@@ -8,8 +8,10 @@ Where a result was computed before the failure, the test asserts it is still on 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -69,9 +71,13 @@ def run(world, capsys, monkeypatch) -> Callable[..., tuple[int, str, str]]:
     return call
 
 
+#: Progress lines of long steps (stderr is not a TTY under capsys); they may precede an error.
+PROGRESS = re.compile(r"^\[(capture|responses|sampled responses [^\]]*|draft \[[^\]]*\]|study)\] ")
+
+
 def assert_one_line(err: str, *needles: str) -> None:
-    """stderr is one line, no traceback, naming each needle (the problem and the fix)."""
-    lines = [line for line in err.splitlines() if line.strip()]
+    """stderr is one line besides progress lines, no traceback, naming each needle (the problem and the fix)."""
+    lines = [line for line in err.splitlines() if line.strip() and not PROGRESS.match(line)]
     assert len(lines) == 1, err
     assert "Traceback" not in err
     for needle in needles:
@@ -279,8 +285,7 @@ def test_sigint_exits_130_with_one_line(world, tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
-    lines = [x for x in err.splitlines() if x.strip() and not x.startswith("[")]  # progress lines start with [
-    assert len(lines) == 1 and "interrupted" in lines[0] and "Traceback" not in err
+    assert_one_line(err, "interrupted", "rerun resumes")
     assert list(cache.glob("capture/*/shard_00000.safetensors"))
     assert not list(cache.glob("capture/*/manifest.json"))
 
@@ -303,6 +308,37 @@ def test_failing_notebook_is_one_line_naming_cell_and_partial_copy(world, run, t
     assert not out.exists()  # the book keeps its previous copy; the partial one is in build/
     partial = Path(err.split("traceback is ")[1].split(" (")[0])
     assert partial.exists() and "modle" in partial.read_text()
+    for p in partial.parent.glob("99_probe*.ipynb"):
+        p.unlink()
+
+
+def test_dry_run_cli_and_notebooks_reject_a_value_alike(run):
+    """Validation lives in the config objects: every entry point gives the same message."""
+    from activation_wave.config import CaptureConfig, ConfigError
+    from activation_wave.pipeline import notebook_config
+
+    want = "capture.batch_size = 0 is out of range: it must be >= 1"
+    for command in ("dry-run", "capture", "select", "info"):
+        code, _, err = run([command, "--set", "capture.batch_size=0"])
+        assert code == 2 and want in err, command
+    with pytest.raises(ConfigError, match=re.escape(want)):
+        notebook_config("smoke", "", '{"capture.batch_size": 0}')  # a papermill parameters cell
+    with pytest.raises(ConfigError, match=re.escape(want)):
+        dataclasses.replace(load_config("smoke").capture, batch_size=0)
+    with pytest.raises(ConfigError, match=re.escape(want)):
+        CaptureConfig(batch_size=0)
+
+
+def test_every_bound_names_a_field_and_every_profile_passes():
+    from activation_wave.config import PROFILES, StudyConfig
+
+    cfg = StudyConfig()
+    for section in ("data", "capture", "metrics", "select", "draft", "spec", "cross"):
+        obj = getattr(cfg, section)
+        names = {f.name for f in dataclasses.fields(obj)}
+        assert set(obj.BOUNDS) | set(obj.CHOICES) <= names, section
+    for profile in PROFILES:
+        load_config(profile)
 
 
 def test_notebook_parameter_check_reads_the_kernel_history():
@@ -406,6 +442,7 @@ def test_fresh_clone_book_build_fails_in_one_line(tmp_path):
 
 
 def test_local_mathjax_check(tmp_path):
+    (tmp_path / "book").mkdir()
     sys.path.insert(0, str(ROOT / "book" / "_ext"))
     try:
         from local_mathjax import missing_mathjax

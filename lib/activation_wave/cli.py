@@ -324,6 +324,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run one ``wave`` step; returns the exit code (0 ok, 2 bad input, 130 interrupted)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if not sys.stderr.isatty():  # in a log, tqdm redraws are noise: our steps print plain progress lines
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
