@@ -121,6 +121,9 @@ BAD: dict[str, tuple[Callable[[dict, Path], list], tuple[str, ...]]] = {
                       ("is an existing file", "give a folder path")),
     "out not empty": (lambda w, t: ["train-draft", *w["common"], "--layers", "1,2", "--out", w["draft"]],
                       ("non-empty folder", "--force")),
+    "--force on other files": (lambda w, t: ["train-draft", *w["common"], "--layers", "1,2", "--force", "--out",
+                                             _write(t / "notes.txt", b"mine").parent],
+                               ("holds files other than a drafter", "notes.txt", "give a new folder")),
     # item 5: one line instead of a traceback
     "non-UTF-8 prompts": (lambda w, t: ["speculate", *w["common"], "--draft", w["draft"], "--prompts",
                                         _write(t / "latin1.jsonl", b'{"prompt": "ok"}\n{"prompt": "caf\xe9"}\n')],
@@ -246,6 +249,15 @@ def test_trained_drafter_is_kept_when_out_cannot_be_written(world, run, tmp_path
     assert_one_line(err, "could not move the trained drafter", "it is kept in")
     kept = Path(err.split("it is kept in ")[1].split(":")[0])
     assert (kept / "model.safetensors").exists() and (kept / "provenance.json").exists()
+
+
+def test_force_replaces_a_previous_drafter(world, run, tmp_path):
+    old = copy_draft(world, tmp_path)
+    before = json.loads((old / "provenance.json").read_text())["layers"]
+    code, out, err = run(["train-draft", *world["common"], "--layers", "2,3", "--out", old, "--force"])
+    assert code == 0, err
+    assert before == [1, 2, 3] and json.loads((old / "provenance.json").read_text())["layers"] == [2, 3]
+    assert [p.name for p in tmp_path.iterdir()] == ["draft"]  # no temporary folder left behind
 
 
 def test_interrupt_exits_130_and_keeps_the_shards(world, run, monkeypatch):

@@ -120,13 +120,22 @@ def _layers(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"--layers {text!r}: expected comma-separated integers like 2,15,27") from None
 
 
+#: What ``train-draft`` writes into its folder; ``--force`` replaces a folder holding only these.
+DRAFTER_FILES = {"model.safetensors", "config.json", "provenance.json", "train_log.json"}
+
+
 def check_out_dir(out: Path, *, force: bool = False) -> Path:
     """Validate ``train-draft --out`` before any work: not a file, not a non-empty folder
-    (unless ``force``), and a parent folder that can be created."""
+    (unless ``force`` and it holds a previous drafter only), and a parent that can be created."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is an existing file; give a folder path (it is created), e.g. --out scratch/draft")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise ValueError(f"--out {out} is a non-empty folder; give a new folder, or add --force to replace what is in it")
+    present = {p.name for p in out.iterdir()} if out.is_dir() else set()
+    if present and not force:
+        raise ValueError(f"--out {out} is a non-empty folder; give a new folder, or add --force to replace the "
+                         "drafter in it")
+    if present - DRAFTER_FILES:
+        raise ValueError(f"--out {out} holds files other than a drafter checkpoint ({sorted(present - DRAFTER_FILES)[:3]}); "
+                         "--force only replaces a previous drafter: give a new folder")
     out.parent.mkdir(parents=True, exist_ok=True)
     if not os.access(out.parent, os.W_OK):
         raise PermissionError(13, "folder not writable", str(out.parent))
@@ -137,7 +146,8 @@ def publish_drafter(tmp: Path, out: Path, *, force: bool = False) -> Path:
     """Move a drafter trained into ``tmp`` to ``out``; if that fails, keep ``tmp`` and say where it is."""
     try:
         if out.is_dir() and force:
-            shutil.rmtree(out)
+            for f in out.iterdir():  # only drafter files (check_out_dir)
+                f.unlink()
         os.replace(tmp, out)
     except OSError as exc:
         raise RuntimeError(f"could not move the trained drafter to {out} ({exc.strerror or exc}); it is kept in "
@@ -152,8 +162,8 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
     from .training import train_drafter
 
     cfg = _config(args)
-    out = check_out_dir(Path(args.out), force=args.force)
     layers = check_layers(args.layers, n_layers_of(cfg.model), what="--layers")
+    out = check_out_dir(Path(args.out), force=args.force)
     cap = run_capture(cfg)
     # Trained into a temporary sibling first, so a late failure never loses the drafter.
     tmp = out.with_name(f".{out.name}.training-{os.getpid()}")
