@@ -466,3 +466,14 @@ def test_local_mathjax_check(tmp_path):
     js.write_text("// mathjax")
     assert not missing_mathjax(tmp_path / "book", ["../site"], "mathjax/tex-mml-chtml.js")
     assert not missing_mathjax(tmp_path / "book", [], "https://cdn.example/mathjax.js")
+
+
+def test_doctests_of_the_helpers():
+    """The examples in the docstrings of the text report, the bounds and the line progress hold."""
+    import doctest
+
+    from activation_wave import config, progress
+
+    for module in (cli, config, progress):
+        result = doctest.testmod(module)
+        assert result.failed == 0 and result.attempted > 0, module.__name__

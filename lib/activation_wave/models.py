@@ -15,11 +15,14 @@ carries a ``fingerprint`` (source, file hash or revision, dtype) used in cache k
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
 import os
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -157,6 +160,23 @@ def resolve_alias(name: str) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def _plain_gguf_progress() -> Iterator[None]:
+    """transformers' GGUF loader draws its own tqdm bar, which a log file shows as one
+    endless line; when stderr is not a terminal it reports plain lines instead."""
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+
+    from .progress import progress_bar
+
+    original = gguf_utils.tqdm
+    if not sys.stderr.isatty():
+        gguf_utils.tqdm = lambda it, desc="", **kw: progress_bar(it, desc="models: dequantize", unit="tensor")
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
+
+
 def _load_gguf(path: Path, dtype: torch.dtype, provenance: dict[str, Any]) -> tuple[Any, Any]:
     """Load a GGUF through a dequantized-safetensors cache (first load dequantizes once)."""
     from safetensors.torch import load_file, save_model
@@ -186,7 +206,8 @@ def _load_gguf(path: Path, dtype: torch.dtype, provenance: dict[str, Any]) -> tu
             print(f"[models] dequantized cache at {folder} unusable ({exc}); rebuilding")
             done.unlink(missing_ok=True)
     tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
+    with _plain_gguf_progress():
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
     folder.mkdir(parents=True, exist_ok=True)
     cfg = model.config
     if hasattr(cfg, "quantization_config"):
