@@ -8,12 +8,12 @@ of the work is done.
 
 >>> import io
 >>> out = io.StringIO()
->>> bar = LineProgress(total=4, desc="capture", unit="shard", every=0.5, file=out)
->>> for _ in range(4):
+>>> bar = LineProgress(total=272, desc="dequantize", unit="tensor", every=0.25, file=out)
+>>> for _ in range(272):
 ...     bar.update(1)
 >>> bar.close()
 >>> [line.split(",")[0] for line in out.getvalue().splitlines()]
-['[capture] 2/4 shard (50%)', '[capture] 4/4 shard (100%)']
+['[dequantize] 68/272 tensor (25%)', '[dequantize] 136/272 tensor (50%)', '[dequantize] 204/272 tensor (75%)', '[dequantize] 272/272 tensor (100%)']
 """
 
 from __future__ import annotations
@@ -35,14 +35,13 @@ class LineProgress:
         self.file = file
         self.postfix = ""
         self.t0 = time.time()
-        self._next = self._threshold(initial)
+        self._last = self._bucket(initial)
 
-    def _threshold(self, n: int) -> float:
-        """The count at which the next line is due (the next multiple of ``every``)."""
+    def _bucket(self, n: int) -> int:
+        """How many whole ``every`` shares of the total ``n`` completes (a line per new one)."""
         if not self.total:
-            return float("inf")
-        step = max(1.0, self.every * self.total)
-        return (n // step + 1) * step
+            return 0
+        return int(n / self.total / self.every + 1e-9)
 
     def __iter__(self) -> Iterator[Any]:
         for item in self.iterable or ():
@@ -51,9 +50,10 @@ class LineProgress:
 
     def update(self, n: int = 1) -> None:
         self.n += n
-        if self.n >= self._next:
+        bucket = self._bucket(self.n)
+        if bucket > self._last:
             self._print()
-            self._next = self._threshold(self.n)
+            self._last = bucket
 
     def set_postfix(self, **kwargs: Any) -> None:
         self.postfix = ", ".join(f"{k}={v}" for k, v in kwargs.items())
