@@ -115,7 +115,7 @@ BAD: dict[str, tuple[Callable[[dict, Path], list], tuple[str, ...]]] = {
     "tree without topk": (lambda w, t: ["speculate", *w["common"], "--set", "spec.tree_topk=0", "--draft", w["draft"],
                                         "--prompts", w["prompts"], "--method", "tree"], ("spec.tree_topk", "--method chain")),
     # item 4: train-draft checks its arguments before the capture
-    "layers out of range": (lambda w, t: ["train-draft", *w["common"], "--layers", "2,99", "--out", t / "d"],
+    "layers out of range": (lambda w, t: ["train-draft", *w["common"], "--layers", "2,99", "--out", _absent(t / "d")],
                             ("[99] out of range", "N=4", "wave info")),
     "out is a file": (lambda w, t: ["train-draft", *w["common"], "--layers", "1,2", "--out", w["prompts"]],
                       ("is an existing file", "give a folder path")),
@@ -142,7 +142,7 @@ BAD: dict[str, tuple[Callable[[dict, Path], list], tuple[str, ...]]] = {
                                           _damage(w, t, "model.safetensors", _flip)],
                             ("does not match the sha256", "retrain")),
     # item 6: silent no-ops
-    "--only typo": (lambda w, t: ["study", "--only", "1_layer", "--no-build", "--book-dir", t / "book"],
+    "--only typo": (lambda w, t: ["study", "--only", "1_layer", "--no-build", "--book-dir", _absent(t / "book")],
                     ("--only 1_layer matches no notebook", "01_layer_entropy")),
     # item 7: a hub id without hub access fails fast
     "hub id offline": (lambda w, t: ["info", "--model", "nobody-h19/no-such-model"],
@@ -153,7 +153,7 @@ BAD: dict[str, tuple[Callable[[dict, Path], list], tuple[str, ...]]] = {
                                             _write(t / "bad.jsonl", b'{"prompt": "ok"}\n{"prompt": \n')],
                               ("bad.jsonl:2", "not valid JSON")),
     "unknown --set key": (lambda w, t: ["dry-run", "--set", "capture.batchsize=4"], ("batchsize", "known keys")),
-    "bad --layers text": (lambda w, t: ["train-draft", *w["common"], "--layers", "a,b", "--out", t / "d"],
+    "bad --layers text": (lambda w, t: ["train-draft", *w["common"], "--layers", "a,b", "--out", _absent(t / "d")],
                           ("--layers 'a,b'", "2,15,27")),
 }
 
@@ -161,6 +161,15 @@ BAD: dict[str, tuple[Callable[[dict, Path], list], tuple[str, ...]]] = {
 def _write(path: Path, data: bytes) -> Path:
     path.write_bytes(data)
     return path
+
+
+def _absent(path: Path) -> Path:
+    """A path the command must not create (checked by the row's test after the run)."""
+    ABSENT.append(path)
+    return path
+
+
+ABSENT: list[Path] = []
 
 
 def _flip(data: bytes) -> bytes:
@@ -189,8 +198,9 @@ def test_bad_input_exits_2_with_one_line(case, world, run, tmp_path, monkeypatch
     assert code == 2, (case, err)
     assert_one_line(err, *needles)
     assert time.time() - t0 < 30  # fails up front, before any long step
-    # no new capture was started by a rejected command
+    # no new capture was started, and no folder written, by a rejected command
     assert sorted((world["cache"] / "capture").glob("*")) == captures_before
+    assert not any(p.exists() for p in ABSENT)
 
 
 def test_hub_probe_is_quick_without_the_offline_flag(run, monkeypatch):

@@ -260,6 +260,7 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
     # papermill's own warnings (an unknown parameter, black not installed) would be extra
     # lines on stderr; a failing chapter is reported as one line below instead.
     logging.getLogger("papermill").setLevel(logging.ERROR)
+    check_only(only, [src.stem for src in notebooks()] + [f"second/{stem}" for stem in SECOND_ARCH])
     book, results_root = prepare_book_dir(profile, book_dir)
     chapters = book / "chapters"
     chapters.mkdir(parents=True, exist_ok=True)
@@ -271,9 +272,7 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
               "overrides": json.dumps(dict(overrides or {}), sort_keys=True)}
     timings: dict[str, float] = {}
     t_all = time.time()
-    runs = _runs(profile, model, chapters, params, overrides)
-    check_only(only, [r[0] for r in runs])
-    for name, src, out, run_params, banner in runs:
+    for name, src, out, run_params, banner in _runs(profile, model, chapters, params, overrides):
         if only and not any(name.startswith(o) for o in only):
             continue
         key = hashlib.sha256((src.read_text() + json.dumps(run_params, sort_keys=True) + lib).encode()).hexdigest()
