@@ -155,10 +155,9 @@ def test_sampling_temperature_scales_the_model_distribution(tiny_target):
 def test_sample_settings_leave_the_greedy_set_alone(tiny_target):
     assert responses_key(tiny_target, PROMPTS, DCFG) == responses_key(tiny_target, PROMPTS, SAMPLED)
     assert sampled_responses(tiny_target, PROMPTS, DCFG, progress=False) == ([], [])
-    for bad in (dataclasses.replace(DCFG, samples_per_prompt=-1),
-                dataclasses.replace(DCFG, samples_per_prompt=1, sample_temperature=0.0)):
-        with pytest.raises(ValueError, match="samples_per_prompt"):
-            sampled_responses(tiny_target, PROMPTS, bad, progress=False)
+    for bad in ({"samples_per_prompt": -1}, {"samples_per_prompt": 1, "sample_temperature": 0.0}):
+        with pytest.raises(ValueError, match="samples_per_prompt"):  # rejected by DataConfig itself
+            dataclasses.replace(DCFG, **bad)
 
 
 def test_interrupted_capture_resumes_to_identical_manifest(tiny_target, responses, tmp_path):

@@ -71,7 +71,7 @@ def test_shallow_model_default_undefined(cap4):
 
 @pytest.mark.parametrize("select, match", [
     ({"k": 4}, r"k=4 \(--k\) but this model has only N=4"),
-    ({"k": 0}, r"integer >= 1"),
+    ({"k": 0}, r"select.k = 0 is out of range: it must be >= 1"),  # rejected by SelectConfig itself
     ({"method": "magic"}, r"unknown selection method 'magic'.*entropy-greedy"),
 ])
 def test_errors_name_the_fix(cap4, select, match):
@@ -90,7 +90,7 @@ def patched(monkeypatch):
 
 @pytest.mark.parametrize("argv, match", [
     (["--method", "magic"], "unknown selection method 'magic'"),
-    (["--k", "0"], "integer >= 1"),
+    (["--k", "0"], "--k 0: must be >= 1 (select.k)"),
     (["--k", "9"], "only N=4"),
     (["--method", "eagle3-default"], "undefined for N=4"),
 ])

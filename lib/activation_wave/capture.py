@@ -30,6 +30,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -40,11 +41,11 @@ import numpy as np
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
-from tqdm import tqdm
 
 from .config import CaptureConfig
 from .data import Response
 from .models import Target, cache_root
+from .progress import progress_bar
 
 SCHEMA_VERSION = 1
 FP16_MAX = 65504.0
@@ -206,6 +207,25 @@ def _write_shard(target: Target, recs: Sequence[Response], first: int, cfg: Capt
     return info
 
 
+def response_positions(r: Response, max_length: int) -> int:
+    """Positions of ``r`` that predict a response token once truncated to ``max_length``
+    (the ``loss_mask`` count: ``prompt_len - 1 <= t <= len - 2``)."""
+    length = min(len(r.prompt_ids) + len(r.response_ids), max_length)
+    return max(0, length - len(r.prompt_ids))
+
+
+def warn_truncated(responses: Sequence[Response], max_length: int) -> int:
+    """Warn (one line on stderr) about records that ``max_length`` truncation leaves with no
+    response position, so they add nothing to the statistics or drafters; returns their count."""
+    empty = [r for r in responses if r.response_ids and response_positions(r, max_length) == 0]
+    if empty:
+        longest = max(len(r.prompt_ids) for r in empty)
+        print(f"[capture] warning: {len(empty)} of {len(responses)} records keep no response position after "
+              f"truncation to capture.max_length = {max_length} (prompts up to {longest} tokens); raise it, e.g. "
+              f"--set capture.max_length={longest + 64}, or shorten those prompts", file=sys.stderr)
+    return len(empty)
+
+
 def capture(target: Target, responses: Sequence[Response], cfg: CaptureConfig, *, out_dir: Path | None = None,
             progress: bool = True, max_shards: int | None = None) -> CaptureCache:
     """Capture (or reuse) the hidden-state cache of ``responses``; returns the open cache.
@@ -226,12 +246,13 @@ def capture(target: Target, responses: Sequence[Response], cfg: CaptureConfig, *
         except CacheError as exc:
             print(f"[capture] {exc}; rebuilding the affected shards")
         manifest_path.unlink(missing_ok=True)
+    warn_truncated(responses, cfg.max_length)
     n = len(responses)
     groups = [(i, responses[i:i + cfg.records_per_shard]) for i in range(0, n, cfg.records_per_shard)]
     shards = []
     written = 0
     t0 = time.time()
-    bar = tqdm(groups, desc="capture", unit="shard", disable=not progress)
+    bar = progress_bar(groups, desc="capture", unit="shard", disable=not progress)
     for idx, (first, recs) in enumerate(bar):
         path = out / f"shard_{idx:05d}.safetensors"
         side = path.with_suffix(".json")

@@ -10,24 +10,49 @@
     wave dry-run   --profile paper --model M         estimated memory / disk / time, no weights
 
 Every step takes ``--profile`` and ``--set section.key=value`` overrides; see
-``wave <step> --help``.
+``wave <step> --help``. Exit codes: 0 success, 2 bad input (one line on stderr naming
+the problem and the fix), 130 interrupted (Ctrl-C; caches written so far are kept).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from .config import PROFILES, ConfigError, load_config, parse_overrides
+from .config import PROFILES, ConfigError, StudyConfig, load_config, parse_overrides
 
 
-def _config(args: argparse.Namespace, **extra: Any):
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _config(args: argparse.Namespace, flags: Mapping[str, tuple[str, Any]] | None = None, **extra: Any) -> StudyConfig:
+    """The run's config from ``--profile``, ``--model``, ``--set`` and ``extra`` dotted keys.
+
+    ``flags`` maps a dotted key to the (flag, value) that set it, so an out-of-range value
+    is reported under the flag the user typed (``--temperature -1``) rather than its key.
+    """
     overrides = parse_overrides(getattr(args, "set", None))
     overrides.update({k: v for k, v in extra.items() if v is not None})
-    return load_config(args.profile, overrides, model=args.model)
+    overrides.update({k: v for k, (_, v) in (flags or {}).items() if v is not None})
+    try:
+        return load_config(args.profile, overrides, model=args.model)
+    except ConfigError as exc:
+        flag = (flags or {}).get(exc.key or "")
+        if flag is None or flag[1] is None or exc.expected is None:
+            raise
+        raise ConfigError(f"{flag[0]} {flag[1]}: must be {exc.expected} ({exc.key})", key=exc.key,
+                          expected=exc.expected) from None
 
 
 def _add_common(p: argparse.ArgumentParser, *, model_default: str | None = None) -> None:
@@ -74,7 +99,7 @@ def cmd_select(args: argparse.Namespace) -> int:
     from .pipeline import run_capture
     from .select_cli import select_for_cli
 
-    cfg = _config(args, **{"select.k": args.k, "select.method": args.method})
+    cfg = _config(args, flags={"select.k": ("--k", args.k), "select.method": ("--method", args.method)})
     cap = run_capture(cfg, progress=not args.json)
     out = select_for_cli(cap, cfg)
     if args.json:
@@ -95,36 +120,107 @@ def _layers(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"--layers {text!r}: expected comma-separated integers like 2,15,27") from None
 
 
+#: What ``train-draft`` writes into its folder; ``--force`` replaces a folder holding only these.
+DRAFTER_FILES = {"model.safetensors", "config.json", "provenance.json", "train_log.json"}
+
+
+def check_out_dir(out: Path, *, force: bool = False) -> Path:
+    """Validate ``train-draft --out`` before any work: not a file, not a non-empty folder
+    (unless ``force`` and it holds a previous drafter only), and a parent that can be created."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is an existing file; give a folder path (it is created), e.g. --out scratch/draft")
+    present = {p.name for p in out.iterdir()} if out.is_dir() else set()
+    if present and not force:
+        raise ValueError(f"--out {out} is a non-empty folder; give a new folder, or add --force to replace the "
+                         "drafter in it")
+    if present - DRAFTER_FILES:
+        raise ValueError(f"--out {out} holds files other than a drafter checkpoint ({sorted(present - DRAFTER_FILES)[:3]}); "
+                         "--force only replaces a previous drafter: give a new folder")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not os.access(out.parent, os.W_OK):
+        raise PermissionError(13, "folder not writable", str(out.parent))
+    return out
+
+
+def publish_drafter(tmp: Path, out: Path, *, force: bool = False) -> Path:
+    """Move a drafter trained into ``tmp`` to ``out``; if that fails, keep ``tmp`` and say where it is."""
+    try:
+        if out.is_dir() and force:
+            for f in out.iterdir():  # only drafter files (check_out_dir)
+                f.unlink()
+        os.replace(tmp, out)
+    except OSError as exc:
+        raise RuntimeError(f"could not move the trained drafter to {out} ({exc.strerror or exc}); it is kept in "
+                           f"{tmp}: move it yourself, e.g. mv {tmp} <folder>") from None
+    return out
+
+
 def cmd_train_draft(args: argparse.Namespace) -> int:
     from .layers import check_layers
+    from .models import n_layers_of
     from .pipeline import run_capture
     from .training import train_drafter
 
     cfg = _config(args)
+    layers = check_layers(args.layers, n_layers_of(cfg.model), what="--layers")
+    out = check_out_dir(Path(args.out), force=args.force)
     cap = run_capture(cfg)
-    layers = check_layers(args.layers, cap.target.n_layers, what="--layers")
-    out = train_drafter(cap.target, cap.cache, layers, cfg.draft, Path(args.out))
-    print(f"drafter    {out}")
+    # Trained into a temporary sibling first, so a late failure never loses the drafter.
+    tmp = out.with_name(f".{out.name}.training-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    train_drafter(cap.target, cap.cache, layers, cfg.draft, tmp)
+    print(f"drafter    {publish_drafter(tmp, out, force=args.force)}")
     return 0
 
 
+def _fmt(x: float | None, spec: str) -> str:
+    """A number for the text report; ``-`` where it is undefined (JSON null)."""
+    return "-" if x is None else format(x, spec)
+
+
+def speculation_text(doc: Mapping[str, Any]) -> str:
+    """The text report of ``wave speculate``: one summary line, then one line per prompt.
+
+    Undefined numbers (a draft position never reached, tau without a verify round) print as ``-``.
+
+    >>> print(speculation_text({"method": "eagle3-chain", "n_prompts": 1, "new_tokens": 1, "tau": None,
+    ...     "tokens_per_s": 2.0, "acceptance_by_position": [0.5, None], "results": [{"id": "a", "token_ids": [7]}]}))
+    eagle3-chain  prompts 1  new tokens 1  tau -  tokens/s 2.0  acceptance by position 0.50 -
+      a: 1 tokens
+    """
+    head = (f"{doc['method']}  prompts {doc['n_prompts']}  new tokens {doc['new_tokens']}  tau {_fmt(doc['tau'], '.3f')}  "
+            f"tokens/s {_fmt(doc['tokens_per_s'], '.1f')}  acceptance by position "
+            + " ".join(_fmt(a, ".2f") for a in doc["acceptance_by_position"]))
+    return "\n".join([head] + [f"  {r['id']}: {len(r['token_ids'])} tokens" for r in doc["results"]])
+
+
 def cmd_speculate(args: argparse.Namespace) -> int:
-    from .data import chat_ids, read_prompt_jsonl
+    from .data import chat_ids, check_context, read_prompt_jsonl
     from .drafter import load_drafter
     from .pipeline import get_target
     from .speculative import speculate
 
-    cfg = _config(args, **{"spec.temperature": args.temperature, "spec.max_new_tokens": args.max_new_tokens})
-    prompts = read_prompt_jsonl(args.prompts)
+    cfg = _config(args, flags={"spec.temperature": ("--temperature", args.temperature),
+                               "spec.max_new_tokens": ("--max-new-tokens", args.max_new_tokens)})
+    tree = args.method == "tree"
+    if tree and cfg.spec.tree_topk < 1:
+        raise ConfigError(f"--method tree needs spec.tree_topk >= 1 (this profile has {cfg.spec.tree_topk}); "
+                          "add --set spec.tree_topk=2 or use --method chain")
+    every = read_prompt_jsonl(args.prompts)
+    prompts = every[: cfg.spec.max_prompts]
+    load_drafter(args.draft)  # a broken checkpoint fails here, before the target is loaded
     target = get_target(cfg)
     drafter = load_drafter(args.draft, target)
-    res = speculate(target, drafter, [chat_ids(target, p.text) for p in prompts], cfg.spec, ids=[p.id for p in prompts])
+    if len(every) > len(prompts):
+        print(f"[speculate] decoding the first {len(prompts)} of {len(every)} prompts (spec.max_prompts of the "
+              f"{cfg.profile} profile; --set spec.max_prompts={len(every)} for all)", file=sys.stderr)
+    ids = [chat_ids(target, p.text) for p in prompts]
+    check_context(target, ids, [p.id for p in prompts], cfg.spec.max_new_tokens, what=f"prompts in {args.prompts}",
+                  fix="--max-new-tokens")
+    res = speculate(target, drafter, ids, cfg.spec, ids=[p.id for p in prompts], tree=tree)
     doc = res.to_json()
-    if args.json:
-        print(json.dumps(doc))
-    else:
-        print(f"tau {doc['tau']:.3f}  tokens/s {doc['tokens_per_s']:.1f}  acceptance by position "
-              + " ".join(f"{a:.2f}" for a in doc["acceptance_by_position"]))
+    doc["results"] = [{"id": p["id"], "token_ids": p["token_ids"]} for p in doc["per_prompt"]]
+    print(json.dumps(doc) if args.json else speculation_text(doc))
     return 0
 
 
@@ -151,7 +247,7 @@ def cmd_dry_run(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="wave", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="wave", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="STEP")
 
     p = sub.add_parser("info", help="model, layers, EAGLE-3 default, cache location")
@@ -173,16 +269,24 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train-draft", help="train an EAGLE-3-style draft head on given layers")
     _add_common(p)
     p.add_argument("--layers", type=_layers, required=True, help="hidden_states indices, e.g. 2,15,27")
-    p.add_argument("--out", required=True, help="output folder for the checkpoint")
+    p.add_argument("--out", required=True, help="output folder for the checkpoint (new or empty; checked before "
+                   "the capture and training)")
+    p.add_argument("--force", action="store_true", help="replace the contents of a non-empty --out folder")
     p.set_defaults(func=cmd_train_draft)
 
     p = sub.add_parser("speculate", help="lossless speculative decoding with a trained drafter")
     _add_common(p)
     p.add_argument("--draft", required=True, help="drafter folder written by train-draft")
     p.add_argument("--prompts", required=True, help="JSONL file, one {\"prompt\": ...} per line")
-    p.add_argument("--temperature", type=float, default=None)
-    p.add_argument("--max-new-tokens", type=int, default=None)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--temperature", type=float, default=None, help="0 = greedy (default: the profile's spec.temperature)")
+    p.add_argument("--max-new-tokens", type=int, default=None, help=">= 1 (default: the profile's spec.max_new_tokens)")
+    p.add_argument("--method", choices=("chain", "tree"), default="chain",
+                   help="chain (default: one draft per position; the decoding benchmark in "
+                        "data/results/benchmarks.json measures it faster than the tree on a CPU) or tree (an "
+                        "EAGLE-2-style dynamic tree of spec.tree_size tokens, top spec.tree_topk per level; "
+                        "chapter 6 measures both)")
+    p.add_argument("--json", action="store_true", help="print one JSON object: summary fields, `results` = "
+                   "[{id, token_ids}] per prompt, and `per_prompt` with timings")
     p.set_defaults(func=cmd_speculate)
 
     p = sub.add_parser("study", help="run every chapter notebook (papermill) and build the book")
@@ -208,14 +312,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def error_message(exc: BaseException) -> tuple[str, int] | None:
+    """(one-line message, exit code) for an error a user can fix; ``None`` for a bug,
+    which keeps its traceback."""
+    from .models import cache_error_message
+
+    if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
+        text = cache_error_message(exc) or (f"{exc.strerror or exc}: {exc.filename}; check that the path exists "
+                                            "and is writable" if exc.filename else None)
+        return (text, 2) if text else None
+    if isinstance(exc, (ConfigError, ValueError, FileNotFoundError, RuntimeError)):
+        return str(exc), int(getattr(exc, "exit_code", 2))
+    return None
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r"\s*\n\s*", " ", text.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one ``wave`` step; returns the exit code (0 ok, 2 bad input, 130 interrupted)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if not sys.stderr.isatty():  # in a log, tqdm redraws are noise: our steps print plain progress lines
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     try:
         return int(args.func(args) or 0)
-    except (ConfigError, ValueError, FileNotFoundError, RuntimeError) as exc:
-        print(f"wave {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print(f"wave {args.command}: interrupted; everything cached so far is kept and a rerun resumes from it",
+              file=sys.stderr)
+        return 130
+    except Exception as exc:
+        found = error_message(exc)
+        if found is None:
+            raise
+        print(f"wave {args.command}: error: {_one_line(found[0])}", file=sys.stderr)
+        return found[1]
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, TypeVar, get_type_hints
+from typing import Any, ClassVar, TypeVar, get_type_hints
 
 import yaml
 
@@ -28,7 +28,76 @@ T = TypeVar("T")
 
 
 class ConfigError(ValueError):
-    """A configuration value or key is wrong; the message says how to fix it."""
+    """A configuration value or key is wrong; the message says how to fix it.
+
+    ``key`` (``section.name``) and ``expected`` (e.g. ``">= 1"``) are set for a value
+    out of range, so a caller can name its own flag for that key.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None, expected: str | None = None):
+        super().__init__(message)
+        self.key = key
+        self.expected = expected
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The interval a numeric config value must lie in (``None``: unbounded on that side).
+
+    >>> str(Bound(0, 1, high_open=True)), Bound(0, 1, high_open=True).contains(1.0)
+    ('in [0, 1)', False)
+    """
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def contains(self, x: float) -> bool:
+        """Whether ``x`` lies in the interval (NaN never does)."""
+        if x != x:  # NaN
+            return False
+        if self.low is not None and (x <= self.low if self.low_open else x < self.low):
+            return False
+        return not (self.high is not None and (x >= self.high if self.high_open else x > self.high))
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {_num(self.low)}"
+        if self.low is None:
+            return f"{'<' if self.high_open else '<='} {_num(self.high)}"
+        return f"in {'(' if self.low_open else '['}{_num(self.low)}, {_num(self.high)}{')' if self.high_open else ']'}"
+
+
+def _num(x: float | None) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+AT_LEAST_1 = Bound(1)
+NON_NEGATIVE = Bound(0)
+POSITIVE = Bound(0, low_open=True)
+QUANTILE = Bound(0, 1, high_open=True)
+PROBABILITY = Bound(0, 1)
+
+
+def validate(section: Any) -> None:
+    """Check a section's values against its ``BOUNDS`` and ``CHOICES``; raise :class:`ConfigError`
+    naming the key, the value, the valid range and how to set it."""
+    where = _SECTION_NAMES.get(type(section), type(section).__name__)
+    defaults = {f.name: f.default for f in fields(section)}
+    for name, bound in section.BOUNDS.items():
+        value = getattr(section, name)
+        if isinstance(value, (int, float)) and not bound.contains(value):
+            raise ConfigError(
+                f"{where}.{name} = {value!r} is out of range: it must be {bound} (default {defaults[name]!r}); "
+                f"set a valid value, e.g. --set {where}.{name}={defaults[name]}", key=f"{where}.{name}",
+                expected=str(bound))
+    for name, choices in section.CHOICES.items():
+        value = getattr(section, name)
+        if value not in choices:
+            raise ConfigError(f"{where}.{name} = {value!r} is not one of {list(choices)}; "
+                              f"e.g. --set {where}.{name}={choices[0]}", key=f"{where}.{name}",
+                              expected=f"one of {list(choices)}")
 
 
 def _coerce(value: Any, typ: Any, where: str) -> Any:
@@ -88,6 +157,21 @@ class DataConfig:
     samples_per_prompt: int = 0
     sample_temperature: float = 0.7
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "max_prompts_per_source": NON_NEGATIVE, "max_new_tokens": AT_LEAST_1, "batch_size": AT_LEAST_1,
+        "seed": NON_NEGATIVE, "samples_per_prompt": NON_NEGATIVE, "sample_temperature": NON_NEGATIVE}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def __post_init__(self) -> None:
+        validate(self)
+        if not self.sources:
+            raise ConfigError("data.sources is empty; name at least one source, e.g. --set data.sources=team",
+                              key="data.sources", expected="a non-empty list")
+        if self.samples_per_prompt > 0 and not self.sample_temperature > 0:
+            raise ConfigError(f"data.samples_per_prompt = {self.samples_per_prompt} needs data.sample_temperature > 0, "
+                              f"got {self.sample_temperature}; e.g. --set data.sample_temperature=0.7",
+                              key="data.sample_temperature", expected="> 0")
+
 
 @dataclass(frozen=True)
 class CaptureConfig:
@@ -99,6 +183,14 @@ class CaptureConfig:
     topk: int = 8  # top-k next-token log-probs kept per position (soft targets for drafters)
     dtype: str = "auto"  # auto = fp16 unless a value overflows it, then bf16 / fp32
     max_records: int = 0  # capture all layers for the first n records only (0 = all); see `wave dry-run`
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "batch_size": AT_LEAST_1, "max_length": Bound(2), "records_per_shard": AT_LEAST_1, "topk": AT_LEAST_1,
+        "max_records": NON_NEGATIVE}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"dtype": ("auto", "fp16", "bf16", "fp32")}
+
+    def __post_init__(self) -> None:
+        validate(self)
 
 
 @dataclass(frozen=True)
@@ -114,6 +206,15 @@ class MetricsConfig:
     massive_factor: float = 20.0  # sink question: a token is massive above this x the layer's median norm
     n_bootstrap_pooled: int = 10  # replicates of pooled (dataset) statistics: each costs L eigenproblems
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "token_budget": Bound(2), "alpha": NON_NEGATIVE, "seed": NON_NEGATIVE, "filter_quantile": QUANTILE,
+        "n_bootstrap": NON_NEGATIVE, "drop_first": NON_NEGATIVE, "massive_factor": POSITIVE,
+        "n_bootstrap_pooled": NON_NEGATIVE}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def __post_init__(self) -> None:
+        validate(self)
+
 
 @dataclass(frozen=True)
 class SelectConfig:
@@ -128,6 +229,15 @@ class SelectConfig:
     n_bootstrap: int = 20
     seed: int = 0
     stability_tokens: int = 1024  # tokens per bootstrap replicate of a selection (cost ~ n^2)
+
+    # ``method`` is checked by the selection module, which owns the list of methods.
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "k": AT_LEAST_1, "alpha": NON_NEGATIVE, "lam": NON_NEGATIVE, "n_random": NON_NEGATIVE,
+        "n_bootstrap": NON_NEGATIVE, "seed": NON_NEGATIVE, "stability_tokens": Bound(2)}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def __post_init__(self) -> None:
+        validate(self)
 
 
 @dataclass(frozen=True)
@@ -150,6 +260,16 @@ class DraftConfig:
     sweep_stride: int = 3  # chapter 6: single-layer drafters every n layers (0 = none)
     workers: int = 1  # chapter 6: drafters trained at once, each in its own process (use with threads: 1)
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "draft_vocab": AT_LEAST_1, "ttt_steps": AT_LEAST_1, "step_decay": POSITIVE, "epochs": AT_LEAST_1,
+        "lr": POSITIVE, "batch_tokens": AT_LEAST_1, "seed": NON_NEGATIVE, "grad_clip": NON_NEGATIVE,
+        "threads": NON_NEGATIVE, "eval_every": NON_NEGATIVE, "n_seeds": AT_LEAST_1, "sweep_stride": NON_NEGATIVE,
+        "workers": AT_LEAST_1}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"dtype": ("bf16", "fp32")}
+
+    def __post_init__(self) -> None:
+        validate(self)
+
 
 @dataclass(frozen=True)
 class SpecConfig:
@@ -167,6 +287,15 @@ class SpecConfig:
     kernels: str = "fast"  # target while decoding: fast (MKL-packed linears, GQA-packed SDPA; same outputs) | hf
     draft_threshold: float = 0.0  # chain: stop drafting when the product of draft probabilities < this (0 = fixed depth)
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "depth": AT_LEAST_1, "temperature": NON_NEGATIVE, "max_new_tokens": AT_LEAST_1, "max_prompts": AT_LEAST_1,
+        "tree_topk": NON_NEGATIVE, "seed": NON_NEGATIVE, "tree_size": AT_LEAST_1, "prompt_lookup_tokens": AT_LEAST_1,
+        "threads": NON_NEGATIVE, "draft_threshold": PROBABILITY}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"kernels": ("fast", "hf")}
+
+    def __post_init__(self) -> None:
+        validate(self)
+
 
 @dataclass(frozen=True)
 class CrossConfig:
@@ -176,6 +305,13 @@ class CrossConfig:
     max_prompts_per_source: int = 12
     max_new_tokens: int = 32
     batch_size: int = 4
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "max_prompts_per_source": NON_NEGATIVE, "max_new_tokens": AT_LEAST_1, "batch_size": AT_LEAST_1}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def __post_init__(self) -> None:
+        validate(self)
 
 
 @dataclass(frozen=True)
@@ -200,11 +336,16 @@ class StudyConfig:
 
 
 _SECTIONS = {f.name: f.type for f in fields(StudyConfig) if f.name not in ("profile", "model")}
+#: section class -> its name in a profile (``CaptureConfig`` -> ``"capture"``), for messages.
+_SECTION_NAMES: dict[type, str] = {}
 
 
 def _section_types() -> dict[str, type]:
     hints = get_type_hints(StudyConfig)
     return {name: hints[name] for name in _SECTIONS}
+
+
+_SECTION_NAMES.update({typ: name for name, typ in _section_types().items()})
 
 
 def load_config(profile: str = "smoke", overrides: Mapping[str, Any] | None = None, *, model: str | None = None) -> StudyConfig:

@@ -24,16 +24,17 @@ import importlib.util
 import json
 import os
 import shutil
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
 from .config import DataConfig
 from .models import Target, cache_root
+from .progress import progress_bar
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEAM_PROMPTS = REPO_ROOT / "data" / "prompts" / "team_prompts.jsonl"
@@ -76,14 +77,21 @@ class Response:
 
 
 def read_prompt_jsonl(path: str | Path, *, source: str | None = None) -> list[Prompt]:
-    """Read a prompt JSONL file, with an error naming file and line on bad input."""
+    """Read a prompt JSONL file (UTF-8), with an error naming file and line on bad input."""
     path = Path(path)
     if not path.exists():
         raise PromptFileError(f"prompt file {path} does not exist")
+    if path.is_dir():
+        raise PromptFileError(f"prompt file {path} is a folder; give a .jsonl file with one {{\"prompt\": ...}} per line")
     out: list[Prompt] = []
     seen: set[str] = set()
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise PromptFileError(f"{path}:{lineno}: not UTF-8 (byte {raw[exc.start]:#04x} at column {exc.start + 1}); "
+                                      f"save the file as UTF-8, e.g. iconv -f latin1 -t utf-8 {path}") from None
             if not line.strip():
                 continue
             try:
@@ -176,6 +184,29 @@ def load_prompts(cfg: DataConfig) -> list[Prompt]:
             raise PromptFileError(f"unknown prompt source {source!r}: use 'humaneval', 'team', a .jsonl path or 'hub:<dataset>'")
         out.extend(_balanced_head(ps, cfg.max_prompts_per_source))
     return out
+
+
+def context_length(target: Target) -> int | None:
+    """The target's context window in tokens (``max_position_embeddings``), if it declares one."""
+    config = target.model.config
+    n = getattr(getattr(config, "text_config", None) or config, "max_position_embeddings", None)
+    return int(n) if n else None
+
+
+def check_context(target: Target, prompt_ids: Sequence[Sequence[int]], ids: Sequence[str], max_new_tokens: int,
+                  *, what: str = "prompts", fix: str = "data.max_new_tokens") -> int:
+    """Warn (one line on stderr) when prompts plus ``max_new_tokens`` exceed the target's
+    context window, where its outputs are no longer meaningful; returns how many do."""
+    n_ctx = context_length(target)
+    if n_ctx is None:
+        return 0
+    over = [(len(p), i) for p, i in zip(prompt_ids, ids) if len(p) + max_new_tokens > n_ctx]
+    if over:
+        longest, pid = max(over)
+        print(f"[data] warning: {len(over)} of {len(ids)} {what} exceed the model's context of {n_ctx} tokens "
+              f"with {max_new_tokens} new tokens (longest: {pid!r}, {longest} prompt tokens); shorten them or "
+              f"lower {fix}", file=sys.stderr)
+    return len(over)
 
 
 def chat_ids(target: Target, text: str) -> list[int]:
@@ -328,6 +359,7 @@ def _generate_cached(target: Target, items: Sequence[tuple[str, Prompt]], path: 
     skipping those already there; returns all of them by response id."""
     done = read_responses(path)
     encoded = {p.id: chat_ids(target, p.text) for _, p in items}
+    check_context(target, list(encoded.values()), list(encoded), max_new_tokens)
     # Fixed batches over prompts sorted by length: deterministic whether or not resumed.
     order = sorted(items, key=lambda it: (len(encoded[it[1].id]), it[0]))
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
@@ -343,7 +375,7 @@ def _generate_cached(target: Target, items: Sequence[tuple[str, Prompt]], path: 
             for r in done.values():
                 fh.write(json.dumps(asdict(r)) + "\n")
         os.replace(tmp, path)
-    bar = tqdm(total=len(items), initial=len(items) - sum(len(batch) for _, batch in todo), desc=desc,
+    bar = progress_bar(total=len(items), initial=len(items) - sum(len(batch) for _, batch in todo), desc=desc,
                unit="prompt", disable=not progress)
     for b, batch in todo:
         outs = _generate_batch(target, [encoded[p.id] for _, p in batch], max_new_tokens,

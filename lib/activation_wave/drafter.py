@@ -36,6 +36,7 @@ torch.Size([1, 5, 32])
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -507,7 +508,9 @@ def select_draft_vocab(counts: Tensor, size: int, *, secondary: Tensor | None = 
 def save_drafter(drafter: Eagle3Drafter, out_dir: str | Path, provenance: dict[str, Any] | None = None) -> Path:
     """Write ``model.safetensors``, ``config.json`` and ``provenance.json`` into ``out_dir``.
 
-    Files are written to temporary names and renamed, ``provenance.json`` last.
+    Files are written to temporary names and renamed, ``provenance.json`` last; it records
+    the sha256 of ``model.safetensors`` (``weights_sha256``), which :func:`load_drafter`
+    checks.
     """
     from safetensors.torch import save_file
 
@@ -517,16 +520,37 @@ def save_drafter(drafter: Eagle3Drafter, out_dir: str | Path, provenance: dict[s
              for k, v in drafter.state_dict().items() if not k.startswith("embed_tokens")}
     tmp = out / "model.safetensors.tmp"
     save_file(state, str(tmp), metadata={"format": "pt", "producer": "activation_wave"})
+    weights_sha256 = _file_sha256(tmp)
     os.replace(tmp, out / "model.safetensors")
     (out / "config.json.tmp").write_text(json.dumps(drafter.spec.to_hf_config(), indent=1))
     os.replace(out / "config.json.tmp", out / "config.json")
     from .pipeline import git_commit
 
     prov = {"schema_version": SCHEMA_VERSION, "written": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "git_commit": git_commit(), "spec": asdict(drafter.spec), **(provenance or {})}
+            "git_commit": git_commit(), "spec": asdict(drafter.spec), **(provenance or {}),
+            "weights_sha256": weights_sha256}
     (out / "provenance.json.tmp").write_text(json.dumps(prov, indent=1, sort_keys=True, default=str))
     os.replace(out / "provenance.json.tmp", out / "provenance.json")
     return out
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 22):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _read_json(path: Path, fix: str) -> dict[str, Any]:
+    """A checkpoint's JSON file as a dict, or a :class:`DrafterError` naming the file and ``fix``."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DrafterError(f"{path} is not valid JSON ({exc}); {fix}") from None
+    if not isinstance(doc, dict):
+        raise DrafterError(f"{path} holds a {type(doc).__name__}, not a JSON object; {fix}")
+    return doc
 
 
 def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
@@ -536,16 +560,39 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
     the frozen token embeddings, which the checkpoint does not store; without it the
     drafter can be inspected, and :func:`~activation_wave.speculative.speculate` attaches
     the target it is given. A target whose fingerprint differs from the one recorded at
-    training time raises.
+    training time raises, and so do weights whose sha256 differs from the one recorded in
+    ``provenance.json`` (checkpoints written before the hash was recorded load unchecked).
     """
     from safetensors.torch import load_file
+
+    from safetensors import SafetensorError
 
     path = Path(path)
     for name in ("model.safetensors", "config.json"):
         if not (path / name).exists():
             raise DrafterError(f"{path} has no {name}: not a drafter checkpoint (train one with `wave train-draft`)")
-    spec = DrafterSpec.from_hf_config(json.loads((path / "config.json").read_text()))
-    state = load_file(str(path / "model.safetensors"))
+    prov_path = path / "provenance.json"
+    provenance = _read_json(prov_path, "rewrite it by retraining with `wave train-draft`") if prov_path.exists() else {}
+    weights = path / "model.safetensors"
+    want = provenance.get("weights_sha256")
+    if want and _file_sha256(weights) != want:
+        raise DrafterError(f"{weights} does not match the sha256 recorded in {prov_path} (corrupted, truncated or "
+                           "modified); retrain the drafter with `wave train-draft` or restore the file")
+    cfg = _read_json(path / "config.json", "restore it or retrain the drafter with `wave train-draft`")
+    try:
+        spec = DrafterSpec.from_hf_config(cfg)
+    except DrafterError as exc:
+        raise DrafterError(f"{path / 'config.json'}: {exc}") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DrafterError(f"{path / 'config.json'} is not a drafter config ({type(exc).__name__}: {exc}); "
+                           "restore it or retrain the drafter with `wave train-draft`") from None
+    try:
+        state = load_file(str(weights))
+    except SafetensorError as exc:
+        raise DrafterError(f"{weights} cannot be read ({exc}): the file is truncated or corrupted; retrain the "
+                           "drafter with `wave train-draft` or restore the file") from None
+    if "d2t" not in state:
+        raise DrafterError(f"{weights} has no d2t tensor: not an EAGLE-3 drafter written by `wave train-draft`")
     d2t = state["d2t"].long()
     drafter = Eagle3Drafter(spec, d2t + torch.arange(len(d2t)))
     missing, unexpected = drafter.load_state_dict(state, strict=False)
@@ -555,8 +602,7 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
                            f"unexpected {unexpected}")
     if "embed_tokens.weight" in state:
         drafter._has_embeddings = True
-    prov_path = path / "provenance.json"
-    drafter.provenance = json.loads(prov_path.read_text()) if prov_path.exists() else {}
+    drafter.provenance = provenance
     if target is not None:
         drafter.ensure_target(target)
         drafter.attach_target(getattr(target, "model", target))

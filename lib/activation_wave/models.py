@@ -15,11 +15,14 @@ carries a ``fingerprint`` (source, file hash or revision, dtype) used in cache k
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
 import os
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +57,34 @@ class TargetLoadError(RuntimeError):
 def cache_root() -> Path:
     """Root of all caches: ``$WAVE_CACHE`` or ``~/.cache/activation_wave``."""
     return Path(os.environ.get("WAVE_CACHE", Path.home() / ".cache" / "activation_wave"))
+
+
+_CACHE_FIX = "set WAVE_CACHE to a writable folder, e.g. export WAVE_CACHE=$HOME/.cache/activation_wave"
+
+
+def check_cache_root() -> Path:
+    """The cache root, if it can be one: raise :class:`TargetLoadError` when it (or a parent)
+    is a file. A read-only folder passes: a complete read-only cache is only read."""
+    root = cache_root()
+    for p in (root, *root.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise TargetLoadError(f"the cache folder {root} cannot be created: {p} is a file; {_CACHE_FIX}")
+            break
+    return root
+
+
+def cache_error_message(exc: OSError) -> str | None:
+    """One line for an OS error on a path inside the cache root (unwritable, full, a file
+    where a folder should be), naming ``WAVE_CACHE`` and the fix; ``None`` for other paths."""
+    root = cache_root().resolve()
+    name = exc.filename if isinstance(exc.filename, str) else None
+    if name is None:
+        return None
+    path = Path(name).resolve()
+    if path != root and root not in path.parents and path not in root.parents:
+        return None
+    return f"cannot write the cache ({exc.strerror or type(exc).__name__}: {name}); WAVE_CACHE={cache_root()}: {_CACHE_FIX}"
 
 
 @dataclass
@@ -129,6 +160,23 @@ def resolve_alias(name: str) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def _plain_gguf_progress() -> Iterator[None]:
+    """transformers' GGUF loader draws its own tqdm bar, which a log file shows as one
+    endless line; when stderr is not a terminal it reports plain lines instead."""
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+
+    from .progress import progress_bar
+
+    original = gguf_utils.tqdm
+    if not sys.stderr.isatty():
+        gguf_utils.tqdm = lambda it, desc="", **kw: progress_bar(it, desc="models: dequantize", unit="tensor")
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
+
+
 def _load_gguf(path: Path, dtype: torch.dtype, provenance: dict[str, Any]) -> tuple[Any, Any]:
     """Load a GGUF through a dequantized-safetensors cache (first load dequantizes once)."""
     from safetensors.torch import load_file, save_model
@@ -158,7 +206,8 @@ def _load_gguf(path: Path, dtype: torch.dtype, provenance: dict[str, Any]) -> tu
             print(f"[models] dequantized cache at {folder} unusable ({exc}); rebuilding")
             done.unlink(missing_ok=True)
     tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
+    with _plain_gguf_progress():
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
     folder.mkdir(parents=True, exist_ok=True)
     cfg = model.config
     if hasattr(cfg, "quantization_config"):
@@ -173,6 +222,82 @@ def _load_gguf(path: Path, dtype: torch.dtype, provenance: dict[str, Any]) -> tu
     return model.eval(), tok
 
 
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the model hub answers a TCP connection within ``timeout`` seconds (never
+    when ``HF_HUB_OFFLINE`` is set)."""
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return False
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        with socket.create_connection((url.hostname or "huggingface.co", url.port or 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _hub_cached(name: str) -> bool:
+    """Whether the local HF cache holds the ``config.json`` of hub id ``name``."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except Exception:  # noqa: BLE001 - a malformed id is simply not cached
+        return False
+
+
+def hub_access(name: str) -> bool:
+    """For a hub id: ``True`` to load it from the hub, ``False`` to load the local HF cache
+    copy only; raises :class:`TargetLoadError` at once when there is neither (instead of
+    letting the hub client retry for about a minute)."""
+    if _hub_cached(name):
+        return _hub_reachable()
+    if _hub_reachable():
+        return True
+    raise TargetLoadError(
+        f"hub id {name!r}: the model hub is not reachable (or HF_HUB_OFFLINE is set) and the model is not in "
+        "the local HF cache; download it where the hub is reachable (huggingface-cli download "
+        f"{name}), or pass a local folder or .gguf file, or use the embedded --model smollm2-135m")
+
+
+def _check_hub_id(name: str) -> None:
+    """Raise :class:`TargetLoadError` unless ``name`` has the form of a hub id (``org/name``)."""
+    path = Path(name).expanduser()
+    if path.suffix == ".gguf":
+        raise TargetLoadError(f"GGUF file {path} does not exist; give an existing path or an alias {sorted(ALIASES)}")
+    if name.count("/") != 1 or name.startswith((".", "/")):
+        raise TargetLoadError(
+            f"unknown model {name!r}: not an embedded alias {sorted(ALIASES)}, not an existing "
+            "folder or .gguf file, and not a hub id of the form 'org/name'. "
+            "Use --model smollm2-135m for the embedded default."
+        )
+
+
+def n_layers_of(name: str) -> int:
+    """N (decoder blocks) of a model from its config alone, without loading weights:
+    the GGUF header of an alias or ``.gguf`` file, a folder's or hub id's ``config.json``."""
+    path = Path(name).expanduser()
+    if name in ALIASES or (path.suffix == ".gguf" and path.exists()):
+        from gguf import GGUFReader
+
+        reader = GGUFReader(str(resolve_alias(name) if name in ALIASES else path))
+        arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
+        return int(reader.fields[f"{arch}.block_count"].parts[-1][0])
+    offline: dict[str, Any] = {}
+    if not path.is_dir():
+        _check_hub_id(name)
+        offline = {} if hub_access(name) else {"local_files_only": True}
+    from transformers import AutoConfig
+
+    try:
+        return int(_text_config(AutoConfig.from_pretrained(name, **offline)).num_hidden_layers)
+    except (OSError, ValueError) as exc:
+        raise TargetLoadError(f"could not read the config of model {name!r}: {str(exc).splitlines()[0]}; "
+                              "give an alias, a .gguf file, a local folder or a reachable hub id") from None
+
+
 def load_target(name: str = "smollm2-135m", *, dtype: str | torch.dtype = "float32", device: str = "cpu",
                 device_map: str | None = None) -> Target:
     """Load a target model by alias, ``.gguf`` path, local folder or hub id.
@@ -185,27 +310,23 @@ def load_target(name: str = "smollm2-135m", *, dtype: str | torch.dtype = "float
 
     torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     dtype_name = str(torch_dtype).removeprefix("torch.")
+    check_cache_root()
     path = Path(name).expanduser()
     if name in ALIASES or (path.suffix == ".gguf" and path.exists()):
         gguf = resolve_alias(name) if name in ALIASES else path.resolve()
         provenance = {"source": "gguf", "alias": name if name in ALIASES else None, "file": gguf.name,
                       "sha256": file_sha256(gguf), "dtype": dtype_name, "schema": SCHEMA_VERSION}
         model, tok = _load_gguf(gguf, torch_dtype, provenance)
-    elif path.suffix == ".gguf":
-        raise TargetLoadError(f"GGUF file {path} does not exist; give an existing path or an alias {sorted(ALIASES)}")
     else:
         local = path.is_dir()
-        if not local and (name.count("/") != 1 or name.startswith((".", "/"))):
-            raise TargetLoadError(
-                f"unknown model {name!r}: not an embedded alias {sorted(ALIASES)}, not an existing "
-                "folder or .gguf file, and not a hub id of the form 'org/name'. "
-                "Use --model smollm2-135m for the embedded default."
-            )
+        if not local:
+            _check_hub_id(name)
+        offline = {} if local or hub_access(name) else {"local_files_only": True}
         try:
-            kwargs: dict[str, Any] = {"dtype": torch_dtype}
+            kwargs: dict[str, Any] = {"dtype": torch_dtype, **offline}
             if device_map:
                 kwargs["device_map"] = device_map
-            tok = AutoTokenizer.from_pretrained(name)
+            tok = AutoTokenizer.from_pretrained(name, **offline)
             model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
         except (OSError, ValueError) as exc:
             where = "local folder" if local else "hub id"

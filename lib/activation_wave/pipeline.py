@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .capture import CaptureCache, capture
-from .config import StudyConfig, load_config
+from .config import ConfigError, StudyConfig, load_config
 from .data import REPO_ROOT, Response, generate_responses, load_prompts, sampled_responses
 from .models import Target, load_target
 from .results import RESULTS_ROOT, git_commit, load_result, results_dir, save_result  # noqa: F401 (re-exported)
@@ -81,9 +81,20 @@ def notebook_config(profile: str, model: str = "", overrides: str | Mapping[str,
     """The config of a chapter from its papermill parameters (primitives only).
 
     ``model=""`` keeps the profile's model; ``overrides`` is a JSON object of dotted
-    keys, e.g. ``'{"metrics.token_budget": 2048}'``.
+    keys, e.g. ``'{"metrics.token_budget": 2048}'``. A parameter papermill injected that the
+    notebook does not define (``-p modle ...``) raises instead of running on the defaults.
     """
-    extra = json.loads(overrides) if isinstance(overrides, str) else dict(overrides)
+    from .study import check_notebook_parameters
+
+    check_notebook_parameters()
+    try:
+        extra = json.loads(overrides) if isinstance(overrides, str) else dict(overrides)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"overrides {overrides!r} is not valid JSON ({exc.msg}); pass an object of dotted keys, "
+                          """e.g. -p overrides '{"capture.batch_size": 4}'""") from None
+    if not isinstance(extra, dict):
+        raise ConfigError(f"overrides {overrides!r} must be a JSON object of dotted keys, "
+                          """e.g. -p overrides '{"capture.batch_size": 4}'""")
     return load_config(profile, extra, model=model or None)
 
 

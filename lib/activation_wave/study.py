@@ -40,6 +40,18 @@ ORDER = ["00_data_and_capture", "01_layer_entropy", "02_concat_entropy", "03_cka
 SECOND_ARCH = ["01_layer_entropy", "02_concat_entropy", "03_cka_compartments", "04_token_filtering"]
 
 
+class StudyError(RuntimeError):
+    """A chapter notebook failed; ``exit_code`` is 2 when the failing cell rejected an input."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+#: Exceptions that, raised by a chapter cell, mean bad input rather than a broken chapter.
+INPUT_ERRORS = ("ConfigError", "PromptFileError", "TargetLoadError", "DrafterError")
+
+
 def notebooks() -> list[Path]:
     """The chapter sources that exist, in execution order."""
     return [NOTEBOOK_DIR / f"{name}.py" for name in ORDER if (NOTEBOOK_DIR / f"{name}.py").exists()]
@@ -157,11 +169,98 @@ def root_parameter(results_root: Path) -> str:
         else str(results_root)
 
 
+def check_only(only: Sequence[str] | None, names: Sequence[str]) -> None:
+    """Raise :class:`~activation_wave.config.ConfigError` for an ``--only`` prefix that matches no notebook."""
+    from .config import ConfigError
+
+    bad = [o for o in only or () if not any(n.startswith(o) for n in names)]
+    if bad:
+        raise ConfigError(f"--only {', '.join(bad)} matches no notebook; give a name or prefix of one of: "
+                          f"{', '.join(names)} (e.g. --only 01)")
+
+
+def _assigned(source: str) -> set[str]:
+    """Names assigned at the top level of a cell's source (``x = 1`` -> ``{"x"}``)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+
+
+def unknown_notebook_parameters(history: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
+    """(unknown, declared) parameters of the notebook running in this kernel.
+
+    papermill injects ``-p`` values as a cell starting ``# Parameters`` right after the
+    cell tagged ``parameters``, and only warns about names that cell does not define; the
+    kernel's input history (``In``, or ``history``) shows both cells. Outside a kernel, or
+    when nothing was injected, both lists are empty.
+    """
+    if history is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return [], []
+        ip = get_ipython()
+        history = list(ip.user_ns.get("In", [])) if ip is not None else []
+    for i, src in enumerate(history):
+        if i > 0 and src.lstrip().startswith("# Parameters"):
+            declared = _assigned(history[i - 1])
+            return sorted(_assigned(src) - declared), sorted(declared)
+    return [], []
+
+
+def check_notebook_parameters(history: Sequence[str] | None = None) -> None:
+    """Raise :class:`~activation_wave.config.ConfigError` when papermill passed a parameter
+    (``-p modle ...``) that the notebook does not define, instead of running on the defaults."""
+    from .config import ConfigError
+
+    unknown, declared = unknown_notebook_parameters(history)
+    if unknown:
+        raise ConfigError(f"unknown notebook parameter(s) {unknown} (papermill -p); this notebook's parameters are "
+                          f"{declared}: fix the spelling (papermill --help-notebook NOTEBOOK lists them)")
+
+
+class _LineFile:
+    """A file for papermill's tqdm cell counter when stderr is not a terminal: each redraw
+    (``\\r``) becomes its own line, repeated lines are dropped."""
+
+    def __init__(self) -> None:
+        self.last = ""
+
+    def write(self, text: str) -> None:
+        for piece in text.replace("\n", "\r").split("\r"):
+            line = piece.strip()
+            if line and line != self.last:
+                print(line, file=sys.stderr, flush=True)
+                self.last = line
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def _progress(name: str) -> bool | dict[str, object]:
+    """papermill's ``progress_bar``: its tqdm bar on a terminal, one line per cell otherwise."""
+    if sys.stderr.isatty():
+        return True
+    return {"file": _LineFile(), "desc": f"[study] {name}", "mininterval": 0,
+            "bar_format": "{desc}: cell {n_fmt}/{total_fmt}, {elapsed}"}
+
+
 def run_study(profile: str = "default", model: str | None = None, book_dir: str | Path | None = None,
               only: Sequence[str] | None = None, build: bool = True, overrides: Mapping[str, str] | None = None) -> int:
     """Execute the chapters of one profile and build the book; returns a process exit code."""
+    import logging
+
     import papermill as pm
 
+    # papermill's own warnings (an unknown parameter, black not installed) would be extra
+    # lines on stderr; a failing chapter is reported as one line below instead.
+    logging.getLogger("papermill").setLevel(logging.ERROR)
+    check_only(only, [src.stem for src in notebooks()] + [f"second/{stem}" for stem in SECOND_ARCH])
     book, results_root = prepare_book_dir(profile, book_dir)
     chapters = book / "chapters"
     chapters.mkdir(parents=True, exist_ok=True)
@@ -186,8 +285,18 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
         print(f"[study] {name}: executing ({profile})", flush=True)
         t0 = time.time()
         out.parent.mkdir(parents=True, exist_ok=True)
-        pm.execute_notebook(str(nb), str(out), parameters=run_params, kernel_name="python3", cwd=str(REPO_ROOT),
-                            progress_bar=sys.stderr.isatty(), log_output=False, request_save_on_cell_execute=False)
+        # Executed into build/ first: a failing chapter leaves its partial copy there, not in the book.
+        partial = nb.with_name(f"{nb.stem}.executed.ipynb")
+        try:
+            pm.execute_notebook(str(nb), str(partial), parameters=run_params, kernel_name="python3",
+                                cwd=str(REPO_ROOT), progress_bar=_progress(name), log_output=False,
+                                request_save_on_cell_execute=False)
+        except pm.PapermillExecutionError as exc:
+            raise StudyError(f"notebook {name} failed in cell [{exc.exec_count}]: {exc.ename}: "
+                             f"{str(exc.evalue).splitlines()[0] if exc.evalue else ''}; the executed copy with the "
+                             f"full traceback is {partial} ({time.time() - t0:.0f} s)",
+                             exit_code=2 if exc.ename in INPUT_ERRORS else 1) from None
+        shutil.move(partial, out)
         _inherit_parameter_tags(out)
         timings[name] = round(time.time() - t0, 1)
         keys[name] = key

@@ -50,13 +50,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from .capture import CaptureCache
 from .config import DraftConfig
 from .drafter import Eagle3Drafter, save_drafter, select_draft_vocab
 from .layers import check_layers
 from .models import Target
+from .progress import progress_bar
 
 __all__ = ["Record", "Batch", "load_records", "make_batches", "collate", "draft_vocab_for", "train_drafter",
            "ttt_loss", "threads"]
@@ -284,7 +284,7 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         }
         autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.dtype == "bf16")
         has_eval = any(r.get("split") == "eval" for r in cache.records)
-        bar = tqdm(total=total_steps, desc=f"draft {layers}", unit="batch", disable=not progress)
+        bar = progress_bar(total=total_steps, desc=f"draft {layers}", unit="batch", disable=not progress)
         step = 0
         for epoch in range(cfg.epochs):
             order = torch.randperm(len(batches), generator=gen).tolist()
