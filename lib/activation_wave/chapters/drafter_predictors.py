@@ -1,0 +1,374 @@
+"""Exploratory: what the existing chapter-6 drafters say about predictors of tau (issue 17).
+
+NOT a test of the pre-registered hypotheses of chapter 6 ({ref}`sec-prereg`): these
+drafters were known when the hypotheses were written. This module only *loads* trained
+drafters (it never trains or captures) and computes, with the statistics of
+:mod:`activation_wave.stats`:
+
+* per-prompt offline tau of every drafter on the eval split, with the profile's online
+  settings (``spec.depth``, ``spec.draft_threshold``); seeds averaged per prompt;
+* the paired delta tau of every set against the EAGLE-3 default, Holm-corrected within
+  two families (the chapter-5 selection rules; every compared set), with the minimum
+  detectable delta at 80% power;
+* Spearman rho against tau, with bootstrap intervals over sets and prompts, of the
+  concatenation entropy S2, the mean CKA, the deepest layer and the probe
+  (:mod:`activation_wave.probe`) over the triples (and over the single layers, where
+  there are at least three);
+* rho(S2 filtered at quantile q, tau) for q in 0, 0.25, 0.5, 0.75 at an equal token
+  budget, and the paired difference of each against q = 0 (the shape of H3).
+
+:func:`run` returns a :class:`DrafterPredictors`; ``save_result("06_predictors", ...)``
+writes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..capture import CaptureCache
+from ..config import StudyConfig
+from ..probe import ProbeData, rank_subsets
+from ..stats import holm, min_detectable_delta, paired_bootstrap, seed_mean, spearman_ci, spearman_difference
+
+NAME = "06_predictors"
+REFERENCE = "eagle3-default"
+#: Chapter-5 set names that are not selection rules (baselines and controls).
+NOT_RULES = ("eagle3-default", "last-k", "evenly-spaced")
+FILTER_QUANTILES = (0.0, 0.25, 0.5, 0.75)
+
+__all__ = ["FoundDrafter", "SetTaus", "Comparison", "Predictor", "FilterPredictor", "ProbeTiming",
+           "DrafterPredictors", "chapter6_sets", "find_drafters", "per_prompt_tau", "compare_to_reference",
+           "filtered_s2", "set_scores", "predictor_rhos", "run", "NAME"]
+
+
+@dataclass(frozen=True)
+class FoundDrafter:
+    """A finished drafter of chapter 6 on disk."""
+
+    set: str
+    layers: tuple[int, ...]
+    seed: int
+    path: str
+
+
+@dataclass(frozen=True)
+class SetTaus:
+    """A set's offline tau per eval prompt, averaged over its seeds (prompt order: ``prompt_ids``)."""
+
+    set: str
+    layers: tuple[int, ...]
+    seeds: tuple[int, ...]
+    tau: float  # mean over prompts of the seed-averaged per-prompt tau
+    tau_pooled: float  # tokens / rounds over all prompts, mean over seeds (the chapter's tau)
+    per_prompt: tuple[float | None, ...]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Paired delta tau of one set against the reference, with Holm-adjusted p-values.
+
+    ``mde`` is the minimum detectable delta at 80% power and level 0.05 for this
+    comparison's per-prompt SD; ``mde_holm`` the same at the strictest Holm level of the
+    set's family (0.05 / m).
+    """
+
+    set: str
+    layers: tuple[int, ...]
+    family: str  # "rules" (a chapter-5 selection rule) or "other"
+    delta: float
+    lo: float
+    hi: float
+    p: float
+    p_holm_rules: float | None  # within the rules family; None for other sets
+    p_holm_all: float
+    n: int
+    sd: float
+    mde: float
+    mde_holm: float
+
+
+@dataclass(frozen=True)
+class Predictor:
+    """Spearman rho of one score against tau over one kind of unit."""
+
+    name: str
+    units: str  # "triples" or "single layers"
+    rho: float | None
+    lo: float | None
+    hi: float | None
+    n: int
+
+
+@dataclass(frozen=True)
+class FilterPredictor:
+    """rho(S2 filtered at ``quantile``, tau) over the triples, and its paired difference to q = 0."""
+
+    quantile: float
+    n_tokens: int
+    rho: float | None
+    lo: float | None
+    hi: float | None
+    n: int
+    delta_vs_unfiltered: float | None
+    delta_lo: float | None
+    delta_hi: float | None
+    delta_p: float | None
+
+
+@dataclass(frozen=True)
+class ProbeTiming:
+    """What the probe cost here (seconds) and how it was set up."""
+
+    build_s: float
+    per_set_s: float  # mean over the scored sets
+    all_triples_s: float | None  # every triple of the prepared layers, when timed
+    n_all_triples: int | None
+    settings: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DrafterPredictors:
+    """Result of :func:`run` (exploratory; see the module doc)."""
+
+    capture: str
+    reference: str
+    depth: int
+    draft_threshold: float
+    n_boot: int
+    prompt_ids: tuple[str, ...]
+    missing_drafters: tuple[str, ...]
+    sets: tuple[SetTaus, ...]
+    comparisons: tuple[Comparison, ...]
+    mde_rules_pooled: float | None  # MDE at 0.05 / m_rules from the rules' pooled per-prompt SD
+    scores: dict[str, dict[str, float | None]]
+    predictors: tuple[Predictor, ...]
+    filtering: tuple[FilterPredictor, ...]
+    probe: ProbeTiming
+    best_probe_triples: tuple[tuple[tuple[int, ...], float], ...]
+    seconds: float
+
+
+# ----------------------------------------------------------------------------- finding drafters
+
+
+def chapter6_sets(selected: Mapping[str, Sequence[int]], n_layers: int, sweep_stride: int) -> dict[str, list[int]]:
+    """The sets chapter 6 trains: chapter 5's sets, the single-layer sweep and its pairs."""
+    sets = {name: list(ids) for name, ids in selected.items()}
+    if sweep_stride:
+        sweep = list(range(1, n_layers + 1, sweep_stride))
+        sets.update({f"single-{i}": [i] for i in sweep})
+        sets.update({f"pair-{a}-{b}": [a, b] for a, b in itertools.combinations(sweep, 2)})
+    return sets
+
+
+def find_drafters(cache: CaptureCache, sets: Mapping[str, Sequence[int]], cfg: StudyConfig
+                  ) -> tuple[list[FoundDrafter], list[str]]:
+    """Finished drafters of every set and seed (``cfg.draft.seed + i``, ``i < n_seeds``), and
+    the ``set/seed`` names of those not trained yet. Only looks; never trains."""
+    from ..experiment import drafter_dir
+
+    found, missing = [], []
+    for name, ids in sets.items():
+        for i in range(cfg.draft.n_seeds):
+            seed = cfg.draft.seed + i
+            path = drafter_dir(cache, list(ids), dataclasses.replace(cfg.draft, seed=seed))
+            if (path / "train_log.json").exists():
+                found.append(FoundDrafter(name, tuple(int(x) for x in ids), seed, str(path)))
+            else:
+                missing.append(f"{name}/seed{seed}")
+    return found, missing
+
+
+# ----------------------------------------------------------------------------- tau per prompt
+
+
+def per_prompt_tau(target: Any, cache: CaptureCache, drafters: Sequence[FoundDrafter], *, depth: int,
+                   threshold: float) -> tuple[tuple[str, ...], dict[str, np.ndarray], dict[str, float]]:
+    """Offline tau per eval prompt of every drafter, grouped by set.
+
+    Returns ``(prompt_ids, {set: [seeds, prompts]}, {set: pooled tau averaged over seeds})``;
+    a prompt without a verify round is NaN.
+    """
+    from ..drafter import load_drafter
+    from ..speculative import offline_acceptance
+
+    ids = tuple(r["id"] for r in cache.records if r["split"] == "eval")
+    where = {p: i for i, p in enumerate(ids)}
+    rows: dict[str, list[np.ndarray]] = {}
+    pooled: dict[str, list[float]] = {}
+    for d in drafters:
+        ev = offline_acceptance(load_drafter(d.path, target), cache, depth, "eval", threshold=threshold)
+        tau = np.full(len(ids), np.nan)
+        for rec in ev["per_record"]:
+            tau[where[rec["id"]]] = rec["tau"] if rec["rounds"] else np.nan
+        rows.setdefault(d.set, []).append(tau)
+        pooled.setdefault(d.set, []).append(float(ev["tau_offline"]))
+    return ids, {s: np.stack(v) for s, v in rows.items()}, {s: float(np.mean(v)) for s, v in pooled.items()}
+
+
+def compare_to_reference(taus: Mapping[str, np.ndarray], layers: Mapping[str, Sequence[int]], reference: str, *,
+                         n_boot: int, seed: int = 0) -> list[Comparison]:
+    """Paired bootstrap of every set against ``reference``, Holm within the rules and over all."""
+    if reference not in taus:
+        raise ValueError(f"no drafter of the reference set {reference!r}; sets with drafters: {sorted(taus)}")
+    names = [s for s in taus if s != reference]
+    deltas = {s: paired_bootstrap(taus[s], taus[reference], n_boot=n_boot, seed=seed) for s in names}
+    rules = [s for s in names if _is_rule(s)]
+    adj_all = dict(zip(names, holm([deltas[s].p for s in names])))
+    adj_rules = dict(zip(rules, holm([deltas[s].p for s in rules])))
+    out = []
+    for s in names:
+        d = deltas[s]
+        m = len(rules) if s in adj_rules else len(names)
+        out.append(Comparison(set=s, layers=tuple(layers[s]), family="rules" if s in adj_rules else "other",
+                              delta=d.mean, lo=d.lo, hi=d.hi, p=d.p, p_holm_rules=adj_rules.get(s),
+                              p_holm_all=adj_all[s], n=d.n, sd=d.sd, mde=min_detectable_delta(d.sd, d.n),
+                              mde_holm=min_detectable_delta(d.sd, d.n, alpha=0.05 / m)))
+    return out
+
+
+def _is_rule(name: str) -> bool:
+    from ..selection import METHODS
+
+    return name in METHODS and name not in NOT_RULES
+
+
+# ----------------------------------------------------------------------------- scores
+
+
+def filtered_s2(cache: CaptureCache, cfg: StudyConfig, sets: Mapping[str, Sequence[int]], *,
+                quantiles: Sequence[float] = FILTER_QUANTILES, budget: int | None = None
+                ) -> tuple[int, dict[float, dict[str, float]]]:
+    """S2 of every set from statistics filtered at each quantile, all on ``budget`` tokens.
+
+    Filtering at ``q`` draws ``budget / (1 - q)`` response positions (seed
+    ``cfg.metrics.seed``) and keeps the ``budget`` with the highest next-token entropy,
+    i.e. drops the lowest ``q`` share; so every quantile's statistics see the same number
+    of tokens. ``budget`` defaults to the tokens chapter 6's filtered statistics keep
+    (``token_budget * (1 - filter_quantile)``). Returns ``(budget, {q: {set: S2}})``.
+    """
+    from ..selection import LayerStats
+
+    budget = budget or max(4, round(cfg.metrics.token_budget * (1 - cfg.metrics.filter_quantile)))
+    layers = sorted({int(i) for ids in sets.values() for i in ids})
+    out: dict[float, dict[str, float]] = {}
+    for q in quantiles:
+        if not 0.0 <= q < 1.0:
+            raise ValueError(f"filter quantile {q} must lie in [0, 1)")
+        sample = cache.sample_tokens(math.ceil(budget / (1.0 - q)), seed=cfg.metrics.seed, layers=layers,
+                                     min_position=cfg.metrics.drop_first)
+        keep = np.sort(np.argsort(-np.nan_to_num(sample.next_entropy, nan=-np.inf), kind="stable")[:budget])
+        stats = LayerStats.from_hidden(sample.hidden[:, keep], layers, cache.n_layers)
+        out[q] = {name: stats.concat_entropy(list(ids), 2.0) for name, ids in sets.items()}
+    return budget, out
+
+
+def set_scores(cache: CaptureCache, cfg: StudyConfig, sets: Mapping[str, Sequence[int]], probe: ProbeData
+               ) -> dict[str, dict[str, float | None]]:
+    """Per set: S2 and mean CKA as chapter 6 computes them, the deepest layer, the probe."""
+    from ..selection import stats_from_cache
+
+    stats = stats_from_cache(cache, cfg).stats
+    out = {}
+    for name, ids in sets.items():
+        ids = list(ids)
+        out[name] = {"renyi2": stats.concat_entropy(ids, 2.0),
+                     "mean_cka": stats.mean_cka(ids) if len(ids) > 1 else None,
+                     "deepest": float(max(ids)), "probe": probe.score(ids).score}
+    return out
+
+
+def predictor_rhos(taus: Mapping[str, np.ndarray], layers: Mapping[str, Sequence[int]],
+                   scores: Mapping[str, Mapping[str, float | None]], *, n_boot: int, seed: int = 0) -> list[Predictor]:
+    """rho of every score against tau over the triples and over the single layers."""
+    out = []
+    for units, k in (("triples", 3), ("single layers", 1)):
+        names = [s for s in taus if len(layers[s]) == k]
+        if len(names) < 3:
+            continue
+        y = np.stack([seed_mean(taus[s]) for s in names])  # [units, prompts]
+        for key in ("renyi2", "mean_cka", "deepest", "probe"):
+            x = np.array([np.nan if scores[s].get(key) is None else scores[s][key] for s in names], float)
+            if np.isfinite(x).sum() < 3:
+                continue
+            c = spearman_ci(x, y, n_boot=n_boot, seed=seed)
+            out.append(Predictor(key, units, c.rho, c.lo, c.hi, c.n))
+    return out
+
+
+# ----------------------------------------------------------------------------- the analysis
+
+
+def run(cfg: StudyConfig, cache: CaptureCache, target: Any, sets: Mapping[str, Sequence[int]], *,
+        reference: str = REFERENCE, n_boot: int = 10_000, probe_kw: Mapping[str, Any] | None = None,
+        time_all_triples: bool = True, seed: int = 0) -> DrafterPredictors:
+    """The exploratory analysis of the module doc on the finished drafters of ``sets``.
+
+    Loads drafters only (missing ones are listed in the result, not trained). ``target``
+    supplies the drafters' frozen token embeddings. ``time_all_triples`` also scores
+    every triple of layers ``1..N`` with the probe, to time it and list the best.
+    """
+    t0 = time.perf_counter()
+    drafters, missing = find_drafters(cache, sets, cfg)
+    if not drafters:
+        raise FileNotFoundError(f"no finished chapter-6 drafter under {cache.path / 'drafters'} for these sets: "
+                                "run chapter 6 first (this analysis never trains)")
+    prompt_ids, taus, pooled = per_prompt_tau(target, cache, drafters, depth=cfg.spec.depth,
+                                              threshold=cfg.spec.draft_threshold)
+    layers = {s: tuple(sets[s]) for s in taus}
+    comparisons = compare_to_reference(taus, layers, reference, n_boot=n_boot, seed=seed)
+    rules = [c for c in comparisons if c.family == "rules"]
+    mde_pooled = (min_detectable_delta(float(np.sqrt(np.mean([c.sd ** 2 for c in rules]))),
+                                       int(np.mean([c.n for c in rules])), alpha=0.05 / len(rules))
+                  if rules else None)
+
+    probe = ProbeData.from_cache(cache, **dict(probe_kw or {}))
+    scored = {s: layers[s] for s in taus}
+    scores = set_scores(cache, cfg, scored, probe)
+    per_set = [probe.score(ids).seconds for ids in scored.values()]
+    best: list[tuple[tuple[int, ...], float]] = []
+    all_s = n_all = None
+    if time_all_triples:
+        t1 = time.perf_counter()
+        ranked = rank_subsets(probe, 3, [i for i in probe.layers if i >= 1])
+        all_s, n_all = time.perf_counter() - t1, len(ranked)
+        best = [(r.layers, r.score) for r in ranked[:10]]
+    predictors = predictor_rhos(taus, layers, scores, n_boot=n_boot, seed=seed)
+
+    triples = [s for s in taus if len(layers[s]) == 3]
+    budget, s2q = filtered_s2(cache, cfg, {s: layers[s] for s in triples})
+    y = np.stack([seed_mean(taus[s]) for s in triples])
+    filtering = []
+    for q, by_set in s2q.items():
+        x = np.array([by_set[s] for s in triples])
+        c = spearman_ci(x, y, n_boot=n_boot, seed=seed)
+        d = (spearman_difference(x, np.array([s2q[0.0][s] for s in triples]), y, n_boot=n_boot, seed=seed)
+             if q != 0.0 and 0.0 in s2q else None)
+        filtering.append(FilterPredictor(q, budget, c.rho, c.lo, c.hi, c.n, d and d.delta, d and d.lo, d and d.hi,
+                                         d and d.p))
+        for s in triples:
+            scores[s][f"renyi2_q{q:g}"] = by_set[s]
+
+    set_taus = tuple(SetTaus(s, layers[s], tuple(sorted(d.seed for d in drafters if d.set == s)),
+                             float(np.nanmean(seed_mean(taus[s]))), pooled[s],
+                             tuple(None if not np.isfinite(v) else float(v) for v in seed_mean(taus[s])))
+                     for s in taus)
+    settings = {k: getattr(probe, k) for k in ("target", "steps", "ridge", "with_token", "n_train")}
+    settings.update(rank=int(probe.blocks[probe.layers[0]].stop - probe.blocks[probe.layers[0]].start),
+                    vocab=len(probe.vocab_ids), n_eval=len(probe.labels_eval))
+    timing = ProbeTiming(build_s=probe.build_seconds, per_set_s=float(np.mean(per_set)), all_triples_s=all_s,
+                         n_all_triples=n_all, settings=settings)
+    return DrafterPredictors(capture=str(cache.path), reference=reference, depth=cfg.spec.depth,
+                             draft_threshold=cfg.spec.draft_threshold, n_boot=n_boot, prompt_ids=prompt_ids,
+                             missing_drafters=tuple(missing), sets=set_taus, comparisons=tuple(comparisons),
+                             mde_rules_pooled=mde_pooled, scores=scores, predictors=tuple(predictors),
+                             filtering=tuple(filtering), probe=timing, best_probe_triples=tuple(best),
+                             seconds=time.perf_counter() - t0)
