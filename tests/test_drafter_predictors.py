@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import dataclasses
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
-from activation_wave.capture import capture
 from activation_wave.chapters import drafter_predictors as dp
-from activation_wave.config import CaptureConfig, DraftConfig, MetricsConfig, SpecConfig, StudyConfig
-from activation_wave.data import Response
+from activation_wave.config import DraftConfig, MetricsConfig, SpecConfig, StudyConfig
 from activation_wave.experiment import run_sets
 from activation_wave.results import load_result, save_result
 from activation_wave.selection import LayerStats
-from activation_wave.speculative import plain_generate
 from activation_wave.stats import holm, seed_mean, spearman
-from helpers import permutation_target
+from helpers import permutation_capture, permutation_target
 
 SETS = {"eagle3-default": [1, 2, 4], "entropy-greedy": [2, 3, 4], "combined": [1, 3, 4], "random-0": [1, 2, 3],
         "single-1": [1], "single-2": [2], "single-4": [4]}
@@ -32,14 +29,7 @@ def world(tiny_tokenizer, tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("WAVE_CACHE", str(root / "cache"))
     target = permutation_target(tiny_tokenizer)
-    g = torch.Generator().manual_seed(7)
-    prompts = [torch.randint(2, 120, (int(torch.randint(4, 9, (1,), generator=g)),), generator=g).tolist()
-               for _ in range(20)]
-    res = plain_generate(target, prompts, SpecConfig(max_new_tokens=16, threads=1), impl="loop")
-    responses = [Response(id=f"p{i}", prompt_ids=p, response_ids=r, finish="length", text="",
-                          split="eval" if i % 4 == 3 else "train") for i, (p, r) in enumerate(zip(prompts, res.token_ids))]
-    cache = capture(target, responses, CaptureConfig(batch_size=8, max_length=64, records_per_shard=8, topk=8),
-                    out_dir=root / "cap", progress=False)
+    cache = permutation_capture(target, root / "cap", n_prompts=20, max_new_tokens=16, seed=7)
     cfg = StudyConfig(draft=DraftConfig(draft_vocab=64, ttt_steps=2, epochs=1, lr=1e-2, batch_tokens=256, threads=1,
                                         workers=1, n_seeds=2),
                       spec=SpecConfig(depth=2, draft_threshold=0.0),
@@ -82,8 +72,6 @@ def test_run_numbers_follow_from_the_drafters_logs(world, tmp_path):
         logs = [r for r in rows if r["set"] == name]
         assert by_set[name].tau_pooled == pytest.approx(np.mean([r["tau"] for r in logs]))
         assert by_set[name].seeds == (0, 1)
-    import json
-    from pathlib import Path
     per_seed = []
     for r in [r for r in rows if r["set"] == "combined"]:
         log = json.loads((Path(r["path"]) / "train_log.json").read_text())["eval"]["per_record"]

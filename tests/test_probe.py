@@ -7,15 +7,10 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
-from activation_wave.capture import capture
-from activation_wave.config import CaptureConfig, SpecConfig
-from activation_wave.data import Response
 from activation_wave.probe import (ProbeData, _project, _read_rows, _sample_anchors, _valid_anchors, probe_scores,
                                    rank_subsets)
-from activation_wave.speculative import plain_generate
-from helpers import permutation_target
+from helpers import permutation_capture, permutation_target
 
 
 @pytest.fixture(scope="module")
@@ -24,15 +19,8 @@ def perm_cache(tiny_tokenizer, tmp_path_factory):
     root = tmp_path_factory.mktemp("probe")
     mp = pytest.MonkeyPatch()
     mp.setenv("WAVE_CACHE", str(root / "cache"))
-    target = permutation_target(tiny_tokenizer)
-    g = torch.Generator().manual_seed(5)
-    prompts = [torch.randint(2, 120, (int(torch.randint(4, 9, (1,), generator=g)),), generator=g).tolist()
-               for _ in range(24)]
-    res = plain_generate(target, prompts, SpecConfig(max_new_tokens=20, threads=1), impl="loop")
-    responses = [Response(id=f"p{i}", prompt_ids=p, response_ids=r, finish="length", text="",
-                          split="eval" if i % 4 == 3 else "train") for i, (p, r) in enumerate(zip(prompts, res.token_ids))]
-    cache = capture(target, responses, CaptureConfig(batch_size=8, max_length=64, records_per_shard=7, topk=4),
-                    out_dir=root / "cap", progress=False)
+    cache = permutation_capture(permutation_target(tiny_tokenizer), root / "cap", n_prompts=24, max_new_tokens=20,
+                                seed=5, records_per_shard=7)
     yield cache
     mp.undo()
 

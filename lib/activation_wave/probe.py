@@ -21,8 +21,7 @@ columns only (a ``(k + 1) rank`` square system), and its held-out score needs on
 ``[n_eval, (k + 1) rank]`` product: every single layer and every triple of a
 30-layer model score from the same blocks.
 
-**Targets.** Two choices were built and compared on the same anchors (measured on the
-captures this study uses; see the report of issue 17):
+**Targets.** Two choices were built and compared on the same anchors:
 
 * ``"onehot"`` (default): ridge regression onto the one-hot code of the target token
   in a reduced vocabulary of the ``vocab`` most frequent target tokens of the train
@@ -32,13 +31,15 @@ captures this study uses; see the report of issue 17):
 * ``"embedding"``: ridge regression onto the target token's input embedding (read from
   layer 0 of the capture at the token's own position, which in a greedy response is the
   target's argmax; for tied-embedding models such as SmolLM2 this is also its output
-  embedding), scored by the argmax of the dot product
-  with the embeddings of the same reduced vocabulary.
+  embedding), scored by the argmax of the dot product with the embeddings of the same
+  reduced vocabulary.
 
 The one-hot probe is the default: it fits the scored quantity (which token wins)
-directly, it was the more accurate of the two on held-out anchors, and it is also the
-cheaper one to score, since the embedding probe adds an ``[n_eval, H] x [H, vocab]``
-product per step on top of the same solve.
+directly; on the smoke capture it was the more accurate of the two on the same held-out
+anchors (averaged over every single layer); and it is the cheaper one to score, since the
+embedding probe adds an ``[n_eval, H] x [H, vocab]`` product per step to the same solve.
+Without the verified token's block the probe credits deep layers for knowing
+``x_{t+1}``, which a drafter is given anyway; hence ``with_token=True`` by default.
 
 **Score.** Per eval anchor, the number of leading steps predicted correctly (a chain of
 non-autoregressive guesses accepted while they match), averaged, plus one: the probe's
@@ -200,8 +201,8 @@ class ProbeData:
         train_parts, eval_parts, blocks, col = [], [], {}, 0
         for name in names:
             layer, offset = (0, 1) if name == TOKEN_BLOCK else (name, 0)
-            p_tr, p_ev = _project(_read_rows(cache, layer, where["train"], offset),
-                                  _read_rows(cache, layer, where["eval"], offset), rank)
+            both = _read_rows(cache, layer, np.concatenate([where["train"], where["eval"]]), offset)  # one pass
+            p_tr, p_ev = _project(both[: len(where["train"])], both[len(where["train"]):], rank)
             train_parts.append(p_tr)
             eval_parts.append(p_ev.astype(np.float32))
             blocks[name] = slice(col, col + p_tr.shape[1])

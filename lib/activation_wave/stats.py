@@ -141,7 +141,8 @@ def paired_bootstrap(tau_set: ArrayLike, tau_ref: ArrayLike, *, n_boot: int = 10
     (:func:`seed_mean`). Prompts that either side lacks (NaN) are dropped. The mean of
     the per-prompt differences is resampled over prompts ``n_boot`` times (seeded);
     the interval is the percentile interval at ``level``, the p-value two-sided
-    (:func:`bootstrap_p`).
+    (:func:`bootstrap_p`). With a handful of prompts the resamples take only a few
+    distinct values, so the interval and p-value mean little: read them with ``n``.
     """
     _check_level(level, n_boot)
     a, b = seed_mean(tau_set), seed_mean(tau_ref)

@@ -125,11 +125,14 @@ class FilterPredictor:
 
 @dataclass(frozen=True)
 class ProbeTiming:
-    """What the probe cost here (seconds) and how it was set up."""
+    """What the probe cost here, in wall seconds and in CPU seconds of this process (the
+    latter is what a shared, loaded machine does not inflate), and how it was set up."""
 
     build_s: float
     per_set_s: float  # mean over the scored sets
-    all_triples_s: float | None  # every triple of the prepared layers, when timed
+    per_set_cpu_s: float
+    all_triples_s: float | None  # every triple of layers 1..N, when timed
+    all_triples_cpu_s: float | None
     n_all_triples: int | None
     settings: dict[str, Any]
 
@@ -333,13 +336,15 @@ def run(cfg: StudyConfig, cache: CaptureCache, target: Any, sets: Mapping[str, S
     probe = ProbeData.from_cache(cache, **dict(probe_kw or {}))
     scored = {s: layers[s] for s in taus}
     scores = set_scores(cache, cfg, scored, probe)
+    c1 = time.process_time()
     per_set = [probe.score(ids).seconds for ids in scored.values()]
+    per_set_cpu = (time.process_time() - c1) / len(per_set)
     best: list[tuple[tuple[int, ...], float]] = []
-    all_s = n_all = None
+    all_s = all_cpu = n_all = None
     if time_all_triples:
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         ranked = rank_subsets(probe, 3, [i for i in probe.layers if i >= 1])
-        all_s, n_all = time.perf_counter() - t1, len(ranked)
+        all_s, all_cpu, n_all = time.perf_counter() - t1, time.process_time() - c1, len(ranked)
         best = [(r.layers, r.score) for r in ranked[:10]]
     predictors = predictor_rhos(taus, layers, scores, n_boot=n_boot, seed=seed)
 
@@ -364,11 +369,51 @@ def run(cfg: StudyConfig, cache: CaptureCache, target: Any, sets: Mapping[str, S
     settings = {k: getattr(probe, k) for k in ("target", "steps", "ridge", "with_token", "n_train")}
     settings.update(rank=int(probe.blocks[probe.layers[0]].stop - probe.blocks[probe.layers[0]].start),
                     vocab=len(probe.vocab_ids), n_eval=len(probe.labels_eval))
-    timing = ProbeTiming(build_s=probe.build_seconds, per_set_s=float(np.mean(per_set)), all_triples_s=all_s,
-                         n_all_triples=n_all, settings=settings)
+    timing = ProbeTiming(build_s=probe.build_seconds, per_set_s=float(np.mean(per_set)), per_set_cpu_s=per_set_cpu,
+                         all_triples_s=all_s, all_triples_cpu_s=all_cpu, n_all_triples=n_all, settings=settings)
     return DrafterPredictors(capture=str(cache.path), reference=reference, depth=cfg.spec.depth,
                              draft_threshold=cfg.spec.draft_threshold, n_boot=n_boot, prompt_ids=prompt_ids,
                              missing_drafters=tuple(missing), sets=set_taus, comparisons=tuple(comparisons),
                              mde_rules_pooled=mde_pooled, scores=scores, predictors=tuple(predictors),
                              filtering=tuple(filtering), probe=timing, best_probe_triples=tuple(best),
                              seconds=time.perf_counter() - t0)
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m activation_wave.chapters.drafter_predictors --capture DIR``: run and save.
+
+    The capture (and the drafters under it) is opened by its path and only read; the
+    target's dequantized weights come from ``$WAVE_CACHE`` as usual, so another person's
+    cache can be analysed without writing into it.
+    """
+    import argparse
+    import json
+    from pathlib import Path
+
+    from ..config import load_config, parse_overrides
+    from ..models import load_target
+    from ..results import results_dir, save_result
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", default="default")
+    ap.add_argument("--capture", required=True, help="a finished capture folder (read only)")
+    ap.add_argument("--selection", help="JSON with a 'sets' mapping (default: this profile's 05_layer_selection.json)")
+    ap.add_argument("--set", dest="overrides", action="append", help="config override section.key=value")
+    ap.add_argument("--n-boot", type=int, default=10_000)
+    ap.add_argument("--results-root", default=None)
+    ap.add_argument("--skip-all-triples", action="store_true", help="do not score every triple with the probe")
+    args = ap.parse_args(argv)
+    cfg = load_config(args.profile, parse_overrides(args.overrides))
+    cache = CaptureCache(args.capture)
+    sel_path = Path(args.selection) if args.selection else results_dir(cfg, args.results_root) / "05_layer_selection.json"
+    sets = chapter6_sets(json.loads(sel_path.read_text())["sets"], cache.n_layers, cfg.draft.sweep_stride)
+    res = run(cfg, cache, load_target(cfg.model), sets, n_boot=args.n_boot, time_all_triples=not args.skip_all_triples)
+    print(save_result(NAME, res, cfg, args.results_root))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
