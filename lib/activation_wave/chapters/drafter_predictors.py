@@ -18,7 +18,8 @@ drafters (it never trains or captures) and computes, with the statistics of
   budget, and the paired difference of each against q = 0 (the shape of H3).
 
 :func:`run` returns a :class:`DrafterPredictors`; ``save_result("06_predictors", ...)``
-writes it.
+writes it. :func:`run_set_level` does the predictor part for sets whose tau is known
+only per set (an earlier chapter-6 results file), without loading drafters.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ NOT_RULES = ("eagle3-default", "last-k", "evenly-spaced")
 FILTER_QUANTILES = (0.0, 0.25, 0.5, 0.75)
 
 __all__ = ["FoundDrafter", "SetTaus", "Comparison", "Predictor", "FilterPredictor", "ProbeTiming",
-           "DrafterPredictors", "chapter6_sets", "find_drafters", "per_prompt_tau", "compare_to_reference",
-           "filtered_s2", "set_scores", "predictor_rhos", "run", "NAME"]
+           "DrafterPredictors", "SetLevelPredictors", "chapter6_sets", "find_drafters", "per_prompt_tau",
+           "compare_to_reference", "filtered_s2", "set_scores", "predictor_rhos", "filter_rhos", "probe_summary",
+           "run", "taus_from_chapter6", "run_set_level", "NAME"]
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,23 @@ class DrafterPredictors:
     sets: tuple[SetTaus, ...]
     comparisons: tuple[Comparison, ...]
     mde_rules_pooled: float | None  # MDE at 0.05 / m_rules from the rules' pooled per-prompt SD
+    scores: dict[str, dict[str, float | None]]
+    predictors: tuple[Predictor, ...]
+    filtering: tuple[FilterPredictor, ...]
+    probe: ProbeTiming
+    best_probe_triples: tuple[tuple[tuple[int, ...], float], ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class SetLevelPredictors:
+    """Result of :func:`run_set_level`: predictors against tau known per set only (no
+    per-prompt values, so no paired comparisons; intervals resample the sets)."""
+
+    capture: str
+    tau_source: str
+    tau: dict[str, float]
+    layers: dict[str, tuple[int, ...]]
     scores: dict[str, dict[str, float | None]]
     predictors: tuple[Predictor, ...]
     filtering: tuple[FilterPredictor, ...]
@@ -307,6 +326,48 @@ def predictor_rhos(taus: Mapping[str, np.ndarray], layers: Mapping[str, Sequence
     return out
 
 
+def filter_rhos(cache: CaptureCache, cfg: StudyConfig, taus: Mapping[str, np.ndarray],
+                layers: Mapping[str, Sequence[int]], *, n_boot: int, seed: int = 0
+                ) -> tuple[list[FilterPredictor], dict[float, dict[str, float]]]:
+    """rho(S2 filtered at each quantile, tau) over the triples (:func:`filtered_s2`), each
+    compared with q = 0 on the same resamples; also returns the S2 values."""
+    triples = [s for s in taus if len(layers[s]) == 3]
+    budget, s2q = filtered_s2(cache, cfg, {s: layers[s] for s in triples})
+    y = np.stack([seed_mean(taus[s]) for s in triples])
+    out = []
+    for q, by_set in s2q.items():
+        x = np.array([by_set[s] for s in triples])
+        c = spearman_ci(x, y, n_boot=n_boot, seed=seed)
+        d = (spearman_difference(x, np.array([s2q[0.0][s] for s in triples]), y, n_boot=n_boot, seed=seed)
+             if q != 0.0 and 0.0 in s2q else None)
+        out.append(FilterPredictor(q, budget, c.rho, c.lo, c.hi, c.n, d and d.delta, d and d.lo, d and d.hi,
+                                   d and d.p))
+    return out, s2q
+
+
+def probe_summary(cache: CaptureCache, sets: Mapping[str, Sequence[int]], probe_kw: Mapping[str, Any] | None, *,
+                  time_all_triples: bool) -> tuple[ProbeData, ProbeTiming, list[tuple[tuple[int, ...], float]]]:
+    """Build the probe over every layer, time it on ``sets`` (and on every triple of layers
+    1..N when ``time_all_triples``); returns the probe, its timing and the 10 best triples."""
+    probe = ProbeData.from_cache(cache, **dict(probe_kw or {}))
+    c1 = time.process_time()
+    per_set = [probe.score(ids).seconds for ids in sets.values()]
+    per_set_cpu = (time.process_time() - c1) / max(1, len(per_set))
+    best: list[tuple[tuple[int, ...], float]] = []
+    all_s = all_cpu = n_all = None
+    if time_all_triples:
+        t1, c1 = time.perf_counter(), time.process_time()
+        ranked = rank_subsets(probe, 3, [i for i in probe.layers if i >= 1])
+        all_s, all_cpu, n_all = time.perf_counter() - t1, time.process_time() - c1, len(ranked)
+        best = [(r.layers, r.score) for r in ranked[:10]]
+    first = probe.blocks[probe.layers[0]]
+    settings = {k: getattr(probe, k) for k in ("target", "steps", "ridge", "with_token", "n_train")}
+    settings.update(rank=first.stop - first.start, vocab=len(probe.vocab_ids), n_eval=len(probe.labels_eval))
+    timing = ProbeTiming(build_s=probe.build_seconds, per_set_s=float(np.mean(per_set)), per_set_cpu_s=per_set_cpu,
+                         all_triples_s=all_s, all_triples_cpu_s=all_cpu, n_all_triples=n_all, settings=settings)
+    return probe, timing, best
+
+
 # ----------------------------------------------------------------------------- the analysis
 
 
@@ -333,50 +394,59 @@ def run(cfg: StudyConfig, cache: CaptureCache, target: Any, sets: Mapping[str, S
                                        int(np.mean([c.n for c in rules])), alpha=0.05 / len(rules))
                   if rules else None)
 
-    probe = ProbeData.from_cache(cache, **dict(probe_kw or {}))
-    scored = {s: layers[s] for s in taus}
-    scores = set_scores(cache, cfg, scored, probe)
-    c1 = time.process_time()
-    per_set = [probe.score(ids).seconds for ids in scored.values()]
-    per_set_cpu = (time.process_time() - c1) / len(per_set)
-    best: list[tuple[tuple[int, ...], float]] = []
-    all_s = all_cpu = n_all = None
-    if time_all_triples:
-        t1, c1 = time.perf_counter(), time.process_time()
-        ranked = rank_subsets(probe, 3, [i for i in probe.layers if i >= 1])
-        all_s, all_cpu, n_all = time.perf_counter() - t1, time.process_time() - c1, len(ranked)
-        best = [(r.layers, r.score) for r in ranked[:10]]
+    probe, timing, best = probe_summary(cache, layers, probe_kw, time_all_triples=time_all_triples)
+    scores = set_scores(cache, cfg, layers, probe)
     predictors = predictor_rhos(taus, layers, scores, n_boot=n_boot, seed=seed)
 
-    triples = [s for s in taus if len(layers[s]) == 3]
-    budget, s2q = filtered_s2(cache, cfg, {s: layers[s] for s in triples})
-    y = np.stack([seed_mean(taus[s]) for s in triples])
-    filtering = []
+    filtering, s2q = filter_rhos(cache, cfg, taus, layers, n_boot=n_boot, seed=seed)
     for q, by_set in s2q.items():
-        x = np.array([by_set[s] for s in triples])
-        c = spearman_ci(x, y, n_boot=n_boot, seed=seed)
-        d = (spearman_difference(x, np.array([s2q[0.0][s] for s in triples]), y, n_boot=n_boot, seed=seed)
-             if q != 0.0 and 0.0 in s2q else None)
-        filtering.append(FilterPredictor(q, budget, c.rho, c.lo, c.hi, c.n, d and d.delta, d and d.lo, d and d.hi,
-                                         d and d.p))
-        for s in triples:
-            scores[s][f"renyi2_q{q:g}"] = by_set[s]
+        for name, value in by_set.items():
+            scores[name][f"renyi2_q{q:g}"] = value
 
     set_taus = tuple(SetTaus(s, layers[s], tuple(sorted(d.seed for d in drafters if d.set == s)),
                              float(np.nanmean(seed_mean(taus[s]))), pooled[s],
                              tuple(None if not np.isfinite(v) else float(v) for v in seed_mean(taus[s])))
                      for s in taus)
-    settings = {k: getattr(probe, k) for k in ("target", "steps", "ridge", "with_token", "n_train")}
-    settings.update(rank=int(probe.blocks[probe.layers[0]].stop - probe.blocks[probe.layers[0]].start),
-                    vocab=len(probe.vocab_ids), n_eval=len(probe.labels_eval))
-    timing = ProbeTiming(build_s=probe.build_seconds, per_set_s=float(np.mean(per_set)), per_set_cpu_s=per_set_cpu,
-                         all_triples_s=all_s, all_triples_cpu_s=all_cpu, n_all_triples=n_all, settings=settings)
     return DrafterPredictors(capture=str(cache.path), reference=reference, depth=cfg.spec.depth,
                              draft_threshold=cfg.spec.draft_threshold, n_boot=n_boot, prompt_ids=prompt_ids,
                              missing_drafters=tuple(missing), sets=set_taus, comparisons=tuple(comparisons),
                              mde_rules_pooled=mde_pooled, scores=scores, predictors=tuple(predictors),
                              filtering=tuple(filtering), probe=timing, best_probe_triples=tuple(best),
                              seconds=time.perf_counter() - t0)
+
+
+def taus_from_chapter6(doc: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, tuple[int, ...]]]:
+    """Per-set tau (mean over seeds) and layers from a chapter-6 results mapping (its ``runs``)."""
+    taus: dict[str, list[float]] = {}
+    layers: dict[str, tuple[int, ...]] = {}
+    for r in doc["runs"]:
+        if r.get("tau") is not None:
+            taus.setdefault(r["set"], []).append(float(r["tau"]))
+            layers[r["set"]] = tuple(int(i) for i in r["layers"])
+    if not taus:
+        raise ValueError("the chapter-6 results hold no run with an offline tau; run chapter 6 first")
+    return {k: float(np.mean(v)) for k, v in taus.items()}, layers
+
+
+def run_set_level(cfg: StudyConfig, cache: CaptureCache, tau: Mapping[str, float],
+                  layers: Mapping[str, Sequence[int]], *, tau_source: str, n_boot: int = 10_000,
+                  probe_kw: Mapping[str, Any] | None = None, time_all_triples: bool = True,
+                  seed: int = 0) -> SetLevelPredictors:
+    """The predictor part of :func:`run` for sets whose tau is known only as one number each
+    (e.g. an earlier chapter-6 results file, ``tau_source``), scored on this capture."""
+    t0 = time.perf_counter()
+    layers = {s: tuple(int(i) for i in layers[s]) for s in tau}
+    taus = {s: np.array([[float(v)]]) for s, v in tau.items()}  # [1 seed, 1 "prompt"]
+    probe, timing, best = probe_summary(cache, layers, probe_kw, time_all_triples=time_all_triples)
+    scores = set_scores(cache, cfg, layers, probe)
+    predictors = predictor_rhos(taus, layers, scores, n_boot=n_boot, seed=seed)
+    filtering, s2q = filter_rhos(cache, cfg, taus, layers, n_boot=n_boot, seed=seed)
+    for q, by_set in s2q.items():
+        for name, value in by_set.items():
+            scores[name][f"renyi2_q{q:g}"] = value
+    return SetLevelPredictors(capture=str(cache.path), tau_source=tau_source, tau=dict(tau), layers=layers,
+                              scores=scores, predictors=tuple(predictors), filtering=tuple(filtering), probe=timing,
+                              best_probe_triples=tuple(best), seconds=time.perf_counter() - t0)
 
 
 # ----------------------------------------------------------------------------- command line
@@ -405,9 +475,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--n-boot", type=int, default=10_000)
     ap.add_argument("--results-root", default=None)
     ap.add_argument("--skip-all-triples", action="store_true", help="do not score every triple with the probe")
+    ap.add_argument("--taus-from", help="a chapter-6 results JSON: use its per-set tau instead of loading drafters")
     args = ap.parse_args(argv)
     cfg = load_config(args.profile, parse_overrides(args.overrides))
     cache = CaptureCache(args.capture)
+    if args.taus_from:
+        tau, layers = taus_from_chapter6(json.loads(Path(args.taus_from).read_text()))
+        res_set = run_set_level(cfg, cache, tau, layers, tau_source=args.taus_from, n_boot=args.n_boot,
+                                time_all_triples=not args.skip_all_triples)
+        print(save_result(NAME + "_setlevel", res_set, cfg, args.results_root))
+        return 0
     sel_path = Path(args.selection) if args.selection else results_dir(cfg, args.results_root) / "05_layer_selection.json"
     sets = chapter6_sets(json.loads(sel_path.read_text())["sets"], cache.n_layers, cfg.draft.sweep_stride)
     res = run(cfg, cache, load_target(cfg.model), sets, n_boot=args.n_boot, time_all_triples=not args.skip_all_triples)
