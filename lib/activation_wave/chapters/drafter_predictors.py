@@ -371,6 +371,20 @@ def probe_summary(cache: CaptureCache, sets: Mapping[str, Sequence[int]], probe_
 # ----------------------------------------------------------------------------- the analysis
 
 
+def _predictors(cache: CaptureCache, cfg: StudyConfig, taus: Mapping[str, np.ndarray],
+                layers: Mapping[str, Sequence[int]], probe_kw: Mapping[str, Any] | None, time_all_triples: bool,
+                n_boot: int, seed: int) -> tuple[ProbeTiming, list, dict, list[Predictor], list[FilterPredictor]]:
+    """Probe, scores of every set (the filtered S2 values included) and the rhos of both kinds."""
+    probe, timing, best = probe_summary(cache, layers, probe_kw, time_all_triples=time_all_triples)
+    scores = set_scores(cache, cfg, layers, probe)
+    predictors = predictor_rhos(taus, layers, scores, n_boot=n_boot, seed=seed)
+    filtering, s2q = filter_rhos(cache, cfg, taus, layers, n_boot=n_boot, seed=seed)
+    for q, by_set in s2q.items():
+        for name, value in by_set.items():
+            scores[name][f"renyi2_q{q:g}"] = value
+    return timing, best, scores, predictors, filtering
+
+
 def run(cfg: StudyConfig, cache: CaptureCache, target: Any, sets: Mapping[str, Sequence[int]], *,
         reference: str = REFERENCE, n_boot: int = 10_000, probe_kw: Mapping[str, Any] | None = None,
         time_all_triples: bool = True, seed: int = 0) -> DrafterPredictors:
@@ -394,14 +408,8 @@ def run(cfg: StudyConfig, cache: CaptureCache, target: Any, sets: Mapping[str, S
                                        int(np.mean([c.n for c in rules])), alpha=0.05 / len(rules))
                   if rules else None)
 
-    probe, timing, best = probe_summary(cache, layers, probe_kw, time_all_triples=time_all_triples)
-    scores = set_scores(cache, cfg, layers, probe)
-    predictors = predictor_rhos(taus, layers, scores, n_boot=n_boot, seed=seed)
-
-    filtering, s2q = filter_rhos(cache, cfg, taus, layers, n_boot=n_boot, seed=seed)
-    for q, by_set in s2q.items():
-        for name, value in by_set.items():
-            scores[name][f"renyi2_q{q:g}"] = value
+    timing, best, scores, predictors, filtering = _predictors(cache, cfg, taus, layers, probe_kw, time_all_triples,
+                                                              n_boot, seed)
 
     set_taus = tuple(SetTaus(s, layers[s], tuple(sorted(d.seed for d in drafters if d.set == s)),
                              float(np.nanmean(seed_mean(taus[s]))), pooled[s],
@@ -437,13 +445,8 @@ def run_set_level(cfg: StudyConfig, cache: CaptureCache, tau: Mapping[str, float
     t0 = time.perf_counter()
     layers = {s: tuple(int(i) for i in layers[s]) for s in tau}
     taus = {s: np.array([[float(v)]]) for s, v in tau.items()}  # [1 seed, 1 "prompt"]
-    probe, timing, best = probe_summary(cache, layers, probe_kw, time_all_triples=time_all_triples)
-    scores = set_scores(cache, cfg, layers, probe)
-    predictors = predictor_rhos(taus, layers, scores, n_boot=n_boot, seed=seed)
-    filtering, s2q = filter_rhos(cache, cfg, taus, layers, n_boot=n_boot, seed=seed)
-    for q, by_set in s2q.items():
-        for name, value in by_set.items():
-            scores[name][f"renyi2_q{q:g}"] = value
+    timing, best, scores, predictors, filtering = _predictors(cache, cfg, taus, layers, probe_kw, time_all_triples,
+                                                              n_boot, seed)
     return SetLevelPredictors(capture=str(cache.path), tau_source=tau_source, tau=dict(tau), layers=layers,
                               scores=scores, predictors=tuple(predictors), filtering=tuple(filtering), probe=timing,
                               best_probe_triples=tuple(best), seconds=time.perf_counter() - t0)
