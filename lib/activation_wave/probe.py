@@ -210,10 +210,12 @@ class ProbeData:
         P = np.concatenate(train_parts, 1)
         n = len(P)
         vocab_emb = None
-        if target == "onehot":
-            Y = np.zeros((n, steps * len(vocab_ids)))
+        if target == "onehot":  # sparse: P^T Y is a sum of P's rows per (step, token)
+            from scipy.sparse import csr_matrix
+
             rows, cols = np.nonzero(code["train"] >= 0)
-            Y[rows, cols * len(vocab_ids) + code["train"][rows, cols]] = 1.0
+            Y = csr_matrix((np.ones(len(rows)), (rows, cols * len(vocab_ids) + code["train"][rows, cols])),
+                           shape=(n, steps * len(vocab_ids)))
         else:  # the target token's embedding: layer 0 at the target token's own position
             Y = np.concatenate([_read_rows(cache, 0, where["train"], j + 1) for j in range(1, steps + 1)], 1)
             first: dict[int, int] = {}
@@ -222,8 +224,9 @@ class ProbeData:
             at = np.array([first[int(t)] for t in vocab_ids])  # flat index: anchor * steps + (step - 1)
             rows = where["train"][at // steps] + np.stack([np.zeros_like(at), at % steps + 2], 1)
             vocab_emb = _read_rows(cache, 0, rows).astype(np.float32)
-        intercept = Y.mean(0)
-        return cls(layers=layers, blocks=blocks, G=P.T @ P, B=P.T @ (Y - intercept), intercept=intercept,
+        intercept = np.asarray(Y.mean(0)).ravel()
+        B = np.asarray((Y.T @ P).T) - np.outer(P.sum(0), intercept)  # = P^T (Y - 1 intercept^T)
+        return cls(layers=layers, blocks=blocks, G=P.T @ P, B=B, intercept=intercept,
                    P_eval=np.concatenate(eval_parts, 1), labels_eval=code["eval"], vocab_ids=vocab_ids,
                    vocab_emb=vocab_emb, target=target, steps=steps, ridge=ridge, with_token=with_token,
                    n_train=n, build_seconds=time.perf_counter() - t0)
