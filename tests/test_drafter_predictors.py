@@ -108,7 +108,7 @@ def test_run_numbers_follow_from_the_drafters_logs(world, tmp_path):
     assert filt[0.0].delta_vs_unfiltered is None
     for q in (0.25, 0.5, 0.75):
         assert filt[q].delta_vs_unfiltered == pytest.approx(filt[q].rho - filt[0.0].rho)
-    assert res.probe.n_all_triples == math.comb(4, 3) and len(res.best_probe_triples) == 4
+    assert res.probe.n_triples == math.comb(4, 3) and len(res.best_probe_triples) == 4
 
     # a result object that round-trips through the results file
     save_result(dp.NAME, res, cfg, root=tmp_path)
@@ -147,13 +147,15 @@ def test_set_level_predictors_from_a_chapter6_results_mapping(world):
     assert tau["combined"] == pytest.approx(np.mean([r["tau"] for r in rows if r["set"] == "combined"]))
     before = _snapshot(cache.path)
     res = dp.run_set_level(cfg, cache, tau, layers, tau_source="test", n_boot=200, probe_kw=PROBE,
-                           time_all_triples=False)
+                           triples=None)
     assert _snapshot(cache.path) == before
     triples = [s for s in SETS if len(SETS[s]) == 3]
     pred = {(p.name, p.units): p for p in res.predictors}
     assert pred[("probe", "triples")].rho == pytest.approx(
         spearman([res.scores[s]["probe"] for s in triples], [tau[s] for s in triples]))
     assert pred[("deepest", "triples")].lo <= pred[("deepest", "triples")].rho <= pred[("deepest", "triples")].hi
-    assert res.probe.n_all_triples is None and len(res.filtering) == 4
+    assert res.probe.n_triples is None and len(res.filtering) == 4
+    _, timing, best = dp.probe_summary(cache, {"a": [1, 2, 4]}, PROBE, triples=2)  # a seeded sample of triples
+    assert timing.n_triples == 2 and len(best) == 2 and best[0][1] >= best[1][1]
     with pytest.raises(ValueError, match="no run with an offline tau"):
         dp.taus_from_chapter6({"runs": []})

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..capture import CaptureCache
 from ..config import StudyConfig
-from ..probe import ProbeData, rank_subsets
+from ..probe import ProbeData
 from ..stats import holm, min_detectable_delta, paired_bootstrap, seed_mean, spearman_ci, spearman_difference
 
 NAME = "06_predictors"
@@ -133,9 +133,9 @@ class ProbeTiming:
     build_s: float
     per_set_s: float  # mean over the scored sets
     per_set_cpu_s: float
-    all_triples_s: float | None  # every triple of layers 1..N, when timed
-    all_triples_cpu_s: float | None
-    n_all_triples: int | None
+    triples_s: float | None  # scoring n_triples triples of layers 1..N (all, or a seeded sample), when timed
+    triples_cpu_s: float | None
+    n_triples: int | None
     settings: dict[str, Any]
 
 
@@ -346,25 +346,30 @@ def filter_rhos(cache: CaptureCache, cfg: StudyConfig, taus: Mapping[str, np.nda
 
 
 def probe_summary(cache: CaptureCache, sets: Mapping[str, Sequence[int]], probe_kw: Mapping[str, Any] | None, *,
-                  time_all_triples: bool) -> tuple[ProbeData, ProbeTiming, list[tuple[tuple[int, ...], float]]]:
-    """Build the probe over every layer, time it on ``sets`` (and on every triple of layers
-    1..N when ``time_all_triples``); returns the probe, its timing and the 10 best triples."""
+                  triples: int | None) -> tuple[ProbeData, ProbeTiming, list[tuple[tuple[int, ...], float]]]:
+    """Build the probe over every layer and time it on ``sets``, and on triples of layers
+    1..N: all of them (``triples=0``), a seeded sample of that many, or none (``None``).
+    Returns the probe, its timing and the 10 best of the scored triples."""
     probe = ProbeData.from_cache(cache, **dict(probe_kw or {}))
     c1 = time.process_time()
     per_set = [probe.score(ids).seconds for ids in sets.values()]
     per_set_cpu = (time.process_time() - c1) / max(1, len(per_set))
     best: list[tuple[tuple[int, ...], float]] = []
     all_s = all_cpu = n_all = None
-    if time_all_triples:
+    if triples is not None:
+        combos = list(itertools.combinations([i for i in probe.layers if i >= 1], 3))
+        if triples:
+            pick = np.random.default_rng(0).choice(len(combos), size=min(triples, len(combos)), replace=False)
+            combos = [combos[i] for i in sorted(pick)]
         t1, c1 = time.perf_counter(), time.process_time()
-        ranked = rank_subsets(probe, 3, [i for i in probe.layers if i >= 1])
+        ranked = sorted((probe.score(c) for c in combos), key=lambda r: (-r.score, r.layers))
         all_s, all_cpu, n_all = time.perf_counter() - t1, time.process_time() - c1, len(ranked)
         best = [(r.layers, r.score) for r in ranked[:10]]
     first = probe.blocks[probe.layers[0]]
     settings = {k: getattr(probe, k) for k in ("target", "steps", "ridge", "with_token", "n_train")}
     settings.update(rank=first.stop - first.start, vocab=len(probe.vocab_ids), n_eval=len(probe.labels_eval))
     timing = ProbeTiming(build_s=probe.build_seconds, per_set_s=float(np.mean(per_set)), per_set_cpu_s=per_set_cpu,
-                         all_triples_s=all_s, all_triples_cpu_s=all_cpu, n_all_triples=n_all, settings=settings)
+                         triples_s=all_s, triples_cpu_s=all_cpu, n_triples=n_all, settings=settings)
     return probe, timing, best
 
 
@@ -372,10 +377,10 @@ def probe_summary(cache: CaptureCache, sets: Mapping[str, Sequence[int]], probe_
 
 
 def _predictors(cache: CaptureCache, cfg: StudyConfig, taus: Mapping[str, np.ndarray],
-                layers: Mapping[str, Sequence[int]], probe_kw: Mapping[str, Any] | None, time_all_triples: bool,
+                layers: Mapping[str, Sequence[int]], probe_kw: Mapping[str, Any] | None, triples: int | None,
                 n_boot: int, seed: int) -> tuple[ProbeTiming, list, dict, list[Predictor], list[FilterPredictor]]:
     """Probe, scores of every set (the filtered S2 values included) and the rhos of both kinds."""
-    probe, timing, best = probe_summary(cache, layers, probe_kw, time_all_triples=time_all_triples)
+    probe, timing, best = probe_summary(cache, layers, probe_kw, triples=triples)
     scores = set_scores(cache, cfg, layers, probe)
     predictors = predictor_rhos(taus, layers, scores, n_boot=n_boot, seed=seed)
     filtering, s2q = filter_rhos(cache, cfg, taus, layers, n_boot=n_boot, seed=seed)
@@ -387,12 +392,12 @@ def _predictors(cache: CaptureCache, cfg: StudyConfig, taus: Mapping[str, np.nda
 
 def run(cfg: StudyConfig, cache: CaptureCache, target: Any, sets: Mapping[str, Sequence[int]], *,
         reference: str = REFERENCE, n_boot: int = 10_000, probe_kw: Mapping[str, Any] | None = None,
-        time_all_triples: bool = True, seed: int = 0) -> DrafterPredictors:
+        triples: int | None = 0, seed: int = 0) -> DrafterPredictors:
     """The exploratory analysis of the module doc on the finished drafters of ``sets``.
 
     Loads drafters only (missing ones are listed in the result, not trained). ``target``
-    supplies the drafters' frozen token embeddings. ``time_all_triples`` also scores
-    every triple of layers ``1..N`` with the probe, to time it and list the best.
+    supplies the drafters' frozen token embeddings. ``triples`` also scores triples of
+    layers ``1..N`` with the probe, to time it and list the best (see :func:`probe_summary`).
     """
     t0 = time.perf_counter()
     drafters, missing = find_drafters(cache, sets, cfg)
@@ -408,7 +413,7 @@ def run(cfg: StudyConfig, cache: CaptureCache, target: Any, sets: Mapping[str, S
                                        int(np.mean([c.n for c in rules])), alpha=0.05 / len(rules))
                   if rules else None)
 
-    timing, best, scores, predictors, filtering = _predictors(cache, cfg, taus, layers, probe_kw, time_all_triples,
+    timing, best, scores, predictors, filtering = _predictors(cache, cfg, taus, layers, probe_kw, triples,
                                                               n_boot, seed)
 
     set_taus = tuple(SetTaus(s, layers[s], tuple(sorted(d.seed for d in drafters if d.set == s)),
@@ -438,14 +443,14 @@ def taus_from_chapter6(doc: Mapping[str, Any]) -> tuple[dict[str, float], dict[s
 
 def run_set_level(cfg: StudyConfig, cache: CaptureCache, tau: Mapping[str, float],
                   layers: Mapping[str, Sequence[int]], *, tau_source: str, n_boot: int = 10_000,
-                  probe_kw: Mapping[str, Any] | None = None, time_all_triples: bool = True,
+                  probe_kw: Mapping[str, Any] | None = None, triples: int | None = 0,
                   seed: int = 0) -> SetLevelPredictors:
     """The predictor part of :func:`run` for sets whose tau is known only as one number each
     (e.g. an earlier chapter-6 results file, ``tau_source``), scored on this capture."""
     t0 = time.perf_counter()
     layers = {s: tuple(int(i) for i in layers[s]) for s in tau}
     taus = {s: np.array([[float(v)]]) for s, v in tau.items()}  # [1 seed, 1 "prompt"]
-    timing, best, scores, predictors, filtering = _predictors(cache, cfg, taus, layers, probe_kw, time_all_triples,
+    timing, best, scores, predictors, filtering = _predictors(cache, cfg, taus, layers, probe_kw, triples,
                                                               n_boot, seed)
     return SetLevelPredictors(capture=str(cache.path), tau_source=tau_source, tau=dict(tau), layers=layers,
                               scores=scores, predictors=tuple(predictors), filtering=tuple(filtering), probe=timing,
@@ -477,7 +482,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--set", dest="overrides", action="append", help="config override section.key=value")
     ap.add_argument("--n-boot", type=int, default=10_000)
     ap.add_argument("--results-root", default=None)
-    ap.add_argument("--skip-all-triples", action="store_true", help="do not score every triple with the probe")
+    ap.add_argument("--triples", type=int, default=0, help="triples the probe scores: 0 = all, N = a seeded sample, "
+                    "-1 = none")
     ap.add_argument("--taus-from", help="a chapter-6 results JSON: use its per-set tau instead of loading drafters")
     args = ap.parse_args(argv)
     cfg = load_config(args.profile, parse_overrides(args.overrides))
@@ -485,12 +491,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.taus_from:
         tau, layers = taus_from_chapter6(json.loads(Path(args.taus_from).read_text()))
         res_set = run_set_level(cfg, cache, tau, layers, tau_source=args.taus_from, n_boot=args.n_boot,
-                                time_all_triples=not args.skip_all_triples)
+                                triples=None if args.triples < 0 else args.triples)
         print(save_result(NAME + "_setlevel", res_set, cfg, args.results_root))
         return 0
-    sel_path = Path(args.selection) if args.selection else results_dir(cfg, args.results_root) / "05_layer_selection.json"
+    sel_path = Path(args.selection or results_dir(cfg, args.results_root) / "05_layer_selection.json")
     sets = chapter6_sets(json.loads(sel_path.read_text())["sets"], cache.n_layers, cfg.draft.sweep_stride)
-    res = run(cfg, cache, load_target(cfg.model), sets, n_boot=args.n_boot, time_all_triples=not args.skip_all_triples)
+    res = run(cfg, cache, load_target(cfg.model), sets, n_boot=args.n_boot,
+              triples=None if args.triples < 0 else args.triples)
     print(save_result(NAME, res, cfg, args.results_root))
     return 0
 
