@@ -50,3 +50,22 @@ def captured(target: Target, tmp_path, name: str):
                     progress=False)
     cfg = load_config("smoke", {"metrics.token_budget": 96, "select.n_random": 2, "select.n_bootstrap": 3}, model=name)
     return Captured(cfg=cfg, target=target, responses=rs, cache=cache, responses_path=rpath)
+
+
+def permutation_capture(target: Target, out_dir, *, n_prompts: int, max_new_tokens: int, seed: int,
+                        records_per_shard: int = 8):
+    """Greedy responses of ``target`` to seeded random prompts (every 4th held out as eval)
+    and their capture in ``out_dir``; returns the open cache."""
+    from activation_wave.capture import capture
+    from activation_wave.config import CaptureConfig, SpecConfig
+    from activation_wave.data import Response
+    from activation_wave.speculative import plain_generate
+
+    g = torch.Generator().manual_seed(seed)
+    prompts = [torch.randint(2, 120, (int(torch.randint(4, 9, (1,), generator=g)),), generator=g).tolist()
+               for _ in range(n_prompts)]
+    res = plain_generate(target, prompts, SpecConfig(max_new_tokens=max_new_tokens, threads=1), impl="loop")
+    responses = [Response(id=f"p{i}", prompt_ids=p, response_ids=r, finish="length", text="",
+                          split="eval" if i % 4 == 3 else "train") for i, (p, r) in enumerate(zip(prompts, res.token_ids))]
+    return capture(target, responses, CaptureConfig(batch_size=8, max_length=64, records_per_shard=records_per_shard,
+                                                    topk=8), out_dir=out_dir, progress=False)

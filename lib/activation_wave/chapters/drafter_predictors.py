@@ -1,0 +1,506 @@
+"""Exploratory: what the existing chapter-6 drafters say about predictors of tau (issue 17).
+
+NOT a test of the pre-registered hypotheses of chapter 6 ({ref}`sec-prereg`): these
+drafters were known when the hypotheses were written. This module only *loads* trained
+drafters (it never trains or captures) and computes, with the statistics of
+:mod:`activation_wave.stats`:
+
+* per-prompt offline tau of every drafter on the eval split, with the profile's online
+  settings (``spec.depth``, ``spec.draft_threshold``); seeds averaged per prompt;
+* the paired delta tau of every set against the EAGLE-3 default, Holm-corrected within
+  two families (the chapter-5 selection rules; every compared set), with the minimum
+  detectable delta at 80% power;
+* Spearman rho against tau, with bootstrap intervals over sets and prompts, of the
+  concatenation entropy S2, the mean CKA, the deepest layer and the probe
+  (:mod:`activation_wave.probe`) over the triples (and over the single layers, where
+  there are at least three);
+* rho(S2 filtered at quantile q, tau) for q in 0, 0.25, 0.5, 0.75 at an equal token
+  budget, and the paired difference of each against q = 0 (the shape of H3).
+
+:func:`run` returns a :class:`DrafterPredictors`; ``save_result("06_predictors", ...)``
+writes it. :func:`run_set_level` does the predictor part for sets whose tau is known
+only per set (an earlier chapter-6 results file), without loading drafters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..capture import CaptureCache
+from ..config import StudyConfig
+from ..probe import ProbeData
+from ..stats import holm, min_detectable_delta, paired_bootstrap, seed_mean, spearman_ci, spearman_difference
+
+NAME = "06_predictors"
+REFERENCE = "eagle3-default"
+#: Chapter-5 set names that are not selection rules (baselines and controls).
+NOT_RULES = ("eagle3-default", "last-k", "evenly-spaced")
+FILTER_QUANTILES = (0.0, 0.25, 0.5, 0.75)
+
+__all__ = ["FoundDrafter", "SetTaus", "Comparison", "Predictor", "FilterPredictor", "ProbeTiming",
+           "DrafterPredictors", "SetLevelPredictors", "chapter6_sets", "find_drafters", "per_prompt_tau",
+           "compare_to_reference", "filtered_s2", "set_scores", "predictor_rhos", "filter_rhos", "probe_summary",
+           "run", "taus_from_chapter6", "run_set_level", "NAME"]
+
+
+@dataclass(frozen=True)
+class FoundDrafter:
+    """A finished drafter of chapter 6 on disk."""
+
+    set: str
+    layers: tuple[int, ...]
+    seed: int
+    path: str
+
+
+@dataclass(frozen=True)
+class SetTaus:
+    """A set's offline tau per eval prompt, averaged over its seeds (prompt order: ``prompt_ids``)."""
+
+    set: str
+    layers: tuple[int, ...]
+    seeds: tuple[int, ...]
+    tau: float  # mean over prompts of the seed-averaged per-prompt tau
+    tau_pooled: float  # tokens / rounds over all prompts, mean over seeds (the chapter's tau)
+    per_prompt: tuple[float | None, ...]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Paired delta tau of one set against the reference, with Holm-adjusted p-values.
+
+    ``mde`` is the minimum detectable delta at 80% power and level 0.05 for this
+    comparison's per-prompt SD; ``mde_holm`` the same at the strictest Holm level of the
+    set's family (0.05 / m).
+    """
+
+    set: str
+    layers: tuple[int, ...]
+    family: str  # "rules" (a chapter-5 selection rule) or "other"
+    delta: float
+    lo: float
+    hi: float
+    p: float
+    p_holm_rules: float | None  # within the rules family; None for other sets
+    p_holm_all: float
+    n: int
+    sd: float
+    mde: float
+    mde_holm: float
+
+
+@dataclass(frozen=True)
+class Predictor:
+    """Spearman rho of one score against tau over one kind of unit."""
+
+    name: str
+    units: str  # "triples" or "single layers"
+    rho: float | None
+    lo: float | None
+    hi: float | None
+    n: int
+
+
+@dataclass(frozen=True)
+class FilterPredictor:
+    """rho(S2 filtered at ``quantile``, tau) over the triples, and its paired difference to q = 0."""
+
+    quantile: float
+    n_tokens: int
+    rho: float | None
+    lo: float | None
+    hi: float | None
+    n: int
+    delta_vs_unfiltered: float | None
+    delta_lo: float | None
+    delta_hi: float | None
+    delta_p: float | None
+
+
+@dataclass(frozen=True)
+class ProbeTiming:
+    """What the probe cost here, in wall seconds and in CPU seconds of this process (the
+    latter is what a shared, loaded machine does not inflate), and how it was set up."""
+
+    build_s: float
+    per_set_s: float  # mean over the scored sets
+    per_set_cpu_s: float
+    triples_s: float | None  # scoring n_triples triples of layers 1..N (all, or a seeded sample), when timed
+    triples_cpu_s: float | None
+    n_triples: int | None
+    settings: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DrafterPredictors:
+    """Result of :func:`run` (exploratory; see the module doc)."""
+
+    capture: str
+    reference: str
+    depth: int
+    draft_threshold: float
+    n_boot: int
+    prompt_ids: tuple[str, ...]
+    missing_drafters: tuple[str, ...]
+    sets: tuple[SetTaus, ...]
+    comparisons: tuple[Comparison, ...]
+    mde_rules_pooled: float | None  # MDE at 0.05 / m_rules from the rules' pooled per-prompt SD
+    scores: dict[str, dict[str, float | None]]
+    predictors: tuple[Predictor, ...]
+    filtering: tuple[FilterPredictor, ...]
+    probe: ProbeTiming
+    best_probe_triples: tuple[tuple[tuple[int, ...], float], ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class SetLevelPredictors:
+    """Result of :func:`run_set_level`: predictors against tau known per set only (no
+    per-prompt values, so no paired comparisons; intervals resample the sets)."""
+
+    capture: str
+    tau_source: str
+    tau: dict[str, float]
+    layers: dict[str, tuple[int, ...]]
+    scores: dict[str, dict[str, float | None]]
+    predictors: tuple[Predictor, ...]
+    filtering: tuple[FilterPredictor, ...]
+    probe: ProbeTiming
+    best_probe_triples: tuple[tuple[tuple[int, ...], float], ...]
+    seconds: float
+
+
+# ----------------------------------------------------------------------------- finding drafters
+
+
+def chapter6_sets(selected: Mapping[str, Sequence[int]], n_layers: int, sweep_stride: int) -> dict[str, list[int]]:
+    """The sets chapter 6 trains: chapter 5's sets, the single-layer sweep and its pairs."""
+    sets = {name: list(ids) for name, ids in selected.items()}
+    if sweep_stride:
+        sweep = list(range(1, n_layers + 1, sweep_stride))
+        sets.update({f"single-{i}": [i] for i in sweep})
+        sets.update({f"pair-{a}-{b}": [a, b] for a, b in itertools.combinations(sweep, 2)})
+    return sets
+
+
+def find_drafters(cache: CaptureCache, sets: Mapping[str, Sequence[int]], cfg: StudyConfig
+                  ) -> tuple[list[FoundDrafter], list[str]]:
+    """Finished drafters of every set and seed (``cfg.draft.seed + i``, ``i < n_seeds``), and
+    the ``set/seed`` names of those not trained yet. Only looks; never trains."""
+    from ..experiment import drafter_dir
+
+    found, missing = [], []
+    for name, ids in sets.items():
+        for i in range(cfg.draft.n_seeds):
+            seed = cfg.draft.seed + i
+            path = drafter_dir(cache, list(ids), dataclasses.replace(cfg.draft, seed=seed))
+            if (path / "train_log.json").exists():
+                found.append(FoundDrafter(name, tuple(int(x) for x in ids), seed, str(path)))
+            else:
+                missing.append(f"{name}/seed{seed}")
+    return found, missing
+
+
+# ----------------------------------------------------------------------------- tau per prompt
+
+
+def per_prompt_tau(target: Any, cache: CaptureCache, drafters: Sequence[FoundDrafter], *, depth: int,
+                   threshold: float) -> tuple[tuple[str, ...], dict[str, np.ndarray], dict[str, float]]:
+    """Offline tau per eval prompt of every drafter, grouped by set.
+
+    Returns ``(prompt_ids, {set: [seeds, prompts]}, {set: pooled tau averaged over seeds})``;
+    a prompt without a verify round is NaN.
+    """
+    from ..drafter import load_drafter
+    from ..speculative import offline_acceptance
+
+    ids = tuple(r["id"] for r in cache.records if r["split"] == "eval")
+    where = {p: i for i, p in enumerate(ids)}
+    rows: dict[str, list[np.ndarray]] = {}
+    pooled: dict[str, list[float]] = {}
+    for d in drafters:
+        ev = offline_acceptance(load_drafter(d.path, target), cache, depth, "eval", threshold=threshold)
+        tau = np.full(len(ids), np.nan)
+        for rec in ev["per_record"]:
+            tau[where[rec["id"]]] = rec["tau"] if rec["rounds"] else np.nan
+        rows.setdefault(d.set, []).append(tau)
+        pooled.setdefault(d.set, []).append(float(ev["tau_offline"]))
+    return ids, {s: np.stack(v) for s, v in rows.items()}, {s: float(np.mean(v)) for s, v in pooled.items()}
+
+
+def compare_to_reference(taus: Mapping[str, np.ndarray], layers: Mapping[str, Sequence[int]], reference: str, *,
+                         n_boot: int, seed: int = 0) -> list[Comparison]:
+    """Paired bootstrap of every set against ``reference``, Holm within the rules and over all."""
+    if reference not in taus:
+        raise ValueError(f"no drafter of the reference set {reference!r}; sets with drafters: {sorted(taus)}")
+    names = [s for s in taus if s != reference]
+    deltas = {s: paired_bootstrap(taus[s], taus[reference], n_boot=n_boot, seed=seed) for s in names}
+    rules = [s for s in names if _is_rule(s)]
+    adj_all = dict(zip(names, holm([deltas[s].p for s in names])))
+    adj_rules = dict(zip(rules, holm([deltas[s].p for s in rules])))
+    out = []
+    for s in names:
+        d = deltas[s]
+        m = len(rules) if s in adj_rules else len(names)
+        out.append(Comparison(set=s, layers=tuple(layers[s]), family="rules" if s in adj_rules else "other",
+                              delta=d.mean, lo=d.lo, hi=d.hi, p=d.p, p_holm_rules=adj_rules.get(s),
+                              p_holm_all=adj_all[s], n=d.n, sd=d.sd, mde=min_detectable_delta(d.sd, d.n),
+                              mde_holm=min_detectable_delta(d.sd, d.n, alpha=0.05 / m)))
+    return out
+
+
+def _is_rule(name: str) -> bool:
+    from ..selection import METHODS
+
+    return name in METHODS and name not in NOT_RULES
+
+
+# ----------------------------------------------------------------------------- scores
+
+
+def filtered_s2(cache: CaptureCache, cfg: StudyConfig, sets: Mapping[str, Sequence[int]], *,
+                quantiles: Sequence[float] = FILTER_QUANTILES, budget: int | None = None
+                ) -> tuple[int, dict[float, dict[str, float]]]:
+    """S2 of every set from statistics filtered at each quantile, all on ``budget`` tokens.
+
+    Filtering at ``q`` draws ``budget / (1 - q)`` response positions (seed
+    ``cfg.metrics.seed``) and keeps the ``budget`` with the highest next-token entropy,
+    i.e. drops the lowest ``q`` share; so every quantile's statistics see the same number
+    of tokens. ``budget`` defaults to the tokens chapter 6's filtered statistics keep
+    (``token_budget * (1 - filter_quantile)``). Returns ``(budget, {q: {set: S2}})``.
+    """
+    from ..selection import LayerStats
+
+    budget = budget or max(4, round(cfg.metrics.token_budget * (1 - cfg.metrics.filter_quantile)))
+    layers = sorted({int(i) for ids in sets.values() for i in ids})
+    out: dict[float, dict[str, float]] = {}
+    for q in quantiles:
+        if not 0.0 <= q < 1.0:
+            raise ValueError(f"filter quantile {q} must lie in [0, 1)")
+        sample = cache.sample_tokens(math.ceil(budget / (1.0 - q)), seed=cfg.metrics.seed, layers=layers,
+                                     min_position=cfg.metrics.drop_first)
+        keep = np.sort(np.argsort(-np.nan_to_num(sample.next_entropy, nan=-np.inf), kind="stable")[:budget])
+        stats = LayerStats.from_hidden(sample.hidden[:, keep], layers, cache.n_layers)
+        out[q] = {name: stats.concat_entropy(list(ids), 2.0) for name, ids in sets.items()}
+    return budget, out
+
+
+def set_scores(cache: CaptureCache, cfg: StudyConfig, sets: Mapping[str, Sequence[int]], probe: ProbeData
+               ) -> dict[str, dict[str, float | None]]:
+    """Per set: S2 and mean CKA as chapter 6 computes them, the deepest layer, the probe."""
+    from ..selection import stats_from_cache
+
+    stats = stats_from_cache(cache, cfg).stats
+    out = {}
+    for name, ids in sets.items():
+        ids = list(ids)
+        out[name] = {"renyi2": stats.concat_entropy(ids, 2.0),
+                     "mean_cka": stats.mean_cka(ids) if len(ids) > 1 else None,
+                     "deepest": float(max(ids)), "probe": probe.score(ids).score}
+    return out
+
+
+def predictor_rhos(taus: Mapping[str, np.ndarray], layers: Mapping[str, Sequence[int]],
+                   scores: Mapping[str, Mapping[str, float | None]], *, n_boot: int, seed: int = 0) -> list[Predictor]:
+    """rho of every score against tau over the triples and over the single layers."""
+    out = []
+    for units, k in (("triples", 3), ("single layers", 1)):
+        names = [s for s in taus if len(layers[s]) == k]
+        if len(names) < 3:
+            continue
+        y = np.stack([seed_mean(taus[s]) for s in names])  # [units, prompts]
+        for key in ("renyi2", "mean_cka", "deepest", "probe"):
+            x = np.array([np.nan if scores[s].get(key) is None else scores[s][key] for s in names], float)
+            if np.isfinite(x).sum() < 3:
+                continue
+            c = spearman_ci(x, y, n_boot=n_boot, seed=seed)
+            out.append(Predictor(key, units, c.rho, c.lo, c.hi, c.n))
+    return out
+
+
+def filter_rhos(cache: CaptureCache, cfg: StudyConfig, taus: Mapping[str, np.ndarray],
+                layers: Mapping[str, Sequence[int]], *, n_boot: int, seed: int = 0
+                ) -> tuple[list[FilterPredictor], dict[float, dict[str, float]]]:
+    """rho(S2 filtered at each quantile, tau) over the triples (:func:`filtered_s2`), each
+    compared with q = 0 on the same resamples; also returns the S2 values."""
+    triples = [s for s in taus if len(layers[s]) == 3]
+    budget, s2q = filtered_s2(cache, cfg, {s: layers[s] for s in triples})
+    y = np.stack([seed_mean(taus[s]) for s in triples])
+    out = []
+    for q, by_set in s2q.items():
+        x = np.array([by_set[s] for s in triples])
+        c = spearman_ci(x, y, n_boot=n_boot, seed=seed)
+        d = (spearman_difference(x, np.array([s2q[0.0][s] for s in triples]), y, n_boot=n_boot, seed=seed)
+             if q != 0.0 and 0.0 in s2q else None)
+        out.append(FilterPredictor(q, budget, c.rho, c.lo, c.hi, c.n, d and d.delta, d and d.lo, d and d.hi,
+                                   d and d.p))
+    return out, s2q
+
+
+def probe_summary(cache: CaptureCache, sets: Mapping[str, Sequence[int]], probe_kw: Mapping[str, Any] | None, *,
+                  triples: int | None) -> tuple[ProbeData, ProbeTiming, list[tuple[tuple[int, ...], float]]]:
+    """Build the probe over every layer and time it on ``sets``, and on triples of layers
+    1..N: all of them (``triples=0``), a seeded sample of that many, or none (``None``).
+    Returns the probe, its timing and the 10 best of the scored triples."""
+    probe = ProbeData.from_cache(cache, **dict(probe_kw or {}))
+    c1 = time.process_time()
+    per_set = [probe.score(ids).seconds for ids in sets.values()]
+    per_set_cpu = (time.process_time() - c1) / max(1, len(per_set))
+    best: list[tuple[tuple[int, ...], float]] = []
+    all_s = all_cpu = n_all = None
+    if triples is not None:
+        combos = list(itertools.combinations([i for i in probe.layers if i >= 1], 3))
+        if triples:
+            pick = np.random.default_rng(0).choice(len(combos), size=min(triples, len(combos)), replace=False)
+            combos = [combos[i] for i in sorted(pick)]
+        t1, c1 = time.perf_counter(), time.process_time()
+        ranked = sorted((probe.score(c) for c in combos), key=lambda r: (-r.score, r.layers))
+        all_s, all_cpu, n_all = time.perf_counter() - t1, time.process_time() - c1, len(ranked)
+        best = [(r.layers, r.score) for r in ranked[:10]]
+    first = probe.blocks[probe.layers[0]]
+    settings = {k: getattr(probe, k) for k in ("target", "steps", "ridge", "with_token", "n_train")}
+    settings.update(rank=first.stop - first.start, vocab=len(probe.vocab_ids), n_eval=len(probe.labels_eval))
+    timing = ProbeTiming(build_s=probe.build_seconds, per_set_s=float(np.mean(per_set)), per_set_cpu_s=per_set_cpu,
+                         triples_s=all_s, triples_cpu_s=all_cpu, n_triples=n_all, settings=settings)
+    return probe, timing, best
+
+
+# ----------------------------------------------------------------------------- the analysis
+
+
+def _predictors(cache: CaptureCache, cfg: StudyConfig, taus: Mapping[str, np.ndarray],
+                layers: Mapping[str, Sequence[int]], probe_kw: Mapping[str, Any] | None, triples: int | None,
+                n_boot: int, seed: int) -> tuple[ProbeTiming, list, dict, list[Predictor], list[FilterPredictor]]:
+    """Probe, scores of every set (the filtered S2 values included) and the rhos of both kinds."""
+    probe, timing, best = probe_summary(cache, layers, probe_kw, triples=triples)
+    scores = set_scores(cache, cfg, layers, probe)
+    predictors = predictor_rhos(taus, layers, scores, n_boot=n_boot, seed=seed)
+    filtering, s2q = filter_rhos(cache, cfg, taus, layers, n_boot=n_boot, seed=seed)
+    for q, by_set in s2q.items():
+        for name, value in by_set.items():
+            scores[name][f"renyi2_q{q:g}"] = value
+    return timing, best, scores, predictors, filtering
+
+
+def run(cfg: StudyConfig, cache: CaptureCache, target: Any, sets: Mapping[str, Sequence[int]], *,
+        reference: str = REFERENCE, n_boot: int = 10_000, probe_kw: Mapping[str, Any] | None = None,
+        triples: int | None = 0, seed: int = 0) -> DrafterPredictors:
+    """The exploratory analysis of the module doc on the finished drafters of ``sets``.
+
+    Loads drafters only (missing ones are listed in the result, not trained). ``target``
+    supplies the drafters' frozen token embeddings. ``triples`` also scores triples of
+    layers ``1..N`` with the probe, to time it and list the best (see :func:`probe_summary`).
+    """
+    t0 = time.perf_counter()
+    drafters, missing = find_drafters(cache, sets, cfg)
+    if not drafters:
+        raise FileNotFoundError(f"no finished chapter-6 drafter under {cache.path / 'drafters'} for these sets: "
+                                "run chapter 6 first (this analysis never trains)")
+    prompt_ids, taus, pooled = per_prompt_tau(target, cache, drafters, depth=cfg.spec.depth,
+                                              threshold=cfg.spec.draft_threshold)
+    layers = {s: tuple(sets[s]) for s in taus}
+    comparisons = compare_to_reference(taus, layers, reference, n_boot=n_boot, seed=seed)
+    rules = [c for c in comparisons if c.family == "rules"]
+    mde_pooled = (min_detectable_delta(float(np.sqrt(np.mean([c.sd ** 2 for c in rules]))),
+                                       int(np.mean([c.n for c in rules])), alpha=0.05 / len(rules))
+                  if rules else None)
+
+    timing, best, scores, predictors, filtering = _predictors(cache, cfg, taus, layers, probe_kw, triples,
+                                                              n_boot, seed)
+
+    set_taus = tuple(SetTaus(s, layers[s], tuple(sorted(d.seed for d in drafters if d.set == s)),
+                             float(np.nanmean(seed_mean(taus[s]))), pooled[s],
+                             tuple(None if not np.isfinite(v) else float(v) for v in seed_mean(taus[s])))
+                     for s in taus)
+    return DrafterPredictors(capture=str(cache.path), reference=reference, depth=cfg.spec.depth,
+                             draft_threshold=cfg.spec.draft_threshold, n_boot=n_boot, prompt_ids=prompt_ids,
+                             missing_drafters=tuple(missing), sets=set_taus, comparisons=tuple(comparisons),
+                             mde_rules_pooled=mde_pooled, scores=scores, predictors=tuple(predictors),
+                             filtering=tuple(filtering), probe=timing, best_probe_triples=tuple(best),
+                             seconds=time.perf_counter() - t0)
+
+
+def taus_from_chapter6(doc: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, tuple[int, ...]]]:
+    """Per-set tau (mean over seeds) and layers from a chapter-6 results mapping (its ``runs``)."""
+    taus: dict[str, list[float]] = {}
+    layers: dict[str, tuple[int, ...]] = {}
+    for r in doc["runs"]:
+        if r.get("tau") is not None:
+            taus.setdefault(r["set"], []).append(float(r["tau"]))
+            layers[r["set"]] = tuple(int(i) for i in r["layers"])
+    if not taus:
+        raise ValueError("the chapter-6 results hold no run with an offline tau; run chapter 6 first")
+    return {k: float(np.mean(v)) for k, v in taus.items()}, layers
+
+
+def run_set_level(cfg: StudyConfig, cache: CaptureCache, tau: Mapping[str, float],
+                  layers: Mapping[str, Sequence[int]], *, tau_source: str, n_boot: int = 10_000,
+                  probe_kw: Mapping[str, Any] | None = None, triples: int | None = 0,
+                  seed: int = 0) -> SetLevelPredictors:
+    """The predictor part of :func:`run` for sets whose tau is known only as one number each
+    (e.g. an earlier chapter-6 results file, ``tau_source``), scored on this capture."""
+    t0 = time.perf_counter()
+    layers = {s: tuple(int(i) for i in layers[s]) for s in tau}
+    taus = {s: np.array([[float(v)]]) for s, v in tau.items()}  # [1 seed, 1 "prompt"]
+    timing, best, scores, predictors, filtering = _predictors(cache, cfg, taus, layers, probe_kw, triples,
+                                                              n_boot, seed)
+    return SetLevelPredictors(capture=str(cache.path), tau_source=tau_source, tau=dict(tau), layers=layers,
+                              scores=scores, predictors=tuple(predictors), filtering=tuple(filtering), probe=timing,
+                              best_probe_triples=tuple(best), seconds=time.perf_counter() - t0)
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m activation_wave.chapters.drafter_predictors --capture DIR``: run and save.
+
+    The capture (and the drafters under it) is opened by its path and only read; the
+    target's dequantized weights come from ``$WAVE_CACHE`` as usual, so another person's
+    cache can be analysed without writing into it.
+    """
+    import argparse
+    import json
+    from pathlib import Path
+
+    from ..config import load_config, parse_overrides
+    from ..models import load_target
+    from ..results import results_dir, save_result
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", default="default")
+    ap.add_argument("--capture", required=True, help="a finished capture folder (read only)")
+    ap.add_argument("--selection", help="JSON with a 'sets' mapping (default: this profile's 05_layer_selection.json)")
+    ap.add_argument("--set", dest="overrides", action="append", help="config override section.key=value")
+    ap.add_argument("--n-boot", type=int, default=10_000)
+    ap.add_argument("--results-root", default=None)
+    ap.add_argument("--triples", type=int, default=0, help="triples the probe scores: 0 = all, N = a seeded sample, "
+                    "-1 = none")
+    ap.add_argument("--taus-from", help="a chapter-6 results JSON: use its per-set tau instead of loading drafters")
+    args = ap.parse_args(argv)
+    cfg = load_config(args.profile, parse_overrides(args.overrides))
+    cache = CaptureCache(args.capture)
+    if args.taus_from:
+        tau, layers = taus_from_chapter6(json.loads(Path(args.taus_from).read_text()))
+        res_set = run_set_level(cfg, cache, tau, layers, tau_source=args.taus_from, n_boot=args.n_boot,
+                                triples=None if args.triples < 0 else args.triples)
+        print(save_result(NAME + "_setlevel", res_set, cfg, args.results_root))
+        return 0
+    sel_path = Path(args.selection or results_dir(cfg, args.results_root) / "05_layer_selection.json")
+    sets = chapter6_sets(json.loads(sel_path.read_text())["sets"], cache.n_layers, cfg.draft.sweep_stride)
+    res = run(cfg, cache, load_target(cfg.model), sets, n_boot=args.n_boot,
+              triples=None if args.triples < 0 else args.triples)
+    print(save_result(NAME, res, cfg, args.results_root))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,319 @@
+"""Paired statistics for comparing drafters scored on the same prompts.
+
+Every drafter of chapter 6 is evaluated on the same eval prompts, so two layer sets are
+compared *per prompt*: the difference of their offline tau on each prompt, averaged over
+prompts, with a bootstrap over prompts (:func:`paired_bootstrap`). Seeds of a set are
+averaged per prompt first (:func:`seed_mean`), so seed noise shrinks the per-prompt
+values instead of counting as extra prompts. Several sets tested against one reference
+are corrected with Holm's step-down rule (:func:`holm`). A comparison whose interval
+covers 0 has a size attached: the minimum detectable difference at 80% power
+(:func:`min_detectable_delta`).
+
+Predictors of tau (entropy, CKA, the probe, depth) are judged by Spearman's rho with a
+bootstrap interval over the units (:func:`spearman_ci`); when tau is given per prompt
+([units, prompts]) each replicate also resamples the prompts, so the interval carries
+the evaluation noise of tau as well as the choice of units. Two predictors of the same
+tau are compared on the same resamples (:func:`spearman_difference`).
+
+Every function is seeded and returns a frozen dataclass whose fields are plain numbers.
+
+>>> import numpy as np
+>>> ref = np.array([[1.3, 1.5, 1.2, 1.4]])          # [seeds, prompts]
+>>> new = ref + np.array([[0.1, 0.0, 0.2, 0.1]])
+>>> d = paired_bootstrap(new, ref, n_boot=2000)
+>>> round(d.mean, 3), d.n
+(0.1, 4)
+>>> holm([0.01, 0.04, 0.03, 0.005])
+(0.03, 0.06, 0.06, 0.02)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+__all__ = ["PairedDelta", "Correlation", "CorrelationDifference", "seed_mean", "paired_bootstrap", "bootstrap_p",
+           "holm", "spearman", "spearman_ci", "spearman_difference", "min_detectable_delta", "power_at"]
+
+
+@dataclass(frozen=True)
+class PairedDelta:
+    """Mean per-prompt difference (set - reference) with its bootstrap interval and p-value.
+
+    ``sd`` is the standard deviation of the per-prompt differences (ddof=1), the input of
+    :func:`min_detectable_delta`; ``n`` the prompts both sides scored.
+    """
+
+    mean: float
+    lo: float
+    hi: float
+    p: float
+    n: int
+    sd: float
+    n_boot: int
+    level: float
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """Spearman's rho over ``n`` units with a percentile bootstrap interval."""
+
+    rho: float
+    lo: float
+    hi: float
+    n: int
+    n_boot: int
+    level: float
+
+
+@dataclass(frozen=True)
+class CorrelationDifference:
+    """``rho(a, y) - rho(b, y)`` on the same units, its paired bootstrap interval and p-value."""
+
+    delta: float
+    lo: float
+    hi: float
+    p: float
+    rho_a: float
+    rho_b: float
+    n: int
+    n_boot: int
+    level: float
+
+
+def seed_mean(tau: ArrayLike) -> np.ndarray:
+    """Per-prompt mean over seeds: ``[seeds, prompts]`` (or ``[prompts]``) -> ``[prompts]``.
+
+    A prompt missing (NaN) in one seed keeps the mean of the others; a prompt missing in
+    every seed stays NaN and is dropped by the paired tests.
+    """
+    a = np.asarray(tau, float)
+    if a.ndim == 1:
+        return a.copy()
+    if a.ndim != 2:
+        raise ValueError(f"per-prompt tau must be [seeds, prompts] or [prompts], got shape {a.shape}")
+    ok = np.isfinite(a)
+    count = ok.sum(0)
+    total = np.where(ok, a, 0.0).sum(0)
+    return np.divide(total, count, out=np.full(a.shape[1], np.nan), where=count > 0)
+
+
+def bootstrap_p(replicates: ArrayLike) -> float:
+    """Two-sided bootstrap p-value of "the statistic is 0" from its bootstrap replicates.
+
+    Twice the smaller tail share on either side of 0 (the level at which the percentile
+    interval just touches 0), with the +1 correction so it is never exactly 0:
+    ``p = min(1, 2 * (1 + min(#(r <= 0), #(r >= 0))) / (B + 1))``.
+    """
+    r = np.asarray(replicates, float)
+    r = r[np.isfinite(r)]
+    if len(r) == 0:
+        return float("nan")
+    tail = min(int((r <= 0).sum()), int((r >= 0).sum()))
+    return float(min(1.0, 2.0 * (tail + 1) / (len(r) + 1)))
+
+
+def _interval(replicates: np.ndarray, level: float) -> tuple[float, float]:
+    r = replicates[np.isfinite(replicates)]
+    if len(r) == 0:
+        return float("nan"), float("nan")
+    q = (1.0 - level) / 2.0
+    return float(np.quantile(r, q)), float(np.quantile(r, 1.0 - q))
+
+
+def _check_level(level: float, n_boot: int) -> None:
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}; 0.95 gives a 95% interval")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+
+
+def paired_bootstrap(tau_set: ArrayLike, tau_ref: ArrayLike, *, n_boot: int = 10_000, level: float = 0.95,
+                     seed: int = 0) -> PairedDelta:
+    """Paired bootstrap of delta tau = set - reference over prompts.
+
+    ``tau_set`` and ``tau_ref`` are per-prompt values ``[seeds, prompts]`` (or
+    ``[prompts]``), prompts in the same order; seeds are averaged per prompt first
+    (:func:`seed_mean`). Prompts that either side lacks (NaN) are dropped. The mean of
+    the per-prompt differences is resampled over prompts ``n_boot`` times (seeded);
+    the interval is the percentile interval at ``level``, the p-value two-sided
+    (:func:`bootstrap_p`). With a handful of prompts the resamples take only a few
+    distinct values, so the interval and p-value mean little: read them with ``n``.
+    """
+    _check_level(level, n_boot)
+    a, b = seed_mean(tau_set), seed_mean(tau_ref)
+    if a.shape != b.shape:
+        raise ValueError(f"the set has {a.shape[0]} prompts and the reference {b.shape[0]}: "
+                         "score both on the same prompts, in the same order")
+    d = a - b
+    d = d[np.isfinite(d)]
+    n = len(d)
+    if n < 2:
+        raise ValueError(f"only {n} prompt(s) scored by both sides: a paired bootstrap needs at least 2")
+    rng = np.random.default_rng(seed)
+    boots = d[rng.integers(0, n, size=(n_boot, n))].mean(1)
+    lo, hi = _interval(boots, level)
+    return PairedDelta(mean=float(d.mean()), lo=lo, hi=hi, p=bootstrap_p(boots), n=n, sd=float(d.std(ddof=1)),
+                       n_boot=n_boot, level=level)
+
+
+def holm(p_values: Sequence[float]) -> tuple[float, ...]:
+    """Holm-Bonferroni adjusted p-values, in the input order.
+
+    Sorted ascending, the i-th smallest of m p-values (i from 1) is multiplied by
+    ``m - i + 1``, capped at 1, and made non-decreasing along the order. A hypothesis is
+    rejected at family-wise level alpha when its adjusted p is below alpha. NaN entries
+    (tests that could not run) stay NaN and do not count in m.
+    """
+    p = np.asarray(p_values, float)
+    if np.any((p[np.isfinite(p)] < 0) | (p[np.isfinite(p)] > 1)):
+        raise ValueError(f"p-values must lie in [0, 1], got {p.tolist()}")
+    out = np.full(p.shape, np.nan)
+    idx = np.nonzero(np.isfinite(p))[0]
+    m = len(idx)
+    order = idx[np.argsort(p[idx], kind="stable")]
+    running = 0.0
+    for i, j in enumerate(order):
+        running = max(running, min(1.0, (m - i) * p[j]))
+        out[j] = running
+    return tuple(float(v) for v in out)
+
+
+def _ranks(a: np.ndarray) -> np.ndarray:
+    """Average ranks along the last axis (ties share their mean rank)."""
+    from scipy.stats import rankdata
+
+    return rankdata(a, axis=-1)
+
+
+def _pearson_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pearson correlation of matching rows of ``x`` and ``y`` ([B, n]); NaN where a row is constant."""
+    xc = x - x.mean(-1, keepdims=True)
+    yc = y - y.mean(-1, keepdims=True)
+    den = np.sqrt((xc * xc).sum(-1) * (yc * yc).sum(-1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (xc * yc).sum(-1) / np.where(den > 0, den, 1.0), np.nan)
+
+
+def _spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return _pearson_rows(_ranks(x), _ranks(y))
+
+
+def spearman(x: ArrayLike, y: ArrayLike) -> float:
+    """Spearman's rank correlation of paired values (average ranks for ties).
+
+    Pairs with a non-finite value are dropped; NaN when fewer than 3 pairs remain or
+    one side is constant. Same value as :func:`scipy.stats.spearmanr`.
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    if ok.sum() < 3:
+        return float("nan")
+    return float(_spearman_rows(x[ok][None], y[ok][None])[0])
+
+
+def _prepare(x: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Units with a finite predictor and at least one finite tau; y as [units, prompts]."""
+    x = np.asarray(x, float)
+    y = np.asarray(y, float)
+    y2 = y[:, None] if y.ndim == 1 else y
+    if x.ndim != 1 or y2.ndim != 2 or len(x) != len(y2):
+        raise ValueError(f"predictor must be [units] and tau [units] or [units, prompts]; got {x.shape} and {y.shape}")
+    ok = np.isfinite(x) & np.isfinite(y2).any(1)
+    return x[ok], y2[ok]
+
+
+def _resampled_y(y: np.ndarray, units: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """tau of the resampled units [B, n]: per-prompt values averaged over resampled prompts."""
+    if y.shape[1] == 1:
+        return y[units, 0]
+    cols = rng.integers(0, y.shape[1], size=(units.shape[0], y.shape[1]))
+    out = np.empty(units.shape)
+    for b in range(units.shape[0]):  # one replicate at a time keeps memory at [n, prompts]
+        out[b] = np.nanmean(y[units[b]][:, cols[b]], axis=1)
+    return out
+
+
+def spearman_ci(x: ArrayLike, y: ArrayLike, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> Correlation:
+    """Spearman's rho of a predictor ``x`` [units] against tau ``y`` with a bootstrap interval.
+
+    ``y`` is ``[units]`` or per prompt ``[units, prompts]`` (then tau of a unit is its mean
+    over prompts; prompts in the same order for every unit, NaN where missing). Each
+    replicate resamples the units with replacement and, for per-prompt ``y``, the
+    prompts too (the same prompt draw for every unit, since all were scored on the same
+    prompts). Units with a non-finite predictor are dropped; ``n`` counts the rest.
+    """
+    _check_level(level, n_boot)
+    x, y = _prepare(x, y)
+    n = len(x)
+    rho = spearman(x, np.nanmean(y, 1)) if n else float("nan")
+    if n < 3:
+        return Correlation(rho, float("nan"), float("nan"), n, n_boot, level)
+    rng = np.random.default_rng(seed)
+    units = rng.integers(0, n, size=(n_boot, n))
+    boots = _spearman_rows(x[units], _resampled_y(y, units, rng))
+    lo, hi = _interval(boots, level)
+    return Correlation(rho, lo, hi, n, n_boot, level)
+
+
+def spearman_difference(a: ArrayLike, b: ArrayLike, y: ArrayLike, *, n_boot: int = 2000, level: float = 0.95,
+                        seed: int = 0) -> CorrelationDifference:
+    """``rho(a, y) - rho(b, y)`` for two predictors of the same tau, paired bootstrap.
+
+    Both correlations are computed on the same resampled units (and prompts, for
+    per-prompt ``y``, as in :func:`spearman_ci`), so what the two predictors share
+    cancels. Units where either predictor is non-finite are dropped. Used for H3
+    (filtered vs unfiltered statistics).
+    """
+    _check_level(level, n_boot)
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.shape != b.shape:
+        raise ValueError(f"the two predictors must score the same units: shapes {a.shape} and {b.shape}")
+    both = np.where(np.isfinite(a) & np.isfinite(b), 0.0, np.nan)
+    xa, y2 = _prepare(a + both, y)
+    xb, _ = _prepare(b + both, y)
+    n = len(xa)
+    ybar = np.nanmean(y2, 1) if n else np.zeros(0)
+    ra, rb = spearman(xa, ybar), spearman(xb, ybar)
+    if n < 3:
+        return CorrelationDifference(ra - rb, float("nan"), float("nan"), float("nan"), ra, rb, n, n_boot, level)
+    rng = np.random.default_rng(seed)
+    units = rng.integers(0, n, size=(n_boot, n))
+    yb = _resampled_y(y2, units, rng)
+    boots = _spearman_rows(xa[units], yb) - _spearman_rows(xb[units], yb)
+    lo, hi = _interval(boots, level)
+    return CorrelationDifference(ra - rb, lo, hi, bootstrap_p(boots), ra, rb, n, n_boot, level)
+
+
+def min_detectable_delta(sd: float, n: int, *, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Smallest true mean difference a paired two-sided test detects with ``power``.
+
+    Normal approximation for a paired design with ``n`` prompts whose per-prompt
+    differences have standard deviation ``sd``:
+    ``MDE = (z_{1 - alpha/2} + z_{power}) * sd / sqrt(n)``. For Holm across m tests use
+    the strictest level, ``alpha / m``.
+
+    >>> round(min_detectable_delta(1.0, 100), 4)
+    0.2802
+    """
+    if n < 1 or not sd >= 0:
+        raise ValueError(f"need n >= 1 and sd >= 0, got n={n}, sd={sd}")
+    if not (0 < alpha < 1 and 0 < power < 1):
+        raise ValueError(f"alpha and power must lie in (0, 1), got alpha={alpha}, power={power}")
+    z = NormalDist()
+    return float((z.inv_cdf(1 - alpha / 2) + z.inv_cdf(power)) * sd / np.sqrt(n))
+
+
+def power_at(delta: float, sd: float, n: int, *, alpha: float = 0.05) -> float:
+    """Power of the paired two-sided z-test to detect a true mean difference ``delta``
+    (the inverse of :func:`min_detectable_delta`, both tails counted)."""
+    if n < 1 or not sd > 0:
+        raise ValueError(f"need n >= 1 and sd > 0, got n={n}, sd={sd}")
+    z = NormalDist()
+    crit = z.inv_cdf(1 - alpha / 2)
+    shift = delta * np.sqrt(n) / sd
+    return float(z.cdf(shift - crit) + z.cdf(-shift - crit))

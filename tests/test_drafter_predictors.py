@@ -1,0 +1,161 @@
+"""The exploratory predictors analysis: loads drafters only, and its numbers follow from their logs."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from activation_wave.chapters import drafter_predictors as dp
+from activation_wave.config import DraftConfig, MetricsConfig, SpecConfig, StudyConfig
+from activation_wave.experiment import run_sets
+from activation_wave.results import load_result, save_result
+from activation_wave.selection import LayerStats
+from activation_wave.stats import holm, seed_mean, spearman
+from helpers import permutation_capture, permutation_target
+
+SETS = {"eagle3-default": [1, 2, 4], "entropy-greedy": [2, 3, 4], "combined": [1, 3, 4], "random-0": [1, 2, 3],
+        "single-1": [1], "single-2": [2], "single-4": [4]}
+PROBE = {"n_train": 150, "n_eval": 60, "rank": 4, "vocab": 32, "steps": 2}
+
+
+@pytest.fixture(scope="module")
+def world(tiny_tokenizer, tmp_path_factory):
+    """A capture of the permutation target and two tiny drafters per set."""
+    root = tmp_path_factory.mktemp("pred")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("WAVE_CACHE", str(root / "cache"))
+    target = permutation_target(tiny_tokenizer)
+    cache = permutation_capture(target, root / "cap", n_prompts=20, max_new_tokens=16, seed=7)
+    cfg = StudyConfig(draft=DraftConfig(draft_vocab=64, ttt_steps=2, epochs=1, lr=1e-2, batch_tokens=256, threads=1,
+                                        workers=1, n_seeds=2),
+                      spec=SpecConfig(depth=2, draft_threshold=0.0),
+                      metrics=MetricsConfig(token_budget=64, filter_quantile=0.5))
+    rows = run_sets(target, cache, SETS, cfg.draft, [0, 1], progress=False)
+    yield target, cache, cfg, rows, root
+    mp.undo()
+
+
+def _snapshot(path):
+    return {str(p): p.stat().st_mtime_ns for p in sorted(path.rglob("*"))}
+
+
+def test_chapter6_sets_adds_the_sweep_and_its_pairs():
+    sets = dp.chapter6_sets({"eagle3-default": [2, 15, 27]}, 30, 10)
+    assert sets == {"eagle3-default": [2, 15, 27], "single-1": [1], "single-11": [11], "single-21": [21],
+                    "pair-1-11": [1, 11], "pair-1-21": [1, 21], "pair-11-21": [11, 21]}
+    assert dp.chapter6_sets({"a": [1, 2, 3]}, 30, 0) == {"a": [1, 2, 3]}
+
+
+def test_find_drafters_lists_missing_ones_and_trains_nothing(world):
+    _, cache, cfg, _, _ = world
+    before = _snapshot(cache.path)
+    found, missing = dp.find_drafters(cache, {**SETS, "untrained": [1, 2]}, cfg)
+    assert len(found) == 2 * len(SETS) and missing == ["untrained/seed0", "untrained/seed1"]
+    assert _snapshot(cache.path) == before
+
+
+def test_run_numbers_follow_from_the_drafters_logs(world, tmp_path):
+    target, cache, cfg, rows, _ = world
+    before = _snapshot(cache.path)
+    res = dp.run(cfg, cache, target, SETS, n_boot=300, probe_kw=PROBE)
+    assert _snapshot(cache.path) == before  # loads only: nothing written into the capture or its drafters
+    assert res.missing_drafters == () and res.depth == 2 and res.draft_threshold == 0.0
+    assert len(res.prompt_ids) == 5
+
+    # per-prompt tau: the drafters' own eval logs (same depth, no threshold), seeds averaged
+    by_set = {s.set: s for s in res.sets}
+    for name in SETS:
+        logs = [r for r in rows if r["set"] == name]
+        assert by_set[name].tau_pooled == pytest.approx(np.mean([r["tau"] for r in logs]))
+        assert by_set[name].seeds == (0, 1)
+    per_seed = []
+    for r in [r for r in rows if r["set"] == "combined"]:
+        log = json.loads((Path(r["path"]) / "train_log.json").read_text())["eval"]["per_record"]
+        per_seed.append([p["tau"] if p["rounds"] else np.nan for p in log])
+    np.testing.assert_allclose(np.array(by_set["combined"].per_prompt, float), seed_mean(np.array(per_seed)))
+
+    # paired comparisons: every set but the reference, Holm within the rules and over all
+    cmp = {c.set: c for c in res.comparisons}
+    assert set(cmp) == set(SETS) - {"eagle3-default"}
+    ref = np.array(by_set["eagle3-default"].per_prompt, float)
+    for name, c in cmp.items():
+        d = np.array(by_set[name].per_prompt, float) - ref
+        assert c.delta == pytest.approx(np.nanmean(d)) and c.n == np.isfinite(d).sum()
+        assert c.lo <= c.delta <= c.hi and c.mde < c.mde_holm
+    assert {n for n, c in cmp.items() if c.family == "rules"} == {"entropy-greedy", "combined"}
+    rules = ["entropy-greedy", "combined"]
+    assert [cmp[n].p_holm_rules for n in rules] == pytest.approx(holm([cmp[n].p for n in rules]))
+    assert cmp["random-0"].p_holm_rules is None
+    others = list(cmp)
+    assert [cmp[n].p_holm_all for n in others] == pytest.approx(holm([cmp[n].p for n in others]))
+
+    # predictors: rho of each score against the mean tau of the units
+    triples = [s for s in SETS if len(SETS[s]) == 3]
+    tau3 = [by_set[s].tau for s in triples]
+    pred = {(p.name, p.units): p for p in res.predictors}
+    assert pred[("deepest", "triples")].rho == pytest.approx(spearman([max(SETS[s]) for s in triples], tau3))
+    assert pred[("probe", "triples")].rho == pytest.approx(spearman([res.scores[s]["probe"] for s in triples], tau3))
+    assert pred[("renyi2", "single layers")].n == 3 and ("mean_cka", "single layers") not in pred
+    assert pred[("renyi2", "triples")].n == 4
+
+    # filtering: equal token budget, differences against q = 0
+    filt = {f.quantile: f for f in res.filtering}
+    assert sorted(filt) == [0.0, 0.25, 0.5, 0.75] and {f.n_tokens for f in filt.values()} == {32}
+    assert filt[0.0].delta_vs_unfiltered is None
+    for q in (0.25, 0.5, 0.75):
+        assert filt[q].delta_vs_unfiltered == pytest.approx(filt[q].rho - filt[0.0].rho)
+    assert res.probe.n_triples == math.comb(4, 3) and len(res.best_probe_triples) == 4
+
+    # a result object that round-trips through the results file
+    save_result(dp.NAME, res, cfg, root=tmp_path)
+    back = load_result(dp.NAME, cfg, root=tmp_path, cls=dp.DrafterPredictors)
+    assert back.comparisons == res.comparisons and back.probe == res.probe
+
+
+def test_filtered_s2_keeps_the_highest_entropy_tokens_of_a_larger_sample(world):
+    _, cache, cfg, _, _ = world
+    sets = {"a": [1, 2, 4], "b": [2, 3]}
+    budget, s2 = dp.filtered_s2(cache, cfg, sets, quantiles=(0.0, 0.5), budget=40)
+    assert budget == 40
+    plain = cache.sample_tokens(40, seed=cfg.metrics.seed, layers=[1, 2, 3, 4])
+    stats = LayerStats.from_hidden(plain.hidden, [1, 2, 3, 4], cache.n_layers)
+    assert s2[0.0]["a"] == pytest.approx(stats.concat_entropy([1, 2, 4], 2.0))
+    big = cache.sample_tokens(80, seed=cfg.metrics.seed, layers=[1, 2, 3, 4])
+    top = np.sort(np.argsort(-big.next_entropy, kind="stable")[:40])
+    stats = LayerStats.from_hidden(big.hidden[:, top], [1, 2, 3, 4], cache.n_layers)
+    assert s2[0.5]["b"] == pytest.approx(stats.concat_entropy([2, 3], 2.0))
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        dp.filtered_s2(cache, cfg, sets, quantiles=(1.0,))
+
+
+def test_run_without_reference_drafters_says_so(world):
+    target, cache, cfg, _, _ = world
+    with pytest.raises(FileNotFoundError, match="never trains"):
+        dp.run(cfg, cache, target, {"x": [1, 3]}, n_boot=10, probe_kw=PROBE)
+    with pytest.raises(ValueError, match="reference set"):
+        dp.run(cfg, cache, target, {"combined": [1, 3, 4]}, n_boot=10, probe_kw=PROBE)
+
+
+def test_set_level_predictors_from_a_chapter6_results_mapping(world):
+    _, cache, cfg, rows, _ = world
+    tau, layers = dp.taus_from_chapter6({"runs": rows + [{"set": "x", "layers": [1], "seed": 0, "tau": None}]})
+    assert set(tau) == set(SETS) and "x" not in tau
+    assert tau["combined"] == pytest.approx(np.mean([r["tau"] for r in rows if r["set"] == "combined"]))
+    before = _snapshot(cache.path)
+    res = dp.run_set_level(cfg, cache, tau, layers, tau_source="test", n_boot=200, probe_kw=PROBE,
+                           triples=None)
+    assert _snapshot(cache.path) == before
+    triples = [s for s in SETS if len(SETS[s]) == 3]
+    pred = {(p.name, p.units): p for p in res.predictors}
+    assert pred[("probe", "triples")].rho == pytest.approx(
+        spearman([res.scores[s]["probe"] for s in triples], [tau[s] for s in triples]))
+    assert pred[("deepest", "triples")].lo <= pred[("deepest", "triples")].rho <= pred[("deepest", "triples")].hi
+    assert res.probe.n_triples is None and len(res.filtering) == 4
+    _, timing, best = dp.probe_summary(cache, {"a": [1, 2, 4]}, PROBE, triples=2)  # a seeded sample of triples
+    assert timing.n_triples == 2 and len(best) == 2 and best[0][1] >= best[1][1]
+    with pytest.raises(ValueError, match="no run with an offline tau"):
+        dp.taus_from_chapter6({"runs": []})
