@@ -11,19 +11,13 @@ from activation_wave.capture import capture
 from activation_wave.config import CaptureConfig, DraftConfig, SpecConfig
 from activation_wave.data import Response
 from activation_wave.drafter import Eagle3Drafter, load_drafter
-from activation_wave.speculative import (
-    SpecResult,
-    cost_model,
-    measure_costs,
-    offline_acceptance,
-    merge_results,
-    plain_generate,
-    prompt_lookup_generate,
-    run_interleaved,
-    speculate,
-    speculative_sample,
-)
-from activation_wave.training import threads, train_drafter
+from activation_wave.baselines import plain_generate, prompt_lookup_generate
+from activation_wave.decoding import SpecResult, merge_results
+from activation_wave.kernels import threads
+from activation_wave.offline import offline_acceptance
+from activation_wave.speculative import speculate, speculative_sample
+from activation_wave.timing import cost_model, measure_costs, run_interleaved
+from activation_wave.training import train_drafter
 from helpers import permutation_target
 
 LAYERS = [1, 2, 4]
@@ -304,7 +298,7 @@ def test_decoding_figures(world):
 
 
 def test_fast_kernels_are_idempotent_reversible_and_exact(tiny_tokenizer):
-    from activation_wave.speculative import PackedLinear, set_kernels
+    from activation_wave.kernels import PackedLinear, set_kernels
 
     target = permutation_target(tiny_tokenizer, seed=7)
     model = target.model
@@ -324,7 +318,7 @@ def test_fast_kernels_are_idempotent_reversible_and_exact(tiny_tokenizer):
 
 
 def test_tiled_mask_is_reused_for_the_same_mask_and_rebuilt_for_a_new_one():
-    from activation_wave.speculative import _tiled_mask
+    from activation_wave.kernels import _tiled_mask
 
     a = torch.rand(1, 1, 4, 7) > 0.5
     b = ~a

@@ -48,27 +48,6 @@ class PeakRSS:
         self._t.join()
 
 
-def side_by_side(measured: Callable[[], Any], baseline: Callable[[], Any], repeats: int = 3) -> tuple[float, float]:
-    """Median wall time of two callables, run alternately ``repeats`` times each."""
-    t = rotated_medians({"baseline": baseline, "measured": measured}, repeats, rotate=False)
-    return t["measured"], t["baseline"]
-
-
-def rotated_medians(fns: dict[str, Callable[[], Any]], repeats: int = 3, rotate: bool = True) -> dict[str, float]:
-    """Median wall time of each callable over ``repeats`` rounds; every round runs all of
-    them back to back (in an order rotated by the round when ``rotate``), so that load
-    from other processes falls on all of them alike."""
-    names = list(fns)
-    times: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(repeats):
-        k = r % len(names) if rotate else 0
-        for n in names[k:] + names[:k]:
-            t = time.perf_counter()
-            fns[n]()
-            times[n].append(time.perf_counter() - t)
-    return {n: statistics.median(v) for n, v in times.items()}
-
-
 def bench_capture(model: str = "smollm2-135m", profile: str = "default", n_records: int = 16, batch_size: int = 8,
                   repeats: int = 6) -> dict[str, Any]:
     """Capture (all hidden states + entropy + shard write) vs a plain forward, same batches.

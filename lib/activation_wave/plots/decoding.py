@@ -1,6 +1,6 @@
 """Figures of the drafter and speculative-decoding chapters.
 
-Each function takes plain data (lists, dicts as written by :mod:`activation_wave.speculative`
+Each function takes plain data (lists, dicts as written by :mod:`activation_wave.decoding`
 and :mod:`activation_wave.training`), an optional ``ax``, and returns the Figure.
 Layer sets are named as the selection chapter names them (``eagle3-default``,
 ``combined``, ...), so they keep their colours across chapters.
@@ -116,12 +116,12 @@ def plot_cost_model(costs: Mapping[str, Any], measured: Sequence[tuple[float, fl
                     title: str | None = "Cost model: predicted vs measured speedup") -> Figure:
     """Predicted speedup against tau for one round's measured cost, with measured runs on top.
 
-    ``costs`` comes from :func:`~activation_wave.speculative.measure_costs`; the curve is
+    ``costs`` comes from :func:`~activation_wave.timing.measure_costs`; the curve is
     ``tau * step_ms / round_ms`` with ``round_ms = verify_ms[depth + 1] + draft_chain_ms``.
     ``measured`` holds ``(tau, measured speedup, label)`` points. The dotted vertical line
     is the ceiling tau = depth + 1, the dashed horizontal one break-even (speedup 1).
     """
-    from ..speculative import cost_model
+    from ..timing import cost_model
 
     fig, ax = _ax(ax)
     depth = int(costs.get("depth", 4) if depth is None else depth)
