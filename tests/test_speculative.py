@@ -16,7 +16,8 @@ from activation_wave.decoding import SpecResult, merge_results
 from activation_wave.kernels import threads
 from activation_wave.offline import offline_acceptance
 from activation_wave.speculative import speculate, speculative_sample
-from activation_wave.timing import cost_model, measure_costs, run_interleaved
+from activation_wave.costs import cost_model
+from activation_wave.timing import measure_costs, run_interleaved
 from activation_wave.training import train_drafter
 from helpers import permutation_target
 

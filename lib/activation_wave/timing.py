@@ -2,10 +2,8 @@
 
 :func:`run_interleaved` times several methods on the same prompts, interleaved prompt by
 prompt, so that load from other processes on a shared machine slows all of them alike.
-:func:`measure_costs` times the pieces of a round; :func:`cost_model` turns them into a
-predicted speedup: a round costs one verify of ``depth + 1`` tokens plus ``depth`` head
-steps; with a plain step costing ``t1`` the predicted speedup is ``tau * t1 / t_round``
-and its ceiling ``(depth + 1) * t1 / t_round``.
+:func:`measure_costs` times the pieces of a round, which :func:`~.costs.cost_model` turns
+into a predicted speedup.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from .kernels import PackedLinear, set_kernels, threads
 from .models import Target
 from .speculative import _draft_chain, _features
 
-__all__ = ["Method", "run_interleaved", "rotated_medians", "measure_costs", "cost_model"]
+__all__ = ["Method", "run_interleaved", "rotated_medians", "measure_costs"]
 
 
 def rotated_medians(fns: dict[str, Callable[[], Any]], repeats: int = 3, rotate: bool = True) -> dict[str, float]:
@@ -135,27 +133,3 @@ def measure_costs(target: Target, drafter: Eagle3Drafter | None, *, context: int
             res["draft_step_ms"] = statistics.median(one)
             res["draft_chain_ms"] = statistics.median(chain)
     return res
-
-
-def cost_model(tau: float, costs: dict[str, Any], depth: int | None = None, *, verify_tokens: int | None = None,
-               draft_ms: float | None = None) -> dict[str, float]:
-    """Predicted speedup of speculative over plain decoding from measured costs.
-
-    ``t_round = verify_ms[verify_tokens] + draft_ms`` (defaults: ``depth + 1`` verify
-    tokens and ``costs["draft_chain_ms"]``, or ``depth`` x ``draft_step_ms``);
-    ``speedup = tau * step_ms / t_round``; ``ceiling`` is the speedup at tau = depth + 1;
-    ``break_even_tau = t_round / step_ms``.
-    """
-    depth = int(costs.get("depth", 4) if depth is None else depth)
-    k = verify_tokens or depth + 1
-    verify = costs["verify_ms"]
-    verify_k = verify.get(k, verify.get(str(k)))
-    if verify_k is None:
-        raise KeyError(f"no verify time for {k} tokens in costs (have {sorted(verify)}); measure it with "
-                       "measure_costs(..., extra_sizes=[k])")
-    if draft_ms is None:
-        draft_ms = costs.get("draft_chain_ms", depth * costs.get("draft_step_ms", 0.0))
-    step = float(costs["step_ms"])
-    t_round = float(verify_k) + float(draft_ms)
-    return {"tau": tau, "step_ms": step, "round_ms": t_round, "speedup": tau * step / t_round,
-            "ceiling": (depth + 1) * step / t_round, "break_even_tau": t_round / step}

@@ -326,3 +326,43 @@ def run(cfg: StudyConfig, cap: Captured, selected: Mapping[str, Sequence[int]], 
         baselines=OnlineBaselines(plain_tokens_per_s_t0=plain0, plain_tokens_per_s_t1=plain1,
                                   prompt_lookup_tokens_per_s_t0=lookup0),
         prompts=cmp.prompt_ids, default=default, best=best, verdict=verdict(best, default))
+
+
+def prose_values(res: Eagle3SpeedupResult, cfg: StudyConfig) -> dict[str, Any]:
+    """Every number the chapter's text cites, by glue name (NaN where a quantity is undefined)."""
+    nan = float("nan")
+    num = lambda x: nan if x is None else float(x)  # noqa: E731
+    singles, pairs = res.sets_of_size(1), res.pairs
+    trained = [r.train_s for r in res.runs if r.train_s is not None]
+    o_def, o_best = res.online[res.default.set], res.online[res.best.set]
+    out: dict[str, Any] = {
+        "tau_default": res.default.tau, "tau_default_lo": num(res.default.tau_lo),
+        "tau_default_hi": num(res.default.tau_hi), "tau_best": res.best.tau,
+        "tau_best_set": f"{res.best.set} {list(res.best.layers)}", "n_drafters": len(res.runs),
+        "train_s_mean": float(np.mean(trained)) if trained else nan,
+        "n_pairs": len(pairs), "n_pairs_gain": sum(p.gain is not None and p.gain > 0 for p in pairs),
+        "n_pairs_sig": sum(p.beats for p in pairs),
+        "rho_renyi2": num(res.spearman.renyi2_triples), "rho_cka": num(res.spearman.mean_cka_triples),
+        "lossless_default": f"{o_def.lossless_prompts}/{o_def.n_prompts}",
+        "lossless_best": f"{o_best.lossless_prompts}/{o_best.n_prompts}",
+        "speedup_best_t0": o_best.speedup_vs_plain_t0, "speedup_default_t0": o_def.speedup_vs_plain_t0,
+        "speedup_lookup_best": o_best.speedup_vs_prompt_lookup_t0, "tau_online_default": o_def.tau_t0,
+        "speedup_best_t1": o_best.speedup_vs_plain_t1, "tau_best_t1": o_best.tau_t1,
+        "n_online_prompts": len(res.prompts), "online_tokens": cfg.spec.max_new_tokens,
+        "verdict_gap": res.verdict.gap, "verdict": res.verdict.text,
+    }
+    if singles:
+        best1, worst1 = max(singles, key=lambda s: s.tau), min(singles, key=lambda s: s.tau)
+        out.update(single_best_layer=best1.layers[0], single_best_tau=best1.tau,
+                   single_worst_layer=worst1.layers[0], single_worst_tau=worst1.tau)
+    best_pair = max(pairs, key=lambda p: p.tau, default=None)
+    out.update(pair_best=f"{best_pair.pair[0]} + {best_pair.pair[1]}" if best_pair else "(none)",
+               pair_best_tau=best_pair.tau if best_pair else nan,
+               pair_best_gain=num(best_pair.gain) if best_pair else nan)
+    out["tree_note"] = "no draft tree was run (spec.tree_topk = 0)"
+    if o_best.tau_tree_t0 is not None:
+        out["tree_note"] = (f"the dynamic draft tree (top-{cfg.spec.tree_topk} per node, {cfg.spec.tree_size} draft "
+                            f"tokens) reached tau = {o_best.tau_tree_t0:.3f} with the best drafter at "
+                            f"{o_best.speedup_tree_vs_plain_t0:.2f}x plain decoding, and reproduced plain greedy on "
+                            f"{o_best.lossless_prompts_tree}/{o_best.n_prompts} prompts")
+    return out

@@ -27,6 +27,7 @@ from ._style import _ax, method_color
 __all__ = [
     "plot_acceptance_by_position",
     "plot_tau",
+    "plot_tau_by_layer",
     "plot_score_vs_tau",
     "plot_cost_model",
     "plot_verify_cost",
@@ -89,6 +90,22 @@ def plot_tau(names: Sequence[str], tau: Sequence[float], lo: Sequence[float] | N
     return fig
 
 
+def plot_tau_by_layer(layers: Sequence[int], tau: Sequence[float], lo: Sequence[float], hi: Sequence[float], *,
+                      reference: float | None = None, ax: Axes | None = None) -> Figure:
+    """Tau of drafters that read one layer, across depth, with intervals [lo, hi] and an
+    optional dashed ``reference`` (the default triple's tau)."""
+    fig, ax = _ax(ax, figsize=(6.4, 3.6))
+    t = np.asarray(tau, dtype=float)
+    ax.errorbar(list(layers), t, yerr=[t - np.asarray(lo, float), np.asarray(hi, float) - t], fmt="-o", ms=4,
+                capsize=2, label="drafter reading one layer")
+    if reference is not None:
+        ax.axhline(reference, color="black", ls="--", lw=1, label="EAGLE-3 default triple")
+    ax.set_xlabel("layer index read by the drafter (hidden_states)")
+    ax.set_ylabel("tau (tokens / target forward)")
+    ax.legend(frameon=False)
+    return fig
+
+
 def plot_score_vs_tau(scores: Sequence[float], tau: Sequence[float], names: Sequence[str] | None = None, *,
                       ax: Axes | None = None, xlabel: str = "selection score",
                       ylabel: str = "tau (tokens / target forward)", title: str | None = None) -> Figure:
@@ -121,7 +138,7 @@ def plot_cost_model(costs: Mapping[str, Any], measured: Sequence[tuple[float, fl
     ``measured`` holds ``(tau, measured speedup, label)`` points. The dotted vertical line
     is the ceiling tau = depth + 1, the dashed horizontal one break-even (speedup 1).
     """
-    from ..timing import cost_model
+    from ..costs import cost_model
 
     fig, ax = _ax(ax)
     depth = int(costs.get("depth", 4) if depth is None else depth)
