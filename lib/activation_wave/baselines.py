@@ -15,9 +15,7 @@ from typing import Any
 import torch
 
 from .config import SpecConfig
-from .data import eos_ids
-from .decoding import SpecResult, _cache_kw, _finish, _new_cache, _pick, summarise
-from .kernels import prepare_kernels, threads
+from .decoding import SpecResult, _cache_kw, _finish, _new_cache, _pick, decode_prompts, summarise
 from .models import Target
 
 __all__ = ["plain_generate", "prompt_lookup_generate"]
@@ -71,18 +69,14 @@ def plain_generate(target: Target, prompts_ids: Sequence[Sequence[int]], cfg: Sp
     is this module's own KV-cached loop (the speculative code path without drafts)."""
     if impl not in ("hf", "loop"):
         raise ValueError(f"impl must be 'hf' or 'loop', got {impl!r}")
-    ids = list(ids) if ids is not None else [str(i) for i in range(len(prompts_ids))]
-    stop = eos_ids(target)
-    per = []
-    linear = prepare_kernels(target, cfg)
-    with threads(cfg.threads):
-        for i, (pid, prompt) in enumerate(zip(ids, prompts_ids)):
-            if impl == "hf":
-                r = _generate_one(target, prompt, cfg, stop, cfg.seed + i)
-            else:
-                r = _plain_loop_one(target, prompt, cfg, stop, torch.Generator().manual_seed(cfg.seed + i))
-            per.append({"id": pid, **r})
-    res = summarise(f"plain-{impl}", cfg.temperature, 0, per, [], [], [], notes=[f"target kernels: {linear}"])
+
+    def one(prompt: Sequence[int], i: int, stop: set[int]) -> dict[str, Any]:
+        if impl == "hf":
+            return _generate_one(target, prompt, cfg, stop, cfg.seed + i)
+        return _plain_loop_one(target, prompt, cfg, stop, torch.Generator().manual_seed(cfg.seed + i))
+
+    per, note = decode_prompts(target, prompts_ids, cfg, ids, one)
+    res = summarise(f"plain-{impl}", cfg.temperature, 0, per, [], [], [], notes=[note])
     res.tau = 1.0
     res.target_forwards = sum(max(0, len(p["token_ids"]) - 1) for p in per)
     return res
@@ -91,14 +85,6 @@ def plain_generate(target: Target, prompts_ids: Sequence[Sequence[int]], cfg: Sp
 def prompt_lookup_generate(target: Target, prompts_ids: Sequence[Sequence[int]], cfg: SpecConfig,
                            ids: Sequence[str] | None = None) -> SpecResult:
     """transformers' prompt-lookup decoding (``prompt_lookup_num_tokens=cfg.prompt_lookup_tokens``)."""
-    ids = list(ids) if ids is not None else [str(i) for i in range(len(prompts_ids))]
-    stop = eos_ids(target)
-    per = []
-    linear = prepare_kernels(target, cfg)
-    with threads(cfg.threads):
-        for i, (pid, prompt) in enumerate(zip(ids, prompts_ids)):
-            r = _generate_one(target, prompt, cfg, stop, cfg.seed + i,
-                              prompt_lookup_num_tokens=cfg.prompt_lookup_tokens)
-            per.append({"id": pid, **r})
-    return summarise("prompt-lookup", cfg.temperature, cfg.prompt_lookup_tokens, per, [], [], [],
-                      notes=[f"target kernels: {linear}"])
+    per, note = decode_prompts(target, prompts_ids, cfg, ids, lambda prompt, i, stop: _generate_one(
+        target, prompt, cfg, stop, cfg.seed + i, prompt_lookup_num_tokens=cfg.prompt_lookup_tokens))
+    return summarise("prompt-lookup", cfg.temperature, cfg.prompt_lookup_tokens, per, [], [], [], notes=[note])

@@ -14,16 +14,20 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from .config import SpecConfig
+from .data import eos_ids
+from .kernels import prepare_kernels, threads
+from .models import Target
 from .results import to_jsonable
 
-__all__ = ["SpecResult", "DecodeStats", "merge_results"]
+__all__ = ["SpecResult", "DecodeStats", "merge_results", "decode_prompts"]
 
 
 @dataclass
@@ -168,3 +172,16 @@ def merge_results(results: Sequence[SpecResult]) -> SpecResult:
     elif not first.method.startswith("eagle3"):
         merged.acceptance_by_position, merged.tau = first.acceptance_by_position[:0], float("nan")
     return merged
+
+
+def decode_prompts(target: Target, prompts_ids: Sequence[Sequence[int]], cfg: SpecConfig, ids: Sequence[str] | None,
+                   decode_one: Callable[[Sequence[int], int, set[int]], dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """Decode each prompt with ``decode_one(prompt ids, prompt index, stop ids)`` on the
+    target's ``cfg.kernels`` with ``cfg.threads`` threads; returns the per-prompt records
+    (``id`` first; ids default to "0", "1", ...) and a note on the kernels in effect."""
+    ids = list(ids) if ids is not None else [str(i) for i in range(len(prompts_ids))]
+    stop = eos_ids(target)
+    kernels = prepare_kernels(target, cfg)
+    with threads(cfg.threads):
+        per = [{"id": pid, **decode_one(prompt, i, stop)} for i, (pid, prompt) in enumerate(zip(ids, prompts_ids))]
+    return per, f"target kernels: {kernels}"

@@ -34,10 +34,9 @@ import torch
 from torch import Tensor
 
 from .config import SpecConfig
-from .data import eos_ids
-from .decoding import DecodeStats, SpecResult, _crop, _cache_kw, _finish, _forward, _new_cache, _pick, summarise
+from .decoding import (DecodeStats, SpecResult, _cache_kw, _crop, _finish, _forward, _new_cache, _pick,
+                       decode_prompts, summarise)
 from .drafter import DraftKV, Eagle3Drafter
-from .kernels import prepare_kernels, threads
 from .models import Target
 
 __all__ = ["speculate", "speculative_sample"]
@@ -297,18 +296,12 @@ def speculate(target: Target, drafter: Eagle3Drafter, prompts_ids: Sequence[Sequ
     if tree and (cfg.tree_topk < 1 or cfg.tree_size < 1):
         raise ValueError(f"tree drafting needs spec.tree_topk >= 1 and spec.tree_size >= 1, got "
                          f"{cfg.tree_topk} and {cfg.tree_size}")
-    ids = list(ids) if ids is not None else [str(i) for i in range(len(prompts_ids))]
-    stop = eos_ids(target)
     stats = DecodeStats(cfg.depth)
-    per = []
     drafter.ensure_target(target)
     drafter.eval()
-    notes.append(f"target kernels: {prepare_kernels(target, cfg)}")
-    with threads(cfg.threads):
-        for i, (pid, prompt) in enumerate(zip(ids, prompts_ids)):
-            gen = torch.Generator().manual_seed(cfg.seed + i)
-            r = _speculate_one(target, drafter, prompt, cfg, stop, gen, tree, stats)
-            per.append({"id": pid, **r})
+    per, note = decode_prompts(target, prompts_ids, cfg, ids, lambda prompt, i, stop: _speculate_one(
+        target, drafter, prompt, cfg, stop, torch.Generator().manual_seed(cfg.seed + i), tree, stats))
+    notes.append(note)
     return summarise("eagle3-tree" if tree else "eagle3-chain", cfg.temperature, cfg.depth, per, stats.hist,
                       stats.drafted, stats.accepted, layers=list(drafter.spec.layers),
                       tree_size=cfg.tree_size if tree else 0, notes=notes)
