@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from activation_wave.benchmarks import pipeline, runner
+from activation_wave.benchmarks import PeakRSS, pipeline, runner
 from activation_wave.config import load_config
 from activation_wave.timing import rotated_medians
 
@@ -39,7 +39,7 @@ def test_run_benchmarks_merges_entries_and_passes_the_config(tmp_path, monkeypat
 
 
 def test_peak_rss_sees_an_allocation():
-    with runner.PeakRSS(interval=0.001) as mem:
+    with PeakRSS(interval=0.001) as mem:
         block = bytearray(64 * 2**20)
         block[::4096] = b"x" * len(block[::4096])
     assert mem.peak - mem.start >= 32 and mem.start > 0

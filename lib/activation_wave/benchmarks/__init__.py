@@ -7,4 +7,5 @@ its lower-precision lever and how tau grows with the drafter's data. Their setti
 the ``bench`` section of the profile.
 """
 
-from .runner import BENCHMARKS_FILE, PeakRSS, entries, run_benchmarks  # noqa: F401
+from .peak import PeakRSS  # noqa: F401
+from .runner import BENCHMARKS_FILE, entries, run_benchmarks  # noqa: F401

@@ -38,7 +38,7 @@ import torch
 from .. import entropy as E
 from ..cka import linear_cka
 from ..selection import LayerStats
-from .runner import PeakRSS
+from .peak import PeakRSS
 
 SIZE = {"L": 31, "n": 4096, "d": 576}
 SCALE_BASE = {"L": 8, "n": 1024, "d": 256}

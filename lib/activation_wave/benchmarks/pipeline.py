@@ -13,7 +13,7 @@ import torch
 from ..config import StudyConfig
 from ..data import REPO_ROOT
 from ..timing import rotated_medians
-from .runner import PeakRSS
+from .peak import PeakRSS
 
 
 def bench_capture(cfg: StudyConfig) -> dict[str, Any]:

@@ -13,49 +13,20 @@ from __future__ import annotations
 import json
 import os
 import platform
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
 import torch
 
 from ..config import StudyConfig
 from ..data import REPO_ROOT
+from .peak import PeakRSS
 
 BENCHMARKS_FILE = REPO_ROOT / "data" / "results" / "benchmarks.json"
 
 Entry = Callable[[StudyConfig], dict[str, Any]]
-
-
-class PeakRSS:
-    """Sample this process's resident memory in a thread while the block runs: ``start``
-    and ``peak`` in MiB."""
-
-    def __init__(self, interval: float = 0.02):
-        self.interval, self.start, self.peak, self._stop = interval, 0.0, 0.0, threading.Event()
-        self._proc = psutil.Process()
-
-    def _rss(self) -> float:
-        return self._proc.memory_info().rss / 2**20
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self._rss())
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> "PeakRSS":
-        self.start = self.peak = self._rss()
-        self._t = threading.Thread(target=self._run, daemon=True)
-        self._t.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._t.join()
-        self.peak = max(self.peak, self._rss())
 
 
 def entries() -> dict[str, Entry]:
