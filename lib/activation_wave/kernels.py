@@ -42,10 +42,10 @@ def threads(n: int) -> Iterator[None]:
 class PackedLinear(torch.nn.Module):
     """``y = x W^T`` through MKL's packed GEMM: same result as ``nn.Linear`` to ~1e-6.
 
-    A verify forward multiplies a handful of rows (``depth + 1``) by every weight matrix.
-    On this CPU (1 thread) ``F.linear`` took 1.7x a one-token step for 5 rows; with
-    weights packed once for MKL's small-batch kernel, 1.35x (``measure_costs``). Keeps
-    the original ``weight`` so the swap can be undone.
+    A verify forward multiplies a handful of rows (``depth + 1``) by every weight matrix,
+    where MKL's default fp32 GEMM is slow; weights packed once for its small-batch kernel
+    make that product cheaper relative to a one-token step (``measure_costs`` times it).
+    Keeps the original ``weight`` so the swap can be undone.
     """
 
     def __init__(self, linear: torch.nn.Linear):
@@ -70,8 +70,8 @@ _LAST_TILED: list[Any] = [None, None]  # (mask, its tiling) of the last call
 
 def _tiled_mask(mask: Tensor, g: int) -> Tensor:
     """``mask`` [B, 1, q, k] repeated ``g`` times along the query axis, reused while the
-    same mask object comes back (every layer of one forward gets the same mask; tiling
-    it once instead of 30 times saves ~2 ms of a verify here)."""
+    same mask object comes back (every layer of one forward gets the same mask, so it is
+    tiled once per forward instead of once per layer)."""
     if _LAST_TILED[0] is not mask or _LAST_TILED[1].shape[2] != g * mask.shape[2]:
         _LAST_TILED[:] = [mask, mask.repeat(1, 1, g, 1)]
     return _LAST_TILED[1]
@@ -83,8 +83,8 @@ def _gqa_packed_sdpa(module: Any, query: Tensor, key: Tensor, value: Tensor, att
     """SDPA for grouped-query attention with a mask, without copying keys and values.
 
     transformers' ``sdpa`` path repeats K/V to every query head as soon as a mask is
-    given (any forward of more than one token with a cache): 30 layers x [1, 9, ctx, 64]
-    copies, ~16 ms of a ~60 ms step here. Folding each group's query heads onto the query
+    given (any forward of more than one token with a cache): one ``[B, H, ctx, d]`` copy
+    of K and V per layer and forward. Folding each group's query heads onto the query
     axis ([B, H, q, d] -> [B, H_kv, g*q, d], mask tiled g times) gives the same numbers
     (checked bit for bit) from the shared K/V. Other cases go to transformers' function.
     """
