@@ -333,14 +333,14 @@ def test_online_comparison_runs_every_method_and_counts_identical_outputs(world)
     """One comparison for chapter 6 and the benchmark: baselines and each drafter's chain
     (T = 0 and 1) and tree, interleaved; greedy speculation equals plain greedy."""
     from activation_wave.chapters.eagle3_speedup import online_figures
-    from activation_wave.comparison import BASELINES, compare_online
+    from activation_wave.comparison import compare_online
 
     prompts = [(f"q{i}", p) for i, p in enumerate(_prompts(world, 3)[:3])]
     spec = SpecConfig(depth=3, max_new_tokens=12, tree_topk=2, tree_size=4, threads=1)
     drafters = {"good": world["trained"], "raw": world["untrained"]}
     cmp = compare_online(world["target"], drafters, prompts, spec, rounds=2)
     kinds = ("chain_t0", "chain_t1", "tree_t0")
-    assert list(cmp.pooled) == [*BASELINES, *(f"{d}_{k}" for d in drafters for k in kinds)]
+    assert list(cmp.pooled) == ["plain_t0", "prompt_lookup_t0", "plain_t1", *(f"{d}_{k}" for d in drafters for k in kinds)]
     assert cmp.prompt_ids == ("q0", "q1", "q2") and len(cmp.per_round) == 2
     assert cmp.identical("good_chain_t0") == cmp.identical("raw_tree_t0") == 6  # 3 prompts x 2 rounds
     assert cmp.pooled["plain_t0"].n_prompts == 6 and cmp.pooled["plain_t1"].temperature == 1.0

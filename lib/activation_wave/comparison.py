@@ -28,10 +28,7 @@ from .models import Target
 from .speculative import speculate
 from .timing import Method, run_interleaved
 
-__all__ = ["held_out_prompts", "compare_online", "OnlineComparison", "method_name", "BASELINES"]
-
-#: The baselines every comparison runs, in their interleaving order.
-BASELINES = ("plain_t0", "prompt_lookup_t0", "plain_t1")
+__all__ = ["held_out_prompts", "compare_online", "OnlineComparison", "method_name"]
 
 
 def method_name(drafter: str, kind: str) -> str:

@@ -13,7 +13,6 @@ transformers versions' KV-cache APIs.
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -53,9 +52,6 @@ class SpecResult:
     def to_json(self) -> dict[str, Any]:
         """A strict-JSON-able dict (NaN -> None); ``json.dumps(res.to_json())`` writes it."""
         return to_jsonable(asdict(self))
-
-    def dumps(self, **kw: Any) -> str:
-        return json.dumps(self.to_json(), **kw)
 
     @property
     def token_ids(self) -> list[list[int]]:
