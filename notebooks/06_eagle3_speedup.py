@@ -207,7 +207,8 @@ plt.close(fig)
 # methods alike and the ratios of tokens/s stay meaningful.
 
 # %%
-display(pd.DataFrame({k: vars(v) for k, v in res.online.items()}).T.drop(columns=["acceptance_t0"]))
+online = pd.DataFrame.from_dict({name: vars(o) for name, o in res.online.items()}, orient="index")
+display(online.drop(columns=["acceptance_t0"]).round(3))
 display(pd.Series(vars(res.baselines)).round(2))
 
 # %% [markdown]

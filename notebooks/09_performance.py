@@ -82,8 +82,8 @@ if spec:
         measured.append((spec["tau_tree_t0"], spec["speedup_tree_vs_plain_t0"], "tree, T=0"))
     plot_cost_model(costs, measured, ax=axes[0], title=None)
     plot_verify_cost(costs, ax=axes[1], title=None)
-    display(pd.DataFrame(spec["by_source"]).T.drop(columns="tokens_per_s", errors="ignore")
-            .rename_axis("prompt source").round(3))
+    by_source = pd.DataFrame.from_dict(spec["by_source"], orient="index").rename_axis("prompt source")
+    display(by_source.drop(columns="tokens_per_s", errors="ignore").round(3))
 else:  # not measured yet: the page says so instead of failing the build
     print("speculative_decoding has not been measured: run `wave bench --only speculative_decoding`")
 glue("fig_cost_model", fig, display=False)
