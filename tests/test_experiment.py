@@ -13,7 +13,7 @@ from activation_wave.config import CaptureConfig, DraftConfig, SpecConfig
 from activation_wave.data import Response
 from activation_wave.experiment import bootstrap_mean_ci, drafter_dir, run_sets, spearman, tau_with_ci
 from activation_wave.models import load_target
-from activation_wave.speculative import plain_generate
+from activation_wave.baselines import plain_generate
 from activation_wave.training import train_drafter
 from helpers import permutation_target
 

@@ -11,19 +11,14 @@ from activation_wave.capture import capture
 from activation_wave.config import CaptureConfig, DraftConfig, SpecConfig
 from activation_wave.data import Response
 from activation_wave.drafter import Eagle3Drafter, load_drafter
-from activation_wave.speculative import (
-    SpecResult,
-    cost_model,
-    measure_costs,
-    offline_acceptance,
-    merge_results,
-    plain_generate,
-    prompt_lookup_generate,
-    run_interleaved,
-    speculate,
-    speculative_sample,
-)
-from activation_wave.training import threads, train_drafter
+from activation_wave.baselines import plain_generate, prompt_lookup_generate
+from activation_wave.decoding import SpecResult, merge_results
+from activation_wave.kernels import threads
+from activation_wave.offline import offline_acceptance
+from activation_wave.speculative import speculate, speculative_sample
+from activation_wave.costs import cost_model
+from activation_wave.timing import measure_costs, run_interleaved
+from activation_wave.training import train_drafter
 from helpers import permutation_target
 
 LAYERS = [1, 2, 4]
@@ -304,7 +299,7 @@ def test_decoding_figures(world):
 
 
 def test_fast_kernels_are_idempotent_reversible_and_exact(tiny_tokenizer):
-    from activation_wave.speculative import PackedLinear, set_kernels
+    from activation_wave.kernels import PackedLinear, set_kernels
 
     target = permutation_target(tiny_tokenizer, seed=7)
     model = target.model
@@ -324,7 +319,7 @@ def test_fast_kernels_are_idempotent_reversible_and_exact(tiny_tokenizer):
 
 
 def test_tiled_mask_is_reused_for_the_same_mask_and_rebuilt_for_a_new_one():
-    from activation_wave.speculative import _tiled_mask
+    from activation_wave.kernels import _tiled_mask
 
     a = torch.rand(1, 1, 4, 7) > 0.5
     b = ~a
@@ -332,3 +327,27 @@ def test_tiled_mask_is_reused_for_the_same_mask_and_rebuilt_for_a_new_one():
     assert torch.equal(ta, a.repeat(1, 1, 3, 1)) and _tiled_mask(a, 3) is ta
     assert torch.equal(_tiled_mask(b, 3), b.repeat(1, 1, 3, 1))
     assert torch.equal(_tiled_mask(b, 2), b.repeat(1, 1, 2, 1))
+
+
+def test_online_comparison_runs_every_method_and_counts_identical_outputs(world):
+    """One comparison for chapter 6 and the benchmark: baselines and each drafter's chain
+    (T = 0 and 1) and tree, interleaved; greedy speculation equals plain greedy."""
+    from activation_wave.chapters.eagle3_speedup import online_figures
+    from activation_wave.comparison import compare_online
+
+    prompts = [(f"q{i}", p) for i, p in enumerate(_prompts(world, 3)[:3])]
+    spec = SpecConfig(depth=3, max_new_tokens=12, tree_topk=2, tree_size=4, threads=1)
+    drafters = {"good": world["trained"], "raw": world["untrained"]}
+    cmp = compare_online(world["target"], drafters, prompts, spec, rounds=2)
+    kinds = ("chain_t0", "chain_t1", "tree_t0")
+    assert list(cmp.pooled) == ["plain_t0", "prompt_lookup_t0", "plain_t1", *(f"{d}_{k}" for d in drafters for k in kinds)]
+    assert cmp.prompt_ids == ("q0", "q1", "q2") and len(cmp.per_round) == 2
+    assert cmp.identical("good_chain_t0") == cmp.identical("raw_tree_t0") == 6  # 3 prompts x 2 rounds
+    assert cmp.pooled["plain_t0"].n_prompts == 6 and cmp.pooled["plain_t1"].temperature == 1.0
+    ratio = cmp.speedup("good_chain_t0", "plain_t0")
+    assert ratio == pytest.approx(cmp.pooled["good_chain_t0"].tokens_per_s / cmp.pooled["plain_t0"].tokens_per_s)
+    assert min(cmp.round_speedups("good_chain_t0", "plain_t0")) <= ratio <= max(
+        cmp.round_speedups("good_chain_t0", "plain_t0"))
+    fig = online_figures(cmp, "good", LAYERS, tau_offline=1.5)
+    assert fig.lossless_prompts == 6 and fig.n_prompts == 3 and fig.tau_t0 == cmp.pooled["good_chain_t0"].tau
+    assert fig.tau_t0 > 1.2 and fig.lossless_prompts_tree == 6 and fig.layers == tuple(LAYERS)

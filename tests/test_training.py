@@ -9,8 +9,9 @@ from safetensors.torch import load_file
 from activation_wave.capture import capture
 from activation_wave.config import CaptureConfig, DraftConfig, SpecConfig
 from activation_wave.data import Response
-from activation_wave.speculative import plain_generate
-from activation_wave.training import collate, load_records, make_batches, train_drafter
+from activation_wave.baselines import plain_generate
+from activation_wave.records import collate, load_records, make_batches
+from activation_wave.training import train_drafter
 from helpers import permutation_target
 
 LAYERS = [1, 2, 4]

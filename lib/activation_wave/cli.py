@@ -6,7 +6,7 @@
     wave train-draft --model M --layers 2,15,27 --out DIR
     wave speculate --model M --draft DIR --prompts FILE
     wave study     --profile P                       every chapter, then the book
-    wave bench                                       benchmarks -> data/results/benchmarks.json
+    wave bench     [--profile P] [--only NAME]       benchmarks -> data/results/benchmarks.json
     wave dry-run   --profile paper --model M         estimated memory / disk / time, no weights
 
 Every step takes ``--profile`` and ``--set section.key=value`` overrides; see
@@ -232,9 +232,9 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import run_benchmarks
+    from .benchmarks import run_benchmarks
 
-    run_benchmarks(out=Path(args.out), only=args.only)
+    run_benchmarks(_config(args), out=Path(args.out), only=args.only)
     return 0
 
 
@@ -298,6 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_study)
 
     p = sub.add_parser("bench", help="run the benchmarks and write one summary file")
+    _add_common(p)
+    p.set_defaults(profile="default")  # the benchmarks file describes the default profile
     p.add_argument("--out", default="data/results/benchmarks.json",
                    help="results file; each benchmark's entry is replaced, the others kept")
     p.add_argument("--only", action="append", help="run only these benchmarks (repeatable): capture_throughput, "

@@ -315,6 +315,38 @@ class CrossConfig:
 
 
 @dataclass(frozen=True)
+class BenchConfig:
+    """``wave bench``: the benchmark drafter's recipe, its decoding runs and the study's targets.
+
+    The benchmark drafter is the profile's ``draft`` section with ``draft_epochs``,
+    ``draft_ttt_steps`` and ``draft_batch_tokens`` (it should be the best drafter this
+    machine trains in minutes, while chapter 6 compares sets at equal budget), trained on
+    the greedy responses plus ``samples_per_prompt`` sampled ones per train prompt; it
+    decodes with the profile's ``spec`` section with ``depth``, ``draft_threshold`` and
+    ``max_new_tokens``, one thread per process (``threads``)."""
+
+    draft_epochs: int = 10
+    draft_ttt_steps: int = 3
+    draft_batch_tokens: int = 2048
+    samples_per_prompt: int = 6
+    depth: int = 3
+    draft_threshold: float = 0.15
+    max_new_tokens: int = 96
+    n_prompts: int = 16  # held-out prompts of the decoding benchmark
+    rounds: int = 2  # interleaved runs over all prompts, pooled
+    threads: int = 1
+    speedup_target: float = 1.2  # the study's target for the best drafter at T = 0 (issue 5)
+    precision_dtype: str = "bfloat16"  # the lower-precision lever
+    precision_prompts: int = 8
+    scaling_fractions: tuple[float, ...] = (0.125, 0.25, 0.5, 1.0)  # shares of the greedy train records
+    scaling_samples: tuple[int, ...] = (1, 2, 4, 6)  # sampled responses per train prompt
+    memory_tokens: int = 1_000_000  # tokens streamed by the memory benchmark
+    capture_records: int = 16  # records of the capture-throughput benchmark
+    capture_batch_size: int = 8
+    capture_repeats: int = 6
+
+
+@dataclass(frozen=True)
 class StudyConfig:
     """Everything one run of the study needs; ``profile`` and ``model`` pick the rest."""
 
@@ -327,6 +359,7 @@ class StudyConfig:
     draft: DraftConfig = field(default_factory=DraftConfig)
     spec: SpecConfig = field(default_factory=SpecConfig)
     cross: CrossConfig = field(default_factory=CrossConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -3,11 +3,11 @@
 The notebooks' source of truth is ``notebooks/*.py`` (jupytext percent format). They
 are converted one way (``.py`` -> ``.ipynb``) into ``build/notebooks/``, executed with
 the run's parameters into ``<book>/chapters/``, and the book is built with warnings as
-errors. A notebook is re-executed only when its source, its parameters, the library or
-the profile changed since the executed copy was written *on this machine*: the keys live
-in the cache folder (:func:`keys_file`), so a fresh clone runs every chapter once, even
-though the executed default chapters are committed, and a second run redoes only what
-changed.
+errors. A notebook is re-executed only when its source, its parameters, the library
+modules it imports (:func:`chapter_key`) or the profiles changed since the executed copy
+was written *on this machine*: the keys live in the cache folder (:func:`keys_file`), so
+a fresh clone runs every chapter once, even though the executed default chapters are
+committed, and a second run redoes only what changed.
 
 The default profile writes into ``book/`` and ``data/results/`` (committed). Any other
 profile writes a full copy of the book into ``scratch/<profile>/`` and never touches
@@ -16,6 +16,7 @@ the committed chapters.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import shutil
@@ -57,17 +58,72 @@ def notebooks() -> list[Path]:
     return [NOTEBOOK_DIR / f"{name}.py" for name in ORDER if (NOTEBOOK_DIR / f"{name}.py").exists()]
 
 
-def _tree_hash(paths: Sequence[Path]) -> str:
-    h = hashlib.sha256()
-    for p in sorted(paths):
-        h.update(p.name.encode())
-        h.update(p.read_bytes())
+LIB_DIR = Path(__file__).resolve().parent
+
+
+def _module_file(name: str, lib_dir: Path) -> Path | None:
+    """The file of module ``name`` (dotted, the package first) under ``lib_dir``, if any."""
+    parts = name.split(".")[1:]
+    base = lib_dir.joinpath(*parts)
+    candidates = [base.with_suffix(".py"), base / "__init__.py"] if parts else [base / "__init__.py"]
+    return next((path for path in candidates if path.is_file()), None)
+
+
+def _imports(path: Path, lib_dir: Path, package: str) -> set[str]:
+    """Modules of ``package`` that the Python file ``path`` imports anywhere (top level or
+    inside functions): ``import package.x``, ``from package.x import y`` (``y`` may itself
+    be a module), and relative imports when ``path`` lies in the package."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    here: list[str] | None = None
+    if path.is_relative_to(lib_dir):
+        here = [package, *path.relative_to(lib_dir).parts[:-1]]  # the package the file lies in
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == package}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                if here is None or node.level > len(here):
+                    continue
+                base = here[: len(here) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+                if mod.split(".")[0] != package:
+                    continue
+            found.add(mod)
+            found |= {f"{mod}.{a.name}" for a in node.names}  # `from pkg import module`
+    # importing a.b.c runs the __init__ of a and a.b first
+    return {".".join(m.split(".")[:i]) for m in found for i in range(1, m.count(".") + 2)}
+
+
+def used_modules(source: Path, lib_dir: Path = LIB_DIR, package: str = "activation_wave") -> list[Path]:
+    """The package's module files that ``source`` uses, transitively through their own imports."""
+    seen: dict[str, Path] = {}
+    todo = sorted(_imports(source, lib_dir, package))
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        path = _module_file(name, lib_dir)
+        if path is None:  # a name imported from a module, not a module itself
+            continue
+        seen[name] = path
+        todo += sorted(_imports(path, lib_dir, package) - set(seen))
+    return sorted(set(seen.values()))
+
+
+def chapter_key(source: Path, params: Mapping[str, str], lib_dir: Path = LIB_DIR,
+                package: str = "activation_wave") -> str:
+    """The study key of one chapter run: its notebook, its parameters, the library modules
+    it imports (transitively, :func:`used_modules`) and the profiles; a change anywhere
+    else in the library leaves the key, and the executed chapter, as they are."""
+    h = hashlib.sha256(source.read_bytes())
+    h.update(json.dumps(dict(params), sort_keys=True).encode())
+    for path in used_modules(source, lib_dir, package) + sorted(lib_dir.rglob("*.yaml")):
+        h.update(path.relative_to(lib_dir).as_posix().encode())
+        h.update(path.read_bytes())
     return h.hexdigest()
-
-
-def library_hash() -> str:
-    lib = REPO_ROOT / "lib" / "activation_wave"
-    return _tree_hash([p for p in lib.rglob("*") if p.suffix in (".py", ".yaml")])
 
 
 def to_ipynb(src: Path, dest: Path, banner: str | None = None, *, subfolder: str | None = None,
@@ -267,7 +323,6 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
     keys_path = keys_file(book)
     keys_path.parent.mkdir(parents=True, exist_ok=True)
     keys = json.loads(keys_path.read_text()) if keys_path.exists() else {}
-    lib = library_hash()
     params = {"profile": profile, "model": model or "", "results_root": root_parameter(results_root),
               "overrides": json.dumps(dict(overrides or {}), sort_keys=True)}
     timings: dict[str, float] = {}
@@ -275,7 +330,7 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
     for name, src, out, run_params, banner in _runs(profile, model, chapters, params, overrides):
         if only and not any(name.startswith(o) for o in only):
             continue
-        key = hashlib.sha256((src.read_text() + json.dumps(run_params, sort_keys=True) + lib).encode()).hexdigest()
+        key = chapter_key(src, run_params)
         if keys.get(name) == key and out.exists():
             print(f"[study] {name}: unchanged, kept {out.relative_to(REPO_ROOT) if out.is_relative_to(REPO_ROOT) else out}")
             continue

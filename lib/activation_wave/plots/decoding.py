@@ -1,6 +1,6 @@
 """Figures of the drafter and speculative-decoding chapters.
 
-Each function takes plain data (lists, dicts as written by :mod:`activation_wave.speculative`
+Each function takes plain data (lists, dicts as written by :mod:`activation_wave.decoding`
 and :mod:`activation_wave.training`), an optional ``ax``, and returns the Figure.
 Layer sets are named as the selection chapter names them (``eagle3-default``,
 ``combined``, ...), so they keep their colours across chapters.
@@ -27,6 +27,7 @@ from ._style import _ax, method_color
 __all__ = [
     "plot_acceptance_by_position",
     "plot_tau",
+    "plot_tau_by_layer",
     "plot_score_vs_tau",
     "plot_cost_model",
     "plot_verify_cost",
@@ -89,6 +90,22 @@ def plot_tau(names: Sequence[str], tau: Sequence[float], lo: Sequence[float] | N
     return fig
 
 
+def plot_tau_by_layer(layers: Sequence[int], tau: Sequence[float], lo: Sequence[float], hi: Sequence[float], *,
+                      reference: float | None = None, ax: Axes | None = None) -> Figure:
+    """Tau of drafters that read one layer, across depth, with intervals [lo, hi] and an
+    optional dashed ``reference`` (the default triple's tau)."""
+    fig, ax = _ax(ax, figsize=(6.4, 3.6))
+    t = np.asarray(tau, dtype=float)
+    ax.errorbar(list(layers), t, yerr=[t - np.asarray(lo, float), np.asarray(hi, float) - t], fmt="-o", ms=4,
+                capsize=2, label="drafter reading one layer")
+    if reference is not None:
+        ax.axhline(reference, color="black", ls="--", lw=1, label="EAGLE-3 default triple")
+    ax.set_xlabel("layer index read by the drafter (hidden_states)")
+    ax.set_ylabel("tau (tokens / target forward)")
+    ax.legend(frameon=False)
+    return fig
+
+
 def plot_score_vs_tau(scores: Sequence[float], tau: Sequence[float], names: Sequence[str] | None = None, *,
                       ax: Axes | None = None, xlabel: str = "selection score",
                       ylabel: str = "tau (tokens / target forward)", title: str | None = None) -> Figure:
@@ -116,12 +133,12 @@ def plot_cost_model(costs: Mapping[str, Any], measured: Sequence[tuple[float, fl
                     title: str | None = "Cost model: predicted vs measured speedup") -> Figure:
     """Predicted speedup against tau for one round's measured cost, with measured runs on top.
 
-    ``costs`` comes from :func:`~activation_wave.speculative.measure_costs`; the curve is
+    ``costs`` comes from :func:`~activation_wave.timing.measure_costs`; the curve is
     ``tau * step_ms / round_ms`` with ``round_ms = verify_ms[depth + 1] + draft_chain_ms``.
     ``measured`` holds ``(tau, measured speedup, label)`` points. The dotted vertical line
     is the ceiling tau = depth + 1, the dashed horizontal one break-even (speedup 1).
     """
-    from ..speculative import cost_model
+    from ..costs import cost_model
 
     fig, ax = _ax(ax)
     depth = int(costs.get("depth", 4) if depth is None else depth)

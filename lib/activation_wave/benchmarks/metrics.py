@@ -19,65 +19,41 @@ baseline / ours, ``peak_rss_mb`` = peak resident memory above the level before t
 * ``scaling``: time of ``pair_products`` and ``layer_entropies`` against n, L and d
   (baseline = the smallest size; ``exponent`` = log-log slope).
 
-Run: ``python -m benchmarks.bench_metrics --out results/bench_metrics.json`` (about 1-2
-minutes on 2 CPU cores). BLAS/LAPACK threads default to 1: on a shared 2-core machine
-multi-threaded eigensolvers were measured 100x slower under contention.
+Run: ``wave bench --only metrics``. BLAS/LAPACK threads default to 1 (``bench.threads``):
+on a shared machine multi-threaded eigensolvers are much slower under contention.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
 import random
-import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from activation_wave import entropy as E
-from activation_wave.cka import linear_cka
-from activation_wave.selection import LayerStats
+from .. import entropy as E
+from ..cka import linear_cka
+from ..selection import LayerStats
+from .peak import PeakRSS
 
 SIZE = {"L": 31, "n": 4096, "d": 576}
 SCALE_BASE = {"L": 8, "n": 1024, "d": 256}
 SCALE_STEPS = {"n": [512, 1024, 2048, 4096], "L": [4, 8, 16, 31], "d": [64, 128, 256, 576]}
 
 
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
 def measure(fn: Callable[[], Any]) -> tuple[float, float, Any]:
-    """``(seconds, peak RSS above the starting level in MB, result)`` of ``fn()``.
-
-    RSS is sampled every 5 ms from /proc (torch's allocations are invisible to
-    tracemalloc), so very short spikes can be missed.
-    """
-    start = _rss_mb()
-    peak, stop = [start], threading.Event()
-
-    def sample() -> None:
-        while not stop.is_set():
-            peak[0] = max(peak[0], _rss_mb())
-            stop.wait(0.005)
-
-    th = threading.Thread(target=sample, daemon=True)
-    th.start()
-    t0 = time.perf_counter()
-    try:
+    """``(seconds, peak RSS above the starting level in MB, result)`` of ``fn()``; RSS is
+    sampled every 5 ms (torch's allocations are invisible to tracemalloc), so very short
+    spikes can be missed."""
+    with PeakRSS(interval=0.005) as mem:
+        t0 = time.perf_counter()
         out = fn()
-    finally:
         dt = time.perf_counter() - t0
-        stop.set()
-        th.join()
-    return dt, max(peak[0], _rss_mb()) - start, out
+    return dt, mem.peak - mem.start, out
 
 
 def _entry(
@@ -182,26 +158,3 @@ def run(results: dict | None = None, *, size: dict | None = None, threads: int =
     results["entries"] = entries
     results["meta"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
     return results
-
-
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", type=Path, required=True, help="JSON file to write")
-    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-scaling", action="store_true", help="skip the scaling curves")
-    args = ap.parse_args(argv)
-    res = run(threads=args.threads, seed=args.seed, scaling=not args.no_scaling)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(args.out.suffix + ".tmp")
-    tmp.write_text(json.dumps(res, indent=1, default=float))
-    tmp.replace(args.out)
-    e = res["entries"]
-    for k, v in e.items():
-        if k != "scaling":
-            print(f"{k:24s} {v['seconds']:9.3f} s   baseline {v['baseline']['seconds']:10.2f} s   x{v['ratio']}")
-    print(f"total {res['meta']['total_seconds']} s -> {args.out}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,166 @@
+"""The analysis of chapters 6 and 9 on tiny data: interval policy, set summaries, pairs,
+correlations, verdicts, the cost-model derivation and the data-scaling extrapolation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from activation_wave.chapters import eagle3_speedup as ch6
+from activation_wave.chapters import performance as perf
+from activation_wave.results import from_jsonable, to_jsonable
+from activation_wave.selection import LayerStats, score_set
+
+
+def test_layer_sets_adds_singles_and_pairs_of_the_sweep():
+    sets = ch6.layer_sets({"eagle3-default": (2, 4, 5), "combined": [1, 3, 6]}, n_layers=7, sweep_stride=3)
+    assert sets == {"eagle3-default": [2, 4, 5], "combined": [1, 3, 6], "single-1": [1], "single-4": [4],
+                    "single-7": [7], "pair-1-4": [1, 4], "pair-1-7": [1, 7], "pair-4-7": [4, 7]}
+    assert ch6.layer_sets({"a": [1, 2]}, 7, 0) == {"a": [1, 2]}
+
+
+def test_tau_interval_one_seed_is_its_record_interval_several_take_the_wider():
+    assert ch6.tau_interval([1.5], [1.4], [1.6]) == (1.4, 1.6)
+    # seeds nearly agree, records spread: the mean per-seed record interval wins
+    lo, hi = ch6.tau_interval([1.50, 1.51], [1.30, 1.32], [1.70, 1.72])
+    assert (lo, hi) == pytest.approx((1.31, 1.71))
+    # seeds far apart, tight records: the bootstrap over seeds wins (and contains both means' mean)
+    lo, hi = ch6.tau_interval([1.0, 2.0, 3.0], [0.99, 1.99, 2.99], [1.01, 2.01, 3.01])
+    assert lo < 2.0 < hi and lo <= 1.5 and hi >= 2.5
+
+
+def _runs():
+    acc = lambda a: [a, a / 2]  # noqa: E731
+    rows = []
+    for name, ids, taus in (("eagle3-default", [1, 2, 3], [1.40, 1.42]), ("combined", [1, 3, 4], [1.55, 1.53]),
+                            ("single-1", [1], [1.20]), ("single-4", [4], [1.30]), ("pair-1-4", [1, 4], [1.45])):
+        for s, tau in enumerate(taus):
+            rows.append({"set": name, "layers": ids, "k": len(ids), "seed": s, "path": f"/d/{name}-{s}",
+                         "train_s": 10.0 + s, "tokens_per_s": 100.0, "acceptance_by_position": acc(tau - 1),
+                         "final_loss_by_step": [1.0], "final_acc_by_step": [0.5], "tau": tau,
+                         "tau_lo": tau - 0.05, "tau_hi": tau + 0.05, "eval_records": 4})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def stats():
+    torch.manual_seed(0)
+    return LayerStats.from_hidden(torch.randn(5, 64, 8))
+
+
+def test_summarise_sets_orders_by_tau_and_scores_each_set(stats):
+    summary = ch6.summarise_sets(_runs(), stats)
+    assert [s.set for s in summary] == ["combined", "pair-1-4", "eagle3-default", "single-4", "single-1"]
+    comb = summary[0]
+    assert comb.tau == pytest.approx(1.54) and comb.n_seeds == 2 and comb.layers == (1, 3, 4)
+    assert comb.acc1 == pytest.approx(0.54) and comb.train_s == pytest.approx(10.5)
+    assert comb.renyi2 == pytest.approx(score_set(stats, [1, 3, 4])["renyi2"])
+    assert 0 <= comb.percentile <= 100 and comb.mean_cka is not None
+    single = summary[-1]
+    assert single.mean_cka is None and single.percentile is None
+    assert single.renyi2 == pytest.approx(float(stats.entropy2[stats.pos([1])[0]]))
+    assert (single.tau_lo, single.tau_hi) == pytest.approx((1.15, 1.25))
+
+
+def test_pairs_correlations_verdict_and_the_result_round_trip(stats):
+    summary = ch6.summarise_sets(_runs(), stats)
+    (pair,) = ch6.pair_gains(summary)
+    assert pair.pair == (1, 4) and pair.tau_first == 1.20 and pair.tau_second == 1.30
+    assert pair.gain == pytest.approx(0.15) and pair.beats  # 1.40 (its lower end) > 1.30
+    rho = ch6.score_correlations(summary)
+    assert rho.renyi2_pairs is None and rho.renyi2_singles is None  # fewer than three sets
+    best = ch6.SetTau("combined", (1, 3, 4), 1.54, 1.50, 1.58)
+    default = ch6.SetTau("eagle3-default", (1, 2, 3), 1.41, 1.36, 1.46)
+    v = ch6.verdict(best, default)
+    assert v.gap == pytest.approx(0.13) and not v.overlap and v.text == "clearly above the default's"
+    assert ch6.verdict(default, default).text == "the default itself"
+    assert ch6.verdict(ch6.SetTau("x", (1,), 1.45, 1.40, 1.50), default).overlap
+    res = ch6.Eagle3SpeedupResult(
+        runs=tuple(ch6._drafter_run(r) for r in _runs()), summary=tuple(summary), pairs=(pair,), spearman=rho,
+        online={"eagle3-default": ch6.OnlineDrafter((1, 2, 3), 1.4, 1.3, 9.0, 8.0, 2, 2, 1.1, 1.0, 0.9,
+                                                    (0.4, float("nan")), 1.41)},
+        baselines=ch6.OnlineBaselines(8.0, 8.0, 10.0), prompts=("a", "b"), default=default, best=best, verdict=v)
+    back = from_jsonable(ch6.Eagle3SpeedupResult, to_jsonable(res))
+    assert back.summary == res.summary and back.online["eagle3-default"].acceptance_t0 == (0.4, None)
+    assert back.first_seed_acceptance("combined") == pytest.approx((0.55, 0.275))
+    assert [s.set for s in back.sets_of_size(1)] == ["single-1", "single-4"]
+
+
+def test_speedup_verdict():
+    assert perf.speedup_verdict(1.1, [1.0, 1.2], 1.2) == "0.100 short of the study's target of 1.2x with the best drafter"
+    assert "though not in every round" in perf.speedup_verdict(1.25, [1.19, 1.31], 1.2)
+    assert perf.speedup_verdict(1.3, [1.25, 1.35], 1.2).endswith(", in every round")
+    assert perf.speedup_verdict(1.3, [], 1.2).endswith("with the best drafter")
+
+
+def _spec_entry():
+    return {"layers": [2, 15, 27], "tau_t0": 1.8, "speedup_vs_plain_t0": 1.2, "speedup_vs_plain_t1": 1.1,
+            "speedup_vs_prompt_lookup_t0": 1.05, "n_prompts": 4, "lossless_t0_chain": "8/8",
+            "spec": {"depth": 3}, "tokens_per_s": {"plain_t0": 20.0, "spec_chain_t0": 24.0},
+            "cost_model": {"components_ms": {"step_ms": 50.0, "verify_ms": {"4": 65.0}},
+                           "predicted_chain_t0": {"speedup": 1.3, "ceiling": 2.9, "break_even_tau": 1.4,
+                                                  "round_ms": 70.0}},
+            "by_source": {"humaneval": {"speedup_vs_plain_t0": 1.3}},
+            "by_round": [{"speedup_vs_plain_t0": 1.15}, {"speedup_vs_plain_t0": 1.25}],
+            "drafter_training": {"tokens_per_s": 500.0, "train_wall_s": 600.0, "n_loss_tokens": 1000},
+            "drafter_data": {"samples_per_prompt": 6, "train_records": 700, "sampled_train_records": 600}}
+
+
+def test_cost_model_derivation_from_the_benchmark_entry():
+    v = perf.decoding_values(_spec_entry(), 1.2)
+    assert v["spec_verify_rel"] == pytest.approx(1.3) and v["spec_marginal_ms"] == pytest.approx(5.0)
+    assert v["obs_step_ms"] == pytest.approx(50.0) and v["obs_round_ms"] == pytest.approx(75.0)
+    assert v["obs_round_rel"] == pytest.approx(1.5) and v["obs_tau_needed"] == pytest.approx(1.8)
+    assert v["spec_train_prompts"] == 100 and v["spec_train_min"] == 10.0 and v["spec_speedup_chat"] != v["spec_speedup_chat"]
+    assert v["spec_rounds"] == "2 interleaved rounds over the prompts that measured 1.150x and 1.250x"
+    assert "though not in every round" in v["spec_verdict"]
+    missing = perf.decoding_values(None, 1.2)
+    assert set(missing) == set(v) and math.isnan(missing["spec_tau"]) and missing["spec_lossless"] == "(not measured)"
+
+
+def test_data_scaling_extrapolation():
+    points = [{"samples_per_prompt": 0, "loss_tokens": 1000, "tau_offline": 1.30, "train_acc_last_epoch": 0.9},
+              {"samples_per_prompt": 0, "loss_tokens": 2000, "tau_offline": 1.40, "train_acc_last_epoch": 0.95},
+              {"samples_per_prompt": 2, "loss_tokens": 8000, "tau_offline": 1.50, "tau_predicted": 1.60,
+               "train_acc_last_epoch": 0.8}]
+    scaling = {"points": points, "tau_per_doubling": 0.1, "sample_temperature": 0.7}
+    v = perf.data_scaling_values(scaling, {"tau_t0": 1.5}, obs_tau_needed=1.6, speedup_target=1.2)
+    # last two drafters: +0.10 over log2(8000 / 2000) = 2 doublings -> 0.05 per doubling; 0.1 more tau -> 2^2 = 4x
+    assert "0.050 per doubling" in v["ds_need"] and "about 4.00 times the 8,000 positions" in v["ds_need"]
+    assert v["ds_full_tokens"] == 2000 and v["ds_last_gain"] == pytest.approx(0.1) and v["ds_n"] == 2
+    assert v["ds_sampled"].startswith("With 2 sampled responses per prompt (4.0x the positions) it reaches 1.500")
+    reached = perf.data_scaling_values(scaling, {"tau_t0": 1.7}, obs_tau_needed=1.6, speedup_target=1.2)
+    assert reached["ds_need"] == "the benchmark's drafter reaches the 1.2x target on its mixed prompts"
+    assert perf.data_scaling_values(None, None, 1.6, 1.2)["ds_need"] == "(not measured)"
+
+
+def test_study_drafters_low_precision_and_memory_values():
+    d = perf.study_drafter_values([60.0, 120.0, None], workers=2)
+    assert d == {"study_drafters_n": 3, "study_drafter_s": 90.0, "study_drafters_min": 1.5, "study_workers": 2}
+    low = {"dtype": "bfloat16", "speedup_bfloat16": 1.3, "speedup_fp32": 1.1, "plain_bfloat16_vs_fp32": 1.5,
+           "spec_bfloat16_vs_plain_fp32": 1.9, "n_prompts": 8, "tau": {"spec_chain_bfloat16": 1.6},
+           "identical": {"spec_vs_plain_bfloat16": "3/8 prompts identical", "spec_vs_plain_fp32": "8/8 prompts identical",
+                         "plain_bfloat16_vs_plain_fp32": "2/8 prompts identical"},
+           "verify_4_over_step": {"bfloat16": 1.05, "fp32": 1.3}}
+    lw = perf.low_precision_values(low)
+    assert lw["low_identical"] == "3/8" and lw["low_identical_fp32"] == "8/8" and lw["low_v4"] == 1.05
+    assert set(perf.low_precision_values(None)) == set(lw)
+    m = perf.memory_values({"tokens": 100, "growth_mib_from_first_to_last": 2.0, "figure": {"10": 5.0, "100": 7.5}})
+    assert m == {"mem_tokens": 100, "mem_growth": 2.0, "mem_last": 7.5}
+
+
+def test_ratio_rows_and_profile_timings(tmp_path):
+    bench = {"capture_throughput": {"ratio": 0.9, "figure": 900, "baseline": 1000, "peak_rss_mib": 700},
+             "speculative_decoding": {"speedup_vs_plain_t0": 1.2, "speedup_vs_plain_t1": None}}
+    rows = perf.ratio_rows(bench, 1.2)
+    assert [r["benchmark"] for r in rows] == ["capture (all hidden states) vs plain forward",
+                                              "speculative decoding: speedup_vs_plain_t0"]
+    assert rows[0]["target"] == 0.85 and rows[1]["target"] == 1.2
+    (tmp_path / "smoke").mkdir()
+    (tmp_path / "smoke" / "timings.json").write_text('{"notebooks": {"06": 30.5, "00": 2.0}}')
+    assert perf.profile_timings(tmp_path) == [{"profile": "smoke", "notebook": "00", "seconds": 2.0},
+                                             {"profile": "smoke", "notebook": "06", "seconds": 30.5}]
+    assert np.isnan(perf.capture_values(None)["capture_ratio"])

@@ -1,0 +1,101 @@
+"""A chapter's study key covers the library modules it imports, transitively, and no others."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from activation_wave.study import chapter_key, used_modules
+
+
+def _package(root: Path) -> Path:
+    """pkg: a -> (relative) b -> (absolute, inside a function) d; c alone; a profile yaml."""
+    lib = root / "pkg"
+    (lib / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": '"""pkg."""\n',
+        "a.py": "from .b import f\n",
+        "b.py": "def f():\n    from pkg.sub import d\n    return d\n",
+        "c.py": "X = 1\n",
+        "sub/__init__.py": "",
+        "sub/d.py": "from ..c import X\n",
+        "unused.py": "Y = 2\n",
+        "profiles.yaml": "k: 1\n",
+    }
+    for name, text in files.items():
+        (lib / name).write_text(text)
+    return lib
+
+
+def test_used_modules_follows_relative_absolute_and_lazy_imports(tmp_path):
+    lib = _package(tmp_path)
+    nb = tmp_path / "nb.py"
+    nb.write_text("# %%\nfrom pkg.a import f\nimport numpy\n")
+    used = {p.relative_to(lib).as_posix() for p in used_modules(nb, lib, "pkg")}
+    assert used == {"__init__.py", "a.py", "b.py", "sub/__init__.py", "sub/d.py", "c.py"}
+
+
+def test_a_module_used_by_one_notebook_changes_only_that_notebooks_key(tmp_path):
+    lib = _package(tmp_path)
+    nb_a, nb_c = tmp_path / "nb_a.py", tmp_path / "nb_c.py"
+    nb_a.write_text("from pkg import a\n")
+    nb_c.write_text("import pkg.c\n")
+    params = {"profile": "smoke"}
+    before = chapter_key(nb_a, params, lib, "pkg"), chapter_key(nb_c, params, lib, "pkg")
+    (lib / "b.py").write_text("def f():\n    return 2\n")  # only nb_a reaches b
+    after = chapter_key(nb_a, params, lib, "pkg"), chapter_key(nb_c, params, lib, "pkg")
+    assert after[0] != before[0] and after[1] == before[1]
+    (lib / "unused.py").write_text("Y = 3\n")  # nobody imports it
+    assert (chapter_key(nb_a, params, lib, "pkg"), chapter_key(nb_c, params, lib, "pkg")) == after
+    (lib / "c.py").write_text("X = 2\n")  # nb_c imports c; nb_a no longer reaches it (b dropped its import)
+    assert chapter_key(nb_c, params, lib, "pkg") != after[1] and chapter_key(nb_a, params, lib, "pkg") == after[0]
+
+
+def test_key_changes_with_parameters_notebook_and_profiles(tmp_path):
+    lib = _package(tmp_path)
+    nb = tmp_path / "nb.py"
+    nb.write_text("import pkg.c\n")
+    key = chapter_key(nb, {"profile": "smoke"}, lib, "pkg")
+    assert chapter_key(nb, {"profile": "default"}, lib, "pkg") != key
+    (lib / "profiles.yaml").write_text("k: 2\n")
+    key2 = chapter_key(nb, {"profile": "smoke"}, lib, "pkg")
+    assert key2 != key
+    nb.write_text("import pkg.c  # edited\n")
+    assert chapter_key(nb, {"profile": "smoke"}, lib, "pkg") != key2
+
+
+def test_decoding_modules_are_not_in_the_analysis_chapters_keys():
+    """The real study: chapters 1-5 do not import the decoding code, chapters 6 does."""
+    from activation_wave.study import LIB_DIR, NOTEBOOK_DIR
+
+    decoding = {"speculative.py", "decoding.py", "baselines.py", "kernels.py", "offline.py", "timing.py"}
+    for stem in ("01_layer_entropy", "02_concat_entropy", "03_cka_compartments", "05_layer_selection"):
+        used = {p.relative_to(LIB_DIR).as_posix() for p in used_modules(NOTEBOOK_DIR / f"{stem}.py")}
+        assert not used & decoding, (stem, used & decoding)
+    used6 = {p.relative_to(LIB_DIR).as_posix() for p in used_modules(NOTEBOOK_DIR / "06_eagle3_speedup.py")}
+    assert decoding <= used6
+
+
+def test_no_import_cycle_in_the_library():
+    """No module imports itself back through others (top-level or lazy imports alike;
+    a submodule reaching its own package's ``__init__`` is not a cycle)."""
+    from activation_wave.study import LIB_DIR, _imports, _module_file
+
+    graph = {}
+    for path in LIB_DIR.rglob("*.py"):
+        parts = [p for p in path.relative_to(LIB_DIR).with_suffix("").parts if p != "__init__"]
+        name = ".".join(["activation_wave", *parts])
+        ancestors = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+        graph[name] = {m for m in _imports(path, LIB_DIR, "activation_wave")
+                       if _module_file(m, LIB_DIR) and m != name and m not in ancestors}
+    done: set[str] = set()
+
+    def visit(node: str, trail: list[str]) -> None:
+        assert node not in trail, " -> ".join(trail[trail.index(node):] + [node])
+        if node in done:
+            return
+        for nxt in sorted(graph.get(node, ())):
+            visit(nxt, trail + [node])
+        done.add(node)
+
+    for name in sorted(graph):
+        visit(name, [])
