@@ -7,11 +7,13 @@ in the chapter that computes it.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..config import StudyConfig
+from ..results import RESULTS_ROOT
 from .results_summary import Chapters, load_chapters, predictors, triples
 
 #: The rules whose sets the key figure shows, in this order.
@@ -43,6 +45,13 @@ class LandingResult:
     speedup_default: float | None
     speedup_best: float
     lossless: bool
+    bench_speedup: float | None  # the decoding benchmark (chapter 9), pooled over its rounds, T = 0
+    bench_tau: float | None
+
+
+def decoding_benchmark(path: Path = RESULTS_ROOT / "benchmarks.json") -> dict[str, Any]:
+    """The speculative-decoding entry of the benchmarks file (empty if it was never run)."""
+    return json.loads(path.read_text()).get("speculative_decoding", {}) if path.exists() else {}
 
 
 def key_sets(ch: Chapters) -> dict[str, list[int]]:
@@ -61,15 +70,17 @@ def run(cfg: StudyConfig, root: str | Path | None = None) -> tuple[LandingResult
     sink, sel, d6 = ch.filtering.sink, ch.selection, ch.drafters
     best, dflt, online = d6["best"], d6["default"], d6["online"]
     default_row = sel.default_row
+    bench = decoding_benchmark()
     return LandingResult(
         model=cfg.model, n_layers=ch.data.info.n_layers, n_prompts=ch.data.summary.records,
         n_positions=ch.data.summary.response_positions, sink_ratio=sink.sink_peak, cliff_layer=sink.cliff.to_layer,
         cliff_entropy=sink.cliff.after, cliff_entropy_without_first=sink.at_cliff["no_first"],
         default_layers=sel.default_layers, default_percentile=None if default_row is None else default_row.percentile,
         exhaustive_layers=sel.sets["exhaustive"], tau_default=dflt["tau"], tau_best=best["tau"],
-        best_set=f"{best['set']} {best['layers']}", rho_renyi2=d6["spearman"]["renyi2 (triples)"],
+        best_set=f"{best['set']} {best['layers']}", rho_renyi2=d6["spearman"]["renyi2_triples"],
         rho_deepest=predictors(triples(ch))["deepest layer of the triple"][0], n_drafters=len(d6["runs"]),
         n_seeds=max(r["n_seeds"] for r in d6["summary"]),
         speedup_default=online.get("eagle3-default", {}).get("speedup_vs_plain_t0"),
         speedup_best=max(v["speedup_vs_plain_t0"] for v in online.values()),
-        lossless=all(v["lossless_prompts"] == v["n_prompts"] for v in online.values())), ch
+        lossless=all(v["lossless_prompts"] == v["n_prompts"] for v in online.values()),
+        bench_speedup=bench.get("speedup_vs_plain_t0"), bench_tau=bench.get("tau_t0")), ch
