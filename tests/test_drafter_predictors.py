@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from activation_wave.chapters.eagle3_speedup import layer_sets
+
 from activation_wave.chapters import drafter_predictors as dp
 from activation_wave.config import DraftConfig, MetricsConfig, SpecConfig, StudyConfig
 from activation_wave.experiment import run_sets
@@ -43,11 +45,11 @@ def _snapshot(path):
     return {str(p): p.stat().st_mtime_ns for p in sorted(path.rglob("*"))}
 
 
-def test_chapter6_sets_adds_the_sweep_and_its_pairs():
-    sets = dp.chapter6_sets({"eagle3-default": [2, 15, 27]}, 30, 10)
+def test_layer_sets_adds_the_sweep_and_its_pairs():
+    sets = layer_sets({"eagle3-default": [2, 15, 27]}, 30, 10)
     assert sets == {"eagle3-default": [2, 15, 27], "single-1": [1], "single-11": [11], "single-21": [21],
                     "pair-1-11": [1, 11], "pair-1-21": [1, 21], "pair-11-21": [11, 21]}
-    assert dp.chapter6_sets({"a": [1, 2, 3]}, 30, 0) == {"a": [1, 2, 3]}
+    assert layer_sets({"a": [1, 2, 3]}, 30, 0) == {"a": [1, 2, 3]}
 
 
 def test_find_drafters_lists_missing_ones_and_trains_nothing(world):

@@ -11,7 +11,8 @@ from safetensors.torch import load_file
 from activation_wave.capture import capture
 from activation_wave.config import CaptureConfig, DraftConfig, SpecConfig
 from activation_wave.data import Response
-from activation_wave.experiment import bootstrap_mean_ci, drafter_dir, run_sets, spearman, tau_with_ci
+from activation_wave.experiment import bootstrap_mean_ci, drafter_dir, run_sets, tau_with_ci
+from activation_wave.stats import spearman
 from activation_wave.models import load_target
 from activation_wave.baselines import plain_generate
 from activation_wave.training import train_drafter

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -141,15 +140,3 @@ def run_sets(target: Target, cache: CaptureCache, sets: Mapping[str, Sequence[in
             row.update(tau_with_ci(ev, seed=seed))
         rows.append(row)
     return rows
-
-
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman rank correlation (average ranks for ties); nan when undefined."""
-    from scipy.stats import spearmanr
-
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    ok = np.isfinite(x) & np.isfinite(y)
-    if ok.sum() < 3:
-        return float("nan")
-    r = spearmanr(x[ok], y[ok]).statistic
-    return float(r) if not math.isnan(r) else float("nan")

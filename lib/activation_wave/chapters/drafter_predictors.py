@@ -38,6 +38,7 @@ from ..capture import CaptureCache
 from ..config import StudyConfig
 from ..probe import ProbeData
 from ..stats import holm, min_detectable_delta, paired_bootstrap, seed_mean, spearman_ci, spearman_difference
+from .eagle3_speedup import layer_sets
 
 NAME = "06_predictors"
 REFERENCE = "eagle3-default"
@@ -46,7 +47,7 @@ NOT_RULES = ("eagle3-default", "last-k", "evenly-spaced")
 FILTER_QUANTILES = (0.0, 0.25, 0.5, 0.75)
 
 __all__ = ["FoundDrafter", "SetTaus", "Comparison", "Predictor", "FilterPredictor", "ProbeTiming",
-           "DrafterPredictors", "SetLevelPredictors", "chapter6_sets", "find_drafters", "per_prompt_tau",
+           "DrafterPredictors", "SetLevelPredictors", "find_drafters", "per_prompt_tau",
            "compare_to_reference", "filtered_s2", "set_scores", "predictor_rhos", "filter_rhos", "probe_summary",
            "run", "taus_from_chapter6", "run_set_level", "NAME"]
 
@@ -179,16 +180,6 @@ class SetLevelPredictors:
 
 
 # ----------------------------------------------------------------------------- finding drafters
-
-
-def chapter6_sets(selected: Mapping[str, Sequence[int]], n_layers: int, sweep_stride: int) -> dict[str, list[int]]:
-    """The sets chapter 6 trains: chapter 5's sets, the single-layer sweep and its pairs."""
-    sets = {name: list(ids) for name, ids in selected.items()}
-    if sweep_stride:
-        sweep = list(range(1, n_layers + 1, sweep_stride))
-        sets.update({f"single-{i}": [i] for i in sweep})
-        sets.update({f"pair-{a}-{b}": [a, b] for a, b in itertools.combinations(sweep, 2)})
-    return sets
 
 
 def find_drafters(cache: CaptureCache, sets: Mapping[str, Sequence[int]], cfg: StudyConfig
@@ -495,7 +486,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(save_result(NAME + "_setlevel", res_set, cfg, args.results_root))
         return 0
     sel_path = Path(args.selection or results_dir(cfg, args.results_root) / "05_layer_selection.json")
-    sets = chapter6_sets(json.loads(sel_path.read_text())["sets"], cache.n_layers, cfg.draft.sweep_stride)
+    sets = layer_sets(json.loads(sel_path.read_text())["sets"], cache.n_layers, cfg.draft.sweep_stride)
     res = run(cfg, cache, load_target(cfg.model), sets, n_boot=args.n_boot,
               triples=None if args.triples < 0 else args.triples)
     print(save_result(NAME, res, cfg, args.results_root))

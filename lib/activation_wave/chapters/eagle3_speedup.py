@@ -24,7 +24,8 @@ import pandas as pd
 from ..comparison import OnlineComparison, compare_online, held_out_prompts, method_name
 from ..config import StudyConfig
 from ..drafter import load_drafter
-from ..experiment import bootstrap_mean_ci, run_sets, spearman
+from ..experiment import bootstrap_mean_ci, run_sets
+from ..stats import spearman
 from ..pipeline import Captured
 from ..selection import LayerStats, rank_among_all, score_set, stats_from_cache
 
