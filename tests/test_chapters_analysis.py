@@ -145,7 +145,7 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
               {"set": "single-4", "k": 1, "layers": [4], "tau": 1.2, "n_seeds": 1},
               {"set": "pair", "k": 2, "layers": [4, 8], "tau": 1.7, "n_seeds": 1}]
     online = {"eagle3-default": {"speedup_vs_plain_t0": 0.8, "lossless_prompts": 2, "n_prompts": 2}}
-    save_result("06_eagle3_speedup", {"summary": trip + single, "spearman": {"renyi2 (triples)": 0.5},
+    save_result("06_eagle3_speedup", {"summary": trip + single, "spearman": {"renyi2_triples": 0.5},
                                       "best": trip[-1], "default": trip[0], "runs": [1, 2], "online": online}, cfg, root)
     save_result("07_cross_model", CrossModelResult([layer_summary(cap8.cache, cfg)]), cfg, root)
 
