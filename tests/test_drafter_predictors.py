@@ -161,3 +161,20 @@ def test_set_level_predictors_from_a_chapter6_results_mapping(world):
     assert timing.n_triples == 2 and len(best) == 2 and best[0][1] >= best[1][1]
     with pytest.raises(ValueError, match="no run with an offline tau"):
         dp.taus_from_chapter6({"runs": []})
+
+
+def test_paired_verdict_reads_the_holm_adjusted_rules():
+    from types import SimpleNamespace
+
+    def comp(name, p, delta):
+        return dp.Comparison(set=name, layers=(1, 2, 3), family="rules", delta=delta, lo=delta - 0.02, hi=delta + 0.02,
+                             p=p, p_holm_rules=p, p_holm_all=p, n=96, sd=0.1, mde=0.03, mde_holm=0.04)
+
+    res = SimpleNamespace(reference="eagle3-default", mde_rules_pooled=0.04,
+                          comparisons=(comp("exhaustive", 0.30, -0.01), comp("combined", 0.12, 0.01)))
+    text = dp.paired_verdict(res)
+    assert text.startswith("none of the 2 rules' sets differs") and "0.120, combined" in text
+    res.comparisons = (comp("exhaustive", 0.01, -0.05), comp("combined", 0.40, 0.0))
+    text = dp.paired_verdict(res)
+    assert text.startswith("1 of 2 rules' sets differ") and "exhaustive (delta tau = -0.050" in text
+    assert dp.prose_values(res) == {"paired_n": 96, "paired_verdict": text, "paired_mde_rules": 0.04}

@@ -495,3 +495,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def paired_verdict(res: DrafterPredictors, alpha: float = 0.05) -> str:
+    """One sentence on the rules' paired comparisons with the reference, from the numbers."""
+    rules = [c for c in res.comparisons if c.family == "rules" and c.p_holm_rules is not None]
+    if not rules:
+        return "no selection rule's drafter was found, so nothing was compared"
+    hits = [c for c in rules if c.p_holm_rules < alpha]
+    if not hits:
+        best = min(rules, key=lambda c: c.p_holm_rules)
+        return (f"none of the {len(rules)} rules' sets differs from {res.reference} after Holm's correction "
+                f"(smallest adjusted p = {best.p_holm_rules:.3f}, {best.set}, delta tau = {best.delta:+.3f}, "
+                f"95% interval {best.lo:+.3f} to {best.hi:+.3f})")
+    parts = [f"{c.set} (delta tau = {c.delta:+.3f}, {c.lo:+.3f} to {c.hi:+.3f}, adjusted p = {c.p_holm_rules:.3f})"
+             for c in sorted(hits, key=lambda c: c.p_holm_rules)]
+    return f"{len(hits)} of {len(rules)} rules' sets differ from {res.reference} after Holm's correction: " + "; ".join(parts)
+
+
+def prose_values(res: DrafterPredictors) -> dict[str, Any]:
+    """The values chapter 6's exploratory section glues into its prose."""
+    n = max((c.n for c in res.comparisons), default=0)
+    return {"paired_n": n, "paired_verdict": paired_verdict(res),
+            "paired_mde_rules": res.mde_rules_pooled if res.mde_rules_pooled is not None else float("nan")}
