@@ -59,7 +59,7 @@ def permutation_capture(target: Target, out_dir, *, n_prompts: int, max_new_toke
     from activation_wave.capture import capture
     from activation_wave.config import CaptureConfig, SpecConfig
     from activation_wave.data import Response
-    from activation_wave.speculative import plain_generate
+    from activation_wave.baselines import plain_generate
 
     g = torch.Generator().manual_seed(seed)
     prompts = [torch.randint(2, 120, (int(torch.randint(4, 9, (1,), generator=g)),), generator=g).tolist()

@@ -211,7 +211,7 @@ def per_prompt_tau(target: Any, cache: CaptureCache, drafters: Sequence[FoundDra
     a prompt without a verify round is NaN.
     """
     from ..drafter import load_drafter
-    from ..speculative import offline_acceptance
+    from ..offline import offline_acceptance
 
     ids = tuple(r["id"] for r in cache.records if r["split"] == "eval")
     where = {p: i for i, p in enumerate(ids)}
