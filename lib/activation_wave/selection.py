@@ -3,8 +3,8 @@
 Everything starts from a :class:`LayerStats` (built from hidden states ``H``
 ``[L, n, d]`` after whatever token filtering the caller applied) and ends in a
 :class:`Selection` of ``hidden_states`` indices (the study's convention, see
-:mod:`activation_wave.layers`), which :func:`exports` turns into snippets for
-vLLM, SpecForge and SGLang, each in its own convention.
+:mod:`activation_wave.layers`), which :func:`activation_wave.engines.exports` turns
+into snippets for vLLM, SpecForge, SGLang and llama.cpp, each in its own convention.
 
 Methods (``select_layers(stats, k, method)``):
 
@@ -58,7 +58,8 @@ from .entropy import (
     renyi2_from_products,
     subsets,
 )
-from .layers import CONVENTIONS, check_layers, eagle3_default_layers, to_convention
+from .engines import export_warnings, exports
+from .layers import check_layers, eagle3_default_layers
 
 __all__ = [
     "METHODS",
@@ -71,7 +72,6 @@ __all__ = [
     "candidate_sets",
     "compartment_of",
     "compartment_table",
-    "exports",
     "lambda_choice",
     "method_sets",
     "paired_difference",
@@ -568,52 +568,6 @@ def bootstrap_stability(
 
 
 # --------------------------------------------------------------------- exports
-def exports(selected: Sequence[int], n_layers: int) -> dict[str, dict[str, Any]]:
-    """Ready-to-paste layer ids for serving / training engines, each in its own convention.
-
-    ``selected`` are ``hidden_states`` indices; ``n_layers`` is N, the number of
-    decoder blocks. Keys: ``hidden_states``, ``vllm``, ``specforge``, ``sglang``;
-    each entry has ``ids``, ``convention`` (words), ``key`` (config field) and
-    ``snippet`` (text to paste).
-
-    >>> e = exports([2, 15, 27], 30)
-    >>> e["vllm"]["ids"], e["specforge"]["ids"], e["sglang"]["ids"]
-    ([2, 15, 27], [1, 14, 26], [1, 14, 26])
-    """
-    ids = check_layers(selected, n_layers, what="selected layer ids")
-    conv = {c: to_convention(ids, c) for c in ("hidden_states", "vllm", "specforge", "sglang")}
-    return {
-        "hidden_states": {
-            "ids": conv["hidden_states"],
-            "convention": CONVENTIONS["hidden_states"],
-            "key": "hidden_states",
-            "snippet": f"aux = [out.hidden_states[i] for i in {conv['hidden_states']}]"
-            "  # transformers, output_hidden_states=True",
-        },
-        "vllm": {
-            "ids": conv["vllm"],
-            "convention": CONVENTIONS["vllm"],
-            "key": "eagle_aux_hidden_state_layer_ids",
-            "snippet": f'"eagle_aux_hidden_state_layer_ids": {conv["vllm"]}'
-            "  // draft model config.json; vLLM reads hf_config.eagle_aux_hidden_state_layer_ids (hidden_states indices)",
-        },
-        "specforge": {
-            "ids": conv["specforge"],
-            "convention": CONVENTIONS["specforge"],
-            "key": "aux_hidden_state_layer_ids",
-            "snippet": f'"aux_hidden_state_layer_ids": {conv["specforge"]}'
-            "  // SpecForge: output of decoder block i (= hidden_states index - 1)",
-        },
-        "sglang": {
-            "ids": conv["sglang"],
-            "convention": CONVENTIONS["sglang"],
-            "key": "eagle_config.eagle_aux_hidden_state_layer_ids",
-            "snippet": '"eagle_config": {"use_aux_hidden_state": true, "eagle_aux_hidden_state_layer_ids": '
-            f"{conv['sglang']}}}  // draft config.json; SGLang adds +1 internally",
-        },
-    }
-
-
 # ----------------------------------------------------- from a capture to a choice
 @dataclass(eq=False)
 class CacheStats:
@@ -827,7 +781,9 @@ def select_for_cli(cap: Any, cfg: Any) -> dict[str, Any]:
     when undefined for this N or when k != 3, with ``default_note`` saying why),
     ``scores`` (``selected`` / ``default``: :func:`score_set` plus ``rank`` /
     ``percentile`` among every k-subset), ``exports`` (engine -> snippet naming its
-    convention), ``exports_detail`` (:func:`exports`), ``table`` (ranking of every
+    convention), ``exports_detail`` (:func:`~activation_wave.engines.exports`),
+    ``engine_warnings`` (:func:`~activation_wave.engines.export_warnings`: engines that
+    cannot load a drafter on ``selected``), ``table`` (ranking of every
     method's set, as text), ``ranking`` (the same as records), ``filtered``,
     ``filter_threshold``, ``n_tokens``, ``capture``.
 
@@ -884,6 +840,7 @@ def select_for_cli(cap: Any, cfg: Any) -> dict[str, Any]:
         "scores": scores,
         "exports": {e: f"{v['snippet']}   [convention: {v['convention']}]" for e, v in ex.items() if e != "hidden_states"},
         "exports_detail": ex,
+        "engine_warnings": export_warnings(sel.ids, N, model_type=_model_type(cap)),
         "table": (f"{cfg.model}: N={N}, {cs.n_tokens} tokens"
                   + (f" with next-token entropy >= {cs.threshold:.3f} nats (quantile {cfg.metrics.filter_quantile:g})"
                      if cs.filtered else " (unfiltered)")
@@ -896,6 +853,14 @@ def select_for_cli(cap: Any, cfg: Any) -> dict[str, Any]:
         "capture": str(cap.cache.path),
     }
     return _json_ready(out)
+
+
+def _model_type(cap: Any) -> str:
+    """The target's ``config.model_type`` (text config for multimodal wrappers), "llama" if unknown."""
+    model = getattr(getattr(cap, "target", None), "model", None)
+    config = getattr(model, "config", None)
+    config = getattr(config, "text_config", None) or config
+    return str(getattr(config, "model_type", "llama"))
 
 
 def _json_ready(obj: Any) -> Any:
