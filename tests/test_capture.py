@@ -27,10 +27,15 @@ def responses(tiny_target):
 def test_forward_batch_matches_unpadded_forward(tiny_llama):
     seqs = [[5, 6, 7, 8, 9], [10, 11, 12]]
     out = forward_batch(tiny_llama, seqs, [3, 1], topk=4)
-    assert out["hidden"].shape == (5, 8, 32)  # N+1 layers, 8 real tokens
+    assert out["hidden"].shape == (6, 8, 32)  # N+1 layers and the normed last entry, 8 real tokens
     with torch.no_grad():
         ref = tiny_llama(torch.tensor([seqs[1]]), output_hidden_states=True)
-    torch.testing.assert_close(out["hidden"][:, 5:], torch.stack(ref.hidden_states)[:, 0], atol=1e-5, rtol=1e-4)
+    # 0..N-1 as transformers returns them; N before the final norm; then the normed entry
+    ref_hs = torch.stack(ref.hidden_states)[:, 0]
+    torch.testing.assert_close(out["hidden"][:4, 5:], ref_hs[:4], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(out["hidden"][5, 5:], ref_hs[4], atol=1e-5, rtol=1e-4)
+    with torch.no_grad():
+        torch.testing.assert_close(tiny_llama.model.norm(out["hidden"][4, 5:]), ref_hs[4], atol=1e-5, rtol=1e-4)
     # loss mask: positions prompt_len-1 .. len-2 predict response tokens
     assert out["loss_mask"].tolist() == [False, False, True, True, False, True, True, False]
     # next-token statistics at the loss positions only (the LM head runs on those rows)

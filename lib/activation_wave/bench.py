@@ -22,6 +22,7 @@ from typing import Any, Iterator
 import psutil
 import torch
 
+from . import bench_llamacpp
 from .data import REPO_ROOT
 
 
@@ -178,6 +179,7 @@ def _entries() -> dict[str, Callable[[], dict[str, Any]]]:
     entries: dict[str, Callable[[], dict[str, Any]]] = {"capture_throughput": bench_capture,
                                                         "memory_scaling": bench_memory,
                                                         "default_profile": bench_default_profile}
+    entries["llamacpp"] = bench_llamacpp.run  # needs scripts/setup_llamacpp.sh
     try:
         from benchmarks import bench_metrics  # type: ignore[import-not-found]
 
