@@ -86,6 +86,17 @@ def test_export_runs_the_converter_with_the_target_folder(tiny_llama, tiny_targe
     assert (tmp_path / "x" / "draft.gguf.target" / "config.json").exists()
 
 
+def test_export_gives_schema_1_checkpoints_the_top_level_ids(tiny_llama, tiny_target, fake_llamacpp, tmp_path):
+    draft = _drafter(tiny_llama, tmp_path, [1, 2, 3])
+    cfg = json.loads((draft / "config.json").read_text())
+    old = {k: v for k, v in cfg.items() if k not in ("eagle_aux_hidden_state_layer_ids", "activation_wave")}
+    old["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [1, 2, 3], "target_num_hidden_layers": 4,
+                           "layer_id_convention": "hidden_states index (vLLM)"}
+    (draft / "config.json").write_text(json.dumps(old))
+    out = export_llamacpp(draft, tmp_path / "draft.gguf", tiny_target, llamacpp=fake_llamacpp)
+    assert json.loads(out.read_text())["target_layers"] == [1, 2, 3]  # not the converter's default
+
+
 def test_export_refuses_what_llamacpp_would_misfeed(tiny_llama, tiny_target, fake_llamacpp, tmp_path):
     with pytest.raises(ValueError, match="only k = 3"):
         export_llamacpp(_drafter(tiny_llama, tmp_path, [1, 3]), tmp_path / "a.gguf", tiny_target,

