@@ -171,3 +171,15 @@ def test_summaries_speedup_and_round_costs():
     assert rc["tau_needed"]["1x"] == pytest.approx(rnd / step, abs=1e-3)
     assert rc["tau_needed"]["1.5x"] == pytest.approx(1.5 * rnd / step, abs=1e-3)
     assert "draft_ms_per_round" not in B.round_costs(plain, spec, None)
+
+
+def test_engine_comparison_rows_come_from_the_file():
+    bench = {"speculative_decoding": {"tokens_per_s": {"plain_t0": 15.0, "spec_chain_t0": 19.5},
+                                      "methods": {"spec_chain_t0": {"tau": 1.66}}, "lossless_t0_chain": "32/32"},
+             "llamacpp": {"by_threads": {"1": {"plain": {"tokens_per_s": 40.0},
+                                               "eagle3": {"tokens_per_s": 16.0, "speedup": 0.4, "tau": 1.5,
+                                                          "identical_to_plain": 8, "prompts": 8}}}}}
+    rows = B.engine_comparison(bench)
+    assert [r["tokens_per_s"] for r in rows] == [15.0, 19.5, 40.0, 16.0]
+    assert rows[1]["speedup"] == 1.3 and rows[1]["identical"] == "32/32" and rows[3]["identical"] == "8/8"
+    assert B.engine_comparison({}) == [] and len(B.engine_comparison(bench, threads="2")) == 2

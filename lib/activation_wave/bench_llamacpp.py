@@ -256,3 +256,31 @@ def investigate(lc: Any, target: Any, drafter: str | Path, prompts: Sequence[tup
         rows += [_row(n, r[n], outtype=n.split("-", 1)[1], depth=max(depths), p_min=p) for n in first]
     return {"threads": threads, "prompts": len(prompts), "max_new_tokens": max_new, "rows": rows,
             "gguf_mib": {t: round((workdir / f"draft-{t}.gguf").stat().st_size / 2**20, 2) for t in outtypes}}
+
+
+def engine_comparison(bench: Mapping[str, Any], threads: str = "1") -> list[dict[str, Any]]:
+    """Chapter 9's side-by-side rows from ``benchmarks.json``: the PyTorch path (plain
+    ``generate`` and our speculative decoding, ``speculative_decoding``) and llama.cpp
+    (plain and with the same drafter, ``llamacpp`` at ``threads``). Each row: ``path``,
+    ``method``, ``tokens_per_s``, ``speedup`` over its own path's plain decoding,
+    ``tau``, ``identical`` (prompts equal to that path's greedy output). Missing entries
+    give no rows; every number comes from the file."""
+    rows: list[dict[str, Any]] = []
+    spec = bench.get("speculative_decoding")
+    if spec:
+        tps = spec["tokens_per_s"]
+        chain = spec["methods"].get("spec_chain_t0", {})
+        rows += [{"path": "PyTorch (transformers)", "method": "plain generate, T=0", "tokens_per_s": tps["plain_t0"],
+                  "speedup": 1.0, "tau": None, "identical": None},
+                 {"path": "PyTorch (transformers)", "method": "EAGLE-3 chain, T=0", "tokens_per_s": tps["spec_chain_t0"],
+                  "speedup": round(tps["spec_chain_t0"] / tps["plain_t0"], 3), "tau": chain.get("tau"),
+                  "identical": spec.get("lossless_t0_chain")}]
+    lc = (bench.get("llamacpp") or {}).get("by_threads", {}).get(threads)
+    if lc:
+        e = lc["eagle3"]
+        rows += [{"path": f"llama.cpp ({threads} thread(s))", "method": "plain llama-server, T=0",
+                  "tokens_per_s": lc["plain"]["tokens_per_s"], "speedup": 1.0, "tau": None, "identical": None},
+                 {"path": f"llama.cpp ({threads} thread(s))", "method": "EAGLE-3 llama-server, T=0",
+                  "tokens_per_s": e["tokens_per_s"], "speedup": e["speedup"], "tau": e.get("tau"),
+                  "identical": f"{e['identical_to_plain']}/{e['prompts']}"}]
+    return rows
