@@ -105,8 +105,9 @@ def dry_run(cfg: StudyConfig, *, hardware: str | None = None, text: bool = False
     cap_tokens = records * min(cfg.capture.max_length, cfg.data.max_new_tokens + 200)
     flops = 2 * shape.params * cap_tokens
     cap_s = flops / (hw["tflops"] * 1e12 * hw["efficiency"] * gpus)
-    cap_disk = cap_tokens * (shape.n_layers + 1) * shape.hidden * 2
-    full_disk = n_responses * min(cfg.capture.max_length, cfg.data.max_new_tokens + 200) * (shape.n_layers + 1) * shape.hidden * 2
+    stored = shape.n_layers + 2  # hidden_states 0..N and the normed last entry (capture.NORMED), fp16
+    cap_disk = cap_tokens * stored * shape.hidden * 2
+    full_disk = n_responses * min(cfg.capture.max_length, cfg.data.max_new_tokens + 200) * stored * shape.hidden * 2
     metrics_mem = (shape.n_layers + 1) * cfg.metrics.token_budget * shape.hidden * 4
     draft_params = (cfg.select.k + 4) * shape.hidden * shape.hidden + 3 * shape.hidden * shape.intermediate + cfg.draft.draft_vocab * shape.hidden
     out = {

@@ -121,7 +121,7 @@ def export_llamacpp(draft_dir: str | Path, out: str | Path, target: Any, *, outt
     proc = subprocess.run(convert_command(lc, staged, tdir, out, outtype), capture_output=True, text=True)
     if proc.returncode != 0 or not out.exists():
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
-        hint = (f" (install it with `{SETUP_COMMAND}`)" if "ModuleNotFoundError" in tail else "")
+        hint = (f"; a module it needs is missing: run `{SETUP_COMMAND}`" if "ModuleNotFoundError" in tail else "")
         raise LlamaCppError(f"convert_hf_to_gguf.py failed (exit {proc.returncode}){hint}:\n{tail}")
     return out
 
