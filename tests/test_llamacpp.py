@@ -183,3 +183,20 @@ def test_engine_comparison_rows_come_from_the_file():
     assert [r["tokens_per_s"] for r in rows] == [15.0, 19.5, 40.0, 16.0]
     assert rows[1]["speedup"] == 1.3 and rows[1]["identical"] == "32/32" and rows[3]["identical"] == "8/8"
     assert B.engine_comparison({}) == [] and len(B.engine_comparison(bench, threads="2")) == 2
+
+
+def test_interleaving_alternates_the_order_prompt_by_prompt(monkeypatch):
+    from activation_wave import llamacpp
+
+    calls = []
+
+    def fake_complete(server, ids, max_new, **extra):
+        calls.append((server, ids[0], extra.get("speculative.n_max")))
+        return {"tokens": [ids[0]], "timings": {"predicted_n": 1, "predicted_ms": 1.0}}
+
+    monkeypatch.setattr(llamacpp, "complete", fake_complete)
+    res = B._interleaved({"plain": "P", "eagle3": "E"}, [("a", [1]), ("b", [2]), ("c", [3])], 8,
+                         {"eagle3": {"speculative.n_max": 2}})
+    assert [c[:2] for c in calls] == [("P", 1), ("E", 1), ("E", 2), ("P", 2), ("P", 3), ("E", 3)]
+    assert {c[2] for c in calls if c[0] == "E"} == {2} and {c[2] for c in calls if c[0] == "P"} == {None}
+    assert [r["id"] for r in res["eagle3"]] == ["a", "b", "c"]

@@ -284,3 +284,35 @@ def engine_comparison(bench: Mapping[str, Any], threads: str = "1") -> list[dict
                   "tokens_per_s": e["tokens_per_s"], "speedup": e["speedup"], "tau": e.get("tau"),
                   "identical": f"{e['identical_to_plain']}/{e['prompts']}"}]
     return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m activation_wave.bench_llamacpp --drafter DIR``: run and merge the ``llamacpp``
+    entry into a results file, keeping every other key (``wave bench --only llamacpp`` with
+    the default settings does the same)."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--drafter", default=None, help="drafter folder (default: see run())")
+    p.add_argument("--prompts", type=int, default=16, help="held-out prompts")
+    p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    p.add_argument("--sweep-prompts", type=int, default=6, help="prompts for the investigation (0: none)")
+    p.add_argument("--out", default=str(REPO_ROOT / "data" / "results" / "benchmarks.json"))
+    a = p.parse_args(argv)
+    import time
+
+    t0 = time.time()
+    res = run(a.drafter, n_prompts=a.prompts, max_new_tokens=a.max_new_tokens,
+              threads=tuple(int(t) for t in a.threads.split(",")), sweep_prompts=a.sweep_prompts)
+    res.update(wall_s=round(time.time() - t0, 1), measured=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    out = Path(a.out)
+    doc = json.loads(out.read_text()) if out.exists() else {}
+    doc["llamacpp"] = res
+    out.write_text(json.dumps(doc, indent=1))
+    print(json.dumps({k: res[k] for k in ("figure", "baseline", "ratio", "speedup_by_threads", "identical_to_plain")}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
