@@ -109,7 +109,7 @@ def test_export_refuses_what_llamacpp_would_misfeed(tiny_llama, tiny_target, fak
 
 
 def test_converter_failure_is_reported(tiny_llama, tiny_target, fake_llamacpp, tmp_path):
-    fake_llamacpp.converter.write_text("import sentencepiece\n")
+    fake_llamacpp.converter.write_text("import no_such_module_wave_test  # stands for sentencepiece\n")
     with pytest.raises(LlamaCppError, match="(?s)failed.*setup_llamacpp.sh.*ModuleNotFoundError"):
         export_llamacpp(_drafter(tiny_llama, tmp_path, [1, 2, 3]), tmp_path / "a.gguf", tiny_target,
                         llamacpp=fake_llamacpp)
