@@ -12,7 +12,8 @@ import torch
 from activation_wave.chapters import eagle3_speedup as ch6
 from activation_wave.chapters import performance as perf
 from activation_wave.results import from_jsonable, to_jsonable
-from activation_wave.selection import LayerStats, score_set
+from activation_wave.layer_stats import LayerStats
+from activation_wave.selection import score_set
 
 
 def test_layer_sets_adds_singles_and_pairs_of_the_sweep():

@@ -10,12 +10,12 @@ from activation_wave.drafter import (
     MIDLAYER_TENSORS,
     TOP_LEVEL_TENSORS,
     DrafterError,
+    DrafterSpec,
     Eagle3Drafter,
     load_drafter,
     save_drafter,
     select_draft_vocab,
 )
-from activation_wave.layers import to_convention
 
 LAYERS = [1, 2, 4]
 DRAFT_IDS = list(range(1, 128, 2))  # 64 of the tiny model's 128 tokens
@@ -111,10 +111,10 @@ def test_checkpoint_round_trip_and_layout(drafter, tiny_llama, tmp_path):
                 "draft_vocab_size", "rms_norm_eps", "rope_theta", "max_position_embeddings"):
         assert key in cfg
     assert cfg["tie_word_embeddings"] is False and cfg["draft_vocab_size"] == 64 and cfg["vocab_size"] == 128
-    eagle = cfg["eagle_config"]
-    assert eagle["eagle_aux_hidden_state_layer_ids"] == LAYERS
-    assert eagle["layer_id_convention"] == "hidden_states index (vLLM)"
-    assert eagle["specforge_aux_layer_ids"] == to_convention(LAYERS, "specforge") == [0, 1, 3]
+    # top level: hidden_states indices (vLLM, llama.cpp); nested: index - 1 (SGLang, SpecForge add 1)
+    assert cfg["eagle_aux_hidden_state_layer_ids"] == LAYERS == [1, 2, 4]
+    assert cfg["eagle_config"] == {"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": [0, 1, 3]}
+    assert cfg["activation_wave"]["target_num_hidden_layers"] == 4
     prov = json.loads((out / "provenance.json").read_text())
     assert prov["target_fingerprint"] == "abc" and prov["data_hash"] == "123" and "git_commit" in prov
 
@@ -144,9 +144,34 @@ def test_load_errors_name_the_fix(drafter, tiny_llama, tmp_path):
         load_drafter(tmp_path)
 
 
-def test_embedding_layer_has_no_specforge_name(tiny_llama):
+def test_embedding_layer_has_no_nested_ids(tiny_llama):
     d = Eagle3Drafter.from_target(tiny_llama, [0, 2, 4], DRAFT_IDS)
-    assert d.spec.to_hf_config()["eagle_config"]["specforge_aux_layer_ids"] is None
+    cfg = d.spec.to_hf_config()
+    assert cfg["eagle_aux_hidden_state_layer_ids"] == [0, 2, 4] and cfg["eagle_config"] == {"use_aux_hidden_state": True}
+    assert DrafterSpec.from_hf_config(cfg).layers == (0, 2, 4)
+
+
+def test_config_ids_must_agree(drafter, tmp_path):
+    out = save_drafter(drafter, tmp_path / "d")
+    cfg = json.loads((out / "config.json").read_text())
+    assert DrafterSpec.from_hf_config(cfg) == drafter.spec
+    cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = list(LAYERS)  # not index - 1
+    (out / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(DrafterError, match=r"config\.json.*disagree.*differ by exactly one"):
+        load_drafter(out)
+    del cfg["eagle_aux_hidden_state_layer_ids"]  # the nested key alone is enough
+    assert DrafterSpec.from_hf_config(cfg).layers == tuple(i + 1 for i in LAYERS)
+
+
+def test_reads_schema_1_checkpoints(drafter):
+    """Checkpoints written before the top-level key: nested ids were hidden_states indices."""
+    cfg = drafter.spec.to_hf_config()
+    del cfg["eagle_aux_hidden_state_layer_ids"], cfg["activation_wave"]
+    cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": list(LAYERS), "target_num_hidden_layers": 4,
+                           "layer_id_convention": "hidden_states index (vLLM)", "use_aux_hidden_state": True}
+    assert DrafterSpec.from_hf_config(cfg) == drafter.spec
+    with pytest.raises(DrafterError, match="only reads checkpoints written by activation_wave"):
+        DrafterSpec.from_hf_config({**cfg, "eagle_config": {}})
 
 
 def test_select_draft_vocab():

@@ -15,7 +15,7 @@ from activation_wave.chapters import drafter_predictors as dp
 from activation_wave.config import DraftConfig, MetricsConfig, SpecConfig, StudyConfig
 from activation_wave.experiment import run_sets
 from activation_wave.results import load_result, save_result
-from activation_wave.selection import LayerStats
+from activation_wave.layer_stats import LayerStats
 from activation_wave.stats import holm, seed_mean, spearman
 from helpers import permutation_capture, permutation_target
 

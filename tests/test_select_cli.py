@@ -47,6 +47,11 @@ def test_happy_path_on_an_8_block_model(cap8):
     assert str(to_convention(out["selected"], "specforge")) in out["exports"]["specforge"]
     assert "+1" in out["exports"]["sglang"] and "convention" in out["exports"]["specforge"]
     assert out["exports_detail"]["specforge"]["ids"] == [i - 1 for i in out["selected"]]
+    # engines that cannot load a drafter on this set say so (SGLang never captures index N = 8)
+    from activation_wave.engines import export_warnings
+
+    assert out["engine_warnings"] == export_warnings(out["selected"], 8)
+    assert any(w.startswith("sglang:") for w in out["engine_warnings"]) == (8 in out["selected"])
     # the table ranks every rule, default included, and names the token filter
     assert "eagle3-default" in out["table"] and "combined" in out["table"] and "quantile" in out["table"]
     assert out["filtered"] is True and 0 < out["n_tokens"] < 96

@@ -194,19 +194,6 @@ def test_bootstrap_stability(planted):
     assert set(res.to_dict()) == {"sets", "layers", "full", "n_boot"}
 
 
-def test_exports_pin_each_convention():
-    e = S.exports([27, 2, 15], 30)
-    assert e["hidden_states"]["ids"] == e["vllm"]["ids"] == [2, 15, 27]
-    assert e["specforge"]["ids"] == e["sglang"]["ids"] == [1, 14, 26]
-    assert e["vllm"]["key"] == "eagle_aux_hidden_state_layer_ids" and "[2, 15, 27]" in e["vllm"]["snippet"]
-    assert "[1, 14, 26]" in e["specforge"]["snippet"] and "[1, 14, 26]" in e["sglang"]["snippet"]
-    assert all(v["convention"] for v in e.values())
-    with pytest.raises(ValueError, match="embedding output"):
-        S.exports([0, 5, 9], 30)
-    with pytest.raises(ValueError, match="out of range"):
-        S.exports([2, 15, 31], 30)
-
-
 def test_selection_is_serialisable(planted):
     import json
 

@@ -65,6 +65,12 @@ def test_loss_decreases_and_head_learns(trained):
     assert prov["target_fingerprint"] and prov["data_hash"] and prov["layers"] == LAYERS
 
 
+def test_trained_checkpoint_names_its_layers_for_every_engine(trained):
+    cfg = json.loads((trained / "config.json").read_text())
+    assert cfg["eagle_aux_hidden_state_layer_ids"] == LAYERS  # hidden_states ids: vLLM, llama.cpp
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [i - 1 for i in LAYERS]  # SGLang, SpecForge
+
+
 def test_training_is_deterministic_for_a_seed(tiny_world, tmp_path):
     target, _, cache = tiny_world
     cfg = DraftConfig(draft_vocab=96, ttt_steps=2, epochs=2, lr=1e-2, batch_tokens=512, threads=1)

@@ -5,6 +5,7 @@
     wave select    --model M [--k 3] [--method X]    which layers should a drafter read?
     wave train-draft --model M --layers 2,15,27 --out DIR
     wave speculate --model M --draft DIR --prompts FILE
+    wave export    --engine llamacpp --draft DIR --out FILE.gguf   (needs scripts/setup_llamacpp.sh)
     wave study     --profile P                       every chapter, then the book
     wave bench     [--profile P] [--only NAME]       benchmarks -> data/results/benchmarks.json
     wave dry-run   --profile paper --model M         estimated memory / disk / time, no weights
@@ -74,7 +75,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"model            {cfg.model}  (fingerprint {t.fingerprint})")
     print(f"source           {t.provenance}")
     print(f"decoder blocks   N = {n}; hidden size {t.hidden_size}; vocab {t.vocab_size}")
-    print(f"layer indices    0..{n} (hidden_states: 0 = embeddings, i = output of block i-1, {n} = last, normed)")
+    print(f"layer indices    0..{n} (hidden_states: 0 = embeddings, i = output of block i-1, {n} = last block, pre-norm)")
     try:
         d = eagle3_default_layers(n)
         print(f"EAGLE-3 default  {d} (hidden_states / vLLM); SpecForge/SGLang ids {to_convention(d, 'specforge')}")
@@ -110,7 +111,16 @@ def cmd_select(args: argparse.Namespace) -> int:
               f"EAGLE-3 default: {out['default']}")
         for engine, snippet in out["exports"].items():
             print(f"  {engine:10s} {snippet}")
+        _print_engine_warnings(out["engine_warnings"])
     return 0
+
+
+def _print_engine_warnings(warnings: list[str]) -> None:
+    """Say which engines cannot load a drafter on the chosen layers (activation_wave.engines)."""
+    if warnings:
+        print("engines that cannot load a drafter on these layers (or would feed it other tensors):")
+        for w in warnings:
+            print(f"  ! {w}")
 
 
 def _layers(text: str) -> list[int]:
@@ -170,6 +180,23 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
     shutil.rmtree(tmp, ignore_errors=True)
     train_drafter(cap.target, cap.cache, layers, cfg.draft, tmp)
     print(f"drafter    {publish_drafter(tmp, out, force=args.force)}")
+    from .engines import engine_report
+
+    config = getattr(cap.target.model.config, "text_config", None) or cap.target.model.config
+    rep = engine_report(layers, cap.target.n_layers, model_type=str(config.model_type))
+    print(f"engines    loadable by {', '.join(e for e, r in rep.items() if r['ok']) or 'none'}")
+    _print_engine_warnings([f"{e}: {p}" for e, r in rep.items() for p in r["problems"]])
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .llamacpp import export_llamacpp
+    from .pipeline import get_target
+
+    target = get_target(_config(args))
+    out = export_llamacpp(args.draft, args.out, target, outtype=args.outtype)
+    print(f"gguf       {out}  ({out.stat().st_size / 2**20:.1f} MiB, {args.outtype})")
+    print(f"serve      llama-server -m <target .gguf> -md {out} --spec-type draft-eagle3")
     return 0
 
 
@@ -289,6 +316,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "[{id, token_ids}] per prompt, and `per_prompt` with timings")
     p.set_defaults(func=cmd_speculate)
 
+    p = sub.add_parser("export", help="convert a drafter for a serving engine (llama.cpp: a .gguf)")
+    _add_common(p)
+    p.add_argument("--engine", required=True, choices=["llamacpp"], help="engine to export for")
+    p.add_argument("--draft", required=True, help="drafter folder written by train-draft")
+    p.add_argument("--out", required=True, help="output .gguf file (the target folder goes next to it)")
+    p.add_argument("--outtype", default="f16", choices=["f32", "f16", "bf16", "q8_0"],
+                   help="drafter weight type in the .gguf (default: f16)")
+    p.set_defaults(func=cmd_export)
+
     p = sub.add_parser("study", help="run every chapter notebook (papermill) and build the book")
     _add_common(p)
     p.add_argument("--book-dir", default=None, help="where executed chapters and the book go "
@@ -304,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="results file; each benchmark's entry is replaced, the others kept")
     p.add_argument("--only", action="append", help="run only these benchmarks (repeatable): capture_throughput, "
                    "memory_scaling, metrics, speculative_decoding, speculative_decoding_bf16, drafter_data_scaling, "
-                   "default_profile")
+                   "default_profile, llamacpp (needs scripts/setup_llamacpp.sh)")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("dry-run", help="validate a config and estimate memory, disk and time without loading weights")

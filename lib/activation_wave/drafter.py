@@ -20,8 +20,8 @@ checkpoints. Token embeddings are a frozen copy of the target's.
 Checkpoints use the layout serving engines load (vLLM ``llama_eagle3.py``, SGLang,
 SpecForge): one ``model.safetensors`` with ``fc.weight``, ``midlayer.*``, ``norm.weight``,
 ``lm_head.weight``, ``d2t``, ``t2d`` and *no* embedding (engines share the target's),
-a flat Llama-style ``config.json`` whose ``eagle_config`` names the layer ids and their
-convention, and a ``provenance.json``.
+a flat Llama-style ``config.json`` naming the layer ids in both conventions engines read
+(:meth:`DrafterSpec.to_hf_config`), and a ``provenance.json``.
 
 >>> import torch
 >>> from transformers import LlamaConfig, LlamaForCausalLM
@@ -50,7 +50,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 #: Tensor names of a checkpoint (besides ``midlayer.*``), as serving engines expect them.
 TOP_LEVEL_TENSORS = ("fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d")
@@ -115,13 +115,22 @@ class DrafterSpec:
         )
 
     def to_hf_config(self) -> dict[str, Any]:
-        """The flat Llama-style ``config.json`` that vLLM / SGLang / SpecForge read."""
+        """The flat Llama-style ``config.json`` that vLLM, SGLang, SpecForge and llama.cpp read.
+
+        The layer ids are written twice, once per convention the engines read
+        (:mod:`activation_wave.engines`): top-level ``eagle_aux_hidden_state_layer_ids`` =
+        ``hidden_states`` indices (vLLM V1/V2, llama.cpp's converter) and
+        ``eagle_config.eagle_aux_hidden_state_layer_ids`` = indices - 1 (SGLang, SpecForge,
+        which add 1). The nested key is left out when layer 0 (embeddings) is read, which
+        has no "output of block i" name. ``activation_wave`` holds what only this package
+        reads (schema, the target's N).
+        """
+        from .engines import NESTED_KEY, TOP_LEVEL_KEY
         from .layers import to_convention
 
-        try:
-            specforge = to_convention(self.layers, "specforge")
-        except ValueError:  # layer 0 (embeddings) has no "output of block i" name
-            specforge = None
+        eagle: dict[str, Any] = {"use_aux_hidden_state": True}
+        if min(self.layers) > 0:
+            eagle[NESTED_KEY] = to_convention(self.layers, "sglang")
         return {
             "architectures": [ARCHITECTURE],
             "model_type": "llama",
@@ -142,34 +151,39 @@ class DrafterSpec:
             "mlp_bias": False,
             "target_hidden_size": self.target_hidden_size,
             "torch_dtype": "float32",
-            "eagle_config": {
-                "eagle_aux_hidden_state_layer_ids": list(self.layers),
-                "layer_id_convention": "hidden_states index (vLLM)",
-                "specforge_aux_layer_ids": specforge,
-                "specforge_layer_id_convention": (
-                    "output of decoder block i = hidden_states index - 1 (SpecForge; SGLang adds +1 to these "
-                    "internally). null when layer 0 (embeddings) is read"),
-                "target_num_hidden_layers": self.target_num_layers,
-                "use_aux_hidden_state": True,
-            },
-            "activation_wave_schema": SCHEMA_VERSION,
+            TOP_LEVEL_KEY: list(self.layers),
+            "eagle_config": eagle,
+            "activation_wave": {"schema": SCHEMA_VERSION, "target_num_hidden_layers": self.target_num_layers},
         }
 
     @classmethod
-    def from_hf_config(cls, cfg: dict[str, Any]) -> DrafterSpec:
+    def from_hf_config(cls, cfg: dict[str, Any], *, where: str = "config.json") -> DrafterSpec:
+        """Inverse of :meth:`to_hf_config`; also reads schema-1 checkpoints (nested ids in
+        ``hidden_states`` indices, marked ``layer_id_convention``). Raises :class:`DrafterError`,
+        naming ``where``, when the two id keys disagree or the file is not ours."""
+        from .engines import read_layer_ids
+
+        ours = cfg.get("activation_wave") or {}
         eagle = cfg.get("eagle_config") or {}
-        if eagle.get("layer_id_convention") != "hidden_states index (vLLM)":
+        if eagle.get("layer_id_convention") == "hidden_states index (vLLM)":  # schema 1
+            layers, n = list(eagle["eagle_aux_hidden_state_layer_ids"]), eagle["target_num_hidden_layers"]
+        elif ours.get("target_num_hidden_layers") is not None:
+            try:
+                layers = read_layer_ids(cfg, where=where)
+            except ValueError as exc:
+                raise DrafterError(str(exc)) from None
+            n = ours["target_num_hidden_layers"]
+        else:
             raise DrafterError(
-                "config.json has no eagle_config.layer_id_convention 'hidden_states index (vLLM)'; this loader only "
-                "reads checkpoints written by activation_wave (ids in another convention would be silently off by one)")
+                f"{where} has no activation_wave.target_num_hidden_layers: this loader only reads checkpoints "
+                "written by activation_wave (`wave train-draft`); engines load other drafters directly")
         return cls(
             hidden_size=cfg["hidden_size"], intermediate_size=cfg["intermediate_size"],
             num_attention_heads=cfg["num_attention_heads"], num_key_value_heads=cfg["num_key_value_heads"],
             head_dim=cfg["head_dim"], vocab_size=cfg["vocab_size"], draft_vocab_size=cfg["draft_vocab_size"],
             rms_norm_eps=cfg["rms_norm_eps"], rope_theta=cfg["rope_theta"],
             max_position_embeddings=cfg["max_position_embeddings"],
-            layers=tuple(eagle["eagle_aux_hidden_state_layer_ids"]),
-            target_num_layers=eagle["target_num_hidden_layers"], target_hidden_size=cfg["target_hidden_size"],
+            layers=tuple(layers), target_num_layers=n, target_hidden_size=cfg["target_hidden_size"],
         )
 
 
@@ -580,9 +594,7 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
                            "modified); retrain the drafter with `wave train-draft` or restore the file")
     cfg = _read_json(path / "config.json", "restore it or retrain the drafter with `wave train-draft`")
     try:
-        spec = DrafterSpec.from_hf_config(cfg)
-    except DrafterError as exc:
-        raise DrafterError(f"{path / 'config.json'}: {exc}") from None
+        spec = DrafterSpec.from_hf_config(cfg, where=str(path / "config.json"))
     except (KeyError, TypeError, ValueError) as exc:
         raise DrafterError(f"{path / 'config.json'} is not a drafter config ({type(exc).__name__}: {exc}); "
                            "restore it or retrain the drafter with `wave train-draft`") from None

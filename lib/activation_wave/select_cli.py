@@ -11,7 +11,8 @@ import pandas as pd
 from .layer_stats import stats_from_cache
 from .layers import candidate_layers, eagle3_default_layers
 from .results import to_jsonable
-from .selection import METHODS, exports, method_sets, rank_among_all, rank_sets, score_set, select_layers
+from .engines import export_warnings, exports
+from .selection import METHODS, method_sets, rank_among_all, rank_sets, score_set, select_layers
 
 __all__ = ["format_ranking", "select_for_cli"]
 
@@ -39,7 +40,9 @@ def select_for_cli(cap: Any, cfg: Any) -> dict[str, Any]:
     when undefined for this N or when k != 3, with ``default_note`` saying why),
     ``scores`` (``selected`` / ``default``: :func:`score_set` plus ``rank`` /
     ``percentile`` among every k-subset), ``exports`` (engine -> snippet naming its
-    convention), ``exports_detail`` (:func:`exports`), ``table`` (ranking of every
+    convention), ``exports_detail`` (:func:`~activation_wave.engines.exports`), ``engine_warnings``
+    (:func:`~activation_wave.engines.export_warnings`: engines that cannot load a drafter on
+    ``selected``), ``table`` (ranking of every
     method's set, as text), ``ranking`` (the same as records), ``filtered``,
     ``filter_threshold``, ``n_tokens``, ``capture``.
 
@@ -97,6 +100,7 @@ def select_for_cli(cap: Any, cfg: Any) -> dict[str, Any]:
         "scores": scores,
         "exports": {e: f"{v['snippet']}   [convention: {v['convention']}]" for e, v in ex.items() if e != "hidden_states"},
         "exports_detail": ex,
+        "engine_warnings": export_warnings(sel.ids, N, model_type=_model_type(cap)),
         "table": (f"{cfg.model}: N={N}, {cs.n_tokens} tokens"
                   + (f" with next-token entropy >= {cs.threshold:.3f} nats (quantile {cfg.metrics.filter_quantile:g})"
                      if cs.filtered else " (unfiltered)")
@@ -111,3 +115,9 @@ def select_for_cli(cap: Any, cfg: Any) -> dict[str, Any]:
     return to_jsonable(out)
 
 
+def _model_type(cap: Any) -> str:
+    """The target's ``config.model_type`` (text config for multimodal wrappers), "llama" if unknown."""
+    model = getattr(getattr(cap, "target", None), "model", None)
+    config = getattr(model, "config", None)
+    config = getattr(config, "text_config", None) or config
+    return str(getattr(config, "model_type", "llama"))

@@ -4,7 +4,7 @@ Everything starts from a :class:`~activation_wave.layer_stats.LayerStats` (built
 hidden states ``H`` ``[L, n, d]`` after whatever token filtering the caller applied)
 and ends in a
 :class:`Selection` of ``hidden_states`` indices (the study's convention, see
-:mod:`activation_wave.layers`), which :func:`exports` turns into snippets for
+:mod:`activation_wave.layers`), which :func:`activation_wave.engines.exports` turns into snippets for
 vLLM, SpecForge and SGLang, each in its own convention.
 
 Methods (``select_layers(stats, k, method)``):
@@ -49,14 +49,13 @@ import pandas as pd
 
 from . import cka as _cka
 from .entropy import renyi2_of_sets, subsets
-from .layer_stats import CacheStats, LayerStats, stats_from_cache  # noqa: F401 (callers not yet moved)
-from .layers import CONVENTIONS, candidate_ids, check_layers, eagle3_default_layers, to_convention
+from .layer_stats import LayerStats
+from .layers import candidate_ids, eagle3_default_layers
 
 __all__ = [
     "METHODS",
     "Selection",
     "candidate_sets",
-    "exports",
     "lambda_choice",
     "method_sets",
     "rank_among_all",
@@ -366,50 +365,3 @@ def lambda_choice(sweep: pd.DataFrame, lam: float) -> dict[str, Any]:
             "lam_hi": float(df.loc[same, "lam"].max()), "ids_at_zero": list(base["ids"]),
             "entropy_cost": float(base["renyi2"] - df.loc[i, "renyi2"]),
             "cka_drop": float(base["mean_cka"] - df.loc[i, "mean_cka"])}
-
-
-# --------------------------------------------------------------------- exports
-def exports(selected: Sequence[int], n_layers: int) -> dict[str, dict[str, Any]]:
-    """Ready-to-paste layer ids for serving / training engines, each in its own convention.
-
-    ``selected`` are ``hidden_states`` indices; ``n_layers`` is N, the number of
-    decoder blocks. Keys: ``hidden_states``, ``vllm``, ``specforge``, ``sglang``;
-    each entry has ``ids``, ``convention`` (words), ``key`` (config field) and
-    ``snippet`` (text to paste).
-
-    >>> e = exports([2, 15, 27], 30)
-    >>> e["vllm"]["ids"], e["specforge"]["ids"], e["sglang"]["ids"]
-    ([2, 15, 27], [1, 14, 26], [1, 14, 26])
-    """
-    ids = check_layers(selected, n_layers, what="selected layer ids")
-    conv = {c: to_convention(ids, c) for c in ("hidden_states", "vllm", "specforge", "sglang")}
-    return {
-        "hidden_states": {
-            "ids": conv["hidden_states"],
-            "convention": CONVENTIONS["hidden_states"],
-            "key": "hidden_states",
-            "snippet": f"aux = [out.hidden_states[i] for i in {conv['hidden_states']}]"
-            "  # transformers, output_hidden_states=True",
-        },
-        "vllm": {
-            "ids": conv["vllm"],
-            "convention": CONVENTIONS["vllm"],
-            "key": "eagle_aux_hidden_state_layer_ids",
-            "snippet": f'"eagle_aux_hidden_state_layer_ids": {conv["vllm"]}'
-            "  // draft model config.json; vLLM reads hf_config.eagle_aux_hidden_state_layer_ids (hidden_states indices)",
-        },
-        "specforge": {
-            "ids": conv["specforge"],
-            "convention": CONVENTIONS["specforge"],
-            "key": "aux_hidden_state_layer_ids",
-            "snippet": f'"aux_hidden_state_layer_ids": {conv["specforge"]}'
-            "  // SpecForge: output of decoder block i (= hidden_states index - 1)",
-        },
-        "sglang": {
-            "ids": conv["sglang"],
-            "convention": CONVENTIONS["sglang"],
-            "key": "eagle_config.eagle_aux_hidden_state_layer_ids",
-            "snippet": '"eagle_config": {"use_aux_hidden_state": true, "eagle_aux_hidden_state_layer_ids": '
-            f"{conv['sglang']}}}  // draft config.json; SGLang adds +1 internally",
-        },
-    }

@@ -37,7 +37,7 @@ import torch
 
 from .. import entropy as E
 from ..cka import linear_cka
-from ..selection import LayerStats
+from ..layer_stats import LayerStats
 from .peak import PeakRSS
 
 SIZE = {"L": 31, "n": 4096, "d": 576}

@@ -31,13 +31,15 @@ Entry = Callable[[StudyConfig], dict[str, Any]]
 
 def entries() -> dict[str, Entry]:
     """Every benchmark by name, in the order ``wave bench`` runs them."""
-    from . import decoding, metrics, pipeline
+    from . import decoding, llamacpp, metrics, pipeline
 
     return {"capture_throughput": pipeline.bench_capture, "memory_scaling": pipeline.bench_memory,
             "default_profile": pipeline.bench_default_profile,
             "metrics": lambda cfg: metrics.run(threads=cfg.bench.threads),
             "speculative_decoding": decoding.run, "speculative_decoding_bf16": decoding.run_precision,
-            "drafter_data_scaling": decoding.run_data_scaling}
+            "drafter_data_scaling": decoding.run_data_scaling,
+            # needs the optional llama.cpp build (scripts/setup_llamacpp.sh)
+            "llamacpp": lambda cfg: llamacpp.run(profile=cfg.profile, model=cfg.model)}
 
 
 def run_benchmarks(cfg: StudyConfig, out: Path = BENCHMARKS_FILE, only: list[str] | None = None) -> dict[str, Any]:

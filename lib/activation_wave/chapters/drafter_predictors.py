@@ -268,7 +268,7 @@ def filtered_s2(cache: CaptureCache, cfg: StudyConfig, sets: Mapping[str, Sequen
     of tokens. ``budget`` defaults to the tokens chapter 6's filtered statistics keep
     (``token_budget * (1 - filter_quantile)``). Returns ``(budget, {q: {set: S2}})``.
     """
-    from ..selection import LayerStats
+    from ..layer_stats import LayerStats
 
     budget = budget or max(4, round(cfg.metrics.token_budget * (1 - cfg.metrics.filter_quantile)))
     layers = sorted({int(i) for ids in sets.values() for i in ids})
@@ -287,7 +287,7 @@ def filtered_s2(cache: CaptureCache, cfg: StudyConfig, sets: Mapping[str, Sequen
 def set_scores(cache: CaptureCache, cfg: StudyConfig, sets: Mapping[str, Sequence[int]], probe: ProbeData
                ) -> dict[str, dict[str, float | None]]:
     """Per set: S2 and mean CKA as chapter 6 computes them, the deepest layer, the probe."""
-    from ..selection import stats_from_cache
+    from ..layer_stats import stats_from_cache
 
     stats = stats_from_cache(cache, cfg).stats
     out = {}

@@ -27,7 +27,8 @@ from ..drafter import load_drafter
 from ..experiment import bootstrap_mean_ci, run_sets
 from ..stats import spearman
 from ..pipeline import Captured
-from ..selection import LayerStats, rank_among_all, score_set, stats_from_cache
+from ..layer_stats import LayerStats, stats_from_cache
+from ..selection import rank_among_all, score_set
 
 NAME = "06_eagle3_speedup"
 DEFAULT_SET = "eagle3-default"

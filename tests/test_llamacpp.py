@@ -1,0 +1,202 @@
+"""llama.cpp export and benchmark pieces that need no llama.cpp build: the converter's
+inputs, the export checks, errors that name the setup command, and the parsing of
+llama-server's timings and speculative statistics (canned JSON and log lines)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+
+from activation_wave.benchmarks import llamacpp as B
+from activation_wave.drafter import Eagle3Drafter, save_drafter
+from activation_wave.llamacpp import (
+    SETUP_COMMAND,
+    LlamaCpp,
+    LlamaCppError,
+    convert_command,
+    export_llamacpp,
+    find_llamacpp,
+    server_command,
+    write_target_dir,
+)
+
+DRAFT_IDS = list(range(0, 128, 2))
+
+# What a fake convert_hf_to_gguf.py checks, as the real one reads it (conversion/llama.py):
+# the draft's top-level ids and the target folder's config.json and tokenizer.
+FAKE_CONVERTER = textwrap.dedent('''
+    import json, sys, pathlib
+    args = sys.argv[1:]
+    draft = pathlib.Path(args[0])
+    out = pathlib.Path(args[args.index("--outfile") + 1])
+    tdir = pathlib.Path(args[args.index("--target-model-dir") + 1])
+    cfg = json.loads((draft / "config.json").read_text())
+    tcfg = json.loads((tdir / "config.json").read_text())
+    assert (tdir / "tokenizer.json").exists(), "no tokenizer"
+    out.write_text(json.dumps({"target_layers": cfg["eagle_aux_hidden_state_layer_ids"],
+                               "n_layer": tcfg["num_hidden_layers"], "outtype": args[args.index("--outtype") + 1]}))
+''')
+
+
+@pytest.fixture()
+def fake_llamacpp(tmp_path):
+    root = tmp_path / "llamacpp"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "convert_hf_to_gguf.py").write_text(FAKE_CONVERTER)
+    return LlamaCpp(root)
+
+
+def _drafter(tiny_llama, tmp_path, layers):
+    d = Eagle3Drafter.from_target(tiny_llama, layers, DRAFT_IDS)
+    return save_drafter(d, tmp_path / f"d{'-'.join(map(str, layers))}")
+
+
+def test_missing_install_names_the_setup_command(tmp_path, monkeypatch):
+    monkeypatch.delenv("LLAMACPP_DIR", raising=False)
+    with pytest.raises(LlamaCppError, match="scripts/setup_llamacpp.sh"):
+        find_llamacpp(tmp_path / "nowhere")
+    assert SETUP_COMMAND == "bash scripts/setup_llamacpp.sh"
+
+
+def test_target_dir_has_what_the_converter_reads(tiny_target, tmp_path):
+    out = write_target_dir(tiny_target, tmp_path / "t")
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["num_hidden_layers"] == 4 and cfg["hidden_size"] == 32 and cfg["vocab_size"] == 128
+    assert cfg["architectures"] == ["LlamaForCausalLM"] and "quantization_config" not in cfg
+    assert (out / "tokenizer.json").exists() and (out / "tokenizer_config.json").exists()
+
+
+def test_convert_and_server_commands(fake_llamacpp, tmp_path):
+    cmd = convert_command(fake_llamacpp, tmp_path / "d", tmp_path / "t", tmp_path / "o.gguf", "q8_0")
+    assert cmd[0] == sys.executable and cmd[1].endswith("convert_hf_to_gguf.py")
+    assert cmd[cmd.index("--target-model-dir") + 1] == str(tmp_path / "t") and cmd[cmd.index("--outtype") + 1] == "q8_0"
+    srv = server_command(fake_llamacpp, tmp_path / "m.gguf", 8080, 2, draft=tmp_path / "d.gguf")
+    assert srv[srv.index("-md") + 1] == str(tmp_path / "d.gguf") and srv[srv.index("--spec-type") + 1] == "draft-eagle3"
+    assert srv[srv.index("-t") + 1] == srv[srv.index("-td") + 1] == "2"  # same threads for target and draft
+    assert "-md" not in server_command(fake_llamacpp, tmp_path / "m.gguf", 8080, 1)
+
+
+def test_export_runs_the_converter_with_the_target_folder(tiny_llama, tiny_target, fake_llamacpp, tmp_path):
+    draft = _drafter(tiny_llama, tmp_path, [1, 2, 3])
+    out = export_llamacpp(draft, tmp_path / "x" / "draft.gguf", tiny_target, outtype="q8_0", llamacpp=fake_llamacpp)
+    assert json.loads(out.read_text()) == {"target_layers": [1, 2, 3], "n_layer": 4, "outtype": "q8_0"}
+    assert (tmp_path / "x" / "draft.gguf.target" / "config.json").exists()
+
+
+def test_export_gives_schema_1_checkpoints_the_top_level_ids(tiny_llama, tiny_target, fake_llamacpp, tmp_path):
+    draft = _drafter(tiny_llama, tmp_path, [1, 2, 3])
+    cfg = json.loads((draft / "config.json").read_text())
+    old = {k: v for k, v in cfg.items() if k not in ("eagle_aux_hidden_state_layer_ids", "activation_wave")}
+    old["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [1, 2, 3], "target_num_hidden_layers": 4,
+                           "layer_id_convention": "hidden_states index (vLLM)"}
+    (draft / "config.json").write_text(json.dumps(old))
+    out = export_llamacpp(draft, tmp_path / "draft.gguf", tiny_target, llamacpp=fake_llamacpp)
+    assert json.loads(out.read_text())["target_layers"] == [1, 2, 3]  # not the converter's default
+
+
+def test_export_refuses_what_llamacpp_would_misfeed(tiny_llama, tiny_target, fake_llamacpp, tmp_path):
+    with pytest.raises(ValueError, match="only k = 3"):
+        export_llamacpp(_drafter(tiny_llama, tmp_path, [1, 3]), tmp_path / "a.gguf", tiny_target,
+                        llamacpp=fake_llamacpp)
+    with pytest.raises(ValueError, match=r"cannot capture hidden_states \[4\]"):  # pre-norm last entry, Llama graph
+        export_llamacpp(_drafter(tiny_llama, tmp_path, [1, 2, 4]), tmp_path / "b.gguf", tiny_target,
+                        llamacpp=fake_llamacpp)
+    with pytest.raises(ValueError, match="outtype"):
+        export_llamacpp(tmp_path, tmp_path / "c.gguf", tiny_target, outtype="q4_0", llamacpp=fake_llamacpp)
+
+
+def test_converter_failure_is_reported(tiny_llama, tiny_target, fake_llamacpp, tmp_path):
+    fake_llamacpp.converter.write_text("import no_such_module_wave_test  # stands for sentencepiece\n")
+    with pytest.raises(LlamaCppError, match="(?s)failed.*setup_llamacpp.sh.*ModuleNotFoundError"):
+        export_llamacpp(_drafter(tiny_llama, tmp_path, [1, 2, 3]), tmp_path / "a.gguf", tiny_target,
+                        llamacpp=fake_llamacpp)
+
+
+def test_cli_export_without_llamacpp_exits_2(tiny_target, tiny_llama, tmp_path, monkeypatch, capsys):
+    from activation_wave import cli, pipeline
+
+    monkeypatch.setattr(pipeline, "get_target", lambda cfg: tiny_target)
+    monkeypatch.setenv("LLAMACPP_DIR", str(tmp_path / "none"))
+    draft = _drafter(tiny_llama, tmp_path, [1, 2, 3])
+    rc = cli.main(["export", "--engine", "llamacpp", "--draft", str(draft), "--out", str(tmp_path / "d.gguf")])
+    assert rc == 2 and "bash scripts/setup_llamacpp.sh" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ parsing llama.cpp's figures
+
+# two responses' "timings" as llama-server returns them (tools/server/server-common.cpp)
+PLAIN = [{"prompt_n": 40, "prompt_ms": 90.0, "predicted_n": 96, "predicted_ms": 2400.0},
+         {"prompt_n": 55, "prompt_ms": 120.0, "predicted_n": 50, "predicted_ms": 1250.0}]
+SPEC = [{"prompt_n": 40, "prompt_ms": 95.0, "predicted_n": 96, "predicted_ms": 3000.0, "draft_n": 150,
+         "draft_n_accepted": 45},
+        {"prompt_n": 55, "prompt_ms": 125.0, "predicted_n": 50, "predicted_ms": 1600.0, "draft_n": 78,
+         "draft_n_accepted": 21}]
+LOG = """
+srv  log_server_r: request: POST /completion 127.0.0.1 200
+spec print_stats: statistics     draft-eagle3: #calls(b,g,a) =    1      6      6, #gen drafts =      6, #acc drafts =     2, #gen tokens =     18, #acc tokens =     3, #mean acc len = 1.50, #acc rate/pos = (0.333, 0.167, 0.000), dur(b,g,a) = 0.100, 40.000, 0.500 ms
+slot print_timing: id  0 | task 3 | draft acceptance = 0.29 (66 accepted / 228 generated), mean len = 1.83
+spec print_stats: statistics     draft-eagle3: #calls(b,g,a) =    3     82     82, #gen drafts =     82, #acc drafts =    50, #gen tokens =    246, #acc tokens =    69, #mean acc len = 1.84, #acc rate/pos = (0.610, 0.183, 0.049), dur(b,g,a) = 0.300, 680.000, 6.500 ms
+"""
+
+
+def test_parse_spec_stats_reads_counts_times_and_rates():
+    st = B.parse_spec_stats(LOG)
+    assert len(st) == 2 and st[0]["type"] == "draft-eagle3"
+    assert st[1]["calls_g"] == 82 and st[1]["acc_tokens"] == 69 and st[1]["t_g"] == 680.0
+    assert st[1]["rate_pos"] == [0.610, 0.183, 0.049]
+    d = B.stats_delta(st[0], st[1])  # counters are cumulative over the server's life
+    assert d["calls_g"] == 76 and d["gen_tokens"] == 228 and d["acc_tokens"] == 66
+    assert d["t_g"] == pytest.approx(640.0) and d["t_a"] == pytest.approx(6.0)
+    assert B.stats_delta(None, st[0])["calls_g"] == 6
+    assert B.parse_spec_stats("no statistics here") == []
+
+
+def test_summaries_speedup_and_round_costs():
+    plain, spec = B.summarize_timings(PLAIN), B.summarize_timings(SPEC)
+    assert plain == {"tokens": 146, "ms": 3650.0, "tokens_per_s": 40.0}
+    assert spec["draft_n"] == 228 and spec["draft_n_accepted"] == 66 and spec["acceptance"] == pytest.approx(66 / 228, abs=1e-4)
+    assert spec["rounds"] == 146 - 66 - 2  # one target token per round; each first token came from the prompt pass
+    assert spec["tau"] == pytest.approx(144 / 78, abs=1e-4)
+    d = B.stats_delta(*B.parse_spec_stats(LOG))
+    rc = B.round_costs(plain, spec, d)
+    step, rnd = 3650.0 / 146, 4600.0 / 78
+    assert rc["plain_step_ms"] == pytest.approx(step, abs=1e-3) and rc["round_ms"] == pytest.approx(rnd, abs=1e-3)
+    assert rc["round_in_plain_steps"] == pytest.approx(rnd / step, abs=1e-3)
+    assert rc["draft_ms_per_round"] == pytest.approx(640.0 / 78, abs=1e-3)
+    assert rc["verify_and_rest_ms_per_round"] == pytest.approx(rnd - (640.0 + 6.0 + 0.2) / 78, abs=1e-2)
+    # break-even needs tau = round cost in plain steps; 1.5x needs 1.5 times that
+    assert rc["tau_needed"]["1x"] == pytest.approx(rnd / step, abs=1e-3)
+    assert rc["tau_needed"]["1.5x"] == pytest.approx(1.5 * rnd / step, abs=1e-3)
+    assert "draft_ms_per_round" not in B.round_costs(plain, spec, None)
+
+
+def test_engine_comparison_rows_come_from_the_file():
+    bench = {"speculative_decoding": {"tokens_per_s": {"plain_t0": 15.0, "spec_chain_t0": 19.5},
+                                      "methods": {"spec_chain_t0": {"tau": 1.66}}, "lossless_t0_chain": "32/32"},
+             "llamacpp": {"by_threads": {"1": {"plain": {"tokens_per_s": 40.0},
+                                               "eagle3": {"tokens_per_s": 16.0, "speedup": 0.4, "tau": 1.5,
+                                                          "identical_to_plain": 8, "prompts": 8}}}}}
+    rows = B.engine_comparison(bench)
+    assert [r["tokens_per_s"] for r in rows] == [15.0, 19.5, 40.0, 16.0]
+    assert rows[1]["speedup"] == 1.3 and rows[1]["identical"] == "32/32" and rows[3]["identical"] == "8/8"
+    assert B.engine_comparison({}) == [] and len(B.engine_comparison(bench, threads="2")) == 2
+
+
+def test_interleaving_alternates_the_order_prompt_by_prompt(monkeypatch):
+    from activation_wave import llamacpp
+
+    calls = []
+
+    def fake_complete(server, ids, max_new, **extra):
+        calls.append((server, ids[0], extra.get("speculative.n_max")))
+        return {"tokens": [ids[0]], "timings": {"predicted_n": 1, "predicted_ms": 1.0}}
+
+    monkeypatch.setattr(llamacpp, "complete", fake_complete)
+    res = B._interleaved({"plain": "P", "eagle3": "E"}, [("a", [1]), ("b", [2]), ("c", [3])], 8,
+                         {"eagle3": {"speculative.n_max": 2}})
+    assert [c[:2] for c in calls] == [("P", 1), ("E", 1), ("E", 2), ("P", 2), ("P", 3), ("E", 3)]
+    assert {c[2] for c in calls if c[0] == "E"} == {2} and {c[2] for c in calls if c[0] == "P"} == {None}
+    assert [r["id"] for r in res["eagle3"]] == ["a", "b", "c"]
