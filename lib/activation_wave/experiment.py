@@ -23,6 +23,7 @@ import numpy as np
 from .capture import CaptureCache
 from .config import DraftConfig
 from .models import Target
+from .progress import progress_bar
 
 
 #: Fields that choose *which* drafters the experiment trains, or how many at once, not how one is trained.
@@ -98,11 +99,9 @@ def _train_missing(target: Target, cache: CaptureCache, jobs: list[tuple[list[in
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    from tqdm import tqdm
-
     todo = [(ids, c) for ids, c in jobs if not (drafter_dir(cache, ids, c) / "train_log.json").exists()]
     todo = list({str(drafter_dir(cache, ids, c)): (ids, c) for ids, c in todo}.values())
-    bar = tqdm(total=len(todo), desc="training drafters", unit="drafter", disable=not progress or not todo)
+    bar = progress_bar(total=len(todo), desc="training drafters", unit="drafter", disable=not progress or not todo)
     if workers <= 1 or len(todo) <= 1:
         for ids, c in todo:
             train_or_load(target, cache, ids, c)
