@@ -21,7 +21,7 @@
 # hidden states of **every** layer together with the entropy of the target's
 # next-token distribution. This chapter shows what went in and what came out.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 profile = "default"
 model = ""
 results_root = ""

@@ -23,7 +23,7 @@
 # the preparation of the hidden states (centring over tokens, unit-norm rows) and the
 # normalisations are in {ref}`sec-matrix-entropy`.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 profile = "default"
 model = ""
 results_root = ""

@@ -25,7 +25,7 @@
 # against a direct eigendecomposition, maps every pair, and lists the best pairs and
 # triples.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 profile = "default"
 model = ""
 results_root = ""

@@ -24,7 +24,7 @@
 # estimator's bias matters by comparing it with {term}`debiased CKA`
 # {cite:p}`song2012hsic`.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 profile = "default"
 model = ""
 results_root = ""

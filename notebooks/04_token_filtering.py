@@ -23,7 +23,7 @@
 # may describe one outlier rather than the information a layer carries. The chapter
 # looks at that directly.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 profile = "default"
 model = ""
 results_root = ""

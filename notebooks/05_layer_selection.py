@@ -26,7 +26,7 @@
 # drafter reads {cite:p}`li2025eagle3`, and the sets chosen here are the ones the
 # drafters of {doc}`06_eagle3_speedup` are trained on.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 profile = "default"
 model = ""
 results_root = ""

@@ -43,12 +43,10 @@
 # is the pre-norm output of the last block). Seeds: at least 3 for the default and each
 # rule's set, 2 for the random sets and for a third of the single layers.
 #
-# | | hypothesis | primary test | supported when |
-# |---|---|---|---|
-# | H1 | the best selection rule's set beats the default | per-prompt paired bootstrap (10,000 resamples of eval prompts) of $\Delta\tau$ = rule set $-$ default, one test per rule, Holm-corrected across the rules | some rule has $\Delta\tau > 0$ with Holm-adjusted two-sided $p < 0.05$ |
-# | H2 | concatenation entropy $S_2$ correlates positively with $\tau$ | Spearman $\rho(S_2, \tau)$ over the triples, 95% bootstrap interval (resampling prompts and sets) | the interval lies above 0 |
-# | H3 | token-filtered statistics predict $\tau$ better than unfiltered ones | $\rho(S_2^{q}, \tau) - \rho(S_2^{0}, \tau)$ for filter quantiles $q \in \{0.25, 0.5, 0.75\}$ at an equal token budget, paired bootstrap | the interval for $q = 0.5$ lies above 0 |
-# | H4 | the depth effect survives per-layer normalisation of the fused features | default and best-rule triples trained with and without a per-layer RMSNorm before `fc`; $\rho$(deepest layer, $\tau$) over the triples in both arms | $\rho$ is negative with an interval below 0 in the normalised arm |
+# - **H1**: the best selection rule's set beats the default. *Primary test*: per-prompt paired bootstrap (10,000 resamples of eval prompts) of $\Delta\tau$ = rule set $-$ default, one test per rule, Holm-corrected across the rules. *Supported when*: some rule has $\Delta\tau > 0$ with Holm-adjusted two-sided $p < 0.05$.
+# - **H2**: concatenation entropy $S_2$ correlates positively with $\tau$. *Primary test*: Spearman $\rho(S_2, \tau)$ over the triples, 95% bootstrap interval (resampling prompts and sets). *Supported when*: the interval lies above 0.
+# - **H3**: token-filtered statistics predict $\tau$ better than unfiltered ones. *Primary test*: $\rho(S_2^{q}, \tau) - \rho(S_2^{0}, \tau)$ for filter quantiles $q \in \{0.25, 0.5, 0.75\}$ at an equal token budget, paired bootstrap. *Supported when*: the interval for $q = 0.5$ lies above 0.
+# - **H4**: the depth effect survives per-layer normalisation of the fused features. *Primary test*: default and best-rule triples trained with and without a per-layer RMSNorm before `fc`; $\rho$(deepest layer, $\tau$) over the triples in both arms. *Supported when*: $\rho$ is negative with an interval below 0 in the normalised arm.
 #
 # **Secondary (not tests of H1-H4).** $\rho$ of the cheap supervised probe, mean CKA and
 # depth against $\tau$, each with its $n$ and interval; the single-layer sweep against layer
@@ -63,7 +61,7 @@
 # single-layer seeds, fewer random triples (not below four), fewer epochs; never fewer seeds
 # for the default and the rule sets, and never the eval prompts.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 profile = "default"
 model = ""
 results_root = ""

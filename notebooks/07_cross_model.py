@@ -23,7 +23,7 @@
 # puts the two models next to each other. Depth is compared as *relative* depth,
 # layer index divided by $N$.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 profile = "default"
 model = ""
 results_root = ""

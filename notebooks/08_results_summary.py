@@ -19,7 +19,7 @@
 # One table per question of the study, every entry read from the results files that
 # the chapters wrote (`data/results/<profile>/<model>/`).
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 profile = "default"
 model = ""
 results_root = ""

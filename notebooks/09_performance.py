@@ -17,7 +17,7 @@
 # measures its subject and a baseline side by side in the same run (the machine is
 # shared, so only ratios measured together mean anything) and records peak memory.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 profile = "default"
 model = ""
 results_root = ""
