@@ -73,29 +73,3 @@ def test_decoding_modules_are_not_in_the_analysis_chapters_keys():
         assert not used & decoding, (stem, used & decoding)
     used6 = {p.relative_to(LIB_DIR).as_posix() for p in used_modules(NOTEBOOK_DIR / "06_eagle3_speedup.py")}
     assert decoding <= used6
-
-
-def test_no_import_cycle_in_the_library():
-    """No module imports itself back through others (top-level or lazy imports alike;
-    a submodule reaching its own package's ``__init__`` is not a cycle)."""
-    from activation_wave.study import LIB_DIR, _imports, _module_file
-
-    graph = {}
-    for path in LIB_DIR.rglob("*.py"):
-        parts = [p for p in path.relative_to(LIB_DIR).with_suffix("").parts if p != "__init__"]
-        name = ".".join(["activation_wave", *parts])
-        ancestors = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
-        graph[name] = {m for m in _imports(path, LIB_DIR, "activation_wave")
-                       if _module_file(m, LIB_DIR) and m != name and m not in ancestors}
-    done: set[str] = set()
-
-    def visit(node: str, trail: list[str]) -> None:
-        assert node not in trail, " -> ".join(trail[trail.index(node):] + [node])
-        if node in done:
-            return
-        for nxt in sorted(graph.get(node, ())):
-            visit(nxt, trail + [node])
-        done.add(node)
-
-    for name in sorted(graph):
-        visit(name, [])

@@ -148,7 +148,8 @@ def _storage_dtype(x: torch.Tensor, policy: str) -> torch.dtype:
     return torch.float16 if float(x.abs().max()) < FP16_MAX else torch.bfloat16
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, read in 4 MiB blocks (capture shards and drafter weights)."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while block := fh.read(1 << 22):
@@ -199,7 +200,7 @@ def _write_shard(target: Target, recs: Sequence[Response], first: int, cfg: Capt
     tmp = path.with_suffix(".tmp")
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp))
     os.replace(tmp, path)
-    info = {"file": path.name, "sha256": _sha256(path), "records": [first, first + len(recs)],
+    info = {"file": path.name, "sha256": file_sha256(path), "records": [first, first + len(recs)],
             "n_tokens": int(hidden.shape[1]), "n_loss_tokens": int(cat["loss_mask"].sum()), "dtypes": dtypes}
     side = path.with_suffix(".json")
     side.with_suffix(".json.tmp").write_text(json.dumps(info))
@@ -257,7 +258,7 @@ def capture(target: Target, responses: Sequence[Response], cfg: CaptureConfig, *
         path = out / f"shard_{idx:05d}.safetensors"
         side = path.with_suffix(".json")
         info = json.loads(side.read_text()) if side.exists() else None
-        valid = info is not None and path.exists() and info.get("records") == [first, first + len(recs)] and _sha256(path) == info["sha256"]
+        valid = info is not None and path.exists() and info.get("records") == [first, first + len(recs)] and file_sha256(path) == info["sha256"]
         if not valid:
             if max_shards is not None and written >= max_shards:
                 bar.close()
@@ -368,7 +369,7 @@ class CaptureCache:
     def verify(self) -> None:
         """Check every shard's sha256 against the manifest; raise CacheError on mismatch."""
         for s in self.manifest["shards"]:
-            if _sha256(self.path / s["file"]) != s["sha256"]:
+            if file_sha256(self.path / s["file"]) != s["sha256"]:
                 side = (self.path / s["file"]).with_suffix(".json")
                 side.unlink(missing_ok=True)  # forces a rebuild of this shard
                 raise CacheError(f"shard {s['file']} does not match its recorded sha256 (corrupted)")

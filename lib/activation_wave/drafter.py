@@ -36,7 +36,6 @@ torch.Size([1, 5, 32])
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -534,7 +533,9 @@ def save_drafter(drafter: Eagle3Drafter, out_dir: str | Path, provenance: dict[s
              for k, v in drafter.state_dict().items() if not k.startswith("embed_tokens")}
     tmp = out / "model.safetensors.tmp"
     save_file(state, str(tmp), metadata={"format": "pt", "producer": "activation_wave"})
-    weights_sha256 = _file_sha256(tmp)
+    from .capture import file_sha256
+
+    weights_sha256 = file_sha256(tmp)
     os.replace(tmp, out / "model.safetensors")
     (out / "config.json.tmp").write_text(json.dumps(drafter.spec.to_hf_config(), indent=1))
     os.replace(out / "config.json.tmp", out / "config.json")
@@ -546,14 +547,6 @@ def save_drafter(drafter: Eagle3Drafter, out_dir: str | Path, provenance: dict[s
     (out / "provenance.json.tmp").write_text(json.dumps(prov, indent=1, sort_keys=True, default=str))
     os.replace(out / "provenance.json.tmp", out / "provenance.json")
     return out
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 22):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _read_json(path: Path, fix: str) -> dict[str, Any]:
@@ -589,7 +582,9 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
     provenance = _read_json(prov_path, "rewrite it by retraining with `wave train-draft`") if prov_path.exists() else {}
     weights = path / "model.safetensors"
     want = provenance.get("weights_sha256")
-    if want and _file_sha256(weights) != want:
+    from .capture import file_sha256
+
+    if want and file_sha256(weights) != want:
         raise DrafterError(f"{weights} does not match the sha256 recorded in {prov_path} (corrupted, truncated or "
                            "modified); retrain the drafter with `wave train-draft` or restore the file")
     cfg = _read_json(path / "config.json", "restore it or retrain the drafter with `wave train-draft`")
