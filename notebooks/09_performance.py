@@ -29,8 +29,10 @@ import pandas as pd
 from IPython.display import display
 from myst_nb import glue
 
+from activation_wave.benchmarks import llamacpp as llamacpp_bench
 from activation_wave.chapters import performance as perf
 from activation_wave.pipeline import load_results, notebook_config
+from activation_wave.tables import format_table
 from activation_wave.plots import (plot_cost_model, plot_data_scaling, plot_memory_curve, plot_ratios, plot_scaling,
                                    plot_verify_cost)
 
@@ -213,8 +215,39 @@ values |= perf.low_precision_values(low)
 # differently from four one-token forwards, and once one near-tied argmax flips, the
 # two continuations part. The study keeps fp32, where the same check passes on every
 # prompt.
+
+# %% [markdown]
+# ## llama.cpp: the engine a CPU user would pick
+#
+# The PyTorch path above is this study's own decoder. On a CPU, people serve a GGUF model
+# with llama.cpp, which runs the same 4-bit SmolLM2 file with its own kernels and, since
+# recently, EAGLE-3 drafters (`--spec-type draft-eagle3`). The `llamacpp` benchmark
+# (`wave bench --only llamacpp`, after `bash scripts/setup_llamacpp.sh`) converts a drafter
+# with llama.cpp's own converter (`wave export --engine llamacpp`) and times plain and
+# EAGLE-3 `llama-server` prompt by prompt, interleaved, on held-out prompts at $T=0$.
+
+# %%
+display(format_table(pd.DataFrame(llamacpp_bench.engine_comparison(bench))))
+values |= perf.llamacpp_values(bench.get("llamacpp"))
+
+# %% [markdown]
+# With {glue:text}`lc_threads` thread, plain llama.cpp decodes at
+# {glue:text}`lc_plain_tps:.1f` tokens/s and EAGLE-3 llama.cpp at
+# {glue:text}`lc_eagle_tps:.1f` ({glue:text}`lc_speedup:.2f`x; identical to plain greedy
+# on {glue:text}`lc_identical` prompts). The drafter measured reaches $\tau$ =
+# {glue:text}`lc_tau:.2f` in llama.cpp ({glue:text}`lc_drafter_note`). From llama.cpp's
+# own timings, a round (draft, then verify) costs {glue:text}`lc_round_steps:.2f` plain
+# steps of {glue:text}`lc_step_ms:.1f` ms: drafting {glue:text}`lc_draft_ms:.1f` ms,
+# verifying and the rest {glue:text}`lc_verify_ms:.1f` ms. At that cost a drafter would
+# need $\tau$ = {glue:text}`lc_tau_1x:.2f` to break even and {glue:text}`lc_tau_15x:.2f`
+# for 1.5x; the benchmark drafter of the PyTorch path reaches $\tau$ =
+# {glue:text}`spec_tau:.2f` online. At this round cost, llama.cpp's fixed overhead per
+# speculative round rather than the drafter decides whether speculation pays off there;
+# the table puts plain llama.cpp beside this study's lossless PyTorch path.
+# {glue:text}`lc_note`.
 #
 # ## Memory as the token count grows
+
 
 # %% tags=["hide-input"]
 mem = bench.get("memory_scaling")

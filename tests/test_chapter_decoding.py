@@ -165,3 +165,19 @@ def test_ratio_rows_and_profile_timings(tmp_path):
     assert perf.profile_timings(tmp_path) == [{"profile": "smoke", "notebook": "00", "seconds": 2.0},
                                              {"profile": "smoke", "notebook": "06", "seconds": 30.5}]
     assert np.isnan(perf.capture_values(None)["capture_ratio"])
+
+
+def test_llamacpp_values_read_the_benchmark_entry():
+    from activation_wave.chapters.performance import llamacpp_values
+
+    missing = llamacpp_values(None)
+    assert set(missing) == set(llamacpp_values({"by_threads": {}})) and "not measured" in missing["lc_drafter_note"]
+    rc = {"round_in_plain_steps": 3.46, "draft_ms_per_round": 6.1, "verify_and_rest_ms_per_round": 97.8,
+          "plain_step_ms": 30.0, "tau_needed": {"1x": 3.46, "1.5x": 5.19}}
+    lc = {"drafter": "d", "by_threads": {"1": {"plain": {"tokens_per_s": 33.3},
+                                             "eagle3": {"tokens_per_s": 9.8, "speedup": 0.295, "tau": 1.01,
+                                                        "identical_to_plain": 10, "prompts": 10, "round_costs": rc}}}}
+    v = llamacpp_values(lc)
+    assert v["lc_speedup"] == 0.295 and v["lc_identical"] == "10/10" and v["lc_tau_15x"] == 5.19
+    assert v["lc_round_steps"] == 3.46 and v["lc_plain_tps"] == 33.3 and v["lc_note"] == ""
+    assert set(v) == set(missing)  # the prose finds every value either way

@@ -77,7 +77,7 @@ def run(cfg: StudyConfig, root: str | Path | None = None) -> tuple[LandingResult
         cliff_entropy=sink.cliff.after, cliff_entropy_without_first=sink.at_cliff["no_first"],
         default_layers=sel.default_layers, default_percentile=None if default_row is None else default_row.percentile,
         exhaustive_layers=sel.sets["exhaustive"], tau_default=dflt["tau"], tau_best=best["tau"],
-        best_set=f"{best['set']} {best['layers']}", rho_renyi2=d6["spearman"]["renyi2_triples"],
+        best_set=f"{best['set']} {best['layers']}", rho_renyi2=predictors(triples(ch))["concatenation entropy S2"][0],
         rho_deepest=predictors(triples(ch))["deepest layer of the triple"][0], n_drafters=len(d6["runs"]),
         n_seeds=max(r["n_seeds"] for r in d6["summary"]),
         speedup_default=online.get("eagle3-default", {}).get("speedup_vs_plain_t0"),

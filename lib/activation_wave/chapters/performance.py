@@ -239,3 +239,27 @@ def paper_estimates(models: Sequence[str]) -> list[dict[str, Any]]:
                      "drafter (M params)": s["drafter"]["params_million"],
                      "EAGLE-3 default": str(d["eagle3_default_layers"])})
     return rows
+
+
+def llamacpp_values(lc: Mapping[str, Any] | None, threads: str = "1") -> dict[str, Any]:
+    """Chapter 9's prose values of the ``llamacpp`` benchmark entry (nan where it was not
+    measured): tokens/s of plain and EAGLE-3 llama.cpp, the speedup, tau, identical prompts,
+    the round's cost in plain steps and the tau break-even and 1.5x need at that cost."""
+    run = ((lc or {}).get("by_threads") or {}).get(threads)
+    if not run:  # not measured: every value the prose names, as nan / a sentence saying so
+        nan = float("nan")
+        return {"lc_threads": threads, "lc_identical": "-", "lc_drafter": "-",
+                "lc_drafter_note": "not measured: run `wave bench --only llamacpp` after scripts/setup_llamacpp.sh",
+                "lc_note": "", **{k: nan for k in ("lc_plain_tps", "lc_eagle_tps", "lc_speedup", "lc_tau",
+                                                   "lc_round_steps", "lc_draft_ms", "lc_verify_ms", "lc_step_ms",
+                                                   "lc_tau_1x", "lc_tau_15x")}}
+    e, rc = run["eagle3"], run["eagle3"]["round_costs"]
+    return {"lc_threads": threads, "lc_plain_tps": run["plain"]["tokens_per_s"], "lc_eagle_tps": e["tokens_per_s"],
+            "lc_speedup": e["speedup"], "lc_tau": e["tau"], "lc_identical": f"{e['identical_to_plain']}/{e['prompts']}",
+            "lc_round_steps": rc["round_in_plain_steps"], "lc_draft_ms": rc["draft_ms_per_round"],
+            "lc_verify_ms": rc["verify_and_rest_ms_per_round"], "lc_step_ms": rc["plain_step_ms"],
+            "lc_tau_1x": rc["tau_needed"]["1x"], "lc_tau_15x": rc["tau_needed"]["1.5x"],
+            "lc_drafter": str(lc.get("drafter")), "lc_note": lc.get("note") or "",
+            "lc_drafter_note": (f"{lc.get('drafter')}: a smoke-profile drafter, so this row measures llama.cpp's "
+                                "overhead per round rather than a useful drafter"
+                                if "smoke" in str(lc.get("drafter")) else f"drafter {lc.get('drafter')}")}
