@@ -101,6 +101,27 @@ glue_values(rho_deepest=s.predictors["deepest layer of the triple"][0], p_deepes
 # 13 triples and two seeds, not any single gap, that carries the conclusion.
 
 # %% [markdown]
+# ## Exploratory: what predicts $\tau$ among these drafters?
+#
+# Everything in this section was computed *after* chapter 6's results were known, so it
+# tests nothing; the hypotheses that the rerun will test are fixed in chapter 6
+# ({ref}`sec-prereg`). Over the {glue:text}`xp_n:d` triples, Spearman's $\rho$ of $\tau$
+# with the triple's deepest layer is {glue:text}`xp_deepest`; with concatenation entropy
+# $S_2$ it is {glue:text}`xp_s2`; with a cheap supervised probe (a closed-form ridge map
+# from the triple's features to the target's next tokens, `activation_wave.probe`) it is
+# {glue:text}`xp_probe`. Token filtering at the median changes $\rho(S_2, \tau)$ by
+# {glue:text}`xp_filter` against no filtering, at an equal token budget. With {glue:text}`xp_n:d` triples
+# whose $\tau$ lie within one interval of each other, only intervals that exclude 0 say
+# anything, and depth and entropy move together on this model. (The analysis
+# {glue:text}`xp_status`.)
+
+# %% tags=["remove-input"]
+xp_preds, xp_filter, xp_values = ch.exploratory_predictors(cfg, results_root or None)
+glue_values(**xp_values)
+if len(xp_preds):
+    display(format_table(xp_preds), format_table(xp_filter))
+
+# %% [markdown]
 # ## Speculative decoding on this machine
 
 # %% tags=["remove-input"]

@@ -184,3 +184,27 @@ def test_open_chapter_without_a_capture():
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(old)
+
+
+def test_exploratory_predictors_read_the_set_level_file(tmp_path):
+    from activation_wave.chapters import drafter_predictors as dp
+    from activation_wave.chapters.results_summary import SETLEVEL_PREDICTORS, exploratory_predictors
+    from activation_wave.config import load_config
+    from activation_wave.results import save_result
+
+    cfg = load_config("smoke")
+    preds, filt, v = exploratory_predictors(cfg, tmp_path)
+    assert preds.empty and v["xp_n"] == 0 and v["xp_status"] == "was not run for this profile"
+    timing = dp.ProbeTiming(build_s=1.0, per_set_s=0.1, per_set_cpu_s=0.1, triples_s=None, triples_cpu_s=None,
+                            n_triples=None, settings={})
+    res = dp.SetLevelPredictors(
+        capture="/c/smollm2-x", tau_source="06.json", tau={"a": 1.3}, layers={"a": (1, 2, 3)}, scores={},
+        predictors=(dp.Predictor("deepest", "triples", -0.9, -0.99, -0.7, 13),
+                    dp.Predictor("renyi2", "triples", -0.6, -0.9, -0.1, 13)),
+        filtering=(dp.FilterPredictor(0.5, 2048, -0.7, -0.9, -0.2, 13, -0.16, -0.52, 0.0, 0.2),),
+        probe=timing, best_probe_triples=(), seconds=1.0)
+    save_result(SETLEVEL_PREDICTORS, res, cfg, tmp_path)
+    preds, filt, v = exploratory_predictors(cfg, tmp_path)
+    assert len(preds) == 2 and len(filt) == 1 and v["xp_n"] == 13
+    assert v["xp_deepest"] == "-0.90 (95% interval -0.99 to -0.70)" and v["xp_probe"] == "-"
+    assert v["xp_filter"] == "-0.16 (95% interval -0.52 to +0.00)" and "smollm2-x" in v["xp_status"]

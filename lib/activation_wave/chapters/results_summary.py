@@ -158,3 +158,35 @@ def run(cfg: StudyConfig, root: str | Path | None = None, *, chapters: Chapters 
 def online_table(drafters: dict[str, Any]) -> pd.DataFrame:
     """Chapter 6's online decoding comparison, one row per drafter."""
     return pd.DataFrame(drafters["online"]).T[list(ONLINE_COLUMNS)]
+
+
+#: Results file of the exploratory, set-level predictor analysis of chapter 6's drafters
+#: (``python -m activation_wave.chapters.drafter_predictors --taus-from ...``).
+SETLEVEL_PREDICTORS = "06_predictors_setlevel"
+
+
+def exploratory_predictors(cfg: StudyConfig, root: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame,
+                                                                                    dict[str, Any]]:
+    """The set-level predictor analysis, if it was run for this profile: (predictors table,
+    filtering table, prose values). Empty tables and "-" values when the file is absent."""
+    from .drafter_predictors import SetLevelPredictors
+
+    try:
+        res = load_result(SETLEVEL_PREDICTORS, cfg, root, cls=SetLevelPredictors)
+    except FileNotFoundError:
+        return pd.DataFrame(), pd.DataFrame(), {"xp_n": 0, "xp_deepest": "-", "xp_s2": "-", "xp_probe": "-",
+                                                "xp_filter": "-", "xp_status": "was not run for this profile"}
+    preds = pd.DataFrame([vars(p) for p in res.predictors])
+    filt = pd.DataFrame([vars(f) for f in res.filtering])
+    tri = {p.name: p for p in res.predictors if p.units == "triples"}
+
+    def rho(name: str) -> str:
+        p = tri.get(name)
+        return "-" if p is None or p.rho is None else f"{p.rho:+.2f} (95% interval {p.lo:+.2f} to {p.hi:+.2f})"
+
+    half = next((f for f in res.filtering if f.quantile == 0.5), None)
+    filt_text = ("-" if half is None or half.delta_vs_unfiltered is None else
+                 f"{half.delta_vs_unfiltered:+.2f} (95% interval {half.delta_lo:+.2f} to {half.delta_hi:+.2f})")
+    return preds, filt, {"xp_n": next(iter(tri.values())).n if tri else 0, "xp_deepest": rho("deepest"),
+                         "xp_s2": rho("renyi2"), "xp_probe": rho("probe"), "xp_filter": filt_text,
+                         "xp_status": f"was run on {Path(res.capture).name} with tau from {res.tau_source}"}
