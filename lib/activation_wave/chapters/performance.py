@@ -248,7 +248,7 @@ def llamacpp_values(lc: Mapping[str, Any] | None, threads: str = "1") -> dict[st
     run = ((lc or {}).get("by_threads") or {}).get(threads)
     if not run:  # not measured: every value the prose names, as nan / a sentence saying so
         nan = float("nan")
-        return {"lc_threads": threads, "lc_identical": "-", "lc_drafter": "-",
+        return {"lc_threads": threads, "lc_identical": "-", "lc_drafter": "-", "lc_best_setting": "-",
                 "lc_drafter_note": "not measured: run `wave bench --only llamacpp` after scripts/setup_llamacpp.sh",
                 "lc_note": "", **{k: nan for k in ("lc_plain_tps", "lc_eagle_tps", "lc_speedup", "lc_tau",
                                                    "lc_round_steps", "lc_draft_ms", "lc_verify_ms", "lc_step_ms",
@@ -259,7 +259,21 @@ def llamacpp_values(lc: Mapping[str, Any] | None, threads: str = "1") -> dict[st
             "lc_round_steps": rc["round_in_plain_steps"], "lc_draft_ms": rc["draft_ms_per_round"],
             "lc_verify_ms": rc["verify_and_rest_ms_per_round"], "lc_step_ms": rc["plain_step_ms"],
             "lc_tau_1x": rc["tau_needed"]["1x"], "lc_tau_15x": rc["tau_needed"]["1.5x"],
-            "lc_drafter": str(lc.get("drafter")), "lc_note": lc.get("note") or "",
+            "lc_drafter": str(lc.get("drafter")), "lc_note": f"{lc['note']}." if lc.get("note") else "",
             "lc_drafter_note": (f"{lc.get('drafter')}: a smoke-profile drafter, so this row measures llama.cpp's "
                                 "overhead per round rather than a useful drafter"
-                                if "smoke" in str(lc.get("drafter")) else f"drafter {lc.get('drafter')}")}
+                                if "smoke" in str(lc.get("drafter"))
+                                else f"a default-profile drafter reading layers {lc.get('drafter_layers', '?')}, "
+                                f"folder {Path(str(lc.get('drafter'))).name}"),
+            "lc_best_setting": _best_llamacpp_setting(lc)}
+
+
+def _best_llamacpp_setting(lc: Mapping[str, Any]) -> str:
+    """The fastest row of the llama.cpp investigation sweep, in words ("-" without a sweep)."""
+    rows = [r for r in ((lc.get("investigation") or {}).get("rows") or []) if r.get("speedup") is not None]
+    if not rows:
+        return "-"
+    best = max(rows, key=lambda r: r["speedup"])
+    where = ", ".join(f"{k} {best[k]}" for k in ("gguf_type", "depth", "p_min") if k in best)
+    return (f"{best['speedup']:.2f}x ({where}; a round still costs {best['round_in_plain_steps']:.2f} plain steps) "
+            f"over {len(rows)} settings")
