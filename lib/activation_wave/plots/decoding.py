@@ -37,11 +37,11 @@ __all__ = [
 
 def plot_acceptance_by_position(acceptance: Mapping[str, Sequence[float]], *, ax: Axes | None = None,
                                 title: str | None = "Draft acceptance by position",
-                                ylabel: str = "acceptance rate") -> Figure:
+                                ylabel: str = "rounds accepting drafts 1..j (r_j)") -> Figure:
     """One line per layer set: acceptance of draft position 1..D.
 
-    ``acceptance[name][i]`` is the share of rounds that accepted draft ``i + 1`` among
-    those that drafted it (``SpecResult.acceptance_by_position`` or the offline
+    ``acceptance[name][i]`` is the share of rounds that accepted drafts ``1..i + 1`` among
+    those that drafted ``i + 1`` (r_j of the background; ``SpecResult.acceptance_by_position`` or the offline
     ``acceptance_by_position``).
     """
     fig, ax = _ax(ax)
