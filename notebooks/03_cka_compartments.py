@@ -70,6 +70,13 @@ glue_figure("fig_cka", plot_cka(r.ids, r.cka, compartments=r.compartments))
 # segmentation splits the layers into {glue:text}`k_auto:d` compartments:
 # {glue:text}`compartments_text`.
 #
+# Read these boundaries as fragile. Plain CKA weighs every token by its norm, so a few
+# tokens with very large hidden states can move them: {doc}`04_token_filtering` shows
+# that leaving out the highest-norm response tokens (a few percent of them), or giving
+# every token the same weight, merges compartments (that chapter gives the counts and
+# the boundaries for this run). A compartment boundary is a property of this sample and
+# estimator, not yet of the model.
+#
 # ## How many compartments?
 #
 # The segmentation minimises the total scatter $W(k)$ of the layers around their
