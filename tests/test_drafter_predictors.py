@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -178,3 +179,5 @@ def test_paired_verdict_reads_the_holm_adjusted_rules():
     text = dp.paired_verdict(res)
     assert text.startswith("1 of 2 rules' sets differ") and "exhaustive (delta tau = -0.050" in text
     assert dp.prose_values(res) == {"paired_n": 96, "paired_verdict": text, "paired_mde_rules": 0.04}
+    res.comparisons = tuple(dataclasses.replace(c, n=2) for c in res.comparisons)
+    assert dp.paired_verdict(res).startswith("with 2 eval prompts the paired bootstrap cannot test anything")

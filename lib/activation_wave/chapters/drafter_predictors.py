@@ -497,11 +497,20 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
+#: Fewest eval prompts for which the paired bootstrap's p-values are reported as a test
+#: (with a handful of prompts the resampling distribution is degenerate).
+MIN_PAIRED_PROMPTS = 10
+
+
 def paired_verdict(res: DrafterPredictors, alpha: float = 0.05) -> str:
     """One sentence on the rules' paired comparisons with the reference, from the numbers."""
     rules = [c for c in res.comparisons if c.family == "rules" and c.p_holm_rules is not None]
     if not rules:
         return "no selection rule's drafter was found, so nothing was compared"
+    n = min(c.n for c in rules)
+    if n < MIN_PAIRED_PROMPTS:
+        return (f"with {n} eval prompts the paired bootstrap cannot test anything (at least "
+                f"{MIN_PAIRED_PROMPTS} are needed), so no difference is claimed")
     hits = [c for c in rules if c.p_holm_rules < alpha]
     if not hits:
         best = min(rules, key=lambda c: c.p_holm_rules)
