@@ -36,6 +36,8 @@ from .config import StudyConfig
 from .data import REPO_ROOT
 
 RESULTS_ROOT = REPO_ROOT / "data" / "results"
+#: The one file every benchmark (``wave bench``) writes its entry into.
+BENCHMARKS_FILE = RESULTS_ROOT / "benchmarks.json"
 #: Keys every results file carries besides the result's own fields.
 META_KEYS = ("name", "config", "written", "git_commit")
 
@@ -111,6 +113,11 @@ def git_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return (out.stdout.strip() or None) if out.returncode == 0 else None
+
+
+def load_benchmarks(path: Path = BENCHMARKS_FILE) -> dict[str, Any]:
+    """The benchmarks file, or an empty mapping when ``wave bench`` has not run yet."""
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def save_result(name: str, result: Any, cfg: StudyConfig, root: str | Path | None = None) -> Path:

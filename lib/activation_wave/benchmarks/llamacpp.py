@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..data import REPO_ROOT
+from ..results import BENCHMARKS_FILE, load_benchmarks
 
 #: llama.cpp's per-implementation speculative statistics line (common/speculative.cpp,
 #: ``common_speculative_print_stats``, logged at verbosity 4 after every request).
@@ -192,8 +192,7 @@ def run(drafter: str | Path | None = None, *, profile: str = "default", model: s
     lc = find_llamacpp()
     drafter = drafter or os.environ.get("WAVE_LLAMACPP_DRAFTER")
     if drafter is None:
-        doc = json.loads((REPO_ROOT / "data" / "results" / "benchmarks.json").read_text())
-        drafter = doc.get("speculative_decoding", {}).get("drafter")
+        drafter = load_benchmarks().get("speculative_decoding", {}).get("drafter")
         if not drafter or not Path(drafter).exists():
             raise FileNotFoundError(f"the speculative_decoding benchmark's drafter {drafter!r} is not on disk; "
                                     "pass a drafter folder (`wave train-draft ... --out DIR`)")
@@ -305,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--sweep-prompts", type=int, default=6, help="prompts for the investigation (0: none)")
-    p.add_argument("--out", default=str(REPO_ROOT / "data" / "results" / "benchmarks.json"))
+    p.add_argument("--out", default=str(BENCHMARKS_FILE))
     a = p.parse_args(argv)
     import time
 

@@ -21,10 +21,9 @@ from typing import Any
 import torch
 
 from ..config import StudyConfig
-from ..data import REPO_ROOT
+from ..results import BENCHMARKS_FILE
 from .peak import PeakRSS
 
-BENCHMARKS_FILE = REPO_ROOT / "data" / "results" / "benchmarks.json"
 
 Entry = Callable[[StudyConfig], dict[str, Any]]
 

@@ -7,13 +7,12 @@ in the chapter that computes it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..config import StudyConfig
-from ..results import RESULTS_ROOT
+from ..results import load_benchmarks
 from .results_summary import Chapters, load_chapters, predictors, triples
 
 #: The rules whose sets the key figure shows, in this order.
@@ -49,11 +48,6 @@ class LandingResult:
     bench_tau: float | None
 
 
-def decoding_benchmark(path: Path = RESULTS_ROOT / "benchmarks.json") -> dict[str, Any]:
-    """The speculative-decoding entry of the benchmarks file (empty if it was never run)."""
-    return json.loads(path.read_text()).get("speculative_decoding", {}) if path.exists() else {}
-
-
 def key_sets(ch: Chapters) -> dict[str, list[int]]:
     """The sets of :data:`KEY_RULES` that chapter 5 chose."""
     return {m: ch.selection.sets[m] for m in KEY_RULES if m in ch.selection.sets}
@@ -70,7 +64,7 @@ def run(cfg: StudyConfig, root: str | Path | None = None) -> tuple[LandingResult
     sink, sel, d6 = ch.filtering.sink, ch.selection, ch.drafters
     best, dflt, online = d6["best"], d6["default"], d6["online"]
     default_row = sel.default_row
-    bench = decoding_benchmark()
+    bench = load_benchmarks().get("speculative_decoding", {})
     return LandingResult(
         model=cfg.model, n_layers=ch.data.info.n_layers, n_prompts=ch.data.summary.records,
         n_positions=ch.data.summary.response_positions, sink_ratio=sink.sink_peak, cliff_layer=sink.cliff.to_layer,

@@ -22,18 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from ..data import REPO_ROOT
+from ..results import load_benchmarks  # noqa: F401 (the chapter's reader of the benchmarks file)
 
 NAN = float("nan")
 NOT_MEASURED = "(not measured)"
-BENCHMARKS = REPO_ROOT / "data" / "results" / "benchmarks.json"
 
 __all__ = ["load_benchmarks", "speedup_verdict", "ratio_rows", "capture_values", "decoding_values", "study_drafter_values",
            "data_scaling_values", "low_precision_values", "memory_values", "profile_timings", "paper_estimates"]
-
-
-def load_benchmarks(path: Path = BENCHMARKS) -> dict[str, Any]:
-    """The benchmarks file, or an empty mapping when ``wave bench`` has not run yet."""
-    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def _missing(numbers: Sequence[str], texts: Sequence[str] = (), zeros: Sequence[str] = ()) -> dict[str, Any]:
@@ -247,12 +242,11 @@ def llamacpp_values(lc: Mapping[str, Any] | None, threads: str = "1") -> dict[st
     the round's cost in plain steps and the tau break-even and 1.5x need at that cost."""
     run = ((lc or {}).get("by_threads") or {}).get(threads)
     if not run:  # not measured: every value the prose names, as nan / a sentence saying so
-        nan = float("nan")
-        return {"lc_threads": threads, "lc_identical": "-", "lc_drafter": "-", "lc_best_setting": "-",
-                "lc_drafter_note": "not measured: run `wave bench --only llamacpp` after scripts/setup_llamacpp.sh",
-                "lc_note": "", **{k: nan for k in ("lc_plain_tps", "lc_eagle_tps", "lc_speedup", "lc_tau",
-                                                   "lc_round_steps", "lc_draft_ms", "lc_verify_ms", "lc_step_ms",
-                                                   "lc_tau_1x", "lc_tau_15x")}}
+        return {**_missing(("lc_plain_tps", "lc_eagle_tps", "lc_speedup", "lc_tau", "lc_round_steps", "lc_draft_ms",
+                            "lc_verify_ms", "lc_step_ms", "lc_tau_1x", "lc_tau_15x"),
+                           ("lc_identical", "lc_drafter", "lc_best_setting")),
+                "lc_threads": threads, "lc_note": "",
+                "lc_drafter_note": "not measured: run `wave bench --only llamacpp` after scripts/setup_llamacpp.sh"}
     e, rc = run["eagle3"], run["eagle3"]["round_costs"]
     return {"lc_threads": threads, "lc_plain_tps": run["plain"]["tokens_per_s"], "lc_eagle_tps": e["tokens_per_s"],
             "lc_speedup": e["speedup"], "lc_tau": e["tau"], "lc_identical": f"{e['identical_to_plain']}/{e['prompts']}",
