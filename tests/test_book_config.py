@@ -274,7 +274,7 @@ def test_study_results_root_is_repo_relative(tmp_path, monkeypatch):
     a relative root is read from the repository root whatever the working directory."""
     from activation_wave.config import load_config
     from activation_wave.data import REPO_ROOT
-    from activation_wave.pipeline import results_dir
+    from activation_wave.results import results_dir
     from activation_wave.study import prepare_book_dir, root_parameter
 
     book, root = prepare_book_dir("default", None)

@@ -539,7 +539,7 @@ def save_drafter(drafter: Eagle3Drafter, out_dir: str | Path, provenance: dict[s
     os.replace(tmp, out / "model.safetensors")
     (out / "config.json.tmp").write_text(json.dumps(drafter.spec.to_hf_config(), indent=1))
     os.replace(out / "config.json.tmp", out / "config.json")
-    from .pipeline import git_commit
+    from .results import git_commit
 
     prov = {"schema_version": SCHEMA_VERSION, "written": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "git_commit": git_commit(), "spec": asdict(drafter.spec), **(provenance or {}),

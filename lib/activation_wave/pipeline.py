@@ -16,9 +16,9 @@ from typing import Any
 
 from .capture import CaptureCache, capture
 from .config import ConfigError, StudyConfig, load_config
-from .data import REPO_ROOT, Response, generate_responses, load_prompts, sampled_responses
+from .data import Response, generate_responses, load_prompts, sampled_responses
 from .models import Target, load_target
-from .results import RESULTS_ROOT, git_commit, load_result, results_dir, save_result  # noqa: F401 (re-exported)
+from .results import load_result, save_result
 
 
 
