@@ -129,12 +129,12 @@ def _lr_at(step: int, total: int, base: float) -> float:
 
 
 def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cfg: DraftConfig,
-                  out_dir: str | Path, *, progress: bool = True, records_fraction: float = 1.0) -> Path:
+                  out_dir: str | Path, *, progress: bool = True, records_fraction: float | None = None) -> Path:
     """Train an EAGLE-3-style head on the train split of ``cache``; return its folder.
 
-    ``records_fraction`` < 1 trains on that share of the train records (a subset drawn
-    with ``cfg.seed``; the draft vocabulary comes from the subset too): how tau grows
-    with training data.
+    ``records_fraction`` (default ``cfg.records_fraction``) < 1 trains on that share of
+    the train records (a subset drawn with ``cfg.seed``; the draft vocabulary comes from
+    the subset too): how tau grows with training data.
 
     Writes ``model.safetensors``, ``config.json``, ``provenance.json`` (via
     :func:`~activation_wave.drafter.save_drafter`) and ``train_log.json`` (loss and
@@ -146,6 +146,7 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
     from .offline import offline_acceptance
 
     t_start = time.time()
+    records_fraction = cfg.records_fraction if records_fraction is None else records_fraction
     layers = check_layers(layers, cache.n_layers)
     if cache.manifest["model"]["fingerprint"] != target.fingerprint:
         raise ValueError(f"cache {cache.path} was captured from target {cache.manifest['model']['fingerprint']}, "
