@@ -253,6 +253,7 @@ class DraftConfig:
     batch_tokens: int = 2048
     seed: int = 0
     soft_targets: bool = True  # cached top-k log-probs renormalised over the draft vocab (False: top1 label)
+    fused_norm: bool = False  # RMSNorm each captured layer before fc, so large-norm deep layers do not dominate
     dtype: str = "bf16"  # matmul precision of training: bf16 (autocast, fp32 master weights) | fp32
     grad_clip: float = 0.5  # max gradient norm (0 = off)
     threads: int = 0  # torch intra-op threads while training (0 = leave torch's setting)

@@ -166,7 +166,8 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         vocab = target.vocab_size
         draft_ids = draft_vocab_for(records, vocab, cfg.draft_vocab, always=sorted(eos_ids(target)))
         device = next(target.model.parameters()).device
-        drafter = Eagle3Drafter.from_target(target.model, layers, draft_ids, seed=cfg.seed).to(device).train()
+        drafter = Eagle3Drafter.from_target(target.model, layers, draft_ids, seed=cfg.seed,
+                                            fused_norm=cfg.fused_norm).to(device).train()
         params = drafter.trainable_parameters()
         opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
         batches = make_batches([len(r) for r in records], cfg.batch_tokens)
