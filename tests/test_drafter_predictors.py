@@ -178,3 +178,23 @@ def test_paired_verdict_reads_the_holm_adjusted_rules():
     assert dp.prose_values(res) == {"paired_n": 96, "paired_verdict": text, "paired_mde_rules": 0.04}
     res.comparisons = tuple(dataclasses.replace(c, n=2) for c in res.comparisons)
     assert dp.paired_verdict(res).startswith("with 2 eval prompts the paired bootstrap cannot test anything")
+
+
+def test_norm_arm_pairs_each_triple_with_its_normed_twin():
+    rng = np.random.default_rng(0)
+    base = rng.uniform(1.2, 1.6, size=40)
+    taus, layers = {}, {}
+    for i, ids in enumerate([(1, 2, 3), (1, 2, 9), (2, 5, 12), (4, 8, 20)]):
+        name = f"t{i}"
+        taus[name] = np.stack([base - 0.05 * max(ids) / 10, base - 0.05 * max(ids) / 10 + 0.01])  # 2 seeds
+        taus[name + "+norm"] = (base + 0.02 + 0.001 * max(ids))[None, :]
+        layers[name] = layers[name + "+norm"] = ids
+    effects, rhos = dp.norm_arm(taus, layers, n_boot=200)
+    e = {x.set: x for x in effects}
+    assert set(e) == {"t0", "t1", "t2", "t3"} and e["t0"].n == 40
+    assert e["t3"].delta == pytest.approx(0.02 + 0.02 + 0.05 * 20 / 10 - 0.005)  # norm minus the seed mean
+    assert e["t3"].tau_norm == pytest.approx(float(np.mean(base + 0.04)))
+    plain, normed = rhos
+    assert plain.units == "triples, no norm" and plain.rho == pytest.approx(-1.0) and plain.n == 4
+    assert normed.units == "triples, per-layer RMSNorm" and normed.rho == pytest.approx(1.0)
+    assert dp.norm_arm({"t0": taus["t0"]}, layers, n_boot=10) == ([], [])

@@ -38,6 +38,8 @@ from ..selection import rank_among_all, score_set
 NAME = "06_eagle3_speedup"
 DEFAULT_SET = "eagle3-default"
 
+#: How many seeded random triples of layers 1..N the probe scores (to time it and list its best).
+PROBE_TRIPLES = 200
 #: Chapter-5 sets trained as controls (with ``draft.control_seeds`` seeds), besides the random triples.
 CONTROL_SETS = ("last-k",)
 
@@ -474,7 +476,8 @@ def run(cfg: StudyConfig, cap: Captured, selected: Mapping[str, Sequence[int]], 
     default, best = _set_tau(by_name[DEFAULT_SET]), _set_tau(next(s for s in main if s.k == 3))
 
     found = [dp.FoundDrafter(r["set"], tuple(r["layers"]), r["seed"], r["path"], r["arm"]) for r in rows]
-    pred = dp.run(cfg, cap.cache, target, jobs, drafters=found, eval_cache=train_cap.cache, n_boot=n_boot)
+    pred = dp.run(cfg, cap.cache, target, jobs, drafters=found, eval_cache=train_cap.cache, n_boot=n_boot,
+                  triples=PROBE_TRIPLES)
     rules = [c for c in pred.comparisons if c.family == "rules"]
     best_rule = (_set_tau(by_name[max(rules, key=lambda c: c.delta).set]) if rules else best)
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from ..config import StudyConfig
 from ..results import load_benchmarks
-from .results_summary import Chapters, load_chapters, predictors, triples
+from .eagle3_speedup import evaluate_hypotheses
+from .results_summary import Chapters, load_chapters
 
 #: The rules whose sets the key figure shows, in this order.
 KEY_RULES = ("exhaustive", "entropy-greedy", "combined", "cka-diverse", "eagle3-default", "last-k")
@@ -37,8 +38,11 @@ class LandingResult:
     tau_default: float
     tau_best: float
     best_set: str
-    rho_renyi2: float
-    rho_deepest: float
+    rho_renyi2: float | None  # over the triples, with its n below (chapter 6's paired analysis)
+    rho_deepest: float | None
+    n_triples: int
+    h1: str  # H1's primary statistic, and whether it was supported
+    h1_supported: bool | None
     n_drafters: int
     n_seeds: int
     speedup_default: float | None
@@ -53,28 +57,32 @@ def key_sets(ch: Chapters) -> dict[str, list[int]]:
     return {m: ch.selection.sets[m] for m in KEY_RULES if m in ch.selection.sets}
 
 
-def ranked_triples(ch: Chapters) -> list[dict[str, Any]]:
-    """Chapter 6's three-layer drafters, best tau first."""
-    return sorted(triples(ch), key=lambda r: -r["tau"])
+def ranked_triples(ch: Chapters) -> list[Any]:
+    """Chapter 6's three-layer drafters (main arm), best tau first."""
+    return ch.drafters.sets_of_size(3)
 
 
 def run(cfg: StudyConfig, root: str | Path | None = None) -> tuple[LandingResult, Chapters]:
     """The landing page's numbers, and the chapters' results its figure draws from."""
     ch = load_chapters(cfg, root)
     sink, sel, d6 = ch.filtering.sink, ch.selection, ch.drafters
-    best, dflt, online = d6["best"], d6["default"], d6["online"]
+    online = d6.online
     default_row = sel.default_row
     bench = load_benchmarks().get("speculative_decoding", {})
+    rho = {p.name: p for p in ch.paired.predictors if p.units == "triples"}
+    h1 = evaluate_hypotheses(ch.paired)[0]
     return LandingResult(
         model=cfg.model, n_layers=ch.data.info.n_layers, n_prompts=ch.data.summary.records,
         n_positions=ch.data.summary.response_positions, sink_ratio=sink.sink_peak, cliff_layer=sink.cliff.to_layer,
         cliff_entropy=sink.cliff.after, cliff_entropy_without_first=sink.at_cliff["no_first"],
         default_layers=sel.default_layers, default_percentile=None if default_row is None else default_row.percentile,
-        exhaustive_layers=sel.sets["exhaustive"], tau_default=dflt["tau"], tau_best=best["tau"],
-        best_set=f"{best['set']} {best['layers']}", rho_renyi2=predictors(triples(ch))["concatenation entropy S2"][0],
-        rho_deepest=predictors(triples(ch))["deepest layer of the triple"][0], n_drafters=len(d6["runs"]),
-        n_seeds=max(r["n_seeds"] for r in d6["summary"]),
-        speedup_default=online.get("eagle3-default", {}).get("speedup_vs_plain_t0"),
-        speedup_best=max(v["speedup_vs_plain_t0"] for v in online.values()),
-        lossless=all(v["lossless_prompts"] == v["n_prompts"] for v in online.values()),
+        exhaustive_layers=sel.sets["exhaustive"], tau_default=d6.default.tau, tau_best=d6.best.tau,
+        best_set=f"{d6.best.set} {list(d6.best.layers)}",
+        rho_renyi2=rho["renyi2"].rho if "renyi2" in rho else None,
+        rho_deepest=rho["deepest"].rho if "deepest" in rho else None,
+        n_triples=rho["renyi2"].n if "renyi2" in rho else 0, h1=h1.statistic, h1_supported=h1.supported,
+        n_drafters=len(d6.runs), n_seeds=max(r.n_seeds for r in d6.summary),
+        speedup_default=online["eagle3-default"].speedup_vs_plain_t0 if "eagle3-default" in online else None,
+        speedup_best=max(v.speedup_vs_plain_t0 for v in online.values()),
+        lossless=all(v.lossless_prompts == v.n_prompts for v in online.values()),
         bench_speedup=bench.get("speedup_vs_plain_t0"), bench_tau=bench.get("tau_t0")), ch
