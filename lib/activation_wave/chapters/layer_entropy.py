@@ -48,8 +48,8 @@ class Band:
 
 @dataclass(frozen=True)
 class LayerEntropyResult:
-    """What chapter 1 reports. ``*_summary``: landmarks of a profile (last, normed,
-    entry aside; see :func:`~activation_wave.entropy.profile_summary`); ``orders``:
+    """What chapter 1 reports. ``*_summary``: landmarks of a profile (see
+    :func:`~activation_wave.entropy.profile_summary`); ``orders``:
     Renyi order (as text) -> dataset entropy ``[L]``."""
 
     alpha: float
