@@ -16,11 +16,26 @@ from activation_wave.layer_stats import LayerStats
 from activation_wave.selection import score_set
 
 
-def test_layer_sets_adds_singles_and_pairs_of_the_sweep():
-    sets = ch6.layer_sets({"eagle3-default": (2, 4, 5), "combined": [1, 3, 6]}, n_layers=7, sweep_stride=3)
-    assert sets == {"eagle3-default": [2, 4, 5], "combined": [1, 3, 6], "single-1": [1], "single-4": [4],
-                    "single-7": [7], "pair-1-4": [1, 4], "pair-1-7": [1, 7], "pair-4-7": [4, 7]}
-    assert ch6.layer_sets({"a": [1, 2]}, 7, 0) == {"a": [1, 2]}
+def test_design_lists_the_preregistered_drafters_in_training_order():
+    from activation_wave.config import DraftConfig
+
+    selected = {"eagle3-default": (2, 4, 5), "combined": [1, 3, 6], "last-k": [5, 6, 7], "evenly-spaced": [2, 4, 6],
+                "random-0": [1, 2, 3], "random-1": [3, 4, 5], "random-2": [1, 5, 7]}
+    draft = DraftConfig(seed=10, n_seeds=3, control_seeds=2, n_random=2, sweep_stride=3, sweep_fraction=0.5,
+                        sweep_seed_every=2, norm_arm=True)
+    jobs = ch6.design(selected, 7, draft)
+    got = [(j.set, j.layers, j.arm, j.config.seed, j.config.records_fraction, j.config.fused_norm) for j in jobs]
+    triples = [("eagle3-default", (2, 4, 5), 3), ("combined", (1, 3, 6), 3), ("last-k", (5, 6, 7), 2),
+               ("random-0", (1, 2, 3), 2), ("random-1", (3, 4, 5), 2)]
+    want = [(n, ids, "triples", 10 + i, 1.0, False) for n, ids, k in triples for i in range(k)]
+    want += [("single-1", (1,), "sweep", 10, 0.5, False), ("single-4", (4,), "sweep", 10, 0.5, False),
+             ("single-4", (4,), "sweep", 11, 0.5, False), ("single-7", (7,), "sweep", 10, 0.5, False)]
+    want += [(f"{n}+norm", ids, "norm", 10, 1.0, True) for n, ids, _ in triples]
+    assert got == want  # evenly-spaced and the third random triple are not trained
+    plain = ch6.design({"eagle3-default": (2, 4, 5)}, 7, DraftConfig(n_seeds=1, sweep_stride=0))
+    assert [(j.set, j.arm) for j in plain] == [("eagle3-default", "triples")]
+    with pytest.raises(ValueError, match="eagle3-default"):
+        ch6.design({"combined": [1, 2, 3]}, 7, draft)
 
 
 def test_tau_interval_one_seed_is_its_record_interval_several_take_the_wider():
@@ -37,9 +52,11 @@ def _runs():
     acc = lambda a: [a, a / 2]  # noqa: E731
     rows = []
     for name, ids, taus in (("eagle3-default", [1, 2, 3], [1.40, 1.42]), ("combined", [1, 3, 4], [1.55, 1.53]),
-                            ("single-1", [1], [1.20]), ("single-4", [4], [1.30]), ("pair-1-4", [1, 4], [1.45])):
+                            ("single-1", [1], [1.20]), ("single-4", [4], [1.30, 1.36]),
+                            ("combined+norm", [1, 3, 4], [1.45])):
+        arm = "norm" if name.endswith("+norm") else "sweep" if len(ids) == 1 else "triples"
         for s, tau in enumerate(taus):
-            rows.append({"set": name, "layers": ids, "k": len(ids), "seed": s, "path": f"/d/{name}-{s}",
+            rows.append({"set": name, "layers": ids, "k": len(ids), "seed": s, "path": f"/d/{name}-{s}", "arm": arm,
                          "train_s": 10.0 + s, "tokens_per_s": 100.0, "acceptance_by_position": acc(tau - 1),
                          "final_loss_by_step": [1.0], "final_acc_by_step": [0.5], "tau": tau,
                          "tau_lo": tau - 0.05, "tau_hi": tau + 0.05, "eval_records": 4})
@@ -54,7 +71,7 @@ def stats():
 
 def test_summarise_sets_orders_by_tau_and_scores_each_set(stats):
     summary = ch6.summarise_sets(_runs(), stats)
-    assert [s.set for s in summary] == ["combined", "pair-1-4", "eagle3-default", "single-4", "single-1"]
+    assert [s.set for s in summary] == ["combined", "combined+norm", "eagle3-default", "single-4", "single-1"]
     comb = summary[0]
     assert comb.tau == pytest.approx(1.54) and comb.n_seeds == 2 and comb.layers == (1, 3, 4)
     assert comb.acc1 == pytest.approx(0.54) and comb.train_s == pytest.approx(10.5)
@@ -66,28 +83,34 @@ def test_summarise_sets_orders_by_tau_and_scores_each_set(stats):
     assert (single.tau_lo, single.tau_hi) == pytest.approx((1.15, 1.25))
 
 
-def test_pairs_correlations_verdict_and_the_result_round_trip(stats):
+def test_correlations_verdict_and_the_result_round_trip(stats):
     summary = ch6.summarise_sets(_runs(), stats)
-    (pair,) = ch6.pair_gains(summary)
-    assert pair.pair == (1, 4) and pair.tau_first == 1.20 and pair.tau_second == 1.30
-    assert pair.gain == pytest.approx(0.15) and pair.beats  # 1.40 (its lower end) > 1.30
     rho = ch6.score_correlations(summary)
-    assert rho.renyi2_pairs is None and rho.renyi2_singles is None  # fewer than three sets
+    assert rho.renyi2_triples is None and rho.renyi2_singles is None  # fewer than three sets (norm arm left out)
     best = ch6.SetTau("combined", (1, 3, 4), 1.54, 1.50, 1.58)
     default = ch6.SetTau("eagle3-default", (1, 2, 3), 1.41, 1.36, 1.46)
     v = ch6.verdict(best, default)
     assert v.gap == pytest.approx(0.13) and not v.overlap and v.text == "clearly above the default's"
     assert ch6.verdict(default, default).text == "the default itself"
     assert ch6.verdict(ch6.SetTau("x", (1,), 1.45, 1.40, 1.50), default).overlap
+    recon = ch6.Reconciliation("eagle3-default", 1.41, 1.45, 1.43, 1.40, 0.04, -0.02, -0.03)
+    profile = ch6.LayerProfile((0, 1), (1.0, 2.0), (1.0, 3.0), (None, 3.0), (None, 0.9), (0.9, None))
     res = ch6.Eagle3SpeedupResult(
-        runs=tuple(ch6._drafter_run(r) for r in _runs()), summary=tuple(summary), pairs=(pair,), spearman=rho,
+        runs=tuple(ch6._drafter_run(r) for r in _runs()), summary=tuple(summary), spearman=rho,
         online={"eagle3-default": ch6.OnlineDrafter((1, 2, 3), 1.4, 1.3, 9.0, 8.0, 2, 2, 1.1, 1.0, 0.9,
                                                     (0.4, float("nan")), 1.41)},
-        baselines=ch6.OnlineBaselines(8.0, 8.0, 10.0), prompts=("a", "b"), default=default, best=best, verdict=v)
+        baselines=ch6.OnlineBaselines(8.0, 8.0, 10.0), prompts=("a", "b"), default=default, best=best,
+        best_rule=best, verdict=v, reconciliation=(recon,), training_capture="/c", training_records=10,
+        training_positions=100, profile=profile)
     back = from_jsonable(ch6.Eagle3SpeedupResult, to_jsonable(res))
     assert back.summary == res.summary and back.online["eagle3-default"].acceptance_t0 == (0.4, None)
+    assert back.reconciliation == (recon,) and back.profile == profile
     assert back.first_seed_acceptance("combined") == pytest.approx((0.55, 0.275))
     assert [s.set for s in back.sets_of_size(1)] == ["single-1", "single-4"]
+    assert [s.set for s in back.sets_of_size(3)] == ["combined", "eagle3-default"]
+    assert [s.set for s in back.sets_of_size(3, "norm")] == ["combined+norm"]
+    ((a, b),) = ch6._seed_pairs(back.runs, "sweep")
+    assert (a.set, a.seed, b.seed) == ("single-4", 0, 1)
 
 
 def test_speedup_verdict():
@@ -185,3 +208,39 @@ def test_llamacpp_values_read_the_benchmark_entry():
     lc["investigation"] = {"rows": [{"depth": 1, "p_min": 0.0, "speedup": 0.64, "round_in_plain_steps": 3.04},
                                     {"depth": 3, "p_min": 0.0, "speedup": 0.51, "round_in_plain_steps": 3.8}]}
     assert llamacpp_values(lc)["lc_best_setting"].startswith("0.64x (depth 1, p_min 0.0; a round still costs 3.04")
+
+
+def test_hypotheses_follow_their_preregistered_rules():
+    from types import SimpleNamespace as NS
+
+    from activation_wave.chapters import drafter_predictors as dp
+
+    cmp = lambda name, fam, d, lo, p: dp.Comparison(name, (1, 2, 3), fam, d, lo, lo + 0.1, p,  # noqa: E731
+                                                    p if fam == "rules" else None, p, 96, 0.1, 0.03, 0.04)
+    pred = NS(comparisons=[cmp("combined", "rules", 0.05, 0.01, 0.01), cmp("exhaustive", "rules", 0.02, -0.01, 0.2),
+                           cmp("last-k", "other", 0.09, 0.05, 0.001)],
+              predictors=[dp.Predictor("renyi2", "triples", -0.3, -0.7, 0.2, 11)],
+              filtering=[dp.FilterPredictor(0.5, 100, -0.2, -0.6, 0.3, 11, 0.05, -0.1, 0.2, 0.5)],
+              norm_predictors=[dp.Predictor("deepest", "triples, no norm", -0.8, -0.95, -0.5, 10),
+                               dp.Predictor("deepest", "triples, per-layer RMSNorm", -0.6, -0.9, -0.1, 10)])
+    h = {x.name: x for x in ch6.evaluate_hypotheses(pred)}
+    assert h["H1"].supported and "combined" in h["H1"].statistic and "n = 96" in h["H1"].statistic
+    assert h["H2"].supported is False and "n = 11 triples" in h["H2"].statistic
+    assert h["H3"].supported is False and h["H4"].supported is True
+    pred.comparisons = [cmp("combined", "rules", 0.05, 0.01, 0.08)]  # adjusted p above 0.05: not supported
+    pred.norm_predictors = []
+    h = {x.name: x for x in ch6.evaluate_hypotheses(pred)}
+    assert h["H1"].supported is False and h["H4"].supported is None
+
+
+def test_layer_profile_reads_entropy_norms_and_neighbour_cka(stats):
+    from types import SimpleNamespace as NS
+
+    torch.manual_seed(1)
+    hidden = torch.randn(5, 64, 8).numpy() * np.arange(1, 6)[:, None, None]
+    st = LayerStats.from_hidden(hidden)
+    prof = ch6.layer_profile(NS(stats=st, sample=NS(hidden=hidden), keep=np.ones(64, bool)))
+    med = np.median(np.linalg.norm(hidden, axis=-1), axis=1)
+    assert prof.ids == tuple(st.ids) and prof.median_norm == pytest.approx(tuple(med))
+    assert prof.norm_ratio[0] is None and prof.norm_ratio[2] == pytest.approx(med[2] / med[1])
+    assert prof.cka_prev[1] == pytest.approx(float(st.cka[1, 0])) and prof.cka_next[-1] is None

@@ -25,6 +25,7 @@ from helpers import permutation_target
 
 from activation_wave import cli
 from activation_wave.config import load_config
+from activation_wave.engines import ENGINES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -268,6 +269,14 @@ def test_force_replaces_a_previous_drafter(world, run, tmp_path):
     assert code == 0, err
     assert before == [1, 2, 3] and json.loads((old / "provenance.json").read_text())["layers"] == [2, 3]
     assert [p.name for p in tmp_path.iterdir()] == ["draft"]  # no temporary folder left behind
+
+
+def test_fused_norm_drafter_is_loadable_by_no_engine(world, run, tmp_path):
+    code, out, err = run(["train-draft", *world["common"], "--layers", "1,2,3", "--set", "draft.fused_norm=true",
+                          "--out", tmp_path / "d"])
+    assert code == 0, err
+    assert json.loads((tmp_path / "d" / "config.json").read_text())["activation_wave"]["fused_norm"] is True
+    assert "loadable by none" in out and out.count("applies no per-layer RMSNorm before fc") == len(ENGINES)
 
 
 def test_interrupt_exits_130_and_keeps_the_shards(world, run, monkeypatch):

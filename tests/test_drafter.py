@@ -174,6 +174,63 @@ def test_reads_schema_1_checkpoints(drafter):
         DrafterSpec.from_hf_config({**cfg, "eagle_config": {}})
 
 
+def _fused(tiny_llama, seed=0):
+    return Eagle3Drafter.from_target(tiny_llama, LAYERS, DRAFT_IDS, seed=seed, fused_norm=True).eval()
+
+
+def test_fused_norm_off_is_plain_fc_and_on_normalises_each_layer(tiny_llama):
+    ids, h = _record(tiny_llama)
+    off = Eagle3Drafter.from_target(tiny_llama, LAYERS, DRAFT_IDS, seed=0).eval()
+    assert off.fuse_norm is None and not any(k.startswith("fuse_norm") for k in off.state_dict())
+    with torch.no_grad():
+        assert torch.equal(off.fuse(h), off.fc(h))  # off: exactly the EAGLE-3 fuse
+        on = _fused(tiny_llama)
+        assert torch.equal(on.fc.weight, off.fc.weight)  # the norms take no draw from the seeded init
+        for norm in on.fuse_norm:
+            norm.weight.copy_(torch.rand(32) + 0.5)
+    x = torch.tensor([[[3.0] * 32 + [-1.0, 1.0] * 16 + [1.0] * 16 + [0.0] * 16]])  # [1, 1, k*H]: RMS 3, 1, 0.5**0.5
+    by_hand = torch.cat([x[..., :32] / 3.0 * on.fuse_norm[0].weight, x[..., 32:64] / 1.0 * on.fuse_norm[1].weight,
+                         x[..., 64:] / 0.5 ** 0.5 * on.fuse_norm[2].weight], -1)
+    eps = on.spec.rms_norm_eps
+    assert eps == tiny_llama.config.rms_norm_eps
+    with torch.no_grad():
+        torch.testing.assert_close(on.fuse(x), on.fc(by_hand), atol=1e-4 + eps, rtol=1e-4)
+        # scaling one layer's states no longer changes the fused feature
+        torch.testing.assert_close(on.fuse(h * torch.tensor([1.0] * 64 + [50.0] * 32)), on.fuse(h), atol=1e-4, rtol=1e-4)
+    with pytest.raises(DrafterError, match="k\\*H"):
+        on.fuse(h[..., :80])
+
+
+def test_fused_norm_checkpoint_round_trip(tiny_llama, tmp_path):
+    d = _fused(tiny_llama)
+    with torch.no_grad():
+        for p in d.trainable_parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    out = save_drafter(d, tmp_path / "on")
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["activation_wave"]["fused_norm"] is True and "fused_norm" not in cfg  # engines do not read it
+    with safe_open(str(out / "model.safetensors"), framework="pt") as fh:
+        names = set(fh.keys())
+    norms = {f"fuse_norm.{i}.weight" for i in range(3)}
+    assert names == set(TOP_LEVEL_TENSORS) | set(MIDLAYER_TENSORS) | norms
+    loaded = load_drafter(out, tiny_llama)
+    assert loaded.spec == d.spec and loaded.spec.fused_norm
+    ids, h = _record(tiny_llama)
+    with torch.no_grad():
+        a = d.logits(d.unroll(d.fuse(h), ids, torch.tensor([12]), 2)[1])
+        b = loaded.logits(loaded.unroll(loaded.fuse(h), ids, torch.tensor([12]), 2)[1])
+    torch.testing.assert_close(a, b)
+
+
+def test_checkpoints_without_fused_norm_load_as_off(drafter, tmp_path):
+    out = save_drafter(drafter, tmp_path / "old")
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["activation_wave"].pop("fused_norm") is False
+    (out / "config.json").write_text(json.dumps(cfg))  # as written before the field existed
+    old = load_drafter(out)
+    assert not old.spec.fused_norm and old.fuse_norm is None and old.spec == drafter.spec
+
+
 def test_select_draft_vocab():
     counts = torch.tensor([5, 0, 9, 5, 1, 0, 0, 2])
     second = torch.tensor([0, 0, 0, 9, 0, 0, 7, 0])

@@ -10,11 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from activation_wave.chapters.eagle3_speedup import layer_sets
-
 from activation_wave.chapters import drafter_predictors as dp
+from activation_wave.chapters.eagle3_speedup import DrafterJob
 from activation_wave.config import DraftConfig, MetricsConfig, SpecConfig, StudyConfig
-from activation_wave.experiment import run_sets
+from activation_wave.experiment import run_jobs
 from activation_wave.results import load_result, save_result
 from activation_wave.layer_stats import LayerStats
 from activation_wave.stats import holm, seed_mean, spearman
@@ -37,26 +36,24 @@ def world(tiny_tokenizer, tmp_path_factory):
                                         workers=1, n_seeds=2),
                       spec=SpecConfig(depth=2, draft_threshold=0.0),
                       metrics=MetricsConfig(token_budget=64, filter_quantile=0.5))
-    rows = run_sets(target, cache, SETS, cfg.draft, [0, 1], progress=False)
+    rows = run_jobs(target, cache, [(j.set, j.layers, j.config) for j in _jobs(SETS, cfg)], 1, progress=False)
     yield target, cache, cfg, rows, root
     mp.undo()
+
+
+def _jobs(sets, cfg, seeds=(0, 1), arm="triples", **change):
+    return [DrafterJob(name, tuple(ids), arm, dataclasses.replace(cfg.draft, seed=s, **change))
+            for name, ids in sets.items() for s in seeds]
 
 
 def _snapshot(path):
     return {str(p): p.stat().st_mtime_ns for p in sorted(path.rglob("*"))}
 
 
-def test_layer_sets_adds_the_sweep_and_its_pairs():
-    sets = layer_sets({"eagle3-default": [2, 15, 27]}, 30, 10)
-    assert sets == {"eagle3-default": [2, 15, 27], "single-1": [1], "single-11": [11], "single-21": [21],
-                    "pair-1-11": [1, 11], "pair-1-21": [1, 21], "pair-11-21": [11, 21]}
-    assert layer_sets({"a": [1, 2, 3]}, 30, 0) == {"a": [1, 2, 3]}
-
-
 def test_find_drafters_lists_missing_ones_and_trains_nothing(world):
     _, cache, cfg, _, _ = world
     before = _snapshot(cache.path)
-    found, missing = dp.find_drafters(cache, {**SETS, "untrained": [1, 2]}, cfg)
+    found, missing = dp.find_drafters(cache, _jobs({**SETS, "untrained": [1, 2]}, cfg))
     assert len(found) == 2 * len(SETS) and missing == ["untrained/seed0", "untrained/seed1"]
     assert _snapshot(cache.path) == before
 
@@ -64,7 +61,7 @@ def test_find_drafters_lists_missing_ones_and_trains_nothing(world):
 def test_run_numbers_follow_from_the_drafters_logs(world, tmp_path):
     target, cache, cfg, rows, _ = world
     before = _snapshot(cache.path)
-    res = dp.run(cfg, cache, target, SETS, n_boot=300, probe_kw=PROBE)
+    res = dp.run(cfg, cache, target, _jobs(SETS, cfg), n_boot=300, probe_kw=PROBE)
     assert _snapshot(cache.path) == before  # loads only: nothing written into the capture or its drafters
     assert res.missing_drafters == () and res.depth == 2 and res.draft_threshold == 0.0
     assert len(res.prompt_ids) == 5
@@ -138,9 +135,9 @@ def test_filtered_s2_keeps_the_highest_entropy_tokens_of_a_larger_sample(world):
 def test_run_without_reference_drafters_says_so(world):
     target, cache, cfg, _, _ = world
     with pytest.raises(FileNotFoundError, match="never trains"):
-        dp.run(cfg, cache, target, {"x": [1, 3]}, n_boot=10, probe_kw=PROBE)
+        dp.run(cfg, cache, target, _jobs({"x": [1, 3]}, cfg), n_boot=10, probe_kw=PROBE)
     with pytest.raises(ValueError, match="reference set"):
-        dp.run(cfg, cache, target, {"combined": [1, 3, 4]}, n_boot=10, probe_kw=PROBE)
+        dp.run(cfg, cache, target, _jobs({"combined": [1, 3, 4]}, cfg), n_boot=10, probe_kw=PROBE)
 
 
 def test_set_level_predictors_from_a_chapter6_results_mapping(world):

@@ -49,9 +49,9 @@ def fake_llamacpp(tmp_path):
     return LlamaCpp(root)
 
 
-def _drafter(tiny_llama, tmp_path, layers):
-    d = Eagle3Drafter.from_target(tiny_llama, layers, DRAFT_IDS)
-    return save_drafter(d, tmp_path / f"d{'-'.join(map(str, layers))}")
+def _drafter(tiny_llama, tmp_path, layers, fused_norm=False):
+    d = Eagle3Drafter.from_target(tiny_llama, layers, DRAFT_IDS, fused_norm=fused_norm)
+    return save_drafter(d, tmp_path / f"d{'-'.join(map(str, layers))}{'-norm' * fused_norm}")
 
 
 def test_missing_install_names_the_setup_command(tmp_path, monkeypatch):
@@ -106,6 +106,10 @@ def test_export_refuses_what_llamacpp_would_misfeed(tiny_llama, tiny_target, fak
                         llamacpp=fake_llamacpp)
     with pytest.raises(ValueError, match="outtype"):
         export_llamacpp(tmp_path, tmp_path / "c.gguf", tiny_target, outtype="q4_0", llamacpp=fake_llamacpp)
+    with pytest.raises(ValueError, match="cannot run this drafter: llamacpp .* applies no per-layer RMSNorm before fc"):
+        export_llamacpp(_drafter(tiny_llama, tmp_path, [1, 2, 3], fused_norm=True), tmp_path / "d.gguf", tiny_target,
+                        llamacpp=fake_llamacpp)
+    assert not (tmp_path / "d.gguf").exists()
 
 
 def test_converter_failure_is_reported(tiny_llama, tiny_target, fake_llamacpp, tmp_path):

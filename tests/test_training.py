@@ -92,6 +92,20 @@ def test_hard_labels_and_fp32_train(tiny_world, tmp_path):
     assert log["epochs"][-1]["loss_by_step"][0] < 0.3 * log["epochs"][0]["loss_by_step"][0]
 
 
+def test_fused_norm_trains_its_per_layer_norms(tiny_world, tmp_path):
+    target, _, cache = tiny_world
+    cfg = DraftConfig(draft_vocab=96, ttt_steps=2, epochs=15, lr=1e-2, batch_tokens=512, threads=1, fused_norm=True)
+    out = train_drafter(target, cache, LAYERS, cfg, tmp_path, progress=False)
+    log = json.loads((out / "train_log.json").read_text())
+    assert log["config"]["fused_norm"] is True
+    assert log["epochs"][-1]["loss_by_step"][0] < 0.3 * log["epochs"][0]["loss_by_step"][0]
+    assert json.loads((out / "config.json").read_text())["activation_wave"]["fused_norm"] is True
+    weights = load_file(str(out / "model.safetensors"))
+    for i in range(len(LAYERS)):
+        assert weights[f"fuse_norm.{i}.weight"].shape == (32,)
+        assert not torch.equal(weights[f"fuse_norm.{i}.weight"], torch.ones(32))  # trained, not left at init
+
+
 def test_batches_and_anchor_windows(tiny_world):
     _, _, cache = tiny_world
     recs = load_records(cache, LAYERS, "train")

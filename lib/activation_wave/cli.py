@@ -183,7 +183,8 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
     from .engines import engine_report
 
     config = getattr(cap.target.model.config, "text_config", None) or cap.target.model.config
-    rep = engine_report(layers, cap.target.n_layers, model_type=str(config.model_type))
+    rep = engine_report(layers, cap.target.n_layers, model_type=str(config.model_type),
+                        fused_norm=cfg.draft.fused_norm)
     print(f"engines    loadable by {', '.join(e for e, r in rep.items() if r['ok']) or 'none'}")
     _print_engine_warnings([f"{e}: {p}" for e, r in rep.items() for p in r["problems"]])
     return 0

@@ -78,6 +78,7 @@ NON_NEGATIVE = Bound(0)
 POSITIVE = Bound(0, low_open=True)
 QUANTILE = Bound(0, 1, high_open=True)
 PROBABILITY = Bound(0, 1)
+FRACTION = Bound(0, 1, low_open=True)  # a share that must not be empty
 
 
 def validate(section: Any) -> None:
@@ -252,19 +253,29 @@ class DraftConfig:
     batch_tokens: int = 2048
     seed: int = 0
     soft_targets: bool = True  # cached top-k log-probs renormalised over the draft vocab (False: top1 label)
+    fused_norm: bool = False  # RMSNorm each captured layer before fc, so large-norm deep layers do not dominate
     dtype: str = "bf16"  # matmul precision of training: bf16 (autocast, fp32 master weights) | fp32
     grad_clip: float = 0.5  # max gradient norm (0 = off)
     threads: int = 0  # torch intra-op threads while training (0 = leave torch's setting)
     eval_every: int = 0  # also log eval-split offline acceptance every n epochs (0 = only at the end)
-    n_seeds: int = 2  # chapter 6: drafters per layer set (seeds seed, seed+1, ...)
-    sweep_stride: int = 3  # chapter 6: single-layer drafters every n layers (0 = none)
+    records_fraction: float = 1.0  # share of the train records a drafter trains on (a subset drawn with seed)
+    samples_per_prompt: int = 0  # chapter 6: sampled responses per train prompt added to the drafters' data
+    n_seeds: int = 2  # chapter 6: drafters for the default and each selection rule's set (seeds seed, seed+1, ...)
+    control_seeds: int = 2  # chapter 6: drafters for each control triple (last-k, the random triples)
+    n_random: int = 4  # chapter 6: how many of chapter 5's random triples get drafters
+    sweep_stride: int = 3  # chapter 6: single-layer drafters every n layers from 1 (0 = none)
+    sweep_fraction: float = 1.0  # chapter 6: records_fraction of the single-layer drafters
+    sweep_seed_every: int = 0  # chapter 6: a second seed on every n-th single layer (0 = none)
+    norm_arm: bool = False  # chapter 6: each triple also once with a per-layer RMSNorm before fc (fused_norm)
     workers: int = 1  # chapter 6: drafters trained at once, each in its own process (use with threads: 1)
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "draft_vocab": AT_LEAST_1, "ttt_steps": AT_LEAST_1, "step_decay": POSITIVE, "epochs": AT_LEAST_1,
         "lr": POSITIVE, "batch_tokens": AT_LEAST_1, "seed": NON_NEGATIVE, "grad_clip": NON_NEGATIVE,
         "threads": NON_NEGATIVE, "eval_every": NON_NEGATIVE, "n_seeds": AT_LEAST_1, "sweep_stride": NON_NEGATIVE,
-        "workers": AT_LEAST_1}
+        "workers": AT_LEAST_1, "records_fraction": FRACTION, "samples_per_prompt": NON_NEGATIVE,
+        "control_seeds": AT_LEAST_1, "n_random": NON_NEGATIVE, "sweep_fraction": FRACTION,
+        "sweep_seed_every": NON_NEGATIVE}
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"dtype": ("bf16", "fp32")}
 
     def __post_init__(self) -> None:

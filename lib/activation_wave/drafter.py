@@ -4,11 +4,16 @@ The head reads ``k`` hidden states of the target (``hidden_states`` indices, see
 :mod:`activation_wave.layers`) at position ``t`` together with the token at ``t + 1`` and
 predicts the token at ``t + 2``::
 
-    g_t   = fc([h_t^(l1) | ... | h_t^(lk)])                     k*H -> H, no bias
+    g_t   = fc([n_1(h_t^(l1)) | ... | n_k(h_t^(lk))])           k*H -> H, no bias
     x     = [input_layernorm(embed(x_{t+1})) | hidden_norm(g_t)]  2H   (q/k/v read 2H)
     a_t   = g_t + o_proj(attention(x))                          residual on the fused feature
     o_t   = a_t + mlp(post_attention_layernorm(a_t))            SwiGLU, like the target
     logit = lm_head(norm(o_t))                                  over the draft vocabulary only
+
+``n_i`` is the identity unless the spec's ``fused_norm`` is on; then it is an RMSNorm per
+captured layer (``fuse_norm.{i}.weight``, as in later EAGLE-3 variants), so deep layers,
+whose hidden states have far larger norms, no longer dominate ``fc``'s input. No serving
+engine applies it (:func:`activation_wave.engines.engine_report` says so).
 
 ``o_t`` (before the final norm) is what the next drafting step reads instead of ``g``:
 EAGLE-3 drafts a chain by feeding its own output back as the feature of the next
@@ -86,13 +91,15 @@ class DrafterSpec:
     layers: tuple[int, ...]  # hidden_states indices read from the target, ascending
     target_num_layers: int  # N of the target (for the conventions of other engines)
     target_hidden_size: int
+    fused_norm: bool = False  # an RMSNorm per captured layer before fc (checkpoint: activation_wave.fused_norm)
 
     @property
     def k(self) -> int:
         return len(self.layers)
 
     @classmethod
-    def from_target_config(cls, config: Any, layers: Sequence[int], draft_vocab_size: int) -> DrafterSpec:
+    def from_target_config(cls, config: Any, layers: Sequence[int], draft_vocab_size: int, *,
+                           fused_norm: bool = False) -> DrafterSpec:
         """Copy the target's layer dimensions (as EAGLE-3 does) for a head reading ``layers``."""
         from .layers import check_layers
 
@@ -111,6 +118,7 @@ class DrafterSpec:
             rms_norm_eps=float(getattr(config, "rms_norm_eps", 1e-6)), rope_theta=float(theta),
             max_position_embeddings=int(getattr(config, "max_position_embeddings", 4096)),
             layers=tuple(check_layers(layers, n)), target_num_layers=n, target_hidden_size=hidden,
+            fused_norm=bool(fused_norm),
         )
 
     def to_hf_config(self) -> dict[str, Any]:
@@ -122,7 +130,7 @@ class DrafterSpec:
         ``eagle_config.eagle_aux_hidden_state_layer_ids`` = indices - 1 (SGLang, SpecForge,
         which add 1). The nested key is left out when layer 0 (embeddings) is read, which
         has no "output of block i" name. ``activation_wave`` holds what only this package
-        reads (schema, the target's N).
+        reads (schema, the target's N, ``fused_norm``); engines ignore it.
         """
         from .engines import NESTED_KEY, TOP_LEVEL_KEY
         from .layers import to_convention
@@ -152,13 +160,15 @@ class DrafterSpec:
             "torch_dtype": "float32",
             TOP_LEVEL_KEY: list(self.layers),
             "eagle_config": eagle,
-            "activation_wave": {"schema": SCHEMA_VERSION, "target_num_hidden_layers": self.target_num_layers},
+            "activation_wave": {"schema": SCHEMA_VERSION, "target_num_hidden_layers": self.target_num_layers,
+                                "fused_norm": self.fused_norm},
         }
 
     @classmethod
     def from_hf_config(cls, cfg: dict[str, Any], *, where: str = "config.json") -> DrafterSpec:
         """Inverse of :meth:`to_hf_config`; also reads schema-1 checkpoints (nested ids in
-        ``hidden_states`` indices, marked ``layer_id_convention``). Raises :class:`DrafterError`,
+        ``hidden_states`` indices, marked ``layer_id_convention``) and checkpoints written before
+        ``fused_norm`` existed (read as off). Raises :class:`DrafterError`,
         naming ``where``, when the two id keys disagree or the file is not ours."""
         from .engines import read_layer_ids
 
@@ -183,6 +193,7 @@ class DrafterSpec:
             rms_norm_eps=cfg["rms_norm_eps"], rope_theta=cfg["rope_theta"],
             max_position_embeddings=cfg["max_position_embeddings"],
             layers=tuple(layers), target_num_layers=n, target_hidden_size=cfg["target_hidden_size"],
+            fused_norm=bool(ours.get("fused_norm", False)),
         )
 
 
@@ -278,6 +289,9 @@ class DraftKV:
 class Eagle3Drafter(nn.Module):
     """EAGLE-3 draft head: ``fc``, one ``midlayer``, ``norm``, ``lm_head`` over a draft vocab.
 
+    With ``spec.fused_norm``, ``fuse_norm`` holds k RMSNorms [target H] applied to the
+    captured layers before ``fc``; otherwise it is None.
+
     Buffers: ``d2t`` [Vd] long (target id = draft id + d2t), ``t2d`` [V] bool,
     ``draft_to_target`` [Vd] long and ``target_to_draft`` [V] long (-1 outside) for lookups.
     ``embed_tokens`` [V, H] is frozen and not saved (engines share the target's).
@@ -289,6 +303,8 @@ class Eagle3Drafter(nn.Module):
         H = spec.hidden_size
         self.embed_tokens = nn.Embedding(spec.vocab_size, H)
         self.embed_tokens.weight.requires_grad_(False)
+        self.fuse_norm: nn.ModuleList | None = nn.ModuleList(
+            RMSNorm(spec.target_hidden_size, spec.rms_norm_eps) for _ in range(spec.k)) if spec.fused_norm else None
         self.fc = nn.Linear(spec.k * spec.target_hidden_size, H, bias=False)
         self.midlayer = MidLayer(spec)
         self.norm = RMSNorm(H, spec.rms_norm_eps)
@@ -314,15 +330,18 @@ class Eagle3Drafter(nn.Module):
 
     @classmethod
     def from_target(cls, model: Any, layers: Sequence[int], draft_ids: Sequence[int] | Tensor,
-                    *, seed: int = 0) -> Eagle3Drafter:
+                    *, seed: int = 0, fused_norm: bool = False) -> Eagle3Drafter:
         """A freshly initialised head for a transformers causal LM ``model``.
+
+        ``fused_norm`` adds an RMSNorm per captured layer before ``fc`` (weights start at one;
+        the other weights are the same as without it for the same ``seed``).
 
         Embeddings are copied from the target (frozen); everything else gets seeded default
         initialisation (norms at one). Starting ``lm_head``/``norm`` from the target's own
         head was tried and trains worse on small data: its confident, wrong first
         predictions cost more than the warm start gives.
         """
-        spec = DrafterSpec.from_target_config(model.config, layers, len(draft_ids))
+        spec = DrafterSpec.from_target_config(model.config, layers, len(draft_ids), fused_norm=fused_norm)
         with torch.random.fork_rng():
             torch.manual_seed(seed)
             d = cls(spec, draft_ids)
@@ -359,6 +378,13 @@ class Eagle3Drafter(nn.Module):
 
     def fuse(self, hidden: Tensor) -> Tensor:
         """[..., k*H] concatenated target hidden states (ascending layer order) -> [..., H]."""
+        if self.fuse_norm is not None:
+            H, k = self.spec.target_hidden_size, self.spec.k
+            if hidden.shape[-1] != k * H:
+                raise DrafterError(f"fuse got {hidden.shape[-1]} features, not k*H = {k}*{H}: pass the hidden "
+                                   f"states of the drafter's layers {list(self.spec.layers)}, concatenated")
+            chunks = hidden.split(H, dim=-1)  # k x [..., H], one per captured layer
+            hidden = torch.cat([norm(c) for norm, c in zip(self.fuse_norm, chunks)], dim=-1)
         return self.fc(hidden)
 
     def logits(self, out: Tensor) -> Tensor:

@@ -26,6 +26,9 @@ llamacpp   converter: top-level ids (absent: the        id < N: input of block i
                                                         target's graph exposes it (not Llama)
 =========  ==========================================  =========================================
 
+No engine here applies an RMSNorm to each captured state before ``fc``: a drafter trained
+with ``DraftConfig.fused_norm`` loads nowhere faithfully, and :func:`engine_report` says so.
+
 Sources: vLLM 0.33 ``model_executor/models/llama.py`` (``LlamaModel.forward``),
 ``interfaces.py`` (``EagleModelMixin._maybe_add_hidden_state``), ``eagle3_utils.py``
 (``get_eagle3_aux_layers_from_config``); SGLang 0.5.23 ``srt/models/llama.py``
@@ -167,12 +170,15 @@ def exports(selected: Sequence[int], n_layers: int) -> dict[str, dict[str, Any]]
 
 
 def engine_report(layers: Sequence[int], n_layers: int, *, model_type: str = "llama",
-                  vocab_size: int | None = None, draft_vocab_size: int | None = None) -> dict[str, dict[str, Any]]:
+                  vocab_size: int | None = None, draft_vocab_size: int | None = None,
+                  fused_norm: bool = False) -> dict[str, dict[str, Any]]:
     """Which engines can load a drafter reading ``layers`` (``hidden_states`` indices).
 
     Returns engine -> ``{"ok": bool, "problems": [str, ...], "version", "source"}``;
     ``ok`` is False when the engine would fail to load the drafter or feed it other
     tensors than it was trained on. ``model_type`` is the *target's* ``config.model_type``.
+    ``fused_norm``: the drafter normalises each captured layer before ``fc``
+    (:class:`~activation_wave.config.DraftConfig`), which no engine listed here does.
     """
     ids = check_layers(layers, n_layers, what="layer ids")
     out: dict[str, dict[str, Any]] = {}
@@ -191,6 +197,10 @@ def engine_report(layers: Sequence[int], n_layers: int, *, model_type: str = "ll
         if name == "vllm" and vocab_size is not None and draft_vocab_size == vocab_size:
             problems.append("draft_vocab_size == vocab_size: vLLM then expects no d2t tensor; drop d2t/t2d from "
                             "model.safetensors before serving with vLLM")
+        if fused_norm:
+            problems.append(f"{name} {eng.version} applies no per-layer RMSNorm before fc, which this drafter "
+                            "(fused_norm) was trained with; it would feed fc unnormalised hidden states and ignore "
+                            "the fuse_norm weights. Train with fused_norm off to serve it")
         out[name] = {"ok": not problems, "problems": problems, "version": eng.version, "source": eng.source}
     return out
 

@@ -26,13 +26,19 @@ from .models import Target
 from .progress import progress_bar
 
 
-#: Fields that choose *which* drafters the experiment trains, or how many at once, not how one is trained.
-_NOT_IN_KEY = ("n_seeds", "sweep_stride", "workers")
+#: Fields that choose *which* drafters the experiment trains, or how many at once, not how one
+#: is trained (``samples_per_prompt`` chooses the capture, whose folder holds the drafters).
+_NOT_IN_KEY = ("n_seeds", "control_seeds", "n_random", "sweep_stride", "sweep_fraction", "sweep_seed_every",
+               "norm_arm", "samples_per_prompt", "workers")
+#: Fields added after drafters were cached: left out of the key at their default value, so
+#: those drafters keep their folders.
+_KEY_IF_SET = {"records_fraction": 1.0, "fused_norm": False}
 
 
 def drafter_dir(cache: CaptureCache, layers: Sequence[int], cfg: DraftConfig) -> Path:
     """Where the drafter for (cache, layers, config incl. seed) lives."""
-    train = {k: v for k, v in asdict(cfg).items() if k not in _NOT_IN_KEY}
+    train = {k: v for k, v in asdict(cfg).items()
+             if k not in _NOT_IN_KEY and not (k in _KEY_IF_SET and v == _KEY_IF_SET[k])}
     key = hashlib.sha256(json.dumps({"layers": list(map(int, layers)), "cfg": train}, sort_keys=True).encode())
     return cache.path / "drafters" / f"L{'-'.join(map(str, layers))}-{key.hexdigest()[:12]}"
 
@@ -123,12 +129,21 @@ def run_sets(target: Target, cache: CaptureCache, sets: Mapping[str, Sequence[in
 
     Missing drafters are trained ``cfg.workers`` at a time (see :func:`_train_missing`).
     """
-    jobs = [(name, list(ids), s) for name, ids in sets.items() for s in seeds]
-    _train_missing(target, cache, [(ids, dataclasses.replace(cfg, seed=s)) for _, ids, s in jobs], cfg.workers,
-                   progress)
+    jobs = [(name, list(ids), dataclasses.replace(cfg, seed=s)) for name, ids in sets.items() for s in seeds]
+    return run_jobs(target, cache, jobs, cfg.workers, progress=progress)
+
+
+def run_jobs(target: Target, cache: CaptureCache, jobs: Sequence[tuple[str, Sequence[int], DraftConfig]],
+             workers: int, *, progress: bool = True) -> list[dict[str, Any]]:
+    """Train (or load) one drafter per ``(set name, layers, config)``; one row per drafter, in order.
+
+    Missing drafters are trained ``workers`` at a time (see :func:`_train_missing`).
+    """
+    _train_missing(target, cache, [(list(ids), c) for _, ids, c in jobs], workers, progress)
     rows = []
-    for name, ids, seed in jobs:
-        path, log = train_or_load(target, cache, ids, dataclasses.replace(cfg, seed=seed))
+    for name, ids, c in jobs:
+        ids, seed = list(ids), c.seed
+        path, log = train_or_load(target, cache, ids, c)
         ev = log.get("eval", {})
         row = {"set": name, "layers": ids, "k": len(ids), "seed": seed, "path": str(path),
                "train_s": log.get("train_wall_s"), "tokens_per_s": log.get("tokens_per_s"),

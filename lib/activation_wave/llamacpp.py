@@ -97,7 +97,7 @@ def export_llamacpp(draft_dir: str | Path, out: str | Path, target: Any, *, outt
 
     Checks first that llama.cpp can feed this drafter the tensors it was trained on
     (:func:`activation_wave.engines.engine_report`; e.g. k = 3, no pre-norm last entry on a
-    Llama target), writes the target folder next to ``out`` (``<out>.target/``), runs
+    Llama target, no ``fused_norm``), writes the target folder next to ``out`` (``<out>.target/``), runs
     llama.cpp's ``convert_hf_to_gguf.py`` and checks that ``out`` was written.
     """
     from .drafter import DrafterSpec
@@ -111,7 +111,8 @@ def export_llamacpp(draft_dir: str | Path, out: str | Path, target: Any, *, outt
         raise FileNotFoundError(f"{draft_dir} has no config.json: not a drafter folder (train one with `wave train-draft`)")
     spec = DrafterSpec.from_hf_config(json.loads(cfg_path.read_text()), where=str(cfg_path))
     config = getattr(target.model.config, "text_config", None) or target.model.config
-    rep = engine_report(spec.layers, spec.target_num_layers, model_type=str(config.model_type))["llamacpp"]
+    rep = engine_report(spec.layers, spec.target_num_layers, model_type=str(config.model_type),
+                        fused_norm=spec.fused_norm)["llamacpp"]
     if not rep["ok"]:
         raise ValueError(f"llama.cpp cannot run this drafter: {'; '.join(rep['problems'])}")
     lc = llamacpp or find_llamacpp(need_server=False)

@@ -129,12 +129,12 @@ def _lr_at(step: int, total: int, base: float) -> float:
 
 
 def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cfg: DraftConfig,
-                  out_dir: str | Path, *, progress: bool = True, records_fraction: float = 1.0) -> Path:
+                  out_dir: str | Path, *, progress: bool = True, records_fraction: float | None = None) -> Path:
     """Train an EAGLE-3-style head on the train split of ``cache``; return its folder.
 
-    ``records_fraction`` < 1 trains on that share of the train records (a subset drawn
-    with ``cfg.seed``; the draft vocabulary comes from the subset too): how tau grows
-    with training data.
+    ``records_fraction`` (default ``cfg.records_fraction``) < 1 trains on that share of
+    the train records (a subset drawn with ``cfg.seed``; the draft vocabulary comes from
+    the subset too): how tau grows with training data.
 
     Writes ``model.safetensors``, ``config.json``, ``provenance.json`` (via
     :func:`~activation_wave.drafter.save_drafter`) and ``train_log.json`` (loss and
@@ -146,6 +146,7 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
     from .offline import offline_acceptance
 
     t_start = time.time()
+    records_fraction = cfg.records_fraction if records_fraction is None else records_fraction
     layers = check_layers(layers, cache.n_layers)
     if cache.manifest["model"]["fingerprint"] != target.fingerprint:
         raise ValueError(f"cache {cache.path} was captured from target {cache.manifest['model']['fingerprint']}, "
@@ -165,7 +166,8 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         vocab = target.vocab_size
         draft_ids = draft_vocab_for(records, vocab, cfg.draft_vocab, always=sorted(eos_ids(target)))
         device = next(target.model.parameters()).device
-        drafter = Eagle3Drafter.from_target(target.model, layers, draft_ids, seed=cfg.seed).to(device).train()
+        drafter = Eagle3Drafter.from_target(target.model, layers, draft_ids, seed=cfg.seed,
+                                            fused_norm=cfg.fused_norm).to(device).train()
         params = drafter.trainable_parameters()
         opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
         batches = make_batches([len(r) for r in records], cfg.batch_tokens)

@@ -38,7 +38,6 @@ from ..capture import CaptureCache
 from ..config import StudyConfig
 from ..probe import ProbeData
 from ..stats import holm, min_detectable_delta, paired_bootstrap, seed_mean, spearman_ci, spearman_difference
-from .eagle3_speedup import layer_sets
 
 NAME = "06_predictors"
 REFERENCE = "eagle3-default"
@@ -60,6 +59,7 @@ class FoundDrafter:
     layers: tuple[int, ...]
     seed: int
     path: str
+    arm: str = "triples"  # "norm": trained with a per-layer RMSNorm before fc (H4's arm)
 
 
 @dataclass(frozen=True)
@@ -141,6 +141,22 @@ class ProbeTiming:
 
 
 @dataclass(frozen=True)
+class NormEffect:
+    """A triple trained with a per-layer RMSNorm before fc against the same triple without
+    (seeds averaged): paired delta tau over the eval prompts (H4's arm)."""
+
+    set: str
+    layers: tuple[int, ...]
+    tau_plain: float
+    tau_norm: float
+    delta: float
+    lo: float
+    hi: float
+    p: float
+    n: int
+
+
+@dataclass(frozen=True)
 class DrafterPredictors:
     """Result of :func:`run` (exploratory; see the module doc)."""
 
@@ -160,6 +176,8 @@ class DrafterPredictors:
     probe: ProbeTiming
     best_probe_triples: tuple[tuple[tuple[int, ...], float], ...]
     seconds: float
+    norm_effects: tuple[NormEffect, ...] = ()  # H4: every triple with vs without the per-layer norm
+    norm_predictors: tuple[Predictor, ...] = ()  # H4: rho(deepest layer, tau) in each arm over the same triples
 
 
 @dataclass(frozen=True)
@@ -182,21 +200,18 @@ class SetLevelPredictors:
 # ----------------------------------------------------------------------------- finding drafters
 
 
-def find_drafters(cache: CaptureCache, sets: Mapping[str, Sequence[int]], cfg: StudyConfig
-                  ) -> tuple[list[FoundDrafter], list[str]]:
-    """Finished drafters of every set and seed (``cfg.draft.seed + i``, ``i < n_seeds``), and
-    the ``set/seed`` names of those not trained yet. Only looks; never trains."""
+def find_drafters(cache: CaptureCache, jobs: Sequence[Any]) -> tuple[list[FoundDrafter], list[str]]:
+    """Finished drafters of chapter 6's design ``jobs`` (:func:`~.eagle3_speedup.design`)
+    under ``cache``, and the ``set/seed`` names of those not trained yet. Only looks."""
     from ..experiment import drafter_dir
 
     found, missing = [], []
-    for name, ids in sets.items():
-        for i in range(cfg.draft.n_seeds):
-            seed = cfg.draft.seed + i
-            path = drafter_dir(cache, list(ids), dataclasses.replace(cfg.draft, seed=seed))
-            if (path / "train_log.json").exists():
-                found.append(FoundDrafter(name, tuple(int(x) for x in ids), seed, str(path)))
-            else:
-                missing.append(f"{name}/seed{seed}")
+    for job in jobs:
+        path = drafter_dir(cache, list(job.layers), job.config)
+        if (path / "train_log.json").exists():
+            found.append(FoundDrafter(job.set, tuple(job.layers), job.config.seed, str(path), job.arm))
+        else:
+            missing.append(f"{job.set}/seed{job.config.seed}")
     return found, missing
 
 
@@ -234,7 +249,7 @@ def compare_to_reference(taus: Mapping[str, np.ndarray], layers: Mapping[str, Se
         raise ValueError(f"no drafter of the reference set {reference!r}; sets with drafters: {sorted(taus)}")
     names = [s for s in taus if s != reference]
     deltas = {s: paired_bootstrap(taus[s], taus[reference], n_boot=n_boot, seed=seed) for s in names}
-    rules = [s for s in names if _is_rule(s)]
+    rules = [s for s in names if is_rule(s)]
     adj_all = dict(zip(names, holm([deltas[s].p for s in names])))
     adj_rules = dict(zip(rules, holm([deltas[s].p for s in rules])))
     out = []
@@ -248,7 +263,8 @@ def compare_to_reference(taus: Mapping[str, np.ndarray], layers: Mapping[str, Se
     return out
 
 
-def _is_rule(name: str) -> bool:
+def is_rule(name: str) -> bool:
+    """Whether ``name`` is a chapter-5 selection rule (not a baseline or control set)."""
     from ..selection import METHODS
 
     return name in METHODS and name not in NOT_RULES
@@ -381,42 +397,76 @@ def _predictors(cache: CaptureCache, cfg: StudyConfig, taus: Mapping[str, np.nda
     return timing, best, scores, predictors, filtering
 
 
-def run(cfg: StudyConfig, cache: CaptureCache, target: Any, sets: Mapping[str, Sequence[int]], *,
+def norm_arm(taus: Mapping[str, np.ndarray], layers: Mapping[str, Sequence[int]], *, n_boot: int, seed: int = 0,
+             suffix: str = "+norm") -> tuple[list[NormEffect], list[Predictor]]:
+    """H4: each triple ``<set>+norm`` against ``<set>`` (paired over prompts, seeds averaged),
+    and rho(deepest layer, tau) over the same triples in both arms."""
+    pairs = [(s[: -len(suffix)], s) for s in taus if s.endswith(suffix) and s[: -len(suffix)] in taus]
+    effects = []
+    for plain, normed in pairs:
+        d = paired_bootstrap(taus[normed], taus[plain], n_boot=n_boot, seed=seed)
+        effects.append(NormEffect(plain, tuple(layers[plain]), float(np.nanmean(seed_mean(taus[plain]))),
+                                  float(np.nanmean(seed_mean(taus[normed]))), d.mean, d.lo, d.hi, d.p, d.n))
+    rhos = []
+    if len(pairs) >= 3:
+        depth = np.array([max(layers[p]) for p, _ in pairs], float)
+        for arm, col in (("triples, no norm", 0), ("triples, per-layer RMSNorm", 1)):
+            y = np.stack([seed_mean(taus[pair[col]]) for pair in pairs])
+            c = spearman_ci(depth, y, n_boot=n_boot, seed=seed)
+            rhos.append(Predictor("deepest", arm, c.rho, c.lo, c.hi, c.n))
+    return effects, rhos
+
+
+def run(cfg: StudyConfig, cache: CaptureCache, target: Any, jobs: Sequence[Any], *,
+        drafters: Sequence[FoundDrafter] | None = None, eval_cache: CaptureCache | None = None,
         reference: str = REFERENCE, n_boot: int = 10_000, probe_kw: Mapping[str, Any] | None = None,
         triples: int | None = 0, seed: int = 0) -> DrafterPredictors:
-    """The exploratory analysis of the module doc on the finished drafters of ``sets``.
+    """The paired analysis and the predictors of the module doc on finished drafters.
 
-    Loads drafters only (missing ones are listed in the result, not trained). ``target``
-    supplies the drafters' frozen token embeddings. ``triples`` also scores triples of
-    layers ``1..N`` with the probe, to time it and list the best (see :func:`probe_summary`).
+    ``jobs``: chapter 6's design (:func:`~.eagle3_speedup.design`). ``drafters``: the
+    drafters to score (default: look the jobs up under ``eval_cache`` with
+    :func:`find_drafters`); those of arm ``"norm"`` only enter the H4 part. ``eval_cache``:
+    the capture the drafters trained on, whose eval split scores them (default ``cache``,
+    whose statistics always score the sets). Loads drafters only (missing ones are listed in the result, not trained).
+    ``target`` supplies the drafters' frozen token embeddings. ``triples`` also scores
+    triples of layers ``1..N`` with the probe, to time it and list the best (see
+    :func:`probe_summary`).
     """
     t0 = time.perf_counter()
-    drafters, missing = find_drafters(cache, sets, cfg)
+    missing: list[str] = []
+    if drafters is None:
+        drafters, missing = find_drafters(eval_cache or cache, jobs)
     if not drafters:
         raise FileNotFoundError(f"no finished chapter-6 drafter under {cache.path / 'drafters'} for these sets: "
                                 "run chapter 6 first (this analysis never trains)")
-    prompt_ids, taus, pooled = per_prompt_tau(target, cache, drafters, depth=cfg.spec.depth,
-                                              threshold=cfg.spec.draft_threshold)
-    layers = {s: tuple(sets[s]) for s in taus}
+    prompt_ids, all_taus, pooled = per_prompt_tau(target, eval_cache or cache, drafters, depth=cfg.spec.depth,
+                                                  threshold=cfg.spec.draft_threshold)
+    normed = {d.set for d in drafters if d.arm == "norm"}
+    taus = {s: v for s, v in all_taus.items() if s not in normed}
+    sets = {j.set: tuple(j.layers) for j in jobs}
+    layers = {s: sets[s] for s in all_taus}
     comparisons = compare_to_reference(taus, layers, reference, n_boot=n_boot, seed=seed)
     rules = [c for c in comparisons if c.family == "rules"]
     mde_pooled = (min_detectable_delta(float(np.sqrt(np.mean([c.sd ** 2 for c in rules]))),
                                        int(np.mean([c.n for c in rules])), alpha=0.05 / len(rules))
                   if rules else None)
+    effects, norm_rhos = norm_arm(all_taus, layers, n_boot=n_boot, seed=seed)
 
-    timing, best, scores, predictors, filtering = _predictors(cache, cfg, taus, layers, probe_kw, triples,
+    main_layers = {s: layers[s] for s in taus}
+    timing, best, scores, predictors, filtering = _predictors(cache, cfg, taus, main_layers, probe_kw, triples,
                                                               n_boot, seed)
 
     set_taus = tuple(SetTaus(s, layers[s], tuple(sorted(d.seed for d in drafters if d.set == s)),
-                             float(np.nanmean(seed_mean(taus[s]))), pooled[s],
-                             tuple(None if not np.isfinite(v) else float(v) for v in seed_mean(taus[s])))
-                     for s in taus)
+                             float(np.nanmean(seed_mean(all_taus[s]))), pooled[s],
+                             tuple(None if not np.isfinite(v) else float(v) for v in seed_mean(all_taus[s])))
+                     for s in all_taus)
     return DrafterPredictors(capture=str(cache.path), reference=reference, depth=cfg.spec.depth,
                              draft_threshold=cfg.spec.draft_threshold, n_boot=n_boot, prompt_ids=prompt_ids,
                              missing_drafters=tuple(missing), sets=set_taus, comparisons=tuple(comparisons),
                              mde_rules_pooled=mde_pooled, scores=scores, predictors=tuple(predictors),
                              filtering=tuple(filtering), probe=timing, best_probe_triples=tuple(best),
-                             seconds=time.perf_counter() - t0)
+                             seconds=time.perf_counter() - t0, norm_effects=tuple(effects),
+                             norm_predictors=tuple(norm_rhos))
 
 
 def taus_from_chapter6(doc: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, tuple[int, ...]]]:
@@ -468,7 +518,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="default")
-    ap.add_argument("--capture", required=True, help="a finished capture folder (read only)")
+    ap.add_argument("--capture", required=True, help="a finished capture folder (read only): the statistics")
+    ap.add_argument("--training-capture", help="the capture chapter 6's drafters trained on (default: --capture)")
     ap.add_argument("--selection", help="JSON with a 'sets' mapping (default: this profile's 05_layer_selection.json)")
     ap.add_argument("--set", dest="overrides", action="append", help="config override section.key=value")
     ap.add_argument("--n-boot", type=int, default=10_000)
@@ -485,12 +536,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 triples=None if args.triples < 0 else args.triples)
         print(save_result(NAME + "_setlevel", res_set, cfg, args.results_root))
         return 0
-    sel_path = Path(args.selection or results_dir(cfg, args.results_root) / "05_layer_selection.json")
-    sets = layer_sets(json.loads(sel_path.read_text())["sets"], cache.n_layers, cfg.draft.sweep_stride)
-    res = run(cfg, cache, load_target(cfg.model), sets, n_boot=args.n_boot,
+    train = CaptureCache(args.training_capture) if args.training_capture else None
+    res = run(cfg, cache, load_target(cfg.model), _design(cfg, cache, args), eval_cache=train, n_boot=args.n_boot,
               triples=None if args.triples < 0 else args.triples)
     print(save_result(NAME, res, cfg, args.results_root))
     return 0
+
+
+def _design(cfg: StudyConfig, cache: CaptureCache, args: Any) -> list[Any]:
+    """Chapter 6's design for the CLI, from a chapter-5 results file."""
+    import json
+    from pathlib import Path
+
+    from ..results import results_dir
+    from .eagle3_speedup import design
+
+    sel_path = Path(args.selection or results_dir(cfg, args.results_root) / "05_layer_selection.json")
+    return design(json.loads(sel_path.read_text())["sets"], cache.n_layers, cfg.draft)
 
 
 if __name__ == "__main__":

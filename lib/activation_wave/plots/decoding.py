@@ -28,6 +28,7 @@ __all__ = [
     "plot_acceptance_by_position",
     "plot_tau",
     "plot_tau_by_layer",
+    "plot_sweep",
     "plot_score_vs_tau",
     "plot_cost_model",
     "plot_verify_cost",
@@ -103,6 +104,34 @@ def plot_tau_by_layer(layers: Sequence[int], tau: Sequence[float], lo: Sequence[
     ax.set_xlabel("layer index read by the drafter (hidden_states)")
     ax.set_ylabel("tau (tokens / target forward)")
     ax.legend(frameon=False)
+    return fig
+
+
+def plot_sweep(layers: Sequence[int], tau: Sequence[float], lo: Sequence[float], hi: Sequence[float],
+               profile: Any, *, reference: float | None = None) -> Figure:
+    """The single-layer sweep (top) over depth beside the layer profile of the statistics
+    (``profile``: a chapter-6 ``LayerProfile``): Renyi-2 entropy, median token norm with its
+    ratio to the previous layer, and CKA to the neighbouring layers."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(4, 1, figsize=(7.2, 9.0), sharex=True, layout="constrained")
+    plot_tau_by_layer(layers, tau, lo, hi, reference=reference, ax=axes[0])
+    axes[0].set_xlabel("")
+    ids = list(profile.ids)
+    axes[1].plot(ids, profile.entropy2, "-o", ms=3, color="C2")
+    axes[1].set_ylabel("Renyi-2 entropy\nof the layer (nats)")
+    axes[2].semilogy(ids, profile.median_norm, "-o", ms=3, color="C3", label="median token norm")
+    axes[2].set_ylabel("median token\nnorm (log)")
+    twin = axes[2].twinx()
+    twin.plot(ids, [np.nan if r is None else r for r in profile.norm_ratio], ":", color="C4",
+              label="ratio to previous layer")
+    twin.set_ylabel("norm ratio to\nprevious layer")
+    axes[2].legend(handles=[*axes[2].get_lines(), *twin.get_lines()], frameon=False, fontsize="small")
+    axes[3].plot(ids, [np.nan if c is None else c for c in profile.cka_prev], "-o", ms=3, label="CKA(i, i-1)")
+    axes[3].plot(ids, [np.nan if c is None else c for c in profile.cka_next], "-s", ms=3, label="CKA(i, i+1)")
+    axes[3].set_ylabel("linear CKA to\nneighbours")
+    axes[3].set_xlabel("layer index (hidden_states; N = last block, before the final norm)")
+    axes[3].legend(frameon=False, fontsize="small")
     return fig
 
 
