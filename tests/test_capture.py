@@ -50,6 +50,21 @@ def test_forward_batch_matches_unpadded_forward(tiny_llama):
     assert (out["topk_ids"][off] == -1).all() and (out["topk_logprobs"][off] == -math.inf).all()
 
 
+def test_the_final_norm_hook_names_what_it_cannot_find():
+    from activation_wave.capture import engine_hidden_states, last_block_output
+
+    with pytest.raises(ValueError, match=r"no final norm found \(looked for norm, .*FINAL_NORM_NAMES"):
+        final_norm(torch.nn.Linear(2, 2))
+    with pytest.raises(RuntimeError, match="ran 2 times in one forward"):
+        engine_hidden_states([torch.zeros(1)] * 3, [torch.zeros(1)] * 2)
+    model = torch.nn.Module()
+    model.norm = torch.nn.LayerNorm(3)
+    with last_block_output(model) as box:
+        model.norm(torch.ones(1, 3))
+    assert len(box) == 1 and not model.norm._forward_pre_hooks  # recorded once, hook removed
+    assert engine_hidden_states([torch.zeros(3), torch.full((3,), 2.0)], box)[-1].tolist() == [[1.0, 1.0, 1.0]]
+
+
 def test_head_logits_match_the_full_forward_with_soft_capping():
     """The capture's LM head on the decoder's output equals ``model(...).logits``, also
     for a model with final logit soft-capping (Gemma 3 here, cap made active)."""

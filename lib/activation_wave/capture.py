@@ -54,7 +54,7 @@ from .models import Target, cache_root
 from .progress import progress_bar
 
 #: 2: ``h.{N}`` is the pre-norm output of the last block and ``h.normed`` the normed
-#: entry; 1 (before 2026-12): ``h.{N}`` was transformers' normed ``hidden_states[N]``.
+#: entry; 1: ``h.{N}`` was transformers' normed ``hidden_states[N]``.
 SCHEMA_VERSION = 2
 FP16_MAX = 65504.0
 #: Cache key suffix of transformers' normed last entry ``hidden_states[N]`` (``h.normed``),

@@ -74,9 +74,8 @@ class Engine:
 
         The study's index N is the last block's output before the final norm
         (:data:`STUDY_LAST_ENTRY`): vLLM feeds that one; llama.cpp only on target graphs that
-        expose it (none of :data:`LLAMACPP_FINAL_STATE_ARCH` is a family we run, so never
-        here); SGLang cannot capture N at all; SpecForge's transformers backend feeds the
-        *normed* entry there (another tensor).
+        set it (:data:`LLAMACPP_FINAL_STATE_ARCH`; Llama's does not); SGLang cannot capture N
+        at all; SpecForge's transformers backend feeds the *normed* entry there (another tensor).
         """
         if model_type in self.no_capture_arch:
             return set()
