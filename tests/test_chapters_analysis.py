@@ -104,7 +104,14 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
     assert r1.ids == ids and len(r1.dataset.mean) == 9 and set(r1.orders) == {"1", "2", "inf"}
     # every index is on one scale now (N is the pre-norm last block), so the argmax is the plain one
     assert r1.dataset_summary["argmax"] == ids[int(np.argmax(r1.dataset.mean))]
-    assert layer_entropy.prose_values(r1)["ds_last_normed"] == r1.dataset.mean[-1]
+    # the normed entry is reported apart, labelled, on the same tokens as index N (pre-norm)
+    s = cap8.cache.sample_tokens(cfg.metrics.token_budget, seed=cfg.metrics.seed, min_position=cfg.metrics.drop_first,
+                                 layers=[8, "normed"])
+    want = layer_entropies(s.hidden, cfg.metrics.alpha)
+    assert r1.dataset.mean[-1] == pytest.approx(want[0]) and r1.normed_entropy == pytest.approx(want[1])
+    assert abs(want[1] - want[0]) > 1e-3
+    pv = layer_entropy.prose_values(r1)
+    assert pv["ds_last_normed"] == r1.normed_entropy and pv["ds_last"] == r1.dataset.mean[-1]
     _roundtrip("01_layer_entropy", r1, cfg, root, layer_entropy.LayerEntropyResult)
 
     r2 = concat_entropy.run(cfg, cap8)
