@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from activation_wave.capture import CacheError, CaptureCache, capture, forward_batch
+from activation_wave.capture import (NORMED, SCHEMA_VERSION, CacheError, CaptureCache, capture, final_norm,
+                                     forward_batch)
 from activation_wave.config import CaptureConfig, DataConfig
 from activation_wave.data import Prompt, generate_responses, read_responses, responses_key, sampled_responses
 
@@ -27,10 +28,15 @@ def responses(tiny_target):
 def test_forward_batch_matches_unpadded_forward(tiny_llama):
     seqs = [[5, 6, 7, 8, 9], [10, 11, 12]]
     out = forward_batch(tiny_llama, seqs, [3, 1], topk=4)
-    assert out["hidden"].shape == (5, 8, 32)  # N+1 layers, 8 real tokens
+    assert out["hidden"].shape == (6, 8, 32)  # 0..N (N = 4, pre-norm), then the normed entry; 8 real tokens
     with torch.no_grad():
         ref = tiny_llama(torch.tensor([seqs[1]]), output_hidden_states=True)
-    torch.testing.assert_close(out["hidden"][:, 5:], torch.stack(ref.hidden_states)[:, 0], atol=1e-5, rtol=1e-4)
+    hf = torch.stack(ref.hidden_states)[:, 0]  # transformers: N + 1 entries, the last one normed
+    torch.testing.assert_close(out["hidden"][:4, 5:], hf[:4], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(out["hidden"][5, 5:], hf[4], atol=1e-5, rtol=1e-4)  # the labelled normed entry
+    pre = out["hidden"][4, 5:]  # index N: the last block's output before the final norm
+    torch.testing.assert_close(final_norm(tiny_llama)(pre), hf[4], atol=1e-5, rtol=1e-4)
+    assert float((pre - hf[4]).abs().max()) > 0.1
     # loss mask: positions prompt_len-1 .. len-2 predict response tokens
     assert out["loss_mask"].tolist() == [False, False, True, True, False, True, True, False]
     # next-token statistics at the loss positions only (the LM head runs on those rows)
@@ -42,6 +48,21 @@ def test_forward_batch_matches_unpadded_forward(tiny_llama):
     off = ~out["loss_mask"]
     assert out["next_entropy"][off].isnan().all() and (out["top1"][off] == -1).all()
     assert (out["topk_ids"][off] == -1).all() and (out["topk_logprobs"][off] == -math.inf).all()
+
+
+def test_the_final_norm_hook_names_what_it_cannot_find():
+    from activation_wave.capture import engine_hidden_states, last_block_output
+
+    with pytest.raises(ValueError, match=r"no final norm found \(looked for norm, .*FINAL_NORM_NAMES"):
+        final_norm(torch.nn.Linear(2, 2))
+    with pytest.raises(RuntimeError, match="ran 2 times in one forward"):
+        engine_hidden_states([torch.zeros(1)] * 3, [torch.zeros(1)] * 2)
+    model = torch.nn.Module()
+    model.norm = torch.nn.LayerNorm(3)
+    with last_block_output(model) as box:
+        model.norm(torch.ones(1, 3))
+    assert len(box) == 1 and not model.norm._forward_pre_hooks  # recorded once, hook removed
+    assert engine_hidden_states([torch.zeros(3), torch.full((3,), 2.0)], box)[-1].tolist() == [[1.0, 1.0, 1.0]]
 
 
 def test_head_logits_match_the_full_forward_with_soft_capping():
@@ -183,6 +204,30 @@ def test_corrupted_shard_is_detected_and_rebuilt(tiny_target, responses, tmp_pat
     assert rebuilt.manifest["shards"][1]["sha256"] == cache.manifest["shards"][1]["sha256"]
 
 
+def test_stale_schema_1_cache_is_named_and_rebuilt(tiny_target, responses, tmp_path, capsys):
+    """A cache written before h.N became the pre-norm state (schema 1) is refused with the
+    reason and the fix, and ``capture`` into that folder rebuilds every shard."""
+    cache = capture(tiny_target, responses, CCFG, out_dir=tmp_path / "s", progress=False)
+    assert SCHEMA_VERSION == 2 and cache.manifest["schema_version"] == 2
+    fresh = {s["file"]: s["sha256"] for s in cache.manifest["shards"]}
+    mpath = tmp_path / "s" / "manifest.json"
+    old = json.loads(mpath.read_text())
+    old["schema_version"] = 1
+    mpath.write_text(json.dumps(old))
+    for side in (tmp_path / "s").glob("shard_*.json"):  # schema-1 sidecars carry no schema_version
+        info = json.loads(side.read_text())
+        del info["schema_version"]
+        side.write_text(json.dumps(info))
+    with pytest.raises(CacheError, match=r"schema 1 != 2 \(schema 1 stored transformers' normed.*rerun `wave capture`"):
+        CaptureCache(tmp_path / "s")
+    stamp = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "s").glob("shard_*.safetensors")}
+    rebuilt = capture(tiny_target, responses, CCFG, out_dir=tmp_path / "s", progress=False)
+    assert "capture schema 1 != 2" in capsys.readouterr().out
+    assert rebuilt.manifest["schema_version"] == 2
+    assert {s["file"]: s["sha256"] for s in rebuilt.manifest["shards"]} == fresh
+    assert all(p.stat().st_mtime_ns != stamp[p.name] for p in (tmp_path / "s").glob("shard_*.safetensors"))
+
+
 def test_missing_or_broken_manifest_is_a_clear_error(tmp_path):
     with pytest.raises(CacheError, match="did not finish"):
         CaptureCache(tmp_path)
@@ -215,6 +260,14 @@ def test_records_and_samples(tiny_target, responses, tmp_path):
         rid, pos = int(s1.record[j]), int(s1.position[j])
         np.testing.assert_array_equal(s1.hidden[1, j], by_index[rid].hidden[2][pos].numpy())
         assert by_index[rid].loss_mask[pos]
+    # index N is the pre-norm last block; the normed entry is read under its label only
+    n = cache.n_layers
+    assert cache.layer_ids == list(range(n + 1))
+    rec = next(cache.iter_records([n, NORMED]))
+    normed = final_norm(tiny_target.model)(rec.hidden[n])
+    torch.testing.assert_close(normed, rec.hidden[NORMED], atol=2e-2, rtol=2e-2)  # fp16 storage
+    assert not torch.allclose(rec.hidden[n], rec.hidden[NORMED], atol=0.1)
+    assert cache.sample_tokens(5, seed=0, layers=[n, NORMED]).hidden.shape == (2, 5, 32)
 
 
 def test_cache_hit_is_fast_and_keyed(tiny_target, responses):

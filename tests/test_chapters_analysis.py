@@ -22,10 +22,11 @@ from activation_wave.results import load_result, save_result
 
 # ------------------------------------------------------------ shared helpers
 def test_layer_convention_helpers():
-    assert candidate_layers(8) == list(range(1, 9)) and last_block_entry(8) == 8 == normed_entry(8)
+    # index N is the pre-norm last block (capture schema 2): a candidate, and no index is normed
+    assert candidate_layers(8) == list(range(1, 9)) and last_block_entry(8) == 8 and normed_entry(8) is None
     assert candidate_ids([0, 1, 2, 5]) == [1, 2, 5]
-    assert profile_positions([0, 1, 2, 3, 4], 4) == [0, 1, 2, 3]
-    assert profile_positions([0, 2, 4, 6], 8) == [0, 1, 2, 3]  # no normed entry among the ids
+    assert profile_positions([0, 1, 2, 3, 4], 4) == [0, 1, 2, 3, 4]  # N compares on the residual scale
+    assert profile_positions([0, 2, 4, 6], 8) == [0, 1, 2, 3]
     assert last_blocks(30, 3) == [28, 29, 30]
     with pytest.raises(ValueError, match="count=0"):
         last_blocks(30, 0)
@@ -50,12 +51,12 @@ def test_one_closed_form_of_s2_matches_the_eigen_route():
         renyi2_of_sets(M, t, [0, 1])
 
 
-def test_the_cliff_is_the_largest_fall_before_the_normed_entry():
+def test_the_cliff_is_the_largest_fall_over_every_layer_n_included():
     c = token_filtering.cliff_of([4.0, 4.5, 1.2, 3.9, 9.0], [0, 1, 2, 3, 4], 4)
     assert (c.from_layer, c.to_layer) == (1, 2)
-    assert c.drop == pytest.approx(3.3) and c.before == 4.5 and c.after == 1.2 and c.recovery == pytest.approx(2.7)
-    # a fall into the normed entry N is not a cliff
-    assert token_filtering.cliff_of([4.0, 3.9, 3.8, 0.1], [0, 1, 2, 3], 3).to_layer == 1
+    assert c.drop == pytest.approx(3.3) and c.before == 4.5 and c.after == 1.2 and c.recovery == pytest.approx(7.8)
+    # N is the pre-norm last block (capture schema 2), on the residual scale: a fall into it counts
+    assert token_filtering.cliff_of([4.0, 3.9, 3.8, 0.1], [0, 1, 2, 3], 3).to_layer == 3
 
 
 def test_filter_pieces_on_random_tokens():
@@ -101,8 +102,16 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
 
     r1 = layer_entropy.run(cfg, cap8)
     assert r1.ids == ids and len(r1.dataset.mean) == 9 and set(r1.orders) == {"1", "2", "inf"}
-    assert r1.dataset_summary["argmax"] in ids[:-1]  # the normed entry is described apart
-    assert layer_entropy.prose_values(r1)["ds_last_normed"] == r1.dataset.mean[-1]
+    # every index is on one scale now (N is the pre-norm last block), so the argmax is the plain one
+    assert r1.dataset_summary["argmax"] == ids[int(np.argmax(r1.dataset.mean))]
+    # the normed entry is reported apart, labelled, on the same tokens as index N (pre-norm)
+    s = cap8.cache.sample_tokens(cfg.metrics.token_budget, seed=cfg.metrics.seed, min_position=cfg.metrics.drop_first,
+                                 layers=[8, "normed"])
+    want = layer_entropies(s.hidden, cfg.metrics.alpha)
+    assert r1.dataset.mean[-1] == pytest.approx(want[0]) and r1.normed_entropy == pytest.approx(want[1])
+    assert abs(want[1] - want[0]) > 1e-3
+    pv = layer_entropy.prose_values(r1)
+    assert pv["ds_last_normed"] == r1.normed_entropy and pv["ds_last"] == r1.dataset.mean[-1]
     _roundtrip("01_layer_entropy", r1, cfg, root, layer_entropy.LayerEntropyResult)
 
     r2 = concat_entropy.run(cfg, cap8)

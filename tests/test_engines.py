@@ -5,7 +5,8 @@ The loaders are paraphrased, not copied: each ``*_reads`` function returns the i
 engine ends up with; each ``*_captures`` turns them into the tensors that engine feeds the
 drafter on a real (tiny) transformers model, recorded with forward hooks exactly where the
 engine records them (the input of a decoder block, hidden + residual; or the input of the
-final norm). Those must equal the capture cache's ``h.{i}``, which the drafter trained on.
+final norm). Those must equal the capture cache's ``h.{i}``, which the drafter trained on;
+index N there is the last block's output before the final norm (capture schema 2).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from activation_wave.capture import forward_batch
 from activation_wave.drafter import Eagle3Drafter, save_drafter
 from activation_wave.engines import (
     ENGINES,
+    STUDY_LAST_ENTRY,
     engine_report,
     export_warnings,
     exports,
@@ -61,22 +63,23 @@ def block_inputs(tiny_llama):
     for h in hooks:
         h.remove()
     rec["hf_hidden_states"] = [h[0] for h in out.hidden_states]
-    rec["cache"] = forward_batch(tiny_llama, [seq], [3])["hidden"]  # [N+1, T, H]: 0..N, N normed
+    rec["cache"] = forward_batch(tiny_llama, [seq], [3])["hidden"]  # [N+2, T, H]: 0..N (N pre-norm), normed
     return rec
 
 
 # ------------------------------------------------------------------ what the capture stores
 
 
-def test_capture_last_entry_is_the_normed_one_that_no_pre_norm_engine_captures(tiny_llama, block_inputs):
+def test_capture_last_entry_is_the_pre_norm_state_engines_capture(tiny_llama, block_inputs):
     cache, hf = block_inputs["cache"], block_inputs["hf_hidden_states"]
-    assert cache.shape[0] == N + 1
+    assert cache.shape[0] == N + 2
     for i in range(N):  # 0..N-1: the input of block i, as transformers returns it
         torch.testing.assert_close(cache[i], hf[i])
         torch.testing.assert_close(cache[i], block_inputs[f"block{i}"])
-    torch.testing.assert_close(cache[N], hf[N])  # index N: transformers' normed entry (capture schema 1)
-    torch.testing.assert_close(tiny_llama.model.norm(block_inputs["final_norm_input"]), cache[N])
-    assert not torch.allclose(cache[N], block_inputs["final_norm_input"])  # not what vLLM / llama.cpp feed
+    torch.testing.assert_close(cache[N], block_inputs["final_norm_input"])  # index N: the input of the final norm
+    assert not torch.allclose(cache[N], hf[N])  # not transformers' hidden_states[N] ...
+    torch.testing.assert_close(cache[N + 1], hf[N])  # ... which is kept apart, labelled (h.normed)
+    torch.testing.assert_close(tiny_llama.model.norm(cache[N]), cache[N + 1])
 
 
 # ------------------------------------------------------------------ vLLM
@@ -102,13 +105,13 @@ def test_vllm_reads_top_level_ids_and_captures_what_we_trained_on(saved, block_i
     ids = vllm_reads(cfg, N)
     assert ids == [1, 2, 4]  # not the (2, N//2, N-3) fallback: the top-level key is there
     got = vllm_captures(ids, block_inputs)
-    for g, i in zip(got[:2], ids[:2]):
+    for g, i in zip(got, ids):  # N included: vLLM feeds the pre-norm state, as the capture holds it
         torch.testing.assert_close(g, block_inputs["cache"][i])
-    assert not torch.allclose(got[2], block_inputs["cache"][N])  # at N vLLM feeds the pre-norm state
-    rep = engine_report([1, 2, 4], N)["vllm"]
-    assert not rep["ok"] and "cannot capture hidden_states [4]" in rep["problems"][0]
+    assert engine_report([1, 2, 4], N)["vllm"]["ok"]
+    assert engine_report([0, 2, 4], N)["vllm"]["ok"]  # vLLM also records the embeddings as id 0
     # without the top-level key (our schema-1 files) vLLM silently falls back to the default
     assert vllm_reads({"eagle_config": cfg["eagle_config"]}, 30) == [2, 15, 27]
+    assert ENGINES["vllm"].capturable_ids(N) == set(range(N + 1))
     assert engine_report([1, 2, 3], N)["vllm"]["ok"]
 
 
@@ -175,8 +178,11 @@ def test_specforge_reads_nested_ids_and_captures_what_we_trained_on(saved, block
 
 def test_specforge_feeds_the_normed_entry_for_the_last_layer_and_needs_k3(saved, block_inputs):
     got = specforge_captures(specforge_reads(saved([1, 2, 4]), N), block_inputs)
-    torch.testing.assert_close(got[2], block_inputs["cache"][N])  # normed, as the study's capture
-    assert engine_report([1, 2, 4], N)["specforge"]["ok"]
+    torch.testing.assert_close(got[2], block_inputs["cache"][N + 1])  # the normed entry (h.normed) ...
+    assert not torch.allclose(got[2], block_inputs["cache"][N])  # ... not the study's pre-norm N
+    rep = engine_report([1, 2, 4], N)["specforge"]
+    assert not rep["ok"] and "cannot capture hidden_states [4]" in rep["problems"][0]
+    assert "normed" in rep["problems"][0]
     with pytest.raises(AssertionError, match="3 layers"):
         specforge_reads(saved([1, 3]), N)
     rep = engine_report([1, 3], N)
@@ -225,13 +231,16 @@ def test_llamacpp_reads_top_level_ids_and_captures_what_we_trained_on(saved, blo
     assert engine_report(ids, N)["llamacpp"]["ok"]
 
 
-def test_llamacpp_last_entry_is_never_the_studys_and_k_is_3(saved, block_inputs, tiny_llama):
+def test_llamacpp_captures_the_last_entry_only_where_the_graph_exposes_it_and_k_is_3(saved, block_inputs, tiny_llama):
     ids = llamacpp_reads(saved([1, 2, 4]), tiny_llama.config.to_dict())
     assert llamacpp_captures(ids, block_inputs, graph_has_final_state=False)[2] is None  # Llama graph
-    other = llamacpp_captures(ids, block_inputs, True)[2]  # graphs that expose it: the pre-norm state
-    assert not torch.allclose(other, block_inputs["cache"][N])
-    assert not engine_report([1, 2, 4], N)["llamacpp"]["ok"]
-    assert not engine_report([1, 2, 4], N, model_type="qwen3")["llamacpp"]["ok"]
+    rep = engine_report([1, 2, 4], N)["llamacpp"]
+    assert not rep["ok"] and "cannot capture hidden_states [4]" in rep["problems"][0]
+    assert not engine_report([1, 2, 4], N, model_type="qwen3")["llamacpp"]["ok"]  # qwen3.cpp sets no t_h_nextn
+    # graphs that set t_h_nextn (the state before the final norm) feed exactly the study's N
+    for g, i in zip(llamacpp_captures(ids, block_inputs, graph_has_final_state=True), ids):
+        torch.testing.assert_close(g, block_inputs["cache"][i])
+    assert engine_report([1, 2, 4], N, model_type="qwen3_next")["llamacpp"]["ok"]
     with pytest.raises(RuntimeError, match="exactly 3"):
         llamacpp_reads(saved([1, 2]), tiny_llama.config.to_dict())
 
@@ -250,6 +259,15 @@ def test_exports_pin_each_convention():
         exports([0, 5, 9], 30)
     with pytest.raises(ValueError, match="out of range"):
         exports([2, 15, 31], 30)
+
+
+def test_the_last_block_is_capturable_by_vllm_only_among_these_engines():
+    # issue 18 item 2: the study's N is the pre-norm last block (STUDY_LAST_ENTRY)
+    assert STUDY_LAST_ENTRY == "pre-norm"
+    assert loadable_engines([2, 15, 30], 30) == ["vllm"]  # k = 3, not the EAGLE default
+    w = export_warnings([2, 15, 30], 30)
+    assert {x.split(":")[0] for x in w} == {"sglang", "specforge", "eagle", "llamacpp"}
+    assert all("[30]" in x for x in w if not x.startswith("eagle"))
 
 
 def test_warnings_name_each_limit():

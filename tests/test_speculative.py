@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy import stats
 
-from activation_wave.capture import capture
+from activation_wave.capture import NORMED, capture, forward_batch
 from activation_wave.config import CaptureConfig, DraftConfig, SpecConfig
 from activation_wave.data import Response
 from activation_wave.drafter import Eagle3Drafter, load_drafter
@@ -48,6 +48,27 @@ def _prompts(world, n=6):
     ev = [r for r in world["responses"] if r.split == "eval"]
     tr = [r for r in world["responses"] if r.split == "train"]
     return [r.prompt_ids for r in ev[:n]] + [r.prompt_ids for r in tr[:2]]
+
+
+def test_decoding_feeds_the_drafter_the_captured_pre_norm_last_block(world, monkeypatch):
+    """The features the decoding loop hands the drafter at index N (LAYERS ends at N = 4)
+    are the capture's h.N, the last block before the final norm, not the normed entry."""
+    target, drafter = world["target"], world["untrained"]
+    n = target.n_layers
+    assert LAYERS[-1] == n
+    seen = []
+    fuse = drafter.fuse
+    monkeypatch.setattr(drafter, "fuse", lambda h: seen.append(h.detach().clone()) or fuse(h))
+    rec = next(world["cache"].iter_records([n, NORMED], split="eval"))
+    prompt = rec.input_ids[: rec.prompt_len].tolist()
+    speculate(target, drafter, [prompt], SpecConfig(depth=2, max_new_tokens=4, threads=1))
+    H = target.hidden_size
+    fed = seen[0][0, :, -H:]  # the prefill's features [n_prompt, H] at index N (the last of LAYERS)
+    ref = forward_batch(target.model, [prompt], [len(prompt)])["hidden"]  # [N+2, T, H]: N pre-norm, normed
+    torch.testing.assert_close(fed, ref[n], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(fed, rec.hidden[n][: len(prompt)], atol=2e-2, rtol=1e-2)  # the cache (fp16)
+    assert not torch.allclose(fed, rec.hidden[NORMED][: len(prompt)], atol=0.1)
+    assert float((fed - ref[n + 1]).abs().max()) > 0.1
 
 
 @pytest.mark.parametrize("which", ["trained", "untrained"])

@@ -63,6 +63,7 @@ def test_loss_decreases_and_head_learns(trained):
     assert log["eval"]["tau_offline"] > 1.5  # held-out records, chain depth = ttt_steps (untrained: ~1.0)
     prov = json.loads((trained / "provenance.json").read_text())
     assert prov["target_fingerprint"] and prov["data_hash"] and prov["layers"] == LAYERS
+    assert prov["capture_schema"] == 2  # index N meant the pre-norm last block when this drafter trained
 
 
 def test_trained_checkpoint_names_its_layers_for_every_engine(trained):

@@ -4,7 +4,12 @@ For each record (chat-templated prompt + the target's response) the cache holds,
 every position ``t``:
 
 * ``h.{i}``: ``hidden_states[i][t]`` for every layer index ``i`` in ``0..N`` (see
-  :mod:`activation_wave.layers`), fp16 unless a value overflows it (then bf16);
+  :mod:`activation_wave.layers`), fp16 unless a value overflows it (then bf16).
+  ``h.{N}`` is the output of the last block *before* the final norm (the input of that
+  norm, recorded by :func:`last_block_output`): the tensor vLLM (and llama.cpp, where the
+  target's graph exposes it) capture for index N. transformers' own ``hidden_states[N]``
+  has the norm applied; it is kept as ``h.normed`` (:data:`NORMED`) for analyses that
+  label it as such, and is never a layer index;
 * ``input_ids``, ``record`` (index into the manifest's record list), ``position``;
 * ``loss_mask``: True where the hidden state at ``t`` predicts a *response* token,
   i.e. ``prompt_len - 1 <= t <= len - 2``; the statistics and drafter losses use these;
@@ -33,6 +38,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -47,15 +53,69 @@ from .data import Response
 from .models import Target, cache_root
 from .progress import progress_bar
 
-SCHEMA_VERSION = 1
+#: 2: ``h.{N}`` is the pre-norm output of the last block and ``h.normed`` the normed
+#: entry; 1: ``h.{N}`` was transformers' normed ``hidden_states[N]``.
+SCHEMA_VERSION = 2
 FP16_MAX = 65504.0
+#: Cache key suffix of transformers' normed last entry ``hidden_states[N]`` (``h.normed``),
+#: usable wherever a layer id is (``iter_shards``, ``sample_tokens``) for labelled analyses.
+NORMED = "normed"
+#: Attribute names of the final norm on ``model.base_model``, by model family.
+FINAL_NORM_NAMES = ("norm", "final_layernorm", "ln_f", "final_layer_norm", "norm_f")
 
 
 class CacheError(RuntimeError):
     """A capture cache is missing, incomplete or does not match its manifest."""
 
 
+def stale_schema_message(where: Path, found: Any) -> str:
+    """Why a cache of another schema cannot be read, and the fix."""
+    why = (" (schema 1 stored transformers' normed hidden_states[N] as h.N; schema 2 stores the pre-norm "
+           "last block there, as engines capture it, and the normed entry as h.normed)") if found == 1 else ""
+    return (f"{where}: capture schema {found} != {SCHEMA_VERSION}{why}; the cache is stale: rerun `wave capture` "
+            "(or the study step that captures) to rebuild it")
+
+
 # ----------------------------------------------------------------------------- forward
+
+
+def final_norm(model: Any) -> torch.nn.Module:
+    """The norm applied after the last decoder block (``model.base_model.norm`` for Llama,
+    Gemma, Mistral, Qwen; ``ln_f`` for GPT-2 ...). Raises ValueError naming the fix."""
+    base = getattr(model, "base_model", model)
+    for owner in (base, getattr(base, "decoder", None)):
+        for name in FINAL_NORM_NAMES:
+            mod = getattr(owner, name, None) if owner is not None else None
+            if isinstance(mod, torch.nn.Module):
+                return mod
+    raise ValueError(f"{type(model).__name__}: no final norm found (looked for {', '.join(FINAL_NORM_NAMES)} "
+                     "on model.base_model); add its attribute name to capture.FINAL_NORM_NAMES")
+
+
+@contextmanager
+def last_block_output(model: Any) -> Iterator[list[torch.Tensor]]:
+    """Record the input of the final norm during one forward: the last block's output
+    before the norm ``[B, T, H]``, which is what vLLM captures for index N.
+
+    >>> with last_block_output(model) as box:               # doctest: +SKIP
+    ...     out = model(ids, output_hidden_states=True)
+    >>> hs = engine_hidden_states(out.hidden_states, box)  # doctest: +SKIP
+    """
+    box: list[torch.Tensor] = []
+    handle = final_norm(model).register_forward_pre_hook(lambda _mod, args: box.append(args[0]))
+    try:
+        yield box
+    finally:
+        handle.remove()
+
+
+def engine_hidden_states(hidden_states: Sequence[torch.Tensor], box: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    """``hidden_states`` (N + 1 entries) with the last one replaced by the pre-norm output
+    recorded in ``box`` (:func:`last_block_output`): index 0..N then means what engines capture."""
+    if len(box) != 1:
+        raise RuntimeError(f"the final norm ran {len(box)} times in one forward (expected once); "
+                           "this model's last entry cannot be recorded with a norm hook")
+    return (*hidden_states[:-1], box[0])
 
 
 def pad_right(seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -73,7 +133,8 @@ def forward_batch(model: Any, seqs: Sequence[Sequence[int]], prompt_lens: Sequen
     """Run one right-padded batch and return the per-position tensors of all its tokens.
 
     Returns a dict of tensors over the concatenated real positions of all sequences
-    (``T = sum(len(s))``): ``hidden`` [N+1, T, H] float32, ``input_ids`` [T],
+    (``T = sum(len(s))``): ``hidden`` [N+2, T, H] float32 (``hidden_states`` 0..N with N
+    taken before the final norm, then transformers' normed entry), ``input_ids`` [T],
     ``position`` [T], ``loss_mask`` [T] bool, ``next_entropy`` [T], ``top1`` [T],
     ``topk_ids`` [T, k], ``topk_logprobs`` [T, k], ``seq`` [T] (index in the batch).
     """
@@ -81,10 +142,13 @@ def forward_batch(model: Any, seqs: Sequence[Sequence[int]], prompt_lens: Sequen
     ids, mask = pad_right(seqs)
     width = ids.shape[1]
     # the decoder alone: the LM head runs below on the rows whose statistics are kept
-    out = model.base_model(input_ids=ids.to(device), attention_mask=mask.to(device), output_hidden_states=True,
-                           use_cache=False)
+    with last_block_output(model) as box:
+        out = model.base_model(input_ids=ids.to(device), attention_mask=mask.to(device), output_hidden_states=True,
+                               use_cache=False)
     keep = mask.bool()
-    hidden = torch.stack([h.float().cpu()[keep] for h in out.hidden_states])  # [N+1, T, H]
+    # [N+2, T, H]: hidden_states 0..N (N pre-norm), then transformers' normed last entry
+    states = (*engine_hidden_states(out.hidden_states, box), out.hidden_states[-1])
+    hidden = torch.stack([h.float().cpu()[keep] for h in states])
     pos = torch.arange(width).expand(len(seqs), width)[keep]
     seq = torch.arange(len(seqs)).unsqueeze(1).expand(len(seqs), width)[keep]
     lens = torch.tensor([len(s) for s in seqs])[seq]
@@ -187,10 +251,11 @@ def _write_shard(target: Target, recs: Sequence[Response], first: int, cfg: Capt
     hidden = cat.pop("hidden")
     tensors: dict[str, torch.Tensor] = {}
     dtypes = {}
-    for i in range(hidden.shape[0]):
+    names = [*range(hidden.shape[0] - 1), NORMED]  # 0..N, then the normed last entry
+    for i, name in enumerate(names):
         dt = _storage_dtype(hidden[i], cfg.dtype)
-        tensors[f"h.{i}"] = hidden[i].to(dt).contiguous()
-        dtypes[i] = str(dt).removeprefix("torch.")
+        tensors[f"h.{name}"] = hidden[i].to(dt).contiguous()
+        dtypes[name] = str(dt).removeprefix("torch.")
     tensors.update({
         "input_ids": cat["input_ids"].to(torch.int32), "record": cat["record"],
         "position": cat["position"].to(torch.int32), "loss_mask": cat["loss_mask"].to(torch.uint8),
@@ -200,7 +265,8 @@ def _write_shard(target: Target, recs: Sequence[Response], first: int, cfg: Capt
     tmp = path.with_suffix(".tmp")
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp))
     os.replace(tmp, path)
-    info = {"file": path.name, "sha256": file_sha256(path), "records": [first, first + len(recs)],
+    info = {"file": path.name, "schema_version": SCHEMA_VERSION, "sha256": file_sha256(path),
+            "records": [first, first + len(recs)],
             "n_tokens": int(hidden.shape[1]), "n_loss_tokens": int(cat["loss_mask"].sum()), "dtypes": dtypes}
     side = path.with_suffix(".json")
     side.with_suffix(".json.tmp").write_text(json.dumps(info))
@@ -258,7 +324,8 @@ def capture(target: Target, responses: Sequence[Response], cfg: CaptureConfig, *
         path = out / f"shard_{idx:05d}.safetensors"
         side = path.with_suffix(".json")
         info = json.loads(side.read_text()) if side.exists() else None
-        valid = info is not None and path.exists() and info.get("records") == [first, first + len(recs)] and file_sha256(path) == info["sha256"]
+        valid = (info is not None and info.get("schema_version") == SCHEMA_VERSION and path.exists()
+                 and info.get("records") == [first, first + len(recs)] and file_sha256(path) == info["sha256"])
         if not valid:
             if max_shards is not None and written >= max_shards:
                 bar.close()
@@ -271,7 +338,8 @@ def capture(target: Target, responses: Sequence[Response], cfg: CaptureConfig, *
         "schema_version": SCHEMA_VERSION,
         "model": {"name": target.name, "fingerprint": target.fingerprint, "provenance": target.provenance,
                   "n_layers": target.n_layers, "hidden_size": target.hidden_size, "vocab_size": target.vocab_size},
-        "layer_convention": "hidden_states index: 0 = embeddings, i = output of block i-1, N = last (normed)",
+        "layer_convention": "hidden_states index: 0 = embeddings, i = output of block i-1, N = last block before "
+                            f"the final norm (as engines capture it); h.{NORMED} = transformers' normed hidden_states[N]",
         "stats_at": "loss_mask positions (NaN / -1 / -inf elsewhere)",
         "data_hash": dhash,
         "params": asdict(cfg),
@@ -348,8 +416,9 @@ class CaptureCache:
             self.manifest: dict[str, Any] = json.loads(mpath.read_text())
         except json.JSONDecodeError as exc:
             raise CacheError(f"{mpath} is corrupted ({exc}); rerun `wave capture` to rebuild it") from None
-        if self.manifest.get("schema_version") != SCHEMA_VERSION:
-            raise CacheError(f"{mpath}: schema {self.manifest.get('schema_version')} != {SCHEMA_VERSION}; rerun `wave capture`")
+        found = self.manifest.get("schema_version")
+        if found != SCHEMA_VERSION:
+            raise CacheError(stale_schema_message(mpath, found))
         for s in self.manifest["shards"]:
             if not (self.path / s["file"]).exists():
                 raise CacheError(f"shard {s['file']} listed in the manifest is missing")

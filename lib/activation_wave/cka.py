@@ -258,7 +258,7 @@ def _gain_ratio(W: np.ndarray, min_ratio: float = 2.0) -> int:
 
     With gains ``g_k = W(k-1) - W(k)``, the k in ``2..K-1`` maximising ``g_k / g_{k+1}``,
     or 1 when no ratio reaches ``min_ratio`` (no clear block structure). Unlike the
-    chord elbow it keeps a small but distinct block, e.g. a final normed layer on
+    chord elbow it keeps a small but distinct block, e.g. a last layer on
     its own, because it compares each gain with the next rather than with the first.
     """
     if len(W) < 3:

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .capture import engine_hidden_states, last_block_output
 from .config import SpecConfig
 from .data import eos_ids
 from .kernels import prepare_kernels, threads
@@ -125,7 +126,9 @@ def _new_cache(model: Any) -> Any:
 
 def _forward(model: Any, ids: Tensor, cache: Any, kw: str, *, position_ids: Tensor | None = None,
              mask: Tensor | None = None, logits_to_keep: int = 0) -> Any:
-    """One target forward over ids [1, m] appended to ``cache``, with all hidden states."""
+    """One target forward over ids [1, m] appended to ``cache``, with all hidden states;
+    index N is the last block's output before the final norm, as in the capture
+    (:func:`~activation_wave.capture.last_block_output`) and in the engines."""
     args: dict[str, Any] = {"input_ids": ids, kw: cache, "use_cache": True, "output_hidden_states": True}
     if position_ids is not None:
         args["position_ids"] = position_ids
@@ -133,7 +136,10 @@ def _forward(model: Any, ids: Tensor, cache: Any, kw: str, *, position_ids: Tens
         args["attention_mask"] = mask
     if logits_to_keep:
         args["logits_to_keep"] = logits_to_keep
-    return model(**args)
+    with last_block_output(model) as box:
+        out = model(**args)
+    out.hidden_states = engine_hidden_states(out.hidden_states, box)
+    return out
 
 
 def _cache_len(cache: Any) -> int:

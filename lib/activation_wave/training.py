@@ -238,6 +238,8 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         "target_fingerprint": target.fingerprint, "target": target.name, "target_provenance": target.provenance,
         "data_hash": cache.manifest["data_hash"], "cache": str(cache.path), "draft_config": asdict(cfg),
         "layers": layers, "layer_convention": "hidden_states index (vLLM)",
+        # 2: index N was the last block before the final norm (1: transformers' normed entry)
+        "capture_schema": cache.manifest["schema_version"],
         "train": {k: log[k] for k in ("n_records", "n_loss_tokens", "draft_vocab_coverage", "tokens_per_s",
                                       "train_wall_s")},
     }

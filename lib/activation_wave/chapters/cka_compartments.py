@@ -117,7 +117,7 @@ def run(cfg: StudyConfig, cap: Any) -> CkaCompartmentsResult:
     default = default_or_none(N)
     off = ~np.eye(len(ids), dtype=bool)
     a, b = sorted(np.unravel_index(int(np.argmin(np.where(off, C, np.inf))), C.shape))
-    keep = profile_positions(ids, N)  # the sharpest step is sought among unnormed entries
+    keep = profile_positions(ids, N)  # the sharpest step is sought among entries on one scale
     steps = np.array([C[keep[i], keep[i + 1]] for i in range(len(keep) - 1)])
     j = int(np.argmin(steps))
     first = stats.pos(candidate_ids(ids)[:1])[0]

@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 from scipy.stats import spearmanr
 
+from ..capture import NORMED
 from ..config import StudyConfig
-from ..entropy import (EntropyBand, dataset_entropy, depth_landmarks, normalized, prompt_entropy, renyi_entropy,
-                       spectrum)
+from ..entropy import (EntropyBand, dataset_entropy, depth_landmarks, layer_entropies, normalized, prompt_entropy,
+                       renyi_entropy, spectrum)
 from ..layers import profile_positions
 
 Vector = list[float]
@@ -48,9 +49,11 @@ class Band:
 
 @dataclass(frozen=True)
 class LayerEntropyResult:
-    """What chapter 1 reports. ``*_summary``: landmarks of a profile (last, normed,
-    entry aside; see :func:`~activation_wave.entropy.profile_summary`); ``orders``:
-    Renyi order (as text) -> dataset entropy ``[L]``."""
+    """What chapter 1 reports. ``*_summary``: landmarks of a profile (see
+    :func:`~activation_wave.entropy.profile_summary`); ``orders``:
+    Renyi order (as text) -> dataset entropy ``[L]``. ``normed_entropy``: dataset entropy
+    of transformers' normed last entry (``h.normed``, not a layer index: index N is the
+    last block before the final norm) on the same tokens; NaN in results written before it."""
 
     alpha: float
     ids: list[int]
@@ -70,6 +73,7 @@ class LayerEntropyResult:
     spearman_alpha1_alpha2: float
     argmax_alpha2: int
     gap_alpha1_alpha2: float
+    normed_entropy: float = float("nan")
 
 
 def renyi_orders(H: Any, alpha: float) -> dict[float, np.ndarray]:
@@ -91,6 +95,8 @@ def run(cfg: StudyConfig, cap: Any) -> LayerEntropyResult:
     per_prompt = max(2, round(prompt.n_tokens / prompt.n_prompts))
     keep = profile_positions(ids, N)
     by_order = renyi_orders(H, m.alpha)
+    # the same tokens (the sample's keys depend on seed, record and position only), normed entry
+    normed = cache.sample_tokens(m.token_budget, seed=m.seed, min_position=m.drop_first, layers=[NORMED]).hidden
     return LayerEntropyResult(
         alpha=float(m.alpha), ids=ids, n_layers=N, n_tokens=int(n_tokens), n_prompts=int(n_prompts), hidden_size=int(d),
         prompt=Band.of(prompt), dataset=Band.of(dataset),
@@ -102,7 +108,8 @@ def run(cfg: StudyConfig, cap: Any) -> LayerEntropyResult:
         orders={f"{a:g}": v.tolist() for a, v in by_order.items()},
         spearman_alpha1_alpha2=float(spearmanr(by_order[1.0][keep], by_order[2.0][keep]).statistic),
         argmax_alpha2=depth_landmarks(by_order[2.0], ids, N)["argmax"],
-        gap_alpha1_alpha2=float(np.mean(by_order[1.0] - by_order[2.0])))
+        gap_alpha1_alpha2=float(np.mean(by_order[1.0] - by_order[2.0])),
+        normed_entropy=float(layer_entropies(normed, m.alpha)[0]))
 
 
 def prose_values(r: LayerEntropyResult) -> dict[str, Any]:
@@ -110,7 +117,8 @@ def prose_values(r: LayerEntropyResult) -> dict[str, Any]:
     ds, ps = r.dataset_summary, r.prompt_summary
     out = {f"ds_{k}": ds[k] for k in ("first", "max", "argmax", "drop", "drop_from", "drop_to")}
     out.update(n_tokens=r.n_tokens, n_prompts=r.n_prompts, alpha=r.alpha, hidden_size=r.hidden_size, N=r.n_layers,
-               ds_last_normed=float(r.dataset.mean[-1]), ds_before_last=float(r.dataset.mean[-2]),
+               ds_last=float(r.dataset.mean[-1]), ds_last_normed=r.normed_entropy,
+               ds_before_last=float(r.dataset.mean[-2]),
                ps_first=ps["first"], ps_max=ps["max"], ps_argmax=ps["argmax"], ps_below=r.prompt_below_dataset,
                n_ids=len(r.ids), ds_band=r.band_width, drop_vs_band="larger" if ds["drop"] > r.band_width else "smaller",
                mean_prompt_tokens=r.n_tokens / r.n_prompts, n_boot_prompt=r.prompt.n_boot,

@@ -43,9 +43,10 @@ Spans = list[tuple[int, int]]
 
 @dataclass(frozen=True)
 class Cliff:
-    """The largest fall of an entropy profile between consecutive layers (last, normed,
-    entry aside): ``drop`` nats from layer ``from_layer`` into ``to_layer``, the values
-    ``before`` / ``after`` it, and the change from there to the last unnormed layer."""
+    """The largest fall of an entropy profile between consecutive layers (over the
+    entries of :func:`~activation_wave.layers.profile_positions`): ``drop`` nats from layer
+    ``from_layer`` into ``to_layer``, the values ``before`` / ``after`` it, and the change
+    from there to the last layer (N, the last block before the final norm)."""
 
     drop: float
     from_layer: int
@@ -60,7 +61,7 @@ def cliff_of(entropy: Sequence[float], ids: Sequence[int], n_layers: int) -> Cli
 
     >>> c = cliff_of([4.0, 4.5, 1.2, 3.9, 9.0], [0, 1, 2, 3, 4], 4)
     >>> (round(c.drop, 6), c.to_layer, round(c.recovery, 6))
-    (3.3, 2, 2.7)
+    (3.3, 2, 7.8)
     """
     keep = profile_positions(ids, n_layers)
     v = np.asarray(entropy, dtype=float)[keep]
@@ -72,7 +73,8 @@ def cliff_of(entropy: Sequence[float], ids: Sequence[int], n_layers: int) -> Cli
 
 
 def _profile_rho(a: Sequence[float], b: Sequence[float], ids: Sequence[int], n_layers: int) -> float:
-    """Spearman correlation over layers of two depth profiles (normed entry aside)."""
+    """Spearman correlation over layers of two depth profiles (the entries of
+    :func:`~activation_wave.layers.profile_positions`)."""
     keep = profile_positions(ids, n_layers)
     return float(spearmanr(np.asarray(a)[keep], np.asarray(b)[keep]).statistic)
 
