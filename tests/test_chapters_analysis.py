@@ -147,29 +147,55 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
     assert back5.sets == r5.sets and back5.default_row.percentile == r5.default_row.percentile
 
     # chapter 6 (another module) and 7, stubbed with the fields the readers use
-    trip = [{"set": m, "k": 3, "layers": s, "tau": 1.0 + 0.1 * max(s), "tau_lo": 0.9, "tau_hi": 1.1 + 0.1 * max(s),
-             "renyi2": r5.scores[m]["renyi2"], "mean_cka": r5.scores[m]["mean_cka"], "n_seeds": 1}
-            for m, s in r5.sets.items()]
-    single = [{"set": "single-8", "k": 1, "layers": [8], "tau": 1.5, "n_seeds": 1},
-              {"set": "single-4", "k": 1, "layers": [4], "tau": 1.2, "n_seeds": 1},
-              {"set": "pair", "k": 2, "layers": [4, 8], "tau": 1.7, "n_seeds": 1}]
-    online = {"eagle3-default": {"speedup_vs_plain_t0": 0.8, "lossless_prompts": 2, "n_prompts": 2}}
-    save_result("06_eagle3_speedup", {"summary": trip + single, "spearman": {"renyi2_triples": 0.5},
-                                      "best": trip[-1], "default": trip[0], "runs": [1, 2], "online": online}, cfg, root)
+    from activation_wave.chapters import drafter_predictors as dp
+    from activation_wave.chapters import eagle3_speedup as ch6
+
+    def row(name, ids, tau, arm):
+        sc = r5.scores.get(name, {})
+        return ch6.SetSummary(name, tuple(ids), len(ids), arm, tau, tau - 0.1, tau + 0.1, 1, sc.get("renyi2"),
+                              sc.get("mean_cka"), None, 0.3, 10.0)
+
+    trip = [row(m, s, 1.0 + 0.1 * max(s), "triples") for m, s in r5.sets.items()]
+    summary = sorted(trip + [row("single-8", [8], 1.5, "sweep"), row("eagle3-default+norm", [2, 4, 5], 1.9, "norm")],
+                     key=lambda r: -r.tau)
+    tau_of = lambda r: ch6.SetTau(r.set, r.layers, r.tau, r.tau_lo, r.tau_hi)  # noqa: E731
+    dflt = tau_of(next(r for r in trip if r.set == "eagle3-default"))
+    online = {"eagle3-default": ch6.OnlineDrafter((2, 4, 5), 1.4, 1.3, 9.0, 8.0, 2, 2, 0.8, 0.8, 0.9, (0.4,), 1.4)}
+    res6 = ch6.Eagle3SpeedupResult(
+        runs=(), summary=tuple(summary), spearman=ch6.ScoreCorrelations(0.5, None, None), online=online,
+        baselines=ch6.OnlineBaselines(8.0, 8.0, 9.0), prompts=("a", "b"), default=dflt,
+        best=tau_of(max(trip, key=lambda r: r.tau)), best_rule=dflt, verdict=ch6.Verdict(0.0, True, "x"),
+        reconciliation=(), training_capture="/c", training_records=1, training_positions=1,
+        profile=ch6.LayerProfile((), (), (), (), (), ()))
+    timing = dp.ProbeTiming(1.0, 0.1, 0.1, None, None, None, {})
+    comp = dp.Comparison("exhaustive", (6, 7, 8), "rules", 0.1, 0.02, 0.2, 0.01, 0.02, 0.02, 50, 0.1, 0.04, 0.05)
+    paired = dp.DrafterPredictors(
+        capture="/c", reference="eagle3-default", depth=3, draft_threshold=0.1, n_boot=10, prompt_ids=("a",),
+        missing_drafters=(), sets=(), comparisons=(comp,), mde_rules_pooled=0.05, scores={},
+        predictors=(dp.Predictor("deepest", "triples", 0.9, 0.5, 1.0, len(trip)),
+                    dp.Predictor("renyi2", "triples", -0.2, -0.7, 0.4, len(trip))),
+        filtering=(), probe=timing, best_probe_triples=(), seconds=1.0)
+    save_result("06_eagle3_speedup", res6, cfg, root)
+    save_result("06_predictors", paired, cfg, root)
     save_result("07_cross_model", CrossModelResult([layer_summary(cap8.cache, cfg)]), cfg, root)
 
     s8 = results_summary.run(cfg, root)
-    deepest = s8.predictors["deepest layer of the triple"]
-    assert deepest[0] == pytest.approx(1.0)  # tau grows with the deepest layer, by construction
-    assert s8.depth.late_from == 6 and s8.n_pairs == 1 and s8.n_pairs_gain == 1
-    assert s8.pairs_max_gain == pytest.approx(0.2)
+    assert s8.depth.late_from == 6 and s8.depth.n_late == sum(max(r.layers) >= 6 for r in trip)
+    assert s8.tau_spread == pytest.approx(max(r.tau for r in trip) - min(r.tau for r in trip))  # norm arm left out
+    h = {x.name: x for x in s8.hypotheses}
+    assert h["H1"].supported and h["H2"].supported is False and h["H4"].supported is None
+    rows = {r["set"]: r for r in s8.selection}
+    assert rows["exhaustive"]["delta tau vs default"] == 0.1 and rows["exhaustive"]["Holm p"] == 0.02
+    assert rows["eagle3-default"]["delta tau vs default"] is None
     assert s8.findings[2] == ("CKA compartments (response positions)", span_text(r3.compartments))
+    assert list(results_summary.online_table(res6).index) == ["eagle3-default"]
 
     key, chapters = landing.run(cfg, root)
     assert key.cliff_layer == r4.sink.cliff.to_layer and key.cliff_entropy == pytest.approx(r4.sink.cliff.after)
     assert key.default_percentile == pytest.approx(r5.default_row.percentile) and key.lossless
-    assert key.rho_deepest == pytest.approx(deepest[0]) and key.n_layers == 8
+    assert key.rho_deepest == 0.9 and key.n_triples == len(trip) and key.h1_supported and key.n_layers == 8
     assert list(landing.key_sets(chapters))[0] == "exhaustive"
+    assert [r.set for r in landing.ranked_triples(chapters)] == [r.set for r in sorted(trip, key=lambda r: -r.tau)]
 
 
 def test_tables_for_reading():
@@ -195,25 +221,3 @@ def test_open_chapter_without_a_capture():
         torch.set_num_threads(old)
 
 
-def test_exploratory_predictors_read_the_set_level_file(tmp_path):
-    from activation_wave.chapters import drafter_predictors as dp
-    from activation_wave.chapters.results_summary import SETLEVEL_PREDICTORS, exploratory_predictors
-    from activation_wave.config import load_config
-    from activation_wave.results import save_result
-
-    cfg = load_config("smoke")
-    preds, filt, v = exploratory_predictors(cfg, tmp_path)
-    assert preds.empty and v["xp_n"] == 0 and v["xp_status"] == "was not run for this profile"
-    timing = dp.ProbeTiming(build_s=1.0, per_set_s=0.1, per_set_cpu_s=0.1, triples_s=None, triples_cpu_s=None,
-                            n_triples=None, settings={})
-    res = dp.SetLevelPredictors(
-        capture="/c/smollm2-x", tau_source="06.json", tau={"a": 1.3}, layers={"a": (1, 2, 3)}, scores={},
-        predictors=(dp.Predictor("deepest", "triples", -0.9, -0.99, -0.7, 13),
-                    dp.Predictor("renyi2", "triples", -0.6, -0.9, -0.1, 13)),
-        filtering=(dp.FilterPredictor(0.5, 2048, -0.7, -0.9, -0.2, 13, -0.16, -0.52, 0.0, 0.2),),
-        probe=timing, best_probe_triples=(), seconds=1.0)
-    save_result(SETLEVEL_PREDICTORS, res, cfg, tmp_path)
-    preds, filt, v = exploratory_predictors(cfg, tmp_path)
-    assert len(preds) == 2 and len(filt) == 1 and v["xp_n"] == 13
-    assert v["xp_deepest"] == "-0.90 (95% interval -0.99 to -0.70)" and v["xp_probe"] == "-"
-    assert v["xp_filter"] == "-0.16 (95% interval -0.52 to +0.00)" and "smollm2-x" in v["xp_status"]

@@ -140,27 +140,6 @@ def test_run_without_reference_drafters_says_so(world):
         dp.run(cfg, cache, target, _jobs({"combined": [1, 3, 4]}, cfg), n_boot=10, probe_kw=PROBE)
 
 
-def test_set_level_predictors_from_a_chapter6_results_mapping(world):
-    _, cache, cfg, rows, _ = world
-    tau, layers = dp.taus_from_chapter6({"runs": rows + [{"set": "x", "layers": [1], "seed": 0, "tau": None}]})
-    assert set(tau) == set(SETS) and "x" not in tau
-    assert tau["combined"] == pytest.approx(np.mean([r["tau"] for r in rows if r["set"] == "combined"]))
-    before = _snapshot(cache.path)
-    res = dp.run_set_level(cfg, cache, tau, layers, tau_source="test", n_boot=200, probe_kw=PROBE,
-                           triples=None)
-    assert _snapshot(cache.path) == before
-    triples = [s for s in SETS if len(SETS[s]) == 3]
-    pred = {(p.name, p.units): p for p in res.predictors}
-    assert pred[("probe", "triples")].rho == pytest.approx(
-        spearman([res.scores[s]["probe"] for s in triples], [tau[s] for s in triples]))
-    assert pred[("deepest", "triples")].lo <= pred[("deepest", "triples")].rho <= pred[("deepest", "triples")].hi
-    assert res.probe.n_triples is None and len(res.filtering) == 4
-    _, timing, best = dp.probe_summary(cache, {"a": [1, 2, 4]}, PROBE, triples=2)  # a seeded sample of triples
-    assert timing.n_triples == 2 and len(best) == 2 and best[0][1] >= best[1][1]
-    with pytest.raises(ValueError, match="no run with an offline tau"):
-        dp.taus_from_chapter6({"runs": []})
-
-
 def test_paired_verdict_reads_the_holm_adjusted_rules():
     from types import SimpleNamespace
 

@@ -1,30 +1,26 @@
-"""Exploratory: what the existing chapter-6 drafters say about predictors of tau (issue 17).
+"""Chapter 6's paired analysis: the primary tests of its pre-registered hypotheses.
 
-NOT a test of the pre-registered hypotheses of chapter 6 ({ref}`sec-prereg`): these
-drafters were known when the hypotheses were written. This module only *loads* trained
-drafters (it never trains or captures) and computes, with the statistics of
-:mod:`activation_wave.stats`:
+Loads trained drafters only (it never trains or captures) and computes, with the
+statistics of :mod:`activation_wave.stats`:
 
 * per-prompt offline tau of every drafter on the eval split, with the profile's online
   settings (``spec.depth``, ``spec.draft_threshold``); seeds averaged per prompt;
 * the paired delta tau of every set against the EAGLE-3 default, Holm-corrected within
-  two families (the chapter-5 selection rules; every compared set), with the minimum
+  two families (the chapter-5 selection rules, H1; every compared set), with the minimum
   detectable delta at 80% power;
 * Spearman rho against tau, with bootstrap intervals over sets and prompts, of the
-  concatenation entropy S2, the mean CKA, the deepest layer and the probe
-  (:mod:`activation_wave.probe`) over the triples (and over the single layers, where
-  there are at least three);
+  concatenation entropy S2 (H2), the mean CKA, the deepest layer and the probe
+  (:mod:`activation_wave.probe`) over the triples and over the single layers;
 * rho(S2 filtered at quantile q, tau) for q in 0, 0.25, 0.5, 0.75 at an equal token
-  budget, and the paired difference of each against q = 0 (the shape of H3).
+  budget, and the paired difference of each against q = 0 (H3);
+* every triple with a per-layer RMSNorm before fc against the same triple without, and
+  rho(deepest layer, tau) in both arms (H4; :func:`norm_arm`).
 
-:func:`run` returns a :class:`DrafterPredictors`; ``save_result("06_predictors", ...)``
-writes it. :func:`run_set_level` does the predictor part for sets whose tau is known
-only per set (an earlier chapter-6 results file), without loading drafters.
+:func:`run` returns a :class:`DrafterPredictors`; chapter 6 saves it as ``06_predictors``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 import time
@@ -46,9 +42,9 @@ NOT_RULES = ("eagle3-default", "last-k", "evenly-spaced")
 FILTER_QUANTILES = (0.0, 0.25, 0.5, 0.75)
 
 __all__ = ["FoundDrafter", "SetTaus", "Comparison", "Predictor", "FilterPredictor", "ProbeTiming",
-           "DrafterPredictors", "SetLevelPredictors", "find_drafters", "per_prompt_tau",
+           "DrafterPredictors", "NormEffect", "norm_arm", "is_rule", "find_drafters", "per_prompt_tau",
            "compare_to_reference", "filtered_s2", "set_scores", "predictor_rhos", "filter_rhos", "probe_summary",
-           "run", "taus_from_chapter6", "run_set_level", "NAME"]
+           "run", "NAME"]
 
 
 @dataclass(frozen=True)
@@ -178,23 +174,6 @@ class DrafterPredictors:
     seconds: float
     norm_effects: tuple[NormEffect, ...] = ()  # H4: every triple with vs without the per-layer norm
     norm_predictors: tuple[Predictor, ...] = ()  # H4: rho(deepest layer, tau) in each arm over the same triples
-
-
-@dataclass(frozen=True)
-class SetLevelPredictors:
-    """Result of :func:`run_set_level`: predictors against tau known per set only (no
-    per-prompt values, so no paired comparisons; intervals resample the sets)."""
-
-    capture: str
-    tau_source: str
-    tau: dict[str, float]
-    layers: dict[str, tuple[int, ...]]
-    scores: dict[str, dict[str, float | None]]
-    predictors: tuple[Predictor, ...]
-    filtering: tuple[FilterPredictor, ...]
-    probe: ProbeTiming
-    best_probe_triples: tuple[tuple[tuple[int, ...], float], ...]
-    seconds: float
 
 
 # ----------------------------------------------------------------------------- finding drafters
@@ -467,96 +446,6 @@ def run(cfg: StudyConfig, cache: CaptureCache, target: Any, jobs: Sequence[Any],
                              filtering=tuple(filtering), probe=timing, best_probe_triples=tuple(best),
                              seconds=time.perf_counter() - t0, norm_effects=tuple(effects),
                              norm_predictors=tuple(norm_rhos))
-
-
-def taus_from_chapter6(doc: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, tuple[int, ...]]]:
-    """Per-set tau (mean over seeds) and layers from a chapter-6 results mapping (its ``runs``)."""
-    taus: dict[str, list[float]] = {}
-    layers: dict[str, tuple[int, ...]] = {}
-    for r in doc["runs"]:
-        if r.get("tau") is not None:
-            taus.setdefault(r["set"], []).append(float(r["tau"]))
-            layers[r["set"]] = tuple(int(i) for i in r["layers"])
-    if not taus:
-        raise ValueError("the chapter-6 results hold no run with an offline tau; run chapter 6 first")
-    return {k: float(np.mean(v)) for k, v in taus.items()}, layers
-
-
-def run_set_level(cfg: StudyConfig, cache: CaptureCache, tau: Mapping[str, float],
-                  layers: Mapping[str, Sequence[int]], *, tau_source: str, n_boot: int = 10_000,
-                  probe_kw: Mapping[str, Any] | None = None, triples: int | None = 0,
-                  seed: int = 0) -> SetLevelPredictors:
-    """The predictor part of :func:`run` for sets whose tau is known only as one number each
-    (e.g. an earlier chapter-6 results file, ``tau_source``), scored on this capture."""
-    t0 = time.perf_counter()
-    layers = {s: tuple(int(i) for i in layers[s]) for s in tau}
-    taus = {s: np.array([[float(v)]]) for s, v in tau.items()}  # [1 seed, 1 "prompt"]
-    timing, best, scores, predictors, filtering = _predictors(cache, cfg, taus, layers, probe_kw, triples,
-                                                              n_boot, seed)
-    return SetLevelPredictors(capture=str(cache.path), tau_source=tau_source, tau=dict(tau), layers=layers,
-                              scores=scores, predictors=tuple(predictors), filtering=tuple(filtering), probe=timing,
-                              best_probe_triples=tuple(best), seconds=time.perf_counter() - t0)
-
-
-# ----------------------------------------------------------------------------- command line
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m activation_wave.chapters.drafter_predictors --capture DIR``: run and save.
-
-    The capture (and the drafters under it) is opened by its path and only read; the
-    target's dequantized weights come from ``$WAVE_CACHE`` as usual, so another person's
-    cache can be analysed without writing into it.
-    """
-    import argparse
-    import json
-    from pathlib import Path
-
-    from ..config import load_config, parse_overrides
-    from ..models import load_target
-    from ..results import results_dir, save_result
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--profile", default="default")
-    ap.add_argument("--capture", required=True, help="a finished capture folder (read only): the statistics")
-    ap.add_argument("--training-capture", help="the capture chapter 6's drafters trained on (default: --capture)")
-    ap.add_argument("--selection", help="JSON with a 'sets' mapping (default: this profile's 05_layer_selection.json)")
-    ap.add_argument("--set", dest="overrides", action="append", help="config override section.key=value")
-    ap.add_argument("--n-boot", type=int, default=10_000)
-    ap.add_argument("--results-root", default=None)
-    ap.add_argument("--triples", type=int, default=0, help="triples the probe scores: 0 = all, N = a seeded sample, "
-                    "-1 = none")
-    ap.add_argument("--taus-from", help="a chapter-6 results JSON: use its per-set tau instead of loading drafters")
-    args = ap.parse_args(argv)
-    cfg = load_config(args.profile, parse_overrides(args.overrides))
-    cache = CaptureCache(args.capture)
-    if args.taus_from:
-        tau, layers = taus_from_chapter6(json.loads(Path(args.taus_from).read_text()))
-        res_set = run_set_level(cfg, cache, tau, layers, tau_source=args.taus_from, n_boot=args.n_boot,
-                                triples=None if args.triples < 0 else args.triples)
-        print(save_result(NAME + "_setlevel", res_set, cfg, args.results_root))
-        return 0
-    train = CaptureCache(args.training_capture) if args.training_capture else None
-    res = run(cfg, cache, load_target(cfg.model), _design(cfg, cache, args), eval_cache=train, n_boot=args.n_boot,
-              triples=None if args.triples < 0 else args.triples)
-    print(save_result(NAME, res, cfg, args.results_root))
-    return 0
-
-
-def _design(cfg: StudyConfig, cache: CaptureCache, args: Any) -> list[Any]:
-    """Chapter 6's design for the CLI, from a chapter-5 results file."""
-    import json
-    from pathlib import Path
-
-    from ..results import results_dir
-    from .eagle3_speedup import design
-
-    sel_path = Path(args.selection or results_dir(cfg, args.results_root) / "05_layer_selection.json")
-    return design(json.loads(sel_path.read_text())["sets"], cache.n_layers, cfg.draft)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
 
 
 #: Fewest eval prompts for which the paired bootstrap's p-values are reported as a test

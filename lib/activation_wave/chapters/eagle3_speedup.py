@@ -32,12 +32,15 @@ from ..drafter import load_drafter
 from ..experiment import bootstrap_mean_ci, run_jobs
 from ..stats import spearman
 from ..pipeline import Captured, run_capture
+from ..results import load_benchmarks
 from ..layer_stats import LayerStats, stats_from_cache
 from ..selection import rank_among_all, score_set
 
 NAME = "06_eagle3_speedup"
 DEFAULT_SET = "eagle3-default"
 
+#: The pre-registered target for the default's offline tau (issue 17).
+TAU_TARGET = 1.6
 #: How many seeded random triples of layers 1..N the probe scores (to time it and list its best).
 PROBE_TRIPLES = 200
 #: Chapter-5 sets trained as controls (with ``draft.control_seeds`` seeds), besides the random triples.
@@ -536,6 +539,14 @@ def prose_values(res: Eagle3SpeedupResult, cfg: StudyConfig) -> dict[str, Any]:
         "n_online_prompts": len(res.prompts), "online_tokens": cfg.spec.max_new_tokens,
         "verdict_gap": res.verdict.gap, "verdict": res.verdict.text,
     }
+    target = TAU_TARGET
+    out["tau_target_text"] = (f"{res.default.tau:.3f}, {'above' if res.default.tau >= target else 'below'} that "
+                              f"target of {target}")
+    # what the design would cost at the data-scaling benchmark's recipe (10 epochs), two drafters at once
+    point = next((p for p in load_benchmarks().get("drafter_data_scaling", {}).get("points", [])
+                  if p.get("samples_per_prompt") == cfg.draft.samples_per_prompt and p.get("train_wall_s")), None)
+    out["ten_epoch_min"] = point["train_wall_s"] / 60 if point else nan
+    out["ten_epoch_hours"] = len(res.runs) * out["ten_epoch_min"] / 60 / max(1, cfg.draft.workers)
     spread = [abs(a.tau - b.tau) for a, b in _seed_pairs(res.runs, "sweep")]
     out.update(n_workers=cfg.draft.workers, sweep_share=cfg.draft.sweep_fraction, sweep_seed_pairs=len(spread),
                sweep_seed_spread=float(np.mean(spread)) if spread else nan)

@@ -38,8 +38,8 @@ class LandingResult:
     tau_default: float
     tau_best: float
     best_set: str
-    rho_renyi2: float | None  # over the triples, with its n below (chapter 6's paired analysis)
-    rho_deepest: float | None
+    rho_renyi2: float  # over the triples, with its n below (chapter 6's paired analysis); NaN: undefined
+    rho_deepest: float
     n_triples: int
     h1: str  # H1's primary statistic, and whether it was supported
     h1_supported: bool | None
@@ -62,6 +62,11 @@ def ranked_triples(ch: Chapters) -> list[Any]:
     return ch.drafters.sets_of_size(3)
 
 
+def _rho(by_name: dict[str, Any], name: str) -> float:
+    p = by_name.get(name)
+    return float("nan") if p is None or p.rho is None else float(p.rho)
+
+
 def run(cfg: StudyConfig, root: str | Path | None = None) -> tuple[LandingResult, Chapters]:
     """The landing page's numbers, and the chapters' results its figure draws from."""
     ch = load_chapters(cfg, root)
@@ -78,8 +83,7 @@ def run(cfg: StudyConfig, root: str | Path | None = None) -> tuple[LandingResult
         default_layers=sel.default_layers, default_percentile=None if default_row is None else default_row.percentile,
         exhaustive_layers=sel.sets["exhaustive"], tau_default=d6.default.tau, tau_best=d6.best.tau,
         best_set=f"{d6.best.set} {list(d6.best.layers)}",
-        rho_renyi2=rho["renyi2"].rho if "renyi2" in rho else None,
-        rho_deepest=rho["deepest"].rho if "deepest" in rho else None,
+        rho_renyi2=_rho(rho, "renyi2"), rho_deepest=_rho(rho, "deepest"),
         n_triples=rho["renyi2"].n if "renyi2" in rho else 0, h1=h1.statistic, h1_supported=h1.supported,
         n_drafters=len(d6.runs), n_seeds=max(r.n_seeds for r in d6.summary),
         speedup_default=online["eagle3-default"].speedup_vs_plain_t0 if "eagle3-default" in online else None,
