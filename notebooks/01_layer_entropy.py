@@ -18,7 +18,8 @@
 #
 # How much do a layer's hidden states spread out? This chapter measures the
 # {term}`matrix entropy` of every layer of the target, from the embeddings (index 0) to
-# the last, normed entry (index $N$), the quantity that {cite:t}`skean2025layer` track
+# the last block's output (index $N$, taken before the final norm, as serving engines
+# capture it), the quantity that {cite:t}`skean2025layer` track
 # over depth and that the paper uses as its *informativeness* criterion. The definition,
 # the preparation of the hidden states (centring over tokens, unit-norm rows) and the
 # normalisations are in {ref}`sec-matrix-entropy`.
@@ -78,14 +79,15 @@ glue_figure("fig_entropy_depth", plot_entropy_depth(r.ids, curves,
 #
 # On this model, dataset entropy starts at {glue:text}`ds_first:.2f` nats at the
 # embeddings (index 0) and reaches its highest value, {glue:text}`ds_max:.2f` nats, at
-# layer {glue:text}`ds_argmax:d`. The largest fall between two consecutive layers (leaving
-# out the last entry) is {glue:text}`ds_drop:.2f` nats, from layer
+# layer {glue:text}`ds_argmax:d`. The largest fall between two consecutive layers is {glue:text}`ds_drop:.2f` nats, from layer
 # {glue:text}`ds_drop_from:d` to layer {glue:text}`ds_drop_to:d`: {glue:text}`drop_vs_band`
-# than the average width of the bootstrap band, {glue:text}`ds_band:.2f` nats. The last
-# entry, index {glue:text}`N:d`, has passed through the model's final normalisation (see
-# {ref}`sec-layer-index`); its entropy, {glue:text}`ds_last_normed:.2f` nats against
-# {glue:text}`ds_before_last:.2f` at the layer before, is a property of that
-# normalisation's per-channel gains as much as of the residual stream.
+# than the average width of the bootstrap band, {glue:text}`ds_band:.2f` nats. Index
+# {glue:text}`N:d`, the last block's output before the final norm (see
+# {ref}`sec-layer-index`), has {glue:text}`ds_last:.2f` nats against
+# {glue:text}`ds_before_last:.2f` at the layer before. The same tokens after the final
+# norm (transformers' own last entry, which no serving engine feeds a drafter and which
+# is therefore not a candidate here) have {glue:text}`ds_last_normed:.2f` nats: the
+# norm's per-channel gains change the spectrum as much as the last block does.
 #
 # Prompt entropy runs from {glue:text}`ps_first:.2f` nats at the embeddings to at most
 # {glue:text}`ps_max:.2f`, at layer {glue:text}`ps_argmax:d`, and lies below dataset

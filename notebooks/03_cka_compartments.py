@@ -63,9 +63,8 @@ glue_figure("fig_cka", plot_cka(r.ids, r.cka, compartments=r.compartments))
 # The median CKA between consecutive layers is
 # {glue:text}`cka_adjacent_median:.2f`; the least similar pair, layers
 # {glue:text}`cka_min_pair`, has CKA {glue:text}`cka_min:.2f`. The first decoder output
-# (index 1) and the last un-normed entry (index $N-1$) have CKA
-# {glue:text}`cka_first_last:.2f`. The sharpest step between consecutive layers (last
-# entry aside) is from layer {glue:text}`sharpest_from:d` to
+# (index 1) and the last block's output (index $N$, before the final norm) have CKA
+# {glue:text}`cka_first_last:.2f`. The sharpest step between consecutive layers is from layer {glue:text}`sharpest_from:d` to
 # {glue:text}`sharpest_to:d`, CKA {glue:text}`sharpest_value:.2f`. The automatic
 # segmentation splits the layers into {glue:text}`k_auto:d` compartments:
 # {glue:text}`compartments_text`.
@@ -84,7 +83,7 @@ glue_figure("fig_cka", plot_cka(r.ids, r.cka, compartments=r.compartments))
 # $k$ up to {glue:text}`k_max:d`. $W$ always falls as $k$ grows, so $k$ is read off the
 # curve. The default rule picks the $k$ after which the gain of one more compartment drops
 # most, compared with the next gain; it keeps a small but distinct block (such as a lone
-# final normed layer). The classic "elbow" (farthest point below the chord) tends to
+# last layer). The classic "elbow" (farthest point below the chord) tends to
 # merge small blocks.
 
 # %% tags=["remove-input"]

@@ -89,7 +89,7 @@ print(cap.cache.summary())
 # (sec-design)=
 # ## The design as run
 #
-# The drafters, as {func}`~activation_wave.chapters.eagle3_speedup.design` lists them from
+# The drafters, as `activation_wave.chapters.eagle3_speedup.design` lists them from
 # chapter 5's sets and the profile's `draft` section: the arm, how many seeds, and the
 # share of the training data each drafter sees.
 

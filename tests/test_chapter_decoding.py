@@ -227,6 +227,9 @@ def test_hypotheses_follow_their_preregistered_rules():
     assert h["H1"].supported and "combined" in h["H1"].statistic and "n = 96" in h["H1"].statistic
     assert h["H2"].supported is False and "n = 11 triples" in h["H2"].statistic
     assert h["H3"].supported is False and h["H4"].supported is True
+    pred.comparisons = [dp.Comparison("combined", (1, 2, 3), "rules", 0.05, 0.01, 0.11, 0.01, 0.01, 0.01, 5, 0.1,
+                                      0.1, 0.1)]
+    assert ch6.evaluate_hypotheses(pred)[0].supported is None  # 5 prompts: too few to test
     pred.comparisons = [cmp("combined", "rules", 0.05, 0.01, 0.08)]  # adjusted p above 0.05: not supported
     pred.norm_predictors = []
     h = {x.name: x for x in ch6.evaluate_hypotheses(pred)}

@@ -400,12 +400,15 @@ def layer_profile(cs: Any) -> LayerProfile:
 
 def evaluate_hypotheses(pred: Any, alpha: float = 0.05) -> list[Hypothesis]:
     """H1-H4 of chapter 6's pre-registration, each by its primary test and verdict rule,
-    from the paired analysis ``pred`` (:class:`~.drafter_predictors.DrafterPredictors`)."""
+    from the paired analysis ``pred`` (:class:`~.drafter_predictors.DrafterPredictors`).
+    H1 is not testable (None) with fewer than ``MIN_PAIRED_PROMPTS`` eval prompts."""
+    from . import drafter_predictors as dp
+
     out = []
     rules = [c for c in pred.comparisons if c.family == "rules" and c.p_holm_rules is not None]
     if rules:
         b = max(rules, key=lambda c: c.delta)
-        ok = any(c.delta > 0 and c.p_holm_rules < alpha for c in rules)
+        ok = any(c.delta > 0 and c.p_holm_rules < alpha for c in rules) if b.n >= dp.MIN_PAIRED_PROMPTS else None
         out.append(Hypothesis("H1", "the best selection rule's set beats the default",
                               f"best rule {b.set}: delta tau = {b.delta:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}], Holm p = "
                               f"{b.p_holm_rules:.3g}, n = {b.n} prompts, MDE = {b.mde_holm:.3f}", ok,
