@@ -72,6 +72,24 @@ display(format_table(pd.DataFrame(s.selection), {"percentile of S2": "{:.1f}", "
 # %% tags=["remove-input"]
 display(format_table(pd.DataFrame(s.hypotheses)))
 
+# %% tags=["remove-input"]
+ne = [e.delta for e in R.paired.norm_effects]
+single = {p["name"]: p for p in s.predictors if p["units"] == "single layers"}
+glue_values(norm_delta_min=min(ne) if ne else float("nan"), norm_delta_max=max(ne) if ne else float("nan"),
+            rho_single_depth=single["deepest"]["rho"] if "deepest" in single else float("nan"),
+            n_single=single["deepest"]["n"] if "deepest" in single else 0)
+
+# %% [markdown]
+# Read together: on SmolLM2 the selection scores do not point to better drafters, and the
+# default triple is the one to beat. A drafter reading *one* layer gets better with depth
+# (Spearman's $\rho$ = {glue:text}`rho_single_depth:.2f` over {glue:text}`n_single:d` single
+# layers, chapter 6's sweep), yet among triples those reaching into the last blocks are
+# worse, and the entropy rules pick exactly those. Normalising each layer before `fc` did
+# not rescue the deep triples at this budget: it lowered $\tau$ for every triple (by
+# {glue:text}`norm_delta_max:.3f` to {glue:text}`norm_delta_min:.3f`), so the arm that was
+# to test the depth effect mostly shows that one epoch is too little for the normalised
+# input; the H4 row above is read with that caveat.
+
 # %% [markdown]
 # ### What orders the drafters
 # Spearman's $\rho$ of each cheap score against $\tau$, with the number of units and a
