@@ -112,8 +112,13 @@ PAGE_PROBE_JS = r"""
                      .map(a => ({raw: a.getAttribute('href'), abs: a.href}));
   const ids = Array.from(document.querySelectorAll('[id]')).map(e => e.id)
                    .concat(Array.from(document.querySelectorAll('a[name]')).map(a => a.name));
+  // The page must fit the window: the innermost elements that reach past its right edge.
+  const vw = document.documentElement.clientWidth;
+  const wide = document.documentElement.scrollWidth > vw + 1 ? Array.from(document.querySelectorAll('body *'))
+    .filter(e => e.getBoundingClientRect().right > vw + 1 && e.children.length === 0)
+    .slice(0, 3).map(e => `<${e.tagName.toLowerCase()} class="${e.className}">` + (e.textContent || '').slice(0, 60)) : [];
   return {
-    title: document.title, mathjax, nImgs: imgs.length, badImgs,
+    title: document.title, mathjax, nImgs: imgs.length, badImgs, wide,
     nMath: maths.length, nRendered: document.querySelectorAll('mjx-container').length,
     unrendered, merrors, links, ids, figText,
     height: Math.max(document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0),
@@ -460,6 +465,8 @@ class BookChecker:
         for t in dict.fromkeys(pr.get("figText", [])):
             rec.problems.append(f"figure shown as text {t!r}: the notebook saved no image/png for it "
                                 "(was matplotlib's inline backend off?)")
+        for el in pr.get("wide", []):
+            rec.problems.append(f"page wider than the window (it scrolls sideways), e.g. {el!r}")
         for err in pr.get("merrors", []):
             rec.problems.append(f"MathJax error: {err}")
         for u in dict.fromkeys(rec.external):
