@@ -35,6 +35,8 @@ from ..pipeline import Captured, run_capture
 from ..results import load_benchmarks
 from ..layer_stats import LayerStats, stats_from_cache
 from ..selection import rank_among_all, score_set
+from . import drafter_predictors as dp
+from .drafter_predictors import is_rule
 
 NAME = "06_eagle3_speedup"
 DEFAULT_SET = "eagle3-default"
@@ -47,8 +49,9 @@ PROBE_TRIPLES = 200
 CONTROL_SETS = ("last-k",)
 
 __all__ = ["Eagle3SpeedupResult", "DrafterJob", "DrafterRun", "SetSummary", "ScoreCorrelations", "OnlineDrafter",
-           "OnlineBaselines", "SetTau", "Verdict", "Reconciliation", "LayerProfile", "Hypothesis", "design", "layer_profile", "evaluate_hypotheses", "training_config", "tau_interval",
-           "summarise_sets", "score_correlations", "online_figures", "reconcile", "verdict", "run", "NAME"]
+           "OnlineBaselines", "SetTau", "Verdict", "Reconciliation", "LayerProfile", "Hypothesis", "design",
+           "training_config", "tau_interval", "summarise_sets", "score_correlations", "layer_profile",
+           "evaluate_hypotheses", "online_figures", "reconcile", "verdict", "run", "NAME"]
 
 
 # ----------------------------------------------------------------------------- result objects
@@ -242,12 +245,6 @@ class Eagle3SpeedupResult:
 # ----------------------------------------------------------------------------- the analysis
 
 
-def _is_rule(name: str) -> bool:
-    from .drafter_predictors import is_rule
-
-    return is_rule(name)
-
-
 def design(selected: Mapping[str, Sequence[int]], n_layers: int, draft: DraftConfig) -> list[DrafterJob]:
     """The pre-registered drafters, in training order (triples, sweep, norm arm).
 
@@ -269,9 +266,9 @@ def design(selected: Mapping[str, Sequence[int]], n_layers: int, draft: DraftCon
         raise ValueError(f"chapter 5's sets must include {DEFAULT_SET!r} (got {sorted(selected)}); re-run chapter 5")
     randoms = [n for n in selected if n.startswith("random-")][: draft.n_random]
     triples = {n: ids for n, ids in selected.items()
-               if n == DEFAULT_SET or _is_rule(n) or n in CONTROL_SETS or n in randoms}
+               if n == DEFAULT_SET or is_rule(n) or n in CONTROL_SETS or n in randoms}
     for name, ids in triples.items():
-        add(name, ids, "triples", draft.n_seeds if name == DEFAULT_SET or _is_rule(name) else draft.control_seeds)
+        add(name, ids, "triples", draft.n_seeds if name == DEFAULT_SET or is_rule(name) else draft.control_seeds)
     if draft.sweep_stride:
         every = draft.sweep_seed_every
         for j, layer in enumerate(range(1, n_layers + 1, draft.sweep_stride)):
@@ -402,8 +399,6 @@ def evaluate_hypotheses(pred: Any, alpha: float = 0.05) -> list[Hypothesis]:
     """H1-H4 of chapter 6's pre-registration, each by its primary test and verdict rule,
     from the paired analysis ``pred`` (:class:`~.drafter_predictors.DrafterPredictors`).
     H1 is not testable (None) with fewer than ``MIN_PAIRED_PROMPTS`` eval prompts."""
-    from . import drafter_predictors as dp
-
     out = []
     rules = [c for c in pred.comparisons if c.family == "rules" and c.p_holm_rules is not None]
     if rules:
@@ -466,8 +461,6 @@ def run(cfg: StudyConfig, cap: Captured, selected: Mapping[str, Sequence[int]], 
     the :class:`~activation_wave.chapters.drafter_predictors.DrafterPredictors` of the
     paired analysis (saved separately as ``06_predictors``).
     """
-    from . import drafter_predictors as dp
-
     target = cap.target
     train_cap = run_capture(training_config(cfg), progress=progress)
     jobs = design(selected, cap.cache.n_layers, cfg.draft)
