@@ -73,22 +73,30 @@ display(format_table(pd.DataFrame(s.selection), {"percentile of S2": "{:.1f}", "
 display(format_table(pd.DataFrame(s.hypotheses)))
 
 # %% tags=["remove-input"]
-ne = [e.delta for e in R.paired.norm_effects]
-single = {p["name"]: p for p in s.predictors if p["units"] == "single layers"}
-glue_values(norm_delta_min=min(ne) if ne else float("nan"), norm_delta_max=max(ne) if ne else float("nan"),
-            rho_single_depth=single["deepest"]["rho"] if "deepest" in single else float("nan"),
-            n_single=single["deepest"]["n"] if "deepest" in single else 0)
+ne = R.paired.norm_effects
+nan = float("nan")
+depth1 = next((p for p in s.predictors if p["units"] == "single layers" and p["name"] == "deepest"), None)
+glue_values(norm_delta_min=min((e.delta for e in ne), default=nan), norm_delta_max=max((e.delta for e in ne), default=nan),
+            norm_hi_max=max((e.hi for e in ne), default=nan), n_norm=len(ne),
+            n_prompts_norm=min((e.n for e in ne), default=0),
+            rho_single_depth=depth1["rho"] if depth1 else nan, rho_single_lo=depth1["lo"] if depth1 else nan,
+            rho_single_hi=depth1["hi"] if depth1 else nan, n_single=depth1["n"] if depth1 else 0)
 
 # %% [markdown]
 # Read together: on SmolLM2 the selection scores do not point to better drafters, and the
 # default triple is the one to beat. A drafter reading *one* layer gets better with depth
-# (Spearman's $\rho$ = {glue:text}`rho_single_depth:.2f` over {glue:text}`n_single:d` single
-# layers, chapter 6's sweep), yet among triples those reaching into the last blocks are
-# worse, and the entropy rules pick exactly those. Normalising each layer before `fc` did
-# not rescue the deep triples at this budget: it lowered $\tau$ for every triple (by
-# {glue:text}`norm_delta_max:.3f` to {glue:text}`norm_delta_min:.3f`), so the arm that was
-# to test the depth effect mostly shows that one epoch is too little for the normalised
-# input; the H4 row above is read with that caveat.
+# (Spearman's $\rho$ = {glue:text}`rho_single_depth:.2f`, 95% interval
+# {glue:text}`rho_single_lo:.2f` to {glue:text}`rho_single_hi:.2f`, over
+# {glue:text}`n_single:d` single layers, chapter 6's sweep), yet among triples those
+# reaching into the last blocks are worse, and the entropy rules pick exactly those.
+# Normalising each layer before `fc` did not rescue the deep triples at this budget: it
+# lowered $\tau$ for each of the {glue:text}`n_norm:d` triples (paired over
+# {glue:text}`n_prompts_norm:d` prompts, by {glue:text}`norm_delta_max:.3f` to
+# {glue:text}`norm_delta_min:.3f`; the highest upper interval end is
+# {glue:text}`norm_hi_max:.3f`), so the arm that was
+# to test the depth effect may mostly show that one epoch is too little for the normalised
+# input (a plausible reading, not tested here: longer training of that arm would test it);
+# the H4 row above is read with that caveat.
 
 # %% [markdown]
 # ### What orders the drafters
