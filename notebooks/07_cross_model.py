@@ -102,3 +102,40 @@ for s, tag in zip(r.summaries, ("a", "b")):
 # EAGLE-3 default triple's concatenation entropy ($S_2$) is above
 # {glue:text}`cross_default_pct_a:.0f`% of all triples on the first model and above
 # {glue:text}`cross_default_pct_b:.0f`% on the second.
+
+# %% [markdown]
+# (sec-cross-prereg)=
+# ## Drafters on the second architecture: pre-registration
+#
+# Fixed on 2026-12-01, before any Gemma drafter was trained (issue 17, item 8); the commit
+# that added this section is named where the results are evaluated. Known at that time:
+# chapter 6's results on SmolLM2 (every rule's set below the default; tau of one layer
+# rising with depth, rho = +0.81 over 30 layers) and this chapter's statistics and
+# selections on Gemma (above). Nothing about Gemma's drafters was known.
+#
+# **Data.** Gemma-3-270M's own greedy responses to the default profile's 420 prompts (train
+# split 324, eval split 96; up to 128 new tokens, the profile's `cross.drafter_*` settings),
+# generated once with the PyTorch target and committed under `data/responses/`; no sampled
+# responses. The drafters' recipe is chapter 6's (`draft` section: one epoch, 512-token
+# batches, draft vocabulary 4,096, 3 unrolled steps).
+#
+# **Drafters.** One per block output $1..N$ ($N = 18$; the last is the pre-norm output of the
+# last block), one seed each, on all the training data; the EAGLE-3 default
+# $[2, N/\!/2, N-3] = [2, 9, 15]$ and the set chosen by the rule with the largest paired
+# $\Delta\tau$ in chapter 6 (`combined`; on Gemma, {numref}`fig-cross-selection`:
+# $[4, 12, 18]$), two seeds each. 22 drafters.
+#
+# **Outcome.** As chapter 6: offline $\tau$ of a chain draft at $T = 0$ on each eval prompt,
+# at `spec.depth` and `spec.draft_threshold`, seeds averaged per prompt.
+#
+# - **G1** (chapter 6's H1 on Gemma): the best rule's set beats the default. *Primary test*: paired bootstrap over the eval prompts (10,000 resamples) of $\Delta\tau$ = rule set $-$ default; one test, no correction. *Supported when*: $\Delta\tau > 0$ with two-sided $p < 0.05$.
+# - **G2** (depth): $\tau$ of a single-layer drafter rises with the layer's depth. *Primary test*: Spearman $\rho$(layer index, $\tau$) over the $N$ single layers, 95% bootstrap interval resampling layers and prompts. *Supported when*: the interval lies above 0.
+# - **G3** (entropy): $\tau$ of a single-layer drafter rises with the layer's Renyi-2 matrix entropy (filtered statistics of this model's drafter capture, as chapter 6 scores single layers). *Primary test and rule*: as G2, with entropy in place of depth.
+#
+# **Secondary (not tests).** The relative depth at which $\tau$ peaks on each model;
+# $\rho$(entropy, depth) over Gemma's layers, since G2 and G3 cannot be told apart when
+# entropy and depth are collinear; the minimum detectable $\Delta\tau$ at 80% power for G1.
+#
+# **Budget.** The drafters within 45 minutes on 2 cores (the response generation, done
+# once and committed, not counted). If they do not fit, the sweep takes every second layer
+# before the triples lose a seed.
