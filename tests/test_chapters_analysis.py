@@ -162,11 +162,11 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
     dflt = tau_of(next(r for r in trip if r.set == "eagle3-default"))
     online = {"eagle3-default": ch6.OnlineDrafter((2, 4, 5), 1.4, 1.3, 9.0, 8.0, 2, 2, 0.8, 0.8, 0.9, (0.4,), 1.4)}
     res6 = ch6.Eagle3SpeedupResult(
-        runs=(), summary=tuple(summary), spearman=ch6.ScoreCorrelations(0.5, None, None), online=online,
+        runs=(), summary=tuple(summary), online=online,
         baselines=ch6.OnlineBaselines(8.0, 8.0, 9.0), prompts=("a", "b"), default=dflt,
         best=tau_of(max(trip, key=lambda r: r.tau)), best_rule=dflt, verdict=ch6.Verdict(0.0, True, "x"),
         reconciliation=(), training_capture="/c", training_records=1, training_positions=1,
-        profile=ch6.LayerProfile((), (), (), (), (), ()))
+        profile=ch6.LayerProfile((), (), (), (), ()))
     timing = dp.ProbeTiming(1.0, 0.1, 0.1, None, None, None, {})
     comp = dp.Comparison("exhaustive", (6, 7, 8), "rules", 0.1, 0.02, 0.2, 0.01, 0.02, 0.02, 50, 0.1, 0.04, 0.05)
     paired = dp.DrafterPredictors(

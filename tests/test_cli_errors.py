@@ -294,14 +294,21 @@ def test_interrupt_exits_130_and_keeps_the_shards(world, run, monkeypatch):
 
 
 def test_sigint_exits_130_with_one_line(world, tmp_path):
-    """A real Ctrl-C (SIGINT) in a subprocess during a capture: exit 130, one line, shards kept."""
+    """A real Ctrl-C (SIGINT) in a subprocess during a capture: exit 130, one line, shards kept.
+
+    The child restores Python's SIGINT handler first: a process started in the background
+    by a non-interactive shell (`pytest ... &`, some CI runners) inherits SIGINT ignored,
+    and Python then never raises KeyboardInterrupt. Each shard write is followed by a 5 s
+    pause, so the signal lands mid-capture however loaded the machine is (the pause ends
+    at the signal)."""
     cache = tmp_path / "cache"
-    code = ("import sys, time\n"
+    code = ("import signal, sys, time\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             "import activation_wave.capture as c\n"
             "real = c._write_shard\n"
             "def slow(*a, **k):\n"
             "    out = real(*a, **k)\n"
-            "    time.sleep(1.0)\n"
+            "    time.sleep(5.0)\n"
             "    return out\n"
             "c._write_shard = slow\n"
             "from activation_wave.cli import main\n"

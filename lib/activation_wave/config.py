@@ -316,9 +316,20 @@ class CrossConfig:
     max_prompts_per_source: int = 12
     max_new_tokens: int = 32
     batch_size: int = 4
+    # Chapter 7's drafters on this model (chapters/cross_drafters.py): trained on its own
+    # greedy responses to the study's prompts (``drafter_prompts_per_source``, 0 = all, up to
+    # ``drafter_max_new_tokens``, generated in batches of ``data.batch_size``) with the
+    # study's ``draft`` recipe: one per block output 1, 1 + stride, ... (0 = none) and the
+    # default and best rule's triple with ``drafter_seeds`` seeds each.
+    drafter_prompts_per_source: int = 0
+    drafter_max_new_tokens: int = 128
+    drafter_seeds: int = 2
+    drafter_sweep_stride: int = 1
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
-        "max_prompts_per_source": NON_NEGATIVE, "max_new_tokens": AT_LEAST_1, "batch_size": AT_LEAST_1}
+        "max_prompts_per_source": NON_NEGATIVE, "max_new_tokens": AT_LEAST_1, "batch_size": AT_LEAST_1,
+        "drafter_prompts_per_source": NON_NEGATIVE, "drafter_max_new_tokens": AT_LEAST_1,
+        "drafter_seeds": AT_LEAST_1, "drafter_sweep_stride": NON_NEGATIVE}
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def __post_init__(self) -> None:

@@ -15,6 +15,7 @@ import json
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -86,11 +87,17 @@ def tau_with_ci(eval_log: Mapping[str, Any], *, seed: int = 0) -> dict[str, floa
             "tau_hi": float(np.quantile(boots, 0.975)), "eval_records": len(per)}
 
 
-def _train_in_worker(model: str, dtype: str, cache_path: str, layers: list[int], cfg: DraftConfig) -> str:
-    """Process-pool job: load the target and the cache in this process, train one drafter."""
+@lru_cache(maxsize=1)
+def _worker_target(model: str, dtype: str) -> Target:
+    """The target of a pool worker, loaded once per process (a GGUF target takes seconds)."""
     from .models import load_target
 
-    path, _ = train_or_load(load_target(model, dtype=dtype), CaptureCache(cache_path), layers, cfg)
+    return load_target(model, dtype=dtype)
+
+
+def _train_in_worker(model: str, dtype: str, cache_path: str, layers: list[int], cfg: DraftConfig) -> str:
+    """Process-pool job: train one drafter with this process's target and the cache."""
+    path, _ = train_or_load(_worker_target(model, dtype), CaptureCache(cache_path), layers, cfg)
     return str(path)
 
 

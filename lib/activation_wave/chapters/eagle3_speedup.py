@@ -30,7 +30,6 @@ from ..comparison import OnlineComparison, compare_online, held_out_prompts, met
 from ..config import DraftConfig, StudyConfig
 from ..drafter import load_drafter
 from ..experiment import bootstrap_mean_ci, run_jobs
-from ..stats import spearman
 from ..pipeline import Captured, run_capture
 from ..results import load_benchmarks
 from ..layer_stats import LayerStats, stats_from_cache
@@ -48,9 +47,9 @@ PROBE_TRIPLES = 200
 #: Chapter-5 sets trained as controls (with ``draft.control_seeds`` seeds), besides the random triples.
 CONTROL_SETS = ("last-k",)
 
-__all__ = ["Eagle3SpeedupResult", "DrafterJob", "DrafterRun", "SetSummary", "ScoreCorrelations", "OnlineDrafter",
+__all__ = ["Eagle3SpeedupResult", "DrafterJob", "DrafterRun", "SetSummary", "OnlineDrafter",
            "OnlineBaselines", "SetTau", "Verdict", "Reconciliation", "LayerProfile", "Hypothesis", "design",
-           "training_config", "tau_interval", "summarise_sets", "score_correlations", "layer_profile",
+           "training_config", "tau_interval", "summarise_sets", "layer_profile",
            "evaluate_hypotheses", "online_figures", "reconcile", "verdict", "run", "NAME"]
 
 
@@ -94,15 +93,6 @@ class SetSummary:
     percentile: float | None  # of S2 among all sets of the same size; None for a single layer
     acc1: float  # first-position acceptance, mean over seeds
     train_s: float | None
-
-
-@dataclass(frozen=True)
-class ScoreCorrelations:
-    """Spearman's rho between a selection score and offline tau, over a kind of set."""
-
-    renyi2_triples: float | None
-    mean_cka_triples: float | None
-    renyi2_singles: float | None
 
 
 @dataclass(frozen=True)
@@ -181,14 +171,14 @@ class Reconciliation:
 class LayerProfile:
     """What the single-layer sweep is plotted beside, per ``hidden_states`` id (the
     study's statistics sample): Renyi-2 entropy, median token norm, its ratio to the
-    previous layer's, and linear CKA to the previous and next layer (None at the ends)."""
+    previous layer's, and linear CKA to the previous layer (None for the first; CKA to the
+    next layer is the next entry, CKA being symmetric)."""
 
     ids: tuple[int, ...]
     entropy2: tuple[float, ...]
     median_norm: tuple[float, ...]
     norm_ratio: tuple[float | None, ...]
     cka_prev: tuple[float | None, ...]
-    cka_next: tuple[float | None, ...]
 
 
 @dataclass(frozen=True)
@@ -217,7 +207,6 @@ class Eagle3SpeedupResult:
 
     runs: tuple[DrafterRun, ...]
     summary: tuple[SetSummary, ...]  # sorted by tau, best first
-    spearman: ScoreCorrelations
     online: dict[str, OnlineDrafter]  # by set name: the default and the best rule's triple
     baselines: OnlineBaselines
     prompts: tuple[str, ...]  # ids of the online prompts
@@ -327,18 +316,6 @@ def summarise_sets(runs: Sequence[Mapping[str, Any]], stats: LayerStats) -> list
     return [SetSummary(**{k: _none(v) for k, v in row.items()}) for row in ordered.to_dict("records")]
 
 
-def score_correlations(summary: Sequence[SetSummary]) -> ScoreCorrelations:
-    """Spearman's rho of S2 and mean CKA against tau over the main arm's triples, and of S2
-    over the single layers (undefined, None, with fewer than three)."""
-    def rho(k: int, field: str) -> float | None:
-        rows = [s for s in summary if s.k == k and s.arm != "norm"]
-        x = [np.nan if getattr(s, field) is None else getattr(s, field) for s in rows]
-        return _none(spearman(x, [s.tau for s in rows]))
-
-    return ScoreCorrelations(renyi2_triples=rho(3, "renyi2"), mean_cka_triples=rho(3, "mean_cka"),
-                             renyi2_singles=rho(1, "renyi2"))
-
-
 def online_figures(cmp: OnlineComparison, name: str, layers: Sequence[int], tau_offline: float) -> OnlineDrafter:
     """What chapter 6 reports of drafter ``name`` in an online comparison."""
     m = lambda kind: method_name(name, kind)  # noqa: E731
@@ -391,8 +368,7 @@ def layer_profile(cs: Any) -> LayerProfile:
     n = len(ids)
     return LayerProfile(ids=ids, entropy2=tuple(float(x) for x in st.entropy2), median_norm=tuple(float(x) for x in med),
                         norm_ratio=(None, *(float(med[i] / med[i - 1]) for i in range(1, n))),
-                        cka_prev=(None, *(float(cka[i, i - 1]) for i in range(1, n))),
-                        cka_next=(*(float(cka[i, i + 1]) for i in range(n - 1)), None))
+                        cka_prev=(None, *(float(cka[i, i - 1]) for i in range(1, n))))
 
 
 def evaluate_hypotheses(pred: Any, alpha: float = 0.05) -> list[Hypothesis]:
@@ -491,7 +467,7 @@ def run(cfg: StudyConfig, cap: Captured, selected: Mapping[str, Sequence[int]], 
     plain0, plain1, lookup0 = (cmp.pooled[n].tokens_per_s for n in ("plain_t0", "plain_t1", "prompt_lookup_t0"))
     train_recs = [r for r in train_cap.cache.records if r["split"] == "train"]
     res = Eagle3SpeedupResult(
-        runs=tuple(_drafter_run(r) for r in rows), summary=tuple(summary), spearman=score_correlations(summary),
+        runs=tuple(_drafter_run(r) for r in rows), summary=tuple(summary),
         online=online,
         baselines=OnlineBaselines(plain_tokens_per_s_t0=plain0, plain_tokens_per_s_t1=plain1,
                                   prompt_lookup_tokens_per_s_t0=lookup0),
@@ -525,7 +501,6 @@ def prose_values(res: Eagle3SpeedupResult, cfg: StudyConfig) -> dict[str, Any]:
         "train_min_total": float(np.sum(trained)) / 60 / max(1, cfg.draft.workers) if trained else nan,
         "training_records": res.training_records, "training_positions": res.training_positions,
         "samples_per_prompt": cfg.draft.samples_per_prompt, "epochs": cfg.draft.epochs,
-        "rho_renyi2": num(res.spearman.renyi2_triples), "rho_cka": num(res.spearman.mean_cka_triples),
         "best_rule_set": f"{res.best_rule.set} {list(res.best_rule.layers)}",
         "lossless_default": f"{o_def.lossless_prompts}/{o_def.n_prompts}",
         "lossless_rule": f"{o_rule.lossless_prompts}/{o_rule.n_prompts}",

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from ._style import _ax
 
-__all__ = ["plot_entropy_relative_depth"]
+__all__ = ["plot_entropy_relative_depth", "plot_cross_sweep"]
 
 
 def plot_entropy_relative_depth(summaries: Sequence[Any], *, ax: Axes | None = None,
@@ -34,4 +34,27 @@ def plot_entropy_relative_depth(summaries: Sequence[Any], *, ax: Axes | None = N
     ax.set_xlabel("relative depth (layer index / N)")
     ax.set_ylabel("matrix entropy / log min(n, d)" if normalise else "matrix entropy (nats)")
     ax.legend(frameon=False, title="x: EAGLE-3 default layers")
+    return fig
+
+
+def plot_cross_sweep(frame: Any, profiles: Sequence[tuple[str, int, Any]]) -> Figure:
+    """Single-layer drafters of several models against relative depth (top: tau with its
+    interval; ``frame`` from :func:`~activation_wave.chapters.cross_drafters.sweep_frame`)
+    above each model's Renyi-2 entropy per layer (``profiles``: (model, N, LayerProfile))."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 1, figsize=(7.2, 6.4), sharex=True, layout="constrained")
+    for i, (model, n_layers, profile) in enumerate(profiles):
+        f = frame[frame["model"] == model]
+        t = f["tau"].to_numpy(float)
+        axes[0].errorbar(f["relative depth"], t, yerr=[t - f["lo"].to_numpy(float), f["hi"].to_numpy(float) - t],
+                         fmt="-o", ms=3, capsize=2, color=f"C{i}", label=f"{model} (N = {n_layers})")
+        ids = [j for j in profile.ids if j >= 1]
+        e = [profile.entropy2[profile.ids.index(j)] for j in ids]
+        axes[1].plot(np.asarray(ids) / n_layers, e, "-o", ms=3, color=f"C{i}", label=model)
+    axes[0].set_ylabel("tau of a drafter reading\none layer (tokens / forward)")
+    axes[0].legend(frameon=False, fontsize="small")
+    axes[1].set_ylabel("Renyi-2 entropy\nof the layer (nats)")
+    axes[1].set_xlabel("relative depth of the layer read (index / N; 1 = last block, before the final norm)")
+    axes[1].legend(frameon=False, fontsize="small")
     return fig

@@ -111,7 +111,7 @@ def plot_sweep(layers: Sequence[int], tau: Sequence[float], lo: Sequence[float],
                profile: Any, *, reference: float | None = None) -> Figure:
     """The single-layer sweep (top) over depth beside the layer profile of the statistics
     (``profile``: a chapter-6 ``LayerProfile``): Renyi-2 entropy, median token norm with its
-    ratio to the previous layer, and CKA to the neighbouring layers."""
+    ratio to the previous layer, and CKA to the previous layer."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(4, 1, figsize=(7.2, 9.0), sharex=True, layout="constrained")
@@ -127,11 +127,9 @@ def plot_sweep(layers: Sequence[int], tau: Sequence[float], lo: Sequence[float],
               label="ratio to previous layer")
     twin.set_ylabel("norm ratio to\nprevious layer")
     axes[2].legend(handles=[*axes[2].get_lines(), *twin.get_lines()], frameon=False, fontsize="small")
-    axes[3].plot(ids, [np.nan if c is None else c for c in profile.cka_prev], "-o", ms=3, label="CKA(i, i-1)")
-    axes[3].plot(ids, [np.nan if c is None else c for c in profile.cka_next], "-s", ms=3, label="CKA(i, i+1)")
-    axes[3].set_ylabel("linear CKA to\nneighbours")
+    axes[3].plot(ids, [np.nan if c is None else c for c in profile.cka_prev], "-o", ms=3)
+    axes[3].set_ylabel("linear CKA to the\nprevious layer")
     axes[3].set_xlabel("layer index (hidden_states; N = last block, before the final norm)")
-    axes[3].legend(frameon=False, fontsize="small")
     return fig
 
 

@@ -1,0 +1,124 @@
+"""Chapter 7's drafters on the second architecture: the design, and numbers that follow from the drafters."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from activation_wave.chapters import cross_drafters as cd
+from activation_wave.chapters.drafter_predictors import Comparison, Predictor
+from activation_wave.config import DraftConfig, MetricsConfig, SpecConfig, StudyConfig, load_config
+from activation_wave.results import load_result, save_result
+from activation_wave.stats import spearman
+from helpers import permutation_capture, permutation_target
+
+SETS = {"eagle3-default": [1, 2, 3], "combined": [2, 3, 4], "exhaustive": [1, 3, 4]}
+
+
+def test_drafter_config_is_the_second_model_on_the_study_prompts_greedy_only():
+    cfg = load_config("default")
+    d = cd.drafter_config(cfg)
+    assert d.model == cfg.cross.model == "gemma3-270m"
+    assert d.data.sources == cfg.data.sources and d.data.max_prompts_per_source == 0
+    assert d.data.max_new_tokens == 128 and d.data.batch_size == cfg.data.batch_size
+    assert d.data.samples_per_prompt == 0 and d.draft.samples_per_prompt == 0
+    assert d.draft.epochs == cfg.draft.epochs and d.spec == cfg.spec
+    smoke = load_config("smoke")
+    assert cd.drafter_config(smoke).data.max_prompts_per_source == 12 and load_config("paper").cross.drafter_sweep_stride == 4
+
+
+def test_design_lists_the_preregistered_drafters():
+    draft = DraftConfig(seed=5)
+    jobs = cd.design(SETS, "combined", 18, draft, seeds=2, sweep_stride=1)
+    assert [(j.set, j.config.seed) for j in jobs[:4]] == [("eagle3-default", 5), ("eagle3-default", 6),
+                                                         ("combined", 5), ("combined", 6)]
+    assert [j.layers for j in jobs[4:]] == [(i,) for i in range(1, 19)]
+    assert {j.arm for j in jobs[4:]} == {"sweep"} and {j.config for j in jobs[4:]} == {draft}
+    assert len(cd.design(SETS, "combined", 18, draft, seeds=1, sweep_stride=6)) == 2 + 3
+    assert len(cd.design(SETS, "combined", 18, draft, seeds=1, sweep_stride=0)) == 2
+    with pytest.raises(ValueError, match="cka-diverse"):
+        cd.design(SETS, "cka-diverse", 18, draft, seeds=1, sweep_stride=1)
+
+
+@pytest.fixture(scope="module")
+def world(tiny_tokenizer, tmp_path_factory):
+    """Tiny drafters of the design on the 4-block permutation target."""
+    root = tmp_path_factory.mktemp("cross")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("WAVE_CACHE", str(root / "cache"))
+    target = permutation_target(tiny_tokenizer)
+    cache = permutation_capture(target, root / "cap", n_prompts=20, max_new_tokens=16, seed=3)
+    cfg = StudyConfig(draft=DraftConfig(draft_vocab=64, ttt_steps=2, epochs=1, lr=1e-2, batch_tokens=256, threads=1,
+                                        workers=1),
+                      spec=SpecConfig(depth=2, draft_threshold=0.0),
+                      metrics=MetricsConfig(token_budget=64, filter_quantile=0.5))
+    jobs = cd.design(SETS, "combined", cache.n_layers, cfg.draft, seeds=2, sweep_stride=1)
+    res = cd.analyse(cfg, target, cache, jobs, "combined", n_boot=300)
+    yield cfg, target, cache, jobs, res
+    mp.undo()
+
+
+def test_analyse_numbers_follow_from_the_per_prompt_taus(world, tmp_path):
+    cfg, target, cache, jobs, res = world
+    assert res.n_drafters == len(jobs) == 2 * 2 + 4 and res.n_layers == 4 and len(res.prompt_ids) == 5
+    assert [s.set for s in res.sets] == ["eagle3-default", "combined", "single-1", "single-2", "single-3", "single-4"]
+    assert res.training_records == 15 and res.training_positions == 15 * 16
+
+    # each set's tau: mean over prompts of the seed-averaged per-prompt tau, inside its interval
+    for s in res.sets:
+        y = np.array(s.per_prompt, float)
+        assert s.tau == pytest.approx(np.nanmean(y)) and s.lo <= s.tau <= s.hi
+        assert s.n_seeds == (2 if len(s.layers) == 3 else 1)
+
+    # G1: the paired delta is the mean per-prompt difference, p and MDE attached
+    c = res.comparison
+    d = np.array(res.set_tau("combined").per_prompt, float) - np.array(res.set_tau("eagle3-default").per_prompt, float)
+    assert c.set == "combined" and c.layers == (2, 3, 4) and c.n == np.isfinite(d).sum()
+    assert c.delta == pytest.approx(np.nanmean(d)) and c.lo <= c.delta <= c.hi and 0 < c.p <= 1 and c.mde > 0
+
+    # G2 / G3: rho over the single layers against their mean tau
+    singles = res.singles()
+    tau1 = [s.tau for s in singles]
+    assert res.depth.rho == pytest.approx(spearman([1, 2, 3, 4], tau1)) and res.depth.n == 4
+    st_entropy = [res.profile.entropy2[res.profile.ids.index(i)] for i in (1, 2, 3, 4)]
+    assert res.entropy.rho == pytest.approx(spearman(st_entropy, tau1))
+    assert res.entropy_vs_depth == pytest.approx(spearman(st_entropy, [1, 2, 3, 4]))
+
+    # a cached rerun trains nothing and gives the same numbers; the result round-trips
+    again = cd.analyse(cfg, target, cache, jobs, "combined", n_boot=300)
+    assert again == dataclasses.replace(res, train_s=again.train_s) and again.train_s == res.train_s
+    save_result(cd.NAME, res, cfg, root=tmp_path)
+    assert load_result(cd.NAME, cfg, root=tmp_path, cls=cd.CrossDrafterResult) == res
+
+
+def _comparison(delta, lo, hi, p, n=96):
+    return Comparison("combined", (4, 12, 18), "rules", delta, lo, hi, p, p, p, n, 0.1, 0.03, 0.03)
+
+
+def _res(world, **change):
+    return dataclasses.replace(world[-1], **change)
+
+
+@pytest.mark.parametrize("comparison, expected", [
+    (_comparison(0.02, 0.01, 0.03, 0.001), True),
+    (_comparison(-0.02, -0.03, -0.01, 0.001), False),
+    (_comparison(0.01, -0.01, 0.03, 0.3), False),
+    (_comparison(0.02, 0.01, 0.03, 0.001, n=5), None),
+    (None, None)])
+def test_g1_follows_its_rule(world, comparison, expected):
+    g1 = cd.evaluate_hypotheses(_res(world, comparison=comparison))[0]
+    assert g1.name == "G1" and g1.supported is expected
+
+
+@pytest.mark.parametrize("lo, expected", [(0.2, True), (-0.1, False), (float("nan"), None)])
+def test_g2_g3_follow_their_rule(world, lo, expected):
+    p = Predictor("layer index", "single layers", 0.6, lo, 0.9, 18)
+    g = cd.evaluate_hypotheses(_res(world, depth=p, entropy=p))
+    assert [h.name for h in g] == ["G1", "G2", "G3"] and g[1].supported is expected and g[2].supported is expected
+    assert cd.evaluate_hypotheses(_res(world, depth=None))[1].supported is None
+
+
+def test_peak_relative_depth():
+    assert cd.peak_relative_depth([1, 2, 3, 4], [1.1, 1.3, np.nan, 1.2], 4) == 0.5
