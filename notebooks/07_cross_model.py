@@ -194,7 +194,9 @@ first = cd.sweep_frame(cfg.model, r.summaries[0].n_layers, pred6.sets)
 frame = pd.concat([first, cd.sweep_frame(d.model, d.n_layers, d.sets)], ignore_index=True)
 glue_figure("fig_cross_sweep", plot_cross_sweep(frame, [(cfg.model, r.summaries[0].n_layers, six.profile),
                                                         (d.model, d.n_layers, d.profile)]))
-glue_values(xd_first_peak_rel=cd.peak_relative_depth(first["layer"], first["tau"], r.summaries[0].n_layers))
+p6 = {p.name: p for p in pred6.predictors if p.units == "single layers"}
+glue_values(xd_first_peak_rel=cd.peak_relative_depth(first["layer"], first["tau"], r.summaries[0].n_layers),
+            xd_first_rho_depth=p6["deepest"].rho, xd_first_rho_entropy=p6["renyi2"].rho, xd_first_n=p6["deepest"].n)
 
 # %% [markdown]
 # ```{glue:figure} fig_cross_sweep
@@ -214,8 +216,9 @@ glue_values(xd_first_peak_rel=cd.peak_relative_depth(first["layer"], first["tau"
 # [{glue:text}`xd_rho_depth_lo:+.2f`, {glue:text}`xd_rho_depth_hi:+.2f`] and
 # $\rho$(Renyi-2 entropy, $\tau$) = {glue:text}`xd_rho_entropy:+.2f`
 # [{glue:text}`xd_rho_entropy_lo:+.2f`, {glue:text}`xd_rho_entropy_hi:+.2f`] (95% bootstrap
-# intervals over layers and prompts); on SmolLM2 both were about +0.8 over 30 layers
-# (chapter 6). Entropy and depth are themselves correlated on Gemma ($\rho$ =
+# intervals over layers and prompts); on SmolLM2 the same two were
+# {glue:text}`xd_first_rho_depth:+.2f` and {glue:text}`xd_first_rho_entropy:+.2f` over
+# {glue:text}`xd_first_n:d` layers (chapter 6, with their intervals). Entropy and depth are themselves correlated on Gemma ($\rho$ =
 # {glue:text}`xd_rho_entropy_depth:+.2f` over the same layers), so the two tests cannot
 # separate a depth effect from an entropy effect. The best single layer is
 # {glue:text}`xd_best_layer:d` ($\tau$ = {glue:text}`xd_best_tau:.3f`, relative depth

@@ -67,7 +67,9 @@ display(format_table(pd.DataFrame(s.selection), {"percentile of S2": "{:.1f}", "
 # ### The pre-registered hypotheses
 #
 # Chapter 6 fixed four hypotheses and their primary tests before its drafters were
-# trained ({ref}`sec-prereg`); here is each verdict, by the rule fixed then.
+# trained ({ref}`sec-prereg`), and chapter 7 three more for the drafters of the second
+# architecture ({ref}`sec-cross-prereg`, G1-G3); here is each verdict, by the rule fixed
+# then.
 
 # %% tags=["remove-input"]
 display(format_table(pd.DataFrame(s.hypotheses)))
@@ -128,3 +130,13 @@ display(format_table(ch.online_table(R.drafters).reset_index(names="drafter")))
 
 # %% tags=["remove-input"]
 display(format_table(cross_model.overview_table(R.cross), {"default's S2 percentile": "{:.1f}"}))
+xd = R.cross_drafters
+display(format_table(pd.DataFrame([{"model": xd.model, "set": t.set, "layers": str(list(t.layers)), "seeds": t.n_seeds,
+                                    "tau": t.tau, "95% interval": f"[{t.lo:.3f}, {t.hi:.3f}]"}
+                                   for t in xd.sets if len(t.layers) > 1]), {"tau": "{:.3f}"}))
+
+# %% [markdown]
+# The second table: the two triples chapter 7 trained drafters on for the second
+# architecture (offline $\tau$ per eval prompt at the online settings, seeds averaged; its
+# single-layer sweep is {numref}`fig-cross-sweep`); rows G1-G3 of the hypotheses table test
+# them.

@@ -51,7 +51,9 @@ glue_values(model_name=k.model, n_layers=k.n_layers, n_prompts=k.n_prompts, n_po
             default_pct=k.default_percentile, exhaustive_layers=str(k.exhaustive_layers), tau_default=k.tau_default,
             tau_best=k.tau_best, best_set=k.best_set, rho_renyi2=k.rho_renyi2, rho_deepest=k.rho_deepest,
             n_drafters=k.n_drafters, n_seeds=k.n_seeds, n_triples=k.n_triples, h1_text=k.h1,
-            h1_word={True: "supported", False: "not supported", None: "not testable here"}[k.h1_supported], speedup_default=k.speedup_default, speedup_best=k.speedup_best,
+            h1_word=landing.VERDICT_WORD[k.h1_supported], second_model=k.second_model, g1_text=k.g1,
+            g1_word=landing.VERDICT_WORD[k.g1_supported], g2_text=k.g2, g2_word=landing.VERDICT_WORD[k.g2_supported],
+            speedup_default=k.speedup_default, speedup_best=k.speedup_best,
             bench_speedup=k.bench_speedup, bench_tau=k.bench_tau,
             lossless_word="exactly" if k.lossless else "not always")
 
@@ -99,6 +101,10 @@ glue_figure("fig_key", fig)
 #   {glue:text}`n_triples:d` triples, Spearman's $\rho$ between concatenation entropy and
 #   $\tau$ is {glue:text}`rho_renyi2:.2f`; between a triple's deepest layer and $\tau$ it
 #   is {glue:text}`rho_deepest:.2f` (chapters 6 and 8 give the intervals).
+# - **A second architecture.** The same test on {glue:text}`second_model`'s own drafters,
+#   pre-registered in chapter 7 (the best rule's set against the default): {glue:text}`g1_text`,
+#   {glue:text}`g1_word`. Whether a drafter reading one layer gets better with that
+#   layer's depth there too (G2): {glue:text}`g2_text`, {glue:text}`g2_word`.
 # - **Speed on a 2-core CPU.** Speculative decoding reproduced greedy decoding
 #   {glue:text}`lossless_word`. With chapter 6's drafters (one epoch on the greedy
 #   and one sampled response per prompt) its wall-time speedup over plain decoding was

@@ -178,12 +178,23 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
     save_result("06_eagle3_speedup", res6, cfg, root)
     save_result("06_predictors", paired, cfg, root)
     save_result("07_cross_model", CrossModelResult([layer_summary(cap8.cache, cfg)]), cfg, root)
+    from activation_wave.chapters import cross_drafters as cd
+
+    g = cd.CrossDrafterResult(
+        model="second", n_layers=18, rule="combined", prompt_ids=("a",) * 12, sets=(), comparison=None,
+        depth=dp.Predictor("layer index", "single layers", 0.7, 0.3, 0.9, 18),
+        entropy=dp.Predictor("Renyi-2 entropy", "single layers", 0.2, -0.3, 0.6, 18), entropy_vs_depth=0.5,
+        profile=ch6.LayerProfile((), (), (), (), ()), training_records=1, training_positions=1, train_s=1.0,
+        n_drafters=0)
+    save_result(cd.NAME, g, cfg, root)
 
     s8 = results_summary.run(cfg, root)
     assert s8.depth.late_from == 6 and s8.depth.n_late == sum(max(r.layers) >= 6 for r in trip)
     assert s8.tau_spread == pytest.approx(max(r.tau for r in trip) - min(r.tau for r in trip))  # norm arm left out
     h = {x.name: x for x in s8.hypotheses}
     assert h["H1"].supported and h["H2"].supported is False and h["H4"].supported is None
+    assert [x.name for x in s8.hypotheses] == ["H1", "H2", "H3", "H4", "G1", "G2", "G3"]
+    assert h["G1"].supported is None and h["G2"].supported and h["G3"].supported is False
     rows = {r["set"]: r for r in s8.selection}
     assert rows["exhaustive"]["delta tau vs default"] == 0.1 and rows["exhaustive"]["Holm p"] == 0.02
     assert rows["eagle3-default"]["delta tau vs default"] is None
@@ -194,6 +205,7 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
     assert key.cliff_layer == r4.sink.cliff.to_layer and key.cliff_entropy == pytest.approx(r4.sink.cliff.after)
     assert key.default_percentile == pytest.approx(r5.default_row.percentile) and key.lossless
     assert key.rho_deepest == 0.9 and key.n_triples == len(trip) and key.h1_supported and key.n_layers == 8
+    assert key.second_model == "second" and key.g1_supported is None and key.g2_supported
     assert list(landing.key_sets(chapters))[0] == "exhaustive"
     assert [r.set for r in landing.ranked_triples(chapters)] == [r.set for r in sorted(trip, key=lambda r: -r.tau)]
 

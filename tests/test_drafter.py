@@ -222,6 +222,16 @@ def test_fused_norm_checkpoint_round_trip(tiny_llama, tmp_path):
     torch.testing.assert_close(a, b)
 
 
+def test_schema_1_checkpoints_reading_n_are_refused(drafter, tmp_path):
+    """Index N meant transformers' normed state before capture schema 2: such a drafter is refused."""
+    assert max(drafter.spec.layers) == drafter.spec.target_num_layers  # reads N
+    old = save_drafter(drafter, tmp_path / "old", {"draft_config": {}, "layers": list(LAYERS)})
+    with pytest.raises(DrafterError, match="schema 1.*retrain it with `wave train-draft`"):
+        load_drafter(old)
+    new = save_drafter(drafter, tmp_path / "new", {"draft_config": {}, "layers": list(LAYERS), "capture_schema": 2})
+    assert load_drafter(new).spec == drafter.spec
+
+
 def test_checkpoints_without_fused_norm_load_as_off(drafter, tmp_path):
     out = save_drafter(drafter, tmp_path / "old")
     cfg = json.loads((out / "config.json").read_text())

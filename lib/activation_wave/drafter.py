@@ -594,7 +594,9 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
     drafter can be inspected, and :func:`~activation_wave.speculative.speculate` attaches
     the target it is given. A target whose fingerprint differs from the one recorded at
     training time raises, and so do weights whose sha256 differs from the one recorded in
-    ``provenance.json`` (checkpoints written before the hash was recorded load unchecked).
+    ``provenance.json`` (checkpoints written before the hash was recorded load unchecked),
+    and a drafter trained on a schema-1 capture (``provenance["capture_schema"]`` absent or
+    1) that reads index N, whose meaning changed with capture schema 2.
     """
     from safetensors.torch import load_file
 
@@ -619,6 +621,12 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
     except (KeyError, TypeError, ValueError) as exc:
         raise DrafterError(f"{path / 'config.json'} is not a drafter config ({type(exc).__name__}: {exc}); "
                            "restore it or retrain the drafter with `wave train-draft`") from None
+    if ("draft_config" in provenance and provenance.get("capture_schema", 1) < 2
+            and spec.target_num_layers in spec.layers):
+        raise DrafterError(f"{path} reads layer {spec.target_num_layers} = N and was trained on a capture of schema 1, "
+                           "where index N held transformers' normed last hidden state; captures and the decoding loop "
+                           "now use the last block's output before the final norm there (schema 2), so this drafter "
+                           "would be fed other features than it learned: retrain it with `wave train-draft`")
     try:
         state = load_file(str(weights))
     except SafetensorError as exc:

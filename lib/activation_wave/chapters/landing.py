@@ -13,9 +13,12 @@ from typing import Any
 
 from ..config import StudyConfig
 from ..results import load_benchmarks
+from .cross_drafters import evaluate_hypotheses as cross_hypotheses
 from .eagle3_speedup import evaluate_hypotheses
 from .results_summary import Chapters, load_chapters
 
+#: How the page words a pre-registered verdict (``Hypothesis.supported``).
+VERDICT_WORD = {True: "supported", False: "not supported", None: "not testable here"}
 #: The rules whose sets the key figure shows, in this order.
 KEY_RULES = ("exhaustive", "entropy-greedy", "combined", "cka-diverse", "eagle3-default", "last-k")
 
@@ -43,6 +46,11 @@ class LandingResult:
     n_triples: int
     h1: str  # H1's primary statistic, and whether it was supported
     h1_supported: bool | None
+    second_model: str  # chapter 7's second architecture, and its tests G1 (H1 there) and G2 (depth)
+    g1: str
+    g1_supported: bool | None
+    g2: str
+    g2_supported: bool | None
     n_drafters: int
     n_seeds: int
     speedup_default: float | None
@@ -76,6 +84,7 @@ def run(cfg: StudyConfig, root: str | Path | None = None) -> tuple[LandingResult
     bench = load_benchmarks().get("speculative_decoding", {})
     rho = {p.name: p for p in ch.paired.predictors if p.units == "triples"}
     h1 = evaluate_hypotheses(ch.paired)[0]
+    g1, g2, _ = cross_hypotheses(ch.cross_drafters)
     return LandingResult(
         model=cfg.model, n_layers=ch.data.info.n_layers, n_prompts=ch.data.summary.records,
         n_positions=ch.data.summary.response_positions, sink_ratio=sink.sink_peak, cliff_layer=sink.cliff.to_layer,
@@ -85,6 +94,8 @@ def run(cfg: StudyConfig, root: str | Path | None = None) -> tuple[LandingResult
         best_set=f"{d6.best.set} {list(d6.best.layers)}",
         rho_renyi2=_rho(rho, "renyi2"), rho_deepest=_rho(rho, "deepest"),
         n_triples=rho["renyi2"].n if "renyi2" in rho else 0, h1=h1.statistic, h1_supported=h1.supported,
+        second_model=ch.cross_drafters.model, g1=g1.statistic, g1_supported=g1.supported, g2=g2.statistic,
+        g2_supported=g2.supported,
         n_drafters=len(d6.runs), n_seeds=max(r.n_seeds for r in d6.summary),
         speedup_default=online["eagle3-default"].speedup_vs_plain_t0 if "eagle3-default" in online else None,
         speedup_best=max(v.speedup_vs_plain_t0 for v in online.values()),

@@ -18,6 +18,8 @@ from ..config import StudyConfig
 from ..layers import last_blocks, span_text
 from ..results import load_result
 from .cka_compartments import CkaCompartmentsResult
+from .cross_drafters import CrossDrafterResult
+from .cross_drafters import evaluate_hypotheses as cross_hypotheses
 from .cross_model import CrossModelResult
 from .data_and_capture import DataAndCaptureResult
 from .drafter_predictors import DrafterPredictors
@@ -35,7 +37,8 @@ ONLINE_COLUMNS = ("layers", "tau_t0", "tau_t1", "lossless_prompts", "n_prompts",
 
 @dataclass(frozen=True)
 class Chapters:
-    """The result objects of chapters 0-7 (chapter 6: its result and its paired analysis)."""
+    """The result objects of chapters 0-7 (chapter 6: its result and its paired analysis;
+    chapter 7: the side-by-side statistics and the second model's drafters)."""
 
     data: DataAndCaptureResult
     entropy: LayerEntropyResult
@@ -45,6 +48,7 @@ class Chapters:
     drafters: Eagle3SpeedupResult
     paired: DrafterPredictors
     cross: CrossModelResult
+    cross_drafters: CrossDrafterResult
 
 
 def load_chapters(cfg: StudyConfig, root: str | Path | None = None) -> Chapters:
@@ -57,7 +61,8 @@ def load_chapters(cfg: StudyConfig, root: str | Path | None = None) -> Chapters:
                     filtering=get("04_token_filtering", TokenFilteringResult),
                     selection=get("05_layer_selection", LayerSelectionResult),
                     drafters=get("06_eagle3_speedup", Eagle3SpeedupResult), paired=get("06_predictors", DrafterPredictors),
-                    cross=get("07_cross_model", CrossModelResult))
+                    cross=get("07_cross_model", CrossModelResult),
+                    cross_drafters=get("07_cross_drafters", CrossDrafterResult))
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,7 @@ class ResultsSummary:
 
     findings: list[tuple[str, str]]
     selection: list[dict[str, Any]]
-    hypotheses: list[Hypothesis]
+    hypotheses: list[Hypothesis]  # chapter 6's H1-H4, then chapter 7's G1-G3 (second model)
     predictors: list[dict[str, Any]]  # chapter 6's rho of each score against tau, with n and interval
     tau_spread: float  # max - min tau over the main arm's triples
     tau_half_ci: float  # mean half-width of their 95% intervals
@@ -136,7 +141,8 @@ def run(cfg: StudyConfig, root: str | Path | None = None, *, chapters: Chapters 
     tri = ch.drafters.sets_of_size(3)
     t3 = [r.tau for r in tri]
     return ResultsSummary(
-        findings=findings(ch), selection=selection_rows(ch), hypotheses=evaluate_hypotheses(ch.paired),
+        findings=findings(ch), selection=selection_rows(ch),
+        hypotheses=evaluate_hypotheses(ch.paired) + cross_hypotheses(ch.cross_drafters),
         predictors=[vars(p) for p in ch.paired.predictors],
         tau_spread=float(max(t3) - min(t3)),
         tau_half_ci=float(np.mean([(r.tau_hi - r.tau_lo) / 2 for r in tri if r.tau_hi is not None])),
