@@ -164,7 +164,11 @@ glue_values(**cd.prose_values(d, cfg.draft.workers))
 # {glue:text}`xd_n_drafters:d` drafters of {glue:text}`xd_model` trained on
 # {glue:text}`xd_records:d` train-split records ({glue:text}`xd_positions:,d` response
 # positions), {glue:text}`xd_train_min:.0f` minutes of training on this machine, and were
-# scored on {glue:text}`xd_eval_prompts:d` eval prompts.
+# scored on {glue:text}`xd_eval_prompts:d` eval prompts. The embedded Gemma is the *base*
+# (pretrained) model, not an instruction-tuned one: {glue:text}`xd_at_limit:d` of its
+# {glue:text}`xd_n_responses:d` greedy responses run to the token limit instead of ending,
+# and many repeat a sentence. Repeated text is easy to draft, so its $\tau$ is not
+# comparable in level with SmolLM2's; the tests below compare drafters of the same model.
 
 # %% tags=["remove-input"]
 display(format_table(pd.DataFrame([{"hypothesis": h.name, "claim": h.claim, "primary statistic": h.statistic,

@@ -72,6 +72,8 @@ class CrossDrafterResult:
     training_positions: int
     train_s: float  # summed training seconds of the drafters (trained in this or an earlier run)
     n_drafters: int
+    n_responses: int = 0  # greedy responses the capture holds (set by :func:`run`)
+    responses_at_limit: int = 0  # of them, those cut at the token limit instead of ending
 
     def singles(self) -> list[SingleLayerTau]:
         """The single-layer drafters, by layer index."""
@@ -178,7 +180,9 @@ def run(cfg: StudyConfig, sets: Mapping[str, Sequence[int]], rule: str, *, n_boo
     print(cap.cache.summary())
     jobs = design(sets, rule, cap.cache.n_layers, dcfg.draft, seeds=cfg.cross.drafter_seeds,
                   sweep_stride=cfg.cross.drafter_sweep_stride)
-    return analyse(dcfg, cap.target, cap.cache, jobs, rule, n_boot=n_boot, progress=progress)
+    res = analyse(dcfg, cap.target, cap.cache, jobs, rule, n_boot=n_boot, progress=progress)
+    return dataclasses.replace(res, n_responses=len(cap.responses),
+                               responses_at_limit=sum(r.finish == "length" for r in cap.responses))
 
 
 def evaluate_hypotheses(res: CrossDrafterResult, alpha: float = 0.05) -> list[Hypothesis]:
@@ -233,7 +237,8 @@ def prose_values(res: CrossDrafterResult, draft_workers: int) -> dict[str, Any]:
     out: dict[str, Any] = {
         "xd_model": res.model, "xd_n_drafters": res.n_drafters, "xd_records": res.training_records,
         "xd_positions": res.training_positions, "xd_train_min": res.train_s / 60 / max(1, draft_workers),
-        "xd_eval_prompts": len(res.prompt_ids), "xd_tau_default": d.tau, "xd_default": str(list(d.layers)),
+        "xd_eval_prompts": len(res.prompt_ids), "xd_n_responses": res.n_responses,
+        "xd_at_limit": res.responses_at_limit, "xd_tau_default": d.tau, "xd_default": str(list(d.layers)),
         "xd_rule": res.rule, "xd_rule_set": str(list(r.layers)) if r else "", "xd_tau_rule": r.tau if r else nan}
     c = res.comparison
     out.update(xd_delta=c.delta if c else nan, xd_delta_lo=c.lo if c else nan, xd_delta_hi=c.hi if c else nan,
