@@ -182,9 +182,11 @@ def test_ratio_rows_and_profile_timings(tmp_path):
                                               "speculative decoding: speedup_vs_plain_t0"]
     assert rows[0]["target"] == 0.85 and rows[1]["target"] == 1.2
     (tmp_path / "smoke").mkdir()
-    (tmp_path / "smoke" / "timings.json").write_text('{"notebooks": {"06": 30.5, "00": 2.0}}')
-    assert perf.profile_timings(tmp_path) == [{"profile": "smoke", "notebook": "00", "seconds": 2.0},
-                                             {"profile": "smoke", "notebook": "06", "seconds": 30.5}]
+    (tmp_path / "smoke" / "timings.json").write_text('{"notebooks": {"06": 30.5, "00": 2.0}, '
+                                                     '"longest": {"06": {"seconds": 300.0, "finished": "x"}}}')
+    assert perf.profile_timings(tmp_path) == [
+        {"profile": "smoke", "notebook": "00", "seconds": 2.0, "longest seconds": 2.0},
+        {"profile": "smoke", "notebook": "06", "seconds": 30.5, "longest seconds": 300.0}]
     assert np.isnan(perf.capture_values(None)["capture_ratio"])
 
 
@@ -225,6 +227,9 @@ def test_hypotheses_follow_their_preregistered_rules():
     assert h["H1"].supported and "combined" in h["H1"].statistic and "n = 96" in h["H1"].statistic
     assert h["H2"].supported is False and "n = 11 triples" in h["H2"].statistic
     assert h["H3"].supported is False and h["H4"].supported is True
+    # intervals covering 0 (H2, H3) say so; those that exclude it (H1, H4) do not
+    assert ["within noise" in h[n].statistic for n in ("H1", "H2", "H3", "H4")] == [False, True, True, False]
+    assert ch6.within_noise(None, 0.2) == "" and ch6.within_noise(float("nan"), 0.2) == ""
     pred.comparisons = [dp.Comparison("combined", (1, 2, 3), "rules", 0.05, 0.01, 0.11, 0.01, 0.01, 0.01, 5, 0.1,
                                       0.1, 0.1)]
     assert ch6.evaluate_hypotheses(pred)[0].supported is None  # 5 prompts: too few to test

@@ -110,6 +110,8 @@ def _res(world, **change):
 def test_g1_follows_its_rule(world, comparison, expected):
     g1 = cd.evaluate_hypotheses(_res(world, comparison=comparison))[0]
     assert g1.name == "G1" and g1.supported is expected
+    covers = comparison is not None and comparison.lo <= 0 <= comparison.hi
+    assert ("within noise" in g1.statistic) is covers
 
 
 @pytest.mark.parametrize("lo, expected", [(0.2, True), (-0.1, False), (float("nan"), None)])
@@ -117,6 +119,7 @@ def test_g2_g3_follow_their_rule(world, lo, expected):
     p = Predictor("layer index", "single layers", 0.6, lo, 0.9, 18)
     g = cd.evaluate_hypotheses(_res(world, depth=p, entropy=p))
     assert [h.name for h in g] == ["G1", "G2", "G3"] and g[1].supported is expected and g[2].supported is expected
+    assert ("within noise" in g[1].statistic) is (lo <= 0)
     assert cd.evaluate_hypotheses(_res(world, depth=None))[1].supported is None
 
 

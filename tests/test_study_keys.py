@@ -73,3 +73,17 @@ def test_decoding_modules_are_not_in_the_analysis_chapters_keys():
         assert not used & decoding, (stem, used & decoding)
     used6 = {p.relative_to(LIB_DIR).as_posix() for p in used_modules(NOTEBOOK_DIR / "06_eagle3_speedup.py")}
     assert decoding <= used6
+
+
+def test_timings_keep_each_notebooks_longest_run(tmp_path):
+    """A warm rerun updates the last time but never the longest (the cold-cache cost)."""
+    import json
+
+    from activation_wave.study import _record_timings
+
+    _record_timings(tmp_path, "default", None, {"06": 4000.0, "07": 60.0}, 4060.0)
+    _record_timings(tmp_path, "default", None, {"06": 900.0}, 900.0)
+    doc = json.loads((tmp_path / "default" / "timings.json").read_text())
+    assert doc["notebooks"] == {"06": 900.0, "07": 60.0}
+    assert {k: v["seconds"] for k, v in doc["longest"].items()} == {"06": 4000.0, "07": 60.0}
+    assert doc["last_run"]["executed"] == ["06"] and doc["last_run"]["seconds"] == 900.0

@@ -407,14 +407,22 @@ def _runs(profile: str, model: str | None, chapters: Path, params: dict[str, str
 
 
 def _record_timings(results_root: Path, profile: str, model: str | None, timings: dict[str, float], total: float) -> None:
-    """Append this run's per-notebook wall times to ``<results>/<profile>/timings.json``."""
+    """Record this run's per-notebook wall times in ``<results>/<profile>/timings.json``:
+    ``notebooks`` holds each notebook's last execution, ``longest`` its longest recorded one
+    (with when it finished), which for a chapter with caches is the run that filled them,
+    the cost a fresh clone pays; a warm rerun never overwrites it."""
     path = results_root / profile / "timings.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = json.loads(path.read_text()) if path.exists() else {"notebooks": {}}
     doc["notebooks"].update(timings)
+    now = time.strftime("%Y-%m-%dT%H:%M:%S")
+    longest = doc.setdefault("longest", {})
+    for name, seconds in timings.items():
+        if seconds > longest.get(name, {}).get("seconds", -1.0):
+            longest[name] = {"seconds": seconds, "finished": now}
     if timings:
         doc["last_run"] = {"model": model or "profile default", "seconds": round(total, 1),
-                           "executed": sorted(timings), "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                           "executed": sorted(timings), "finished": now}
     path.write_text(json.dumps(doc, indent=1, sort_keys=True))
 
 

@@ -31,7 +31,7 @@ from ..experiment import bootstrap_mean_ci, run_jobs
 from ..layer_stats import stats_from_cache
 from ..stats import min_detectable_delta, paired_bootstrap, seed_mean, spearman, spearman_ci
 from . import drafter_predictors as dp
-from .eagle3_speedup import DEFAULT_SET, DrafterJob, Hypothesis, LayerProfile, layer_profile
+from .eagle3_speedup import DEFAULT_SET, DrafterJob, Hypothesis, LayerProfile, layer_profile, within_noise
 
 NAME = "07_cross_drafters"
 
@@ -195,13 +195,15 @@ def evaluate_hypotheses(res: CrossDrafterResult, alpha: float = 0.05) -> list[Hy
         ok = (c.delta > 0 and c.p < alpha) if c.n >= dp.MIN_PAIRED_PROMPTS else None
         g1 = Hypothesis("G1", "the best rule's set beats the default",
                         f"{c.set} {list(c.layers)}: delta tau = {c.delta:+.3f} [{c.lo:+.3f}, {c.hi:+.3f}], "
-                        f"p = {c.p:.3g}, n = {c.n} prompts, MDE = {c.mde:.3f}", ok, "paired per prompt, one test")
+                        f"p = {c.p:.3g}, n = {c.n} prompts, MDE = {c.mde:.3f}{within_noise(c.lo, c.hi)}", ok,
+                        "paired per prompt, one test")
 
     def rho(name: str, claim: str, p: dp.Predictor | None) -> Hypothesis:
         if p is None or p.lo is None or not np.isfinite(p.lo):
             return Hypothesis(name, claim, "fewer than 3 single layers", None, "")
-        return Hypothesis(name, claim, f"rho = {p.rho:+.2f} [{p.lo:+.2f}, {p.hi:+.2f}], n = {p.n} layers",
-                          bool(p.lo > 0), "Spearman over the single layers, resampling layers and prompts")
+        return Hypothesis(name, claim, f"rho = {p.rho:+.2f} [{p.lo:+.2f}, {p.hi:+.2f}], n = {p.n} layers"
+                          f"{within_noise(p.lo, p.hi)}", bool(p.lo > 0),
+                          "Spearman over the single layers, resampling layers and prompts")
 
     return [g1, rho("G2", "tau of one layer rises with its depth", res.depth),
             rho("G3", "tau of one layer rises with its Renyi-2 entropy", res.entropy)]

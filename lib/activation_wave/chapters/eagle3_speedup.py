@@ -50,7 +50,7 @@ CONTROL_SETS = ("last-k",)
 __all__ = ["Eagle3SpeedupResult", "DrafterJob", "DrafterRun", "SetSummary", "OnlineDrafter",
            "OnlineBaselines", "SetTau", "Verdict", "Reconciliation", "LayerProfile", "Hypothesis", "design",
            "training_config", "tau_interval", "summarise_sets", "layer_profile",
-           "evaluate_hypotheses", "online_figures", "reconcile", "verdict", "run", "NAME"]
+           "evaluate_hypotheses", "VERDICT_WORD", "within_noise", "online_figures", "reconcile", "verdict", "run", "NAME"]
 
 
 # ----------------------------------------------------------------------------- result objects
@@ -190,6 +190,17 @@ class Hypothesis:
     statistic: str  # the primary test's figure, with its interval and n
     supported: bool | None  # None: not testable with these results
     note: str
+
+
+#: How the book words a pre-registered verdict (``Hypothesis.supported``).
+VERDICT_WORD = {True: "supported", False: "not supported", None: "not testable here"}
+
+
+def within_noise(lo: float | None, hi: float | None) -> str:
+    """What a statistic whose 95% interval covers 0 adds to its text: within noise, which
+    is no verdict on the sign (empty when the interval excludes 0 or is undefined)."""
+    ok = lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi)
+    return " (within noise: the interval covers 0)" if ok and lo <= 0 <= hi else ""
 
 
 @dataclass(frozen=True)
@@ -382,13 +393,14 @@ def evaluate_hypotheses(pred: Any, alpha: float = 0.05) -> list[Hypothesis]:
         ok = any(c.delta > 0 and c.p_holm_rules < alpha for c in rules) if b.n >= dp.MIN_PAIRED_PROMPTS else None
         out.append(Hypothesis("H1", "the best selection rule's set beats the default",
                               f"best rule {b.set}: delta tau = {b.delta:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}], Holm p = "
-                              f"{b.p_holm_rules:.3g}, n = {b.n} prompts, MDE = {b.mde_holm:.3f}", ok,
+                              f"{b.p_holm_rules:.3g}, n = {b.n} prompts, MDE = {b.mde_holm:.3f}"
+                              f"{within_noise(b.lo, b.hi)}", ok,
                               f"{len(rules)} rules compared with the default, paired per prompt"))
     else:
         out.append(Hypothesis("H1", "the best selection rule's set beats the default", "no rule's drafter", None, ""))
 
     def rho_text(p: Any) -> str:
-        return f"rho = {p.rho:+.2f} [{p.lo:+.2f}, {p.hi:+.2f}], n = {p.n} triples"
+        return f"rho = {p.rho:+.2f} [{p.lo:+.2f}, {p.hi:+.2f}], n = {p.n} triples{within_noise(p.lo, p.hi)}"
 
     s2 = next((p for p in pred.predictors if p.name == "renyi2" and p.units == "triples"), None)
     out.append(Hypothesis("H2", "concatenation entropy S2 correlates positively with tau",
@@ -398,7 +410,8 @@ def evaluate_hypotheses(pred: Any, alpha: float = 0.05) -> list[Hypothesis]:
     have_f = f is not None and f.delta_lo is not None
     out.append(Hypothesis("H3", "token-filtered statistics predict tau better than unfiltered ones",
                           (f"rho(S2 at q = 0.5) - rho(S2 unfiltered) = {f.delta_vs_unfiltered:+.2f} "
-                           f"[{f.delta_lo:+.2f}, {f.delta_hi:+.2f}], n = {f.n} triples, {f.n_tokens} tokens each")
+                           f"[{f.delta_lo:+.2f}, {f.delta_hi:+.2f}], n = {f.n} triples, {f.n_tokens} tokens each"
+                           f"{within_noise(f.delta_lo, f.delta_hi)}")
                           if have_f else "not computed", bool(f.delta_lo > 0) if have_f else None,
                           "equal token budget at every quantile"))
     normed = next((p for p in pred.norm_predictors if "RMSNorm" in p.units), None)

@@ -14,11 +14,9 @@ from typing import Any
 from ..config import StudyConfig
 from ..results import load_benchmarks
 from .cross_drafters import evaluate_hypotheses as cross_hypotheses
-from .eagle3_speedup import evaluate_hypotheses
+from .eagle3_speedup import VERDICT_WORD, evaluate_hypotheses
 from .results_summary import Chapters, load_chapters
 
-#: How the page words a pre-registered verdict (``Hypothesis.supported``).
-VERDICT_WORD = {True: "supported", False: "not supported", None: "not testable here"}
 #: The rules whose sets the key figure shows, in this order.
 KEY_RULES = ("exhaustive", "entropy-greedy", "combined", "cka-diverse", "eagle3-default", "last-k")
 
