@@ -69,3 +69,25 @@ def permutation_capture(target: Target, out_dir, *, n_prompts: int, max_new_toke
                           split="eval" if i % 4 == 3 else "train") for i, (p, r) in enumerate(zip(prompts, res.token_ids))]
     return capture(target, responses, CaptureConfig(batch_size=8, max_length=64, records_per_shard=records_per_shard,
                                                     topk=8), out_dir=out_dir, progress=False)
+
+
+def tiny_drafter_config(**draft):
+    """The study config the tiny drafter tests train and score with: small one-epoch drafters,
+    depth-2 chains without a draft threshold, 64-token statistics filtered at q = 0.5."""
+    from activation_wave.config import DraftConfig, MetricsConfig, SpecConfig, StudyConfig
+
+    return StudyConfig(draft=DraftConfig(draft_vocab=64, ttt_steps=2, epochs=1, lr=1e-2, batch_tokens=256, threads=1,
+                                         workers=1, **draft),
+                       spec=SpecConfig(depth=2, draft_threshold=0.0),
+                       metrics=MetricsConfig(token_budget=64, filter_quantile=0.5))
+
+
+def permutation_world(tokenizer, root, *, seed: int):
+    """The permutation target and a 20-prompt capture of it under ``root``, with ``WAVE_CACHE``
+    pointed there: returns ``(monkeypatch, target, cache)``; call ``monkeypatch.undo()`` after."""
+    import pytest
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("WAVE_CACHE", str(root / "cache"))
+    target = permutation_target(tokenizer)
+    return mp, target, permutation_capture(target, root / "cap", n_prompts=20, max_new_tokens=16, seed=seed)

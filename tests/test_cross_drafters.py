@@ -9,10 +9,10 @@ import pytest
 
 from activation_wave.chapters import cross_drafters as cd
 from activation_wave.chapters.drafter_predictors import Comparison, Predictor
-from activation_wave.config import DraftConfig, MetricsConfig, SpecConfig, StudyConfig, load_config
+from activation_wave.config import DraftConfig, load_config
 from activation_wave.results import load_result, save_result
 from activation_wave.stats import spearman
-from helpers import permutation_capture, permutation_target
+from helpers import permutation_world, tiny_drafter_config
 
 SETS = {"eagle3-default": [1, 2, 3], "combined": [2, 3, 4], "exhaustive": [1, 3, 4]}
 
@@ -45,15 +45,8 @@ def test_design_lists_the_preregistered_drafters():
 @pytest.fixture(scope="module")
 def world(tiny_tokenizer, tmp_path_factory):
     """Tiny drafters of the design on the 4-block permutation target."""
-    root = tmp_path_factory.mktemp("cross")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("WAVE_CACHE", str(root / "cache"))
-    target = permutation_target(tiny_tokenizer)
-    cache = permutation_capture(target, root / "cap", n_prompts=20, max_new_tokens=16, seed=3)
-    cfg = StudyConfig(draft=DraftConfig(draft_vocab=64, ttt_steps=2, epochs=1, lr=1e-2, batch_tokens=256, threads=1,
-                                        workers=1),
-                      spec=SpecConfig(depth=2, draft_threshold=0.0),
-                      metrics=MetricsConfig(token_budget=64, filter_quantile=0.5))
+    mp, target, cache = permutation_world(tiny_tokenizer, tmp_path_factory.mktemp("cross"), seed=3)
+    cfg = tiny_drafter_config()
     jobs = cd.design(SETS, "combined", cache.n_layers, cfg.draft, seeds=2, sweep_stride=1)
     res = cd.analyse(cfg, target, cache, jobs, "combined", n_boot=300)
     yield cfg, target, cache, jobs, res

@@ -12,12 +12,11 @@ import pytest
 
 from activation_wave.chapters import drafter_predictors as dp
 from activation_wave.chapters.eagle3_speedup import DrafterJob
-from activation_wave.config import DraftConfig, MetricsConfig, SpecConfig, StudyConfig
 from activation_wave.experiment import run_jobs
 from activation_wave.results import load_result, save_result
 from activation_wave.layer_stats import LayerStats
 from activation_wave.stats import holm, seed_mean, spearman
-from helpers import permutation_capture, permutation_target
+from helpers import permutation_world, tiny_drafter_config
 
 SETS = {"eagle3-default": [1, 2, 4], "entropy-greedy": [2, 3, 4], "combined": [1, 3, 4], "random-0": [1, 2, 3],
         "single-1": [1], "single-2": [2], "single-4": [4]}
@@ -28,14 +27,8 @@ PROBE = {"n_train": 150, "n_eval": 60, "rank": 4, "vocab": 32, "steps": 2}
 def world(tiny_tokenizer, tmp_path_factory):
     """A capture of the permutation target and two tiny drafters per set."""
     root = tmp_path_factory.mktemp("pred")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("WAVE_CACHE", str(root / "cache"))
-    target = permutation_target(tiny_tokenizer)
-    cache = permutation_capture(target, root / "cap", n_prompts=20, max_new_tokens=16, seed=7)
-    cfg = StudyConfig(draft=DraftConfig(draft_vocab=64, ttt_steps=2, epochs=1, lr=1e-2, batch_tokens=256, threads=1,
-                                        workers=1, n_seeds=2),
-                      spec=SpecConfig(depth=2, draft_threshold=0.0),
-                      metrics=MetricsConfig(token_budget=64, filter_quantile=0.5))
+    mp, target, cache = permutation_world(tiny_tokenizer, root, seed=7)
+    cfg = tiny_drafter_config(n_seeds=2)
     rows = run_jobs(target, cache, [(j.set, j.layers, j.config) for j in _jobs(SETS, cfg)], 1, progress=False)
     yield target, cache, cfg, rows, root
     mp.undo()
