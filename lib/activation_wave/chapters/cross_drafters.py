@@ -29,7 +29,7 @@ from ..config import DraftConfig, StudyConfig
 from ..crossmodel import cross_config
 from ..experiment import bootstrap_mean_ci, run_jobs
 from ..layer_stats import stats_from_cache
-from ..stats import min_detectable_delta, paired_bootstrap, seed_mean, spearman, spearman_ci
+from ..stats import seed_mean, spearman, spearman_ci
 from . import drafter_predictors as dp
 from .eagle3_speedup import DEFAULT_SET, DrafterJob, Hypothesis, LayerProfile, layer_profile, within_noise
 
@@ -111,14 +111,18 @@ def design(sets: Mapping[str, Sequence[int]], rule: str, n_layers: int, draft: D
     return jobs
 
 
+def _mean_ci(per_prompt: Sequence[float | None]) -> tuple[float, float, float]:
+    """Mean over prompts of per-prompt tau (None / NaN: no verify round) and its bootstrap interval."""
+    y = np.array([np.nan if v is None else v for v in per_prompt], float)
+    return (float(np.nanmean(y)), *bootstrap_mean_ci(y))
+
+
 def _set_taus(taus: Mapping[str, np.ndarray], jobs: Sequence[DrafterJob]) -> list[SingleLayerTau]:
     layers = {j.set: j.layers for j in jobs}
     out = []
     for name, t in taus.items():
-        y = seed_mean(t)
-        lo, hi = bootstrap_mean_ci(y)
-        out.append(SingleLayerTau(name, layers[name], int(t.shape[0]), float(np.nanmean(y)), lo, hi,
-                                  tuple(None if not np.isfinite(v) else float(v) for v in y)))
+        y = tuple(None if not np.isfinite(v) else float(v) for v in seed_mean(t))
+        out.append(SingleLayerTau(name, layers[name], int(t.shape[0]), *_mean_ci(y), y))
     return out
 
 
@@ -141,11 +145,10 @@ def analyse(cfg: StudyConfig, target: Any, cache: CaptureCache, jobs: Sequence[D
     sets = _set_taus(taus, jobs)
     comparison = None
     if DEFAULT_SET in taus and rule in taus and rule != DEFAULT_SET and _paired(taus[rule], taus[DEFAULT_SET]) >= 2:
-        d = paired_bootstrap(taus[rule], taus[DEFAULT_SET], n_boot=n_boot, seed=seed)
-        mde = min_detectable_delta(d.sd, d.n)
-        comparison = dp.Comparison(set=rule, layers=next(j.layers for j in jobs if j.set == rule), family="rules",
-                                   delta=d.mean, lo=d.lo, hi=d.hi, p=d.p, p_holm_rules=d.p, p_holm_all=d.p, n=d.n,
-                                   sd=d.sd, mde=mde, mde_holm=mde)
+        # one comparison: Holm over a single test leaves p and the MDE as they are
+        (comparison,) = dp.compare_to_reference({s: taus[s] for s in (DEFAULT_SET, rule)},
+                                                {j.set: j.layers for j in jobs}, DEFAULT_SET, n_boot=n_boot,
+                                                seed=seed)
     cs = stats_from_cache(cache, cfg)
     st = cs.stats
     singles = sorted((s for s in sets if len(s.layers) == 1), key=lambda s: s.layers[0])
@@ -214,7 +217,6 @@ def peak_relative_depth(layers: Sequence[int], tau: Sequence[float], n_layers: i
     return float(layers[int(np.nanargmax(np.asarray(tau, float)))] / n_layers)
 
 
-
 def sweep_frame(model: str, n_layers: int, sets: Sequence[Any]) -> pd.DataFrame:
     """One row per single-layer set of ``sets`` (objects with ``set``, ``layers`` and
     ``per_prompt``: this module's :class:`SingleLayerTau` or chapter 6's ``SetTaus``): the
@@ -223,10 +225,9 @@ def sweep_frame(model: str, n_layers: int, sets: Sequence[Any]) -> pd.DataFrame:
     for s in sets:
         if len(s.layers) != 1:
             continue
-        y = np.array([np.nan if v is None else v for v in s.per_prompt], float)
-        lo, hi = bootstrap_mean_ci(y)
+        tau, lo, hi = _mean_ci(s.per_prompt)
         rows.append({"model": model, "layer": int(s.layers[0]), "relative depth": s.layers[0] / n_layers,
-                     "tau": float(np.nanmean(y)), "lo": lo, "hi": hi})
+                     "tau": tau, "lo": lo, "hi": hi})
     return pd.DataFrame(rows).sort_values("layer", ignore_index=True)
 
 
@@ -251,8 +252,6 @@ def prose_values(res: CrossDrafterResult, draft_workers: int) -> dict[str, Any]:
     out["xd_rho_entropy_depth"] = nan if res.entropy_vs_depth is None else res.entropy_vs_depth
     if singles:
         best = max(singles, key=lambda s: s.tau)
-        out.update(xd_best_layer=best.layers[0], xd_best_tau=best.tau,
-                   xd_peak_rel=peak_relative_depth([s.layers[0] for s in singles], [s.tau for s in singles],
-                                                   res.n_layers),
+        out.update(xd_best_layer=best.layers[0], xd_best_tau=best.tau, xd_peak_rel=best.layers[0] / res.n_layers,
                    xd_last_tau=singles[-1].tau if singles[-1].layers[0] == res.n_layers else nan)
     return out
