@@ -109,8 +109,8 @@ def test_baselines():
     "k,method,match",
     [
         (0, "combined", "integer >= 1"),
-        (11, "combined", "choose k <= 10"),
-        (13, "exhaustive", "choose k <= 10"),
+        (11, "combined", "would take all 11 candidate layers .*: choose 1 <= k <= 10"),
+        (13, "exhaustive", "only 11 candidate layers .*: choose 1 <= k <= 10"),
         (3, "entropy", "choose one of entropy-greedy, combined"),
         (2, "eagle3-default", "use k=3"),
     ],
@@ -202,3 +202,62 @@ def test_selection_is_serialisable(planted):
     d = json.loads(json.dumps(sel.to_dict()))
     assert d["ids"] == list(sel.ids) and d["params"]["lam"] == 0.5
     json.dumps(stats.to_dict())
+
+
+# ------------------------------------------------------- every k-subset, in bounded blocks
+def _synthetic_stats(L: int, seed: int = 0) -> LayerStats:
+    """Statistics of L layer ids from random products (no hidden states): cheap at any L."""
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(L, 3 * L))
+    M = A @ A.T + L * np.eye(L)
+    d = np.sqrt(np.diag(M))
+    return LayerStats.from_products(range(L), M=M, t=np.abs(rng.normal(size=L)) * 10 + 5, cka=M / np.outer(d, d))
+
+
+@pytest.mark.parametrize("rows", [1 << 21, 7, 1])  # one table; a prefix per block; r = 1
+def test_scan_matches_brute_force_at_every_k(monkeypatch, rows):
+    monkeypatch.setattr(S, "SCAN_TABLE_ROWS", rows)
+    monkeypatch.setattr(S, "SCAN_PREFIX_BATCH", 5)
+    stats = _synthetic_stats(10)
+    pool = list(range(1, 10))
+    assert np.array_equal(S._combinations(9, 4), np.array(list(itertools.combinations(range(9), 4))))
+    for k in range(1, 9):
+        sets = np.array(list(itertools.combinations(range(1, 10), k)))
+        s2 = E.renyi2_of_sets(stats.M, stats.t, sets)
+        C = stats.cka
+        pen = (C[sets[:, :, None], sets[:, None, :]].sum((1, 2)) - k) / (k * (k - 1)) if k > 1 else 0.0
+        probes = [s2[0], s2[len(s2) // 2], 1e9]
+        res = S._scan(stats, k, pool, lam=0.7, probes=probes)
+        assert res.n_sets == len(sets)
+        assert res.best == tuple(sets[int(np.argmax(s2 - 0.7 * pen))])
+        assert S._scan(stats, k, pool).best == tuple(sets[int(np.argmax(s2))])
+        for q, v in enumerate(probes):
+            tol = 1e-12 * max(1.0, abs(v))
+            assert (res.above[q], res.below[q]) == ((s2 > v + tol).sum(), (s2 < v - tol).sum())
+
+
+def test_rank_many_equals_rank_among_all_one_by_one():
+    stats = _synthetic_stats(12)
+    sets = [(1, 5, 9), (2, 3, 4), (9, 10, 11)]
+    assert S.rank_many(stats, sets) == [S.rank_among_all(stats, s) for s in sets]
+    best = S.select_layers(stats, 3, "exhaustive").ids
+    assert S.rank_among_all(stats, best)["rank"] == 1 and S.rank_many(stats, []) == []
+    with pytest.raises(ValueError, match="one size"):
+        S.rank_many(stats, [(1, 2), (1, 2, 3)])
+
+
+def test_scan_plan_memory_is_flat_and_time_refused_up_front():
+    plans = [S.scan_plan(30, k) for k in range(1, 30)]
+    assert max(p.peak_bytes for p in plans) < 1 << 30  # under 1 GiB whatever k
+    assert [p.n_sets for p in plans[:3]] == [30, 435, 4060]
+    with pytest.raises(ValueError, match=r"k=15: scoring all 155,117,520 15-layer sets of 30 candidates .* choose k <= \d+ \(or k >= \d+\)"):
+        S.check_scan(30, 15, passes=2)
+    assert S.check_scan(30, 3, passes=3).n_sets == 4060
+    assert S.check_scan(30, 29, passes=3).n_sets == 30  # near-complete sets are few
+
+
+def test_k_bound_message_is_not_self_contradictory():
+    pool = list(range(1, 31))
+    assert S.k_bound_message(29, pool) is None
+    assert "would take all 30 candidate layers (1..30)" in S.k_bound_message(30, pool)
+    assert "only 30 candidate layers" in S.k_bound_message(31, pool) and "1 <= k <= 29" in S.k_bound_message(31, pool)
