@@ -267,7 +267,7 @@ def check_scan(n_pool: int, k: int, *, passes: int = 1, max_seconds: float | Non
         choice += f" (or k >= {upper[0]})"
     raise ValueError(
         f"{label or f'k={k}'}: scoring all {plan.n_sets:,} {k}-layer sets of {n_pool} candidates would take about "
-        f"{passes * plan.seconds / 60:.0f} min ({passes} pass(es), limit {max_seconds:.0f} s): {choice}"
+        f"{passes * plan.seconds:.0f} s ({passes} pass(es), limit {max_seconds:.0f} s): {choice}"
     )
 
 
