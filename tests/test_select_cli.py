@@ -15,7 +15,7 @@ from activation_wave.config import load_config
 from activation_wave.layer_stats import LayerStats, stats_from_cache
 from activation_wave.layers import span_of, to_convention
 from activation_wave.pipeline import Captured
-from activation_wave.select_cli import select_for_cli
+from activation_wave.select_cli import format_report, select_for_cli
 from activation_wave.selection import lambda_choice, method_sets, rank_among_all, select_layers, sweep_lambda
 from activation_wave.stability import bootstrap_methods, paired_difference
 
@@ -42,16 +42,21 @@ def test_happy_path_on_an_8_block_model(cap8):
     for key in ("selected", "default"):
         assert {"renyi2", "renyi2_gain", "mean_cka", "max_cka", "rank", "percentile"} <= set(out["scores"][key])
     assert out["scores"]["selected"]["n_sets"] == 56  # C(8, 3) candidate triples
-    # the snippets are in each engine's own convention, and say which
-    assert str(out["selected"]) in out["exports"]["vllm"]
-    assert str(to_convention(out["selected"], "specforge")) in out["exports"]["specforge"]
+    # the snippets are the recommended set's (no drafters of this model: the default), each in
+    # its engine's own convention, saying which
+    ids = out["exports_ids"]
+    assert ids == out["recommended"] == [2, 4, 5] and out["exports_for"] == "recommended"
+    assert str(ids) in out["exports"]["vllm"]
+    assert str(to_convention(ids, "specforge")) in out["exports"]["specforge"]
     assert "+1" in out["exports"]["sglang"] and "convention" in out["exports"]["specforge"]
-    assert out["exports_detail"]["specforge"]["ids"] == [i - 1 for i in out["selected"]]
-    # engines that cannot load a drafter on this set say so (SGLang never captures index N = 8)
+    assert out["exports_detail"]["specforge"]["ids"] == [i - 1 for i in ids]
+    # engines that cannot load a drafter on the exported set say so (SGLang never captures index N = 8)
     from activation_wave.engines import export_warnings
 
-    assert out["engine_warnings"] == export_warnings(out["selected"], 8)
-    assert any(w.startswith("sglang:") for w in out["engine_warnings"]) == (8 in out["selected"])
+    assert out["engine_warnings"] == export_warnings(ids, 8) == []
+    k2 = select_for_cli(*_with(cap8, k=2, method="last-k"))  # nothing recommended: the candidate, [7, 8]
+    assert k2["exports_ids"] == k2["selected"] == [7, 8] and k2["exports_for"] == "candidate"
+    assert any(w.startswith("sglang:") for w in k2["engine_warnings"])
     # the table ranks every rule, default included, and names the token filter
     assert "eagle3-default" in out["table"] and "combined" in out["table"] and "quantile" in out["table"]
     assert out["filtered"] is True and 0 < out["n_tokens"] < 96
@@ -75,7 +80,9 @@ def test_shallow_model_default_undefined(cap4):
 
 
 @pytest.mark.parametrize("select, match", [
-    ({"k": 4}, r"k=4 \(--k\) but this model has only N=4"),
+    ({"k": 4}, r"k=4 \(--k\) would take all 4 candidate layers \(1..4\), which leaves nothing to choose: "
+               r"choose 1 <= k <= 3"),
+    ({"k": 5}, r"k=5 \(--k\) but there are only 4 candidate layers \(1..4\): choose 1 <= k <= 3"),
     ({"k": 0}, r"select.k = 0 is out of range: it must be >= 1"),  # rejected by SelectConfig itself
     ({"method": "magic"}, r"unknown selection method 'magic'.*entropy-greedy"),
 ])
@@ -86,34 +93,190 @@ def test_errors_name_the_fix(cap4, select, match):
 
 # --------------------------------------------------------------------- the CLI
 @pytest.fixture()
-def patched(monkeypatch):
-    """Make `wave select` use a given capture instead of loading a model by name."""
+def patched(monkeypatch, tmp_path):
+    """Make `wave select` use a given capture instead of loading a model by name, with the
+    study's results read from an empty folder (tests that need some write them there)."""
+    monkeypatch.setenv("WAVE_RESULTS", str(tmp_path / "results"))
+
     def use(cap: Captured) -> None:
         monkeypatch.setattr("activation_wave.pipeline.run_capture", lambda cfg, **kw: cap)
     return use
 
 
-@pytest.mark.parametrize("argv, match", [
-    (["--method", "magic"], "unknown selection method 'magic'"),
+def _select(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = cli.main(["select", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+#: (argv, the one stderr line's text) on the 4-block tiny Llama: N = 4, candidates 1..4.
+CLI_ERRORS = [
+    (["--method", "magic"], "unknown selection method 'magic' (--method); choose one of entropy-greedy"),
     (["--k", "0"], "--k 0: must be >= 1 (select.k)"),
-    (["--k", "9"], "only N=4"),
+    (["--k", "4"], "k=4 (--k) would take all 4 candidate layers (1..4), which leaves nothing to choose: "
+                   "choose 1 <= k <= 3"),
+    (["--k", "9"], "k=9 (--k) but there are only 4 candidate layers (1..4): choose 1 <= k <= 3"),
     (["--method", "eagle3-default"], "undefined for N=4"),
-])
-def test_cli_errors_exit_2_with_the_message(cap4, patched, capsys, argv, match):
+]
+
+
+@pytest.mark.parametrize("json_flag", [["--json"], []], ids=["json", "text"])
+@pytest.mark.parametrize("argv, match", CLI_ERRORS, ids=[" ".join(a) for a, _ in CLI_ERRORS])
+def test_cli_errors_exit_2_with_one_line(cap4, patched, capsys, argv, match, json_flag):
     patched(cap4)
-    assert cli.main(["select", "--json", "--model", "tiny-llama", *argv]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("wave select: error:") and match in err
+    rc, out, err = _select(capsys, *json_flag, "--model", "tiny-llama", *argv)
+    assert rc == 2 and out == "" and "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith("wave select: error:") and match in err
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--k", "3"], "k=3 (--k): scoring all 56 3-layer sets of 8 candidates would take about 112 s (2 pass(es), "
+                   "limit 60 s): choose k <= 2 (or k >= 6)"),
+    (["--k", "2", "--method", "exhaustive"], "choose k <= 1 (or k >= 7)"),
+])
+def test_cli_refuses_a_k_whose_scans_take_too_long_before_any_statistic(cap8, patched, capsys, monkeypatch, argv,
+                                                                       match):
+    patched(cap8)
+    monkeypatch.setattr("activation_wave.selection._SECONDS_PER_SET", 1.0)  # as if each 8-layer set cost 1 s
+
+    def never(*a, **kw):
+        raise AssertionError("statistics computed before the scan's estimate refused k")
+    monkeypatch.setattr("activation_wave.select_cli.stats_from_cache", never)
+    rc, out, err = _select(capsys, "--json", "--model", "tiny-llama8", *argv)
+    assert rc == 2 and out == "" and err.count("\n") == 1 and match in err, err
+
+
+def test_cli_json_stays_pure_when_the_cache_rebuilds(cap8, monkeypatch, capsys, tmp_path):
+    from activation_wave.capture import capture
+    from activation_wave.config import CaptureConfig
+
+    ccfg = CaptureConfig(batch_size=8, records_per_shard=4, topk=4)  # as helpers.captured
+    shard = cap8.cache.path / cap8.cache.manifest["shards"][0]["file"]
+    good = shard.read_bytes()
+    shard.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))  # corrupted: the next capture rebuilds it
+    capture(cap8.target, cap8.responses, ccfg, out_dir=cap8.cache.path, progress=False)
+    out, err = capsys.readouterr()
+    assert out == "" and "rebuilding the affected shards" in err  # capture itself says it on stderr
+    shard.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))
+
+    def run_capture(cfg, **kw):
+        print("a stray message")  # whatever a step prints on the way goes to stderr with --json
+        cache = capture(cap8.target, cap8.responses, ccfg, out_dir=cap8.cache.path, progress=False)
+        return Captured(cfg=cfg, target=cap8.target, responses=cap8.responses, cache=cache,
+                        responses_path=cap8.responses_path)
+    monkeypatch.setattr("activation_wave.pipeline.run_capture", run_capture)
+    monkeypatch.setenv("WAVE_RESULTS", str(tmp_path / "results"))
+    rc, out, err = _select(capsys, "--json", "--model", "tiny-llama8")
+    assert rc == 0 and json.loads(out)["recommended"] == [2, 4, 5]
+    assert "rebuilding the affected shards" in err and "a stray message" in err
 
 
 def test_cli_json_and_text(cap8, patched, capsys):
     patched(cap8)
-    assert cli.main(["select", "--json", "--model", "tiny-llama8", "--k", "3", "--method", "entropy-greedy"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert out["method"] == "entropy-greedy" and out["default"] == [2, 4, 5]
-    assert cli.main(["select", "--model", "tiny-llama8"]) == 0
-    text = capsys.readouterr().out
-    assert "EAGLE-3 default: [2, 4, 5]" in text and "specforge" in text
+    rc, out, _ = _select(capsys, "--json", "--model", "tiny-llama8", "--k", "3", "--method", "entropy-greedy")
+    out = json.loads(out)
+    assert rc == 0 and out["method"] == "entropy-greedy" and out["default"] == [2, 4, 5]
+    rc, text, _ = _select(capsys, "--model", "tiny-llama8")
+    assert rc == 0 and "EAGLE-3 default: [2, 4, 5]" in text and "specforge" in text
+    assert "recommended: [2, 4, 5]   (basis: studied models)" in text and "candidates to test" in text
+    assert "engine configs for the recommended set [2, 4, 5]:" in text
+
+
+# ------------------------------------------------------- the recommendation and its evidence
+def _comparison(name, layers, delta, lo, hi, p, *, n=96, family="rules"):
+    return {"set": name, "layers": layers, "family": family, "delta": delta, "lo": lo, "hi": hi, "p": p,
+            "p_holm_rules": p if family == "rules" else None, "p_holm_all": p, "n": n}
+
+
+def _write_ch6(root, model, comparisons, *, reference=(2, 4, 5), profile="default", predictors=()):
+    folder = root / profile / model
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = {"name": "06_predictors", "config": {"model": model, "profile": profile}, "reference": "eagle3-default",
+           "sets": [{"set": "eagle3-default", "layers": list(reference)}], "comparisons": comparisons,
+           "predictors": list(predictors)}
+    (folder / "06_predictors.json").write_text(json.dumps(doc))
+
+
+S2_RHO = {"name": "renyi2", "units": "triples", "rho": -0.6, "lo": -0.869, "hi": 0.0566, "n": 10}
+
+
+def test_recommendation_follows_the_models_own_results(cap8, tmp_path):
+    root = tmp_path / "results"
+    _write_ch6(root, "tiny-llama8", [_comparison("combined", [1, 3, 8], -0.011639, -0.017863, -0.005428, 0.0007999),
+                                     _comparison("random-0", [3, 5, 7], 0.006186, 0.00024, 0.012162, 0.1284,
+                                                 family="other")], predictors=[S2_RHO])
+    out = select_for_cli(*_with(cap8), results_root=root)
+    assert out["recommended"] == [2, 4, 5] and out["basis"] == "study" and out["exports_for"] == "recommended"
+    assert "no tested set beat the EAGLE-3 default [2, 4, 5]" in out["reason"]
+    assert "combined [1, 3, 8]: delta tau -0.012 [-0.018, -0.005], Holm p 0.0008, n = 96 prompts" in out["reason"]
+    assert "random-0 [3, 5, 7]: delta tau +0.006 [+0.000, +0.012], Holm p 0.13, n = 96 prompts" in out["reason"]
+    assert "rho(S2 of the set, tau) = -0.60 [-0.87, +0.06], n = 10 triples, within noise" in out["reason"]
+    ev = {r["set"]: r for r in out["evidence"] if r["kind"].startswith("paired")}
+    assert {k: ev["combined"][k] for k in ("delta", "lo", "hi", "p", "n")} == {
+        "delta": -0.011639, "lo": -0.017863, "hi": -0.005428, "p": 0.0007999, "n": 96}
+    assert ev["combined"]["within_noise"] is False and ev["random-0"]["p_adjust"] == "Holm over all sets"
+    # the engine configs are the recommendation's, whatever the rule picked
+    assert out["exports_ids"] == [2, 4, 5] and "[2, 4, 5]" in out["exports"]["vllm"]
+    assert out["engine_warnings"] == [] and [c["name"] for c in out["candidates"]] == [r["name"] for r in out["ranking"]]
+    # k != 3: the study tested triples only, so nothing is recommended; the configs are the candidate's, labelled
+    k2 = select_for_cli(*_with(cap8, k=2), results_root=root)
+    assert k2["recommended"] is None and k2["basis"] == "none" and "3-layer sets only" in k2["reason"]
+    assert k2["exports_for"] == "candidate" and k2["exports_ids"] == k2["selected"]
+    assert "the candidate to test (not a recommendation)" in format_report(k2)
+
+
+def test_a_set_that_passed_its_test_is_recommended(cap8, tmp_path):
+    root = tmp_path / "results"
+    _write_ch6(root, "tiny-llama8", [_comparison("combined", [1, 3, 8], 0.02, 0.01, 0.03, 0.001),
+                                     _comparison("exhaustive", [1, 6, 8], 0.03, -0.01, 0.07, 0.2)])
+    out = select_for_cli(*_with(cap8), results_root=root)
+    assert out["recommended"] == [1, 3, 8] == out["exports_ids"] and out["basis"] == "study"
+    assert "this set beat the default: combined [1, 3, 8]: delta tau +0.020 [+0.010, +0.030]" in out["reason"]
+
+
+@pytest.mark.parametrize("case", ["absent", "too few prompts", "another N"])
+def test_without_own_results_the_rules_sets_are_candidates(cap8, tmp_path, case):
+    root = tmp_path / "results"
+    if case == "too few prompts":  # the smoke profile's pipeline check: 2 prompts test nothing
+        _write_ch6(root, "tiny-llama8", [_comparison("combined", [1, 3, 8], 0.5, 0.1, 0.9, 0.001, n=2)])
+    elif case == "another N":
+        _write_ch6(root, "tiny-llama8", [_comparison("combined", [1, 3, 8], 0.5, 0.1, 0.9, 0.001)],
+                   reference=(2, 15, 27))
+    out = select_for_cli(*_with(cap8), results_root=root)
+    assert out["recommended"] == [2, 4, 5] and out["basis"] == "studied models"
+    assert "no drafters were trained for this model" in out["reason"] and "candidates to test" in out["reason"]
+    if case != "another N":  # that file's model is a studied model of its own (another N): quoted, not used
+        assert "results files were not found" in out["reason"] and out["evidence"] == []
+
+
+def test_the_committed_results_are_the_evidence(cap8, monkeypatch):
+    """The study's own files: SmolLM2 (chapter 6) and Gemma-3-270M (chapter 7)."""
+    from activation_wave.layer_stats import LayerStats
+    from activation_wave.select_cli import select_from_stats
+
+    monkeypatch.delenv("WAVE_RESULTS", raising=False)
+    out = select_for_cli(*_with(cap8))  # a model the study did not train drafters for
+    assert out["basis"] == "studied models" and out["recommended"] == [2, 4, 5]
+    assert "smollm2-135m (chapter 6): best rule combined [7, 27, 29]: delta tau -0.012 [-0.018, -0.005], " \
+           "Holm p 0.0008, n = 96 prompts" in out["reason"]
+    assert "gemma3-270m (chapter 7): best rule combined [4, 12, 18]: delta tau -0.002 [-0.013, +0.008], p 0.67, " \
+           "n = 96 prompts, within noise" in out["reason"]
+    assert "rho(S2 of the set, tau) = -0.60 [-0.87, +0.06], n = 10 triples, within noise" in out["reason"]
+    rng = np.random.default_rng(0)
+    reasons = {}
+    for model, N, default in (("smollm2-135m", 30, [2, 15, 27]), ("gemma3-270m", 18, [2, 9, 15])):
+        A = rng.normal(size=(N + 1, 3 * N))  # synthetic statistics: the evidence does not depend on them
+        M = A @ A.T
+        d = np.sqrt(np.diag(M))
+        stats = LayerStats.from_products(range(N + 1), M=M, t=d, cka=M / np.outer(d, d), n_blocks=N)
+        res = select_from_stats(stats, load_config("smoke", {"select.n_random": 2}, model=model), N)
+        assert res["recommended"] == default == res["exports_ids"] and res["basis"] == "study", res["reason"]
+        assert f"no tested set beat the EAGLE-3 default {default}" in res["reason"]
+        reasons[model] = res["reason"]
+    assert "combined [7, 27, 29]: delta tau -0.012 [-0.018, -0.005], Holm p 0.0008, n = 96 prompts" in \
+        reasons["smollm2-135m"]
+    assert "combined [4, 12, 18]: delta tau -0.002 [-0.013, +0.008], p 0.67, n = 96 prompts, within noise" in \
+        reasons["gemma3-270m"]
 
 
 # ------------------------------------------------------- shared chapter helpers

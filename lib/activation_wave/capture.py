@@ -311,7 +311,7 @@ def capture(target: Target, responses: Sequence[Response], cfg: CaptureConfig, *
                 cache.verify()
                 return cache
         except CacheError as exc:
-            print(f"[capture] {exc}; rebuilding the affected shards")
+            print(f"[capture] {exc}; rebuilding the affected shards", file=sys.stderr)
         manifest_path.unlink(missing_ok=True)
     warn_truncated(responses, cfg.max_length)
     n = len(responses)

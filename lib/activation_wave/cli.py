@@ -97,21 +97,19 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 
 def cmd_select(args: argparse.Namespace) -> int:
+    import contextlib
+
     from .pipeline import run_capture
-    from .select_cli import select_for_cli
+    from .select_cli import check_request, format_report, select_for_cli
 
     cfg = _config(args, flags={"select.k": ("--k", args.k), "select.method": ("--method", args.method)})
-    cap = run_capture(cfg, progress=not args.json)
-    out = select_for_cli(cap, cfg)
-    if args.json:
-        print(json.dumps(out, indent=1))
-    else:
-        print(out["table"])
-        print(f"\nselected ({out['method']}, k={len(out['selected'])}): {out['selected']}   "
-              f"EAGLE-3 default: {out['default']}")
-        for engine, snippet in out["exports"].items():
-            print(f"  {engine:10s} {snippet}")
-        _print_engine_warnings(out["engine_warnings"])
+    check_request(cfg.select.method, cfg.select.k)
+    data = sys.stdout
+    # with --json stdout carries only the JSON: every message on the way goes to stderr
+    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        cap = run_capture(cfg, progress=not args.json)
+        out = select_for_cli(cap, cfg)
+    print(json.dumps(out, indent=1) if args.json else format_report(out), file=data)
     return 0
 
 
