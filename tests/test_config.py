@@ -27,9 +27,9 @@ def test_unknown_keys_rejected_with_known_keys_listed():
         load_config("smoke", {"captur.batch_size": 4})
     with pytest.raises(ConfigError, match="unknown profile"):
         load_config("fast")
-    with pytest.raises(ConfigError, match="expected int"):
+    with pytest.raises(ConfigError, match="expected an integer"):
         load_config("smoke", {"capture.batch_size": "four"})
-    with pytest.raises(ConfigError, match="true/false"):
+    with pytest.raises(ConfigError, match="true or false"):
         load_config("smoke", {"select.filtered": "maybe"})
 
 

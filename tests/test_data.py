@@ -52,5 +52,8 @@ def test_malformed_prompt_file_names_file_and_line(tmp_path, content, message):
 
 
 def test_unknown_source():
-    with pytest.raises(PromptFileError, match="unknown prompt source"):
-        load_prompts(DataConfig(sources=("sharegpt",)))
+    """Sources are checked in the config (issue 24), before any prompt is read."""
+    from activation_wave.config import ConfigError
+
+    with pytest.raises(ConfigError, match="'sharegpt' is not a prompt source"):
+        DataConfig(sources=("sharegpt",))

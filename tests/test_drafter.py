@@ -160,7 +160,10 @@ def test_config_ids_must_agree(drafter, tmp_path):
     with pytest.raises(DrafterError, match=r"config\.json.*disagree.*differ by exactly one"):
         load_drafter(out)
     del cfg["eagle_aux_hidden_state_layer_ids"]  # the nested key alone is enough
-    assert DrafterSpec.from_hf_config(cfg).layers == tuple(i + 1 for i in LAYERS)
+    with pytest.raises(DrafterError, match=r"config\.json: layer ids \[5\] out of range.*N=4"):
+        DrafterSpec.from_hf_config(cfg)  # [2, 3, 4] + 1 reaches past N = 4 (issue 24 item 3)
+    cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [i - 1 for i in LAYERS]
+    assert DrafterSpec.from_hf_config(cfg).layers == tuple(LAYERS)
 
 
 def test_reads_schema_1_checkpoints(drafter):

@@ -175,6 +175,26 @@ def test_closed_form_renyi2_equals_eigen_on_random_subsets():
     assert np.allclose(E.pairwise_renyi2(M, t), E.pairwise_concat_entropy(H, 2.000000001), atol=1e-6)
 
 
+def test_zero_trace_layer_has_entropy_zero_in_both_forms_without_a_nan():
+    """Issue 28 item 15: a layer whose tokens all share one hidden state (the embedding
+    layer of a tiny random model that repeats one token) has trace 0 after centring. The
+    closed form returns 0 nats for it, as the eigen route does, and never computes 0 / 0."""
+    import warnings
+
+    rng = np.random.default_rng(7)
+    H = rng.normal(size=(3, 20, 6))
+    H[0] = [0.5, 1.25, -2.0, 3.0, 0.0, 1.0]  # layer 0: one vector for every token (exact in binary)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning (invalid value in divide) fails the test
+        M, t = E.pair_products(H)
+        assert t[0] == 0.0 and M[0].sum() == 0.0
+        assert E.renyi2_subset(M, t, [0]) == 0.0 == E.matrix_entropy(H[0], 2.0)
+        pairs = E.renyi2_of_sets(M, t, [[0, 1], [1, 2]])
+        assert pairs[0] == pytest.approx(E.concat_entropy([H[0], H[1]], 2.0), abs=1e-10)  # the zero block adds nothing
+        assert pairs[1] == pytest.approx(E.concat_entropy([H[1], H[2]], 2.0), abs=1e-10)
+        assert np.isfinite(E.pairwise_renyi2(M, t)).all()
+
+
 @pytest.mark.parametrize("center,normalize", [(True, True), (True, False), (False, True), ("median", True)])
 def test_pair_products_definition_and_tiling(center, normalize):
     H = np.random.default_rng(6).normal(size=(3, 37, 5))

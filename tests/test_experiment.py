@@ -71,3 +71,16 @@ def test_tau_interval_and_helpers():
     assert all(map(lambda v: v != v, bootstrap_mean_ci([1.0])))  # nan with one value
     assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert spearman([1, 2], [1, 2]) != spearman([1, 2], [1, 2])  # nan with fewer than 3 points
+
+
+def test_drafter_dir_keys_sorted_ids_as_before(tmp_path):
+    """Issue 28 item 12: [15, 2, 27] and [2, 15, 27] are one drafter, and sorted ids keep the
+    folder they had before the ids were sorted (pinned from commit c0f41ed), so cached
+    drafters are found again."""
+    from types import SimpleNamespace
+
+    cache = SimpleNamespace(path=tmp_path)
+    assert drafter_dir(cache, [2, 15, 27], DraftConfig()).name == "L2-15-27-a5a4fa7c65b7"
+    assert drafter_dir(cache, [27, 2, 15], DraftConfig()) == drafter_dir(cache, [2, 15, 27], DraftConfig())
+    cfg = DraftConfig(seed=1, fused_norm=True, records_fraction=0.25)
+    assert drafter_dir(cache, (15, 27, 2), cfg).name == "L2-15-27-b9ad1abbe7b5"

@@ -81,9 +81,10 @@ def test_convert_and_server_commands(fake_llamacpp, tmp_path):
 
 def test_export_runs_the_converter_with_the_target_folder(tiny_llama, tiny_target, fake_llamacpp, tmp_path):
     draft = _drafter(tiny_llama, tmp_path, [1, 2, 3])
+    (tmp_path / "x").mkdir()
     out = export_llamacpp(draft, tmp_path / "x" / "draft.gguf", tiny_target, outtype="q8_0", llamacpp=fake_llamacpp)
     assert json.loads(out.read_text()) == {"target_layers": [1, 2, 3], "n_layer": 4, "outtype": "q8_0"}
-    assert (tmp_path / "x" / "draft.gguf.target" / "config.json").exists()
+    assert [p.name for p in (tmp_path / "x").iterdir()] == ["draft.gguf"]  # the work folder is removed
 
 
 def test_export_gives_schema_1_checkpoints_the_top_level_ids(tiny_llama, tiny_target, fake_llamacpp, tmp_path):

@@ -35,6 +35,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -45,7 +46,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from .config import CaptureConfig
@@ -263,7 +264,11 @@ def _write_shard(target: Target, recs: Sequence[Response], first: int, cfg: Capt
         "topk_ids": cat["topk_ids"], "topk_logprobs": cat["topk_logprobs"].float(),
     })
     tmp = path.with_suffix(".tmp")
-    save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp))
+    try:
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp))
+    except SafetensorError as exc:  # disk full, quota, I/O error: an OSError the CLI reports in one line
+        tmp.unlink(missing_ok=True)
+        raise os_error_of(exc, tmp) from None
     os.replace(tmp, path)
     info = {"file": path.name, "schema_version": SCHEMA_VERSION, "sha256": file_sha256(path),
             "records": [first, first + len(recs)],
@@ -272,6 +277,15 @@ def _write_shard(target: Target, recs: Sequence[Response], first: int, cfg: Capt
     side.with_suffix(".json.tmp").write_text(json.dumps(info))
     os.replace(side.with_suffix(".json.tmp"), side)
     return info
+
+
+def os_error_of(exc: Exception, path: Path) -> OSError:
+    """The OSError inside a safetensors write error (``IoError(Os { code: 28, ... })``), on ``path``."""
+    import errno
+
+    m = re.search(r"code: (\d+)", str(exc))
+    code = int(m.group(1)) if m else errno.EIO
+    return OSError(code, os.strerror(code), str(path))
 
 
 def response_positions(r: Response, max_length: int) -> int:
@@ -300,8 +314,23 @@ def capture(target: Target, responses: Sequence[Response], cfg: CaptureConfig, *
     ``max_shards`` stops after writing that many new shards (used to simulate an
     interruption in tests); the manifest is only written once every shard is valid.
     """
+    if cfg.topk > target.vocab_size:
+        raise ValueError(f"capture.topk = {cfg.topk} is larger than the vocabulary of {target.name} ({target.vocab_size} "
+                         f"tokens); choose at most {target.vocab_size}, e.g. --set capture.topk=8")
     out = out_dir or cache_dir_for(target, responses, cfg)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _capture_into(out, target, responses, cfg, progress=progress, max_shards=max_shards)
+    except BaseException:
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # a capture that failed before its first shard leaves no empty folder
+        raise
+
+
+def _capture_into(out: Path, target: Target, responses: Sequence[Response], cfg: CaptureConfig, *,
+                  progress: bool, max_shards: int | None) -> CaptureCache:
+    """:func:`capture` into the existing folder ``out``."""
     dhash = data_hash(responses)
     manifest_path = out / "manifest.json"
     if manifest_path.exists():

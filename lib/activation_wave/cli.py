@@ -121,11 +121,15 @@ def _print_engine_warnings(warnings: list[str]) -> None:
             print(f"  ! {w}")
 
 
-def _layers(text: str) -> list[int]:
+def _layers(text: str) -> tuple[int, ...]:
+    """``--layers`` as typed (strict: :func:`activation_wave.layers.parse_layer_ids`); the range
+    check against the model's N follows in ``train-draft``."""
+    from .layers import parse_layer_ids
+
     try:
-        return [int(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--layers {text!r}: expected comma-separated integers like 2,15,27") from None
+        return parse_layer_ids(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 #: What ``train-draft`` writes into its folder; ``--force`` replaces a folder holding only these.
@@ -170,13 +174,17 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
     from .training import train_drafter
 
     cfg = _config(args)
-    layers = check_layers(args.layers, n_layers_of(cfg.model), what="--layers")
+    layers = check_layers(args.layers, n_layers_of(cfg.model), what="--layers")  # the one check of these ids
     out = check_out_dir(Path(args.out), force=args.force)
     cap = run_capture(cfg)
     # Trained into a temporary sibling first, so a late failure never loses the drafter.
     tmp = out.with_name(f".{out.name}.training-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    train_drafter(cap.target, cap.cache, layers, cfg.draft, tmp)
+    try:
+        train_drafter(cap.target, cap.cache, layers, cfg.draft, tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # a failed training leaves nothing behind
+        raise
     print(f"drafter    {publish_drafter(tmp, out, force=args.force)}")
     from .engines import engine_report
 
@@ -189,10 +197,12 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .llamacpp import export_llamacpp
+    from .llamacpp import check_export_out, export_llamacpp
     from .pipeline import get_target
 
-    target = get_target(_config(args))
+    cfg = _config(args)
+    check_export_out(Path(args.out))  # before the target is loaded
+    target = get_target(cfg)
     out = export_llamacpp(args.draft, args.out, target, outtype=args.outtype)
     print(f"gguf       {out}  ({out.stat().st_size / 2**20:.1f} MiB, {args.outtype})")
     print(f"serve      llama-server -m <target .gguf> -md {out} --spec-type draft-eagle3")
@@ -235,14 +245,17 @@ def cmd_speculate(args: argparse.Namespace) -> int:
     every = read_prompt_jsonl(args.prompts)
     prompts = every[: cfg.spec.max_prompts]
     load_drafter(args.draft)  # a broken checkpoint fails here, before the target is loaded
+    from .estimate import check_fit, shape_of
+
     target = get_target(cfg)
+    check_fit(cfg, shape_of(target.model.config))
     drafter = load_drafter(args.draft, target)
     if len(every) > len(prompts):
         print(f"[speculate] decoding the first {len(prompts)} of {len(every)} prompts (spec.max_prompts of the "
               f"{cfg.profile} profile; --set spec.max_prompts={len(every)} for all)", file=sys.stderr)
     ids = [chat_ids(target, p.text) for p in prompts]
     check_context(target, ids, [p.id for p in prompts], cfg.spec.max_new_tokens, what=f"prompts in {args.prompts}",
-                  fix="--max-new-tokens")
+                  fix="--max-new-tokens")  # refuses prompts that do not fit, before any decoding
     res = speculate(target, drafter, ids, cfg.spec, ids=[p.id for p in prompts], tree=tree)
     doc = res.to_json()
     doc["results"] = [{"id": p["id"], "token_ids": p["token_ids"]} for p in doc["per_prompt"]]
@@ -257,10 +270,32 @@ def cmd_study(args: argparse.Namespace) -> int:
                      build=not args.no_build, overrides=parse_overrides(args.set))
 
 
+def check_results_file(path: Path, *, flag: str = "--out") -> Path:
+    """A results file that a step merges its entries into: absent, or a JSON object. Checked
+    before any work, so a wrong path fails in one line naming it instead of after the run."""
+    if path.is_dir():
+        raise ValueError(f"{flag} {path} is a folder; give a .json file path, e.g. {flag} data/results/benchmarks.json")
+    if not path.exists():
+        if not path.parent.is_dir():
+            raise ValueError(f"{flag} {path}: the folder {path.parent} does not exist; create it (mkdir -p "
+                             f"{path.parent}) or give another path")
+        return path
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{flag} {path} is not valid JSON ({exc}); its entries are merged into it, so give a "
+                         "results file written by `wave bench`, or a new path") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{flag} {path} holds a JSON {type(doc).__name__}, not an object of benchmark entries; give "
+                         "a results file written by `wave bench`, or a new path")
+    return path
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from .benchmarks import run_benchmarks
 
-    run_benchmarks(_config(args), out=Path(args.out), only=args.only)
+    cfg = _config(args)
+    run_benchmarks(cfg, out=check_results_file(Path(args.out)), only=args.only)
     return 0
 
 
@@ -304,8 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.add_argument("--draft", required=True, help="drafter folder written by train-draft")
     p.add_argument("--prompts", required=True, help="JSONL file, one {\"prompt\": ...} per line")
-    p.add_argument("--temperature", type=float, default=None, help="0 = greedy (default: the profile's spec.temperature)")
-    p.add_argument("--max-new-tokens", type=int, default=None, help=">= 1 (default: the profile's spec.max_new_tokens)")
+    # parsed by the config's strict parser (as --set spec.temperature=...), not by float() / int()
+    p.add_argument("--temperature", default=None, help="0 = greedy, at most 10 (default: the profile's spec.temperature)")
+    p.add_argument("--max-new-tokens", default=None, help=">= 1 (default: the profile's spec.max_new_tokens)")
     p.add_argument("--method", choices=("chain", "tree"), default="chain",
                    help="chain (default: one draft per position; the decoding benchmark in "
                         "data/results/benchmarks.json measures it faster than the tree on a CPU) or tree (an "
@@ -319,7 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.add_argument("--engine", required=True, choices=["llamacpp"], help="engine to export for")
     p.add_argument("--draft", required=True, help="drafter folder written by train-draft")
-    p.add_argument("--out", required=True, help="output .gguf file (the target folder goes next to it)")
+    p.add_argument("--out", required=True, help="output .gguf file in an existing folder (replaced only when the "
+                   "conversion succeeds)")
     p.add_argument("--outtype", default="f16", choices=["f32", "f16", "bf16", "q8_0"],
                    help="drafter weight type in the .gguf (default: f16)")
     p.set_defaults(func=cmd_export)

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import numbers
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -79,20 +82,99 @@ POSITIVE = Bound(0, low_open=True)
 QUANTILE = Bound(0, 1, high_open=True)
 PROBABILITY = Bound(0, 1)
 FRACTION = Bound(0, 1, low_open=True)  # a share that must not be empty
+SEED = Bound(0, 2**32 - 1)  # what numpy and torch generators accept
+#: Above T = 10 a softmax is nearly uniform: decoding would return random tokens.
+TEMPERATURE = Bound(0, 10)
+#: A larger AdamW learning rate only diverges (training stops at a non-finite loss anyway).
+LEARNING_RATE = Bound(0, 1, low_open=True)
+#: Cached next-token log-probs per position: the soft targets use the top 8; 256 keeps a
+#: shard's top-k tensors (8 bytes per entry per position) far below its hidden states.
+TOPK = Bound(1, 256)
+#: Fewer draft tokens than this leave nearly every target token outside the draft vocabulary;
+#: the upper end is the target's vocabulary, checked once the model is known (estimate.check_fit).
+DRAFT_VOCAB = Bound(16)
+
+#: Selection methods (:func:`activation_wave.selection.select_layers`); listed here so that
+#: ``select.method`` is checked with every other value, by dry-run and every step alike.
+SELECTION_METHODS = ("entropy-greedy", "combined", "exhaustive", "cka-diverse", "eagle3-default", "last-k",
+                     "evenly-spaced", "random")
+#: Prompt sources besides a .jsonl path and ``hub:<dataset>[:<split>]``.
+NAMED_SOURCES = ("humaneval", "team")
+_HUB_SOURCE = re.compile(r"hub:[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?(:[\w.-]+)?")
+
+
+def check_source(source: str) -> str:
+    """Raise :class:`ConfigError` unless ``source`` names a prompt source: ``humaneval``,
+    ``team``, ``hub:<dataset>[:<split>]`` or an existing ``.jsonl`` / ``.json`` file.
+
+    >>> check_source("team")
+    'team'
+    >>> check_source("bogus")
+    Traceback (most recent call last):
+    ...
+    activation_wave.config.ConfigError: data.sources: 'bogus' is not a prompt source: use 'humaneval', 'team', an existing .jsonl file or 'hub:<org>/<dataset>[:<split>]', e.g. --set data.sources=team
+    """
+    fix = "use 'humaneval', 'team', an existing .jsonl file or 'hub:<org>/<dataset>[:<split>]', e.g. --set data.sources=team"
+    if source in NAMED_SOURCES:
+        return source
+    if source.startswith("hub:"):
+        if not _HUB_SOURCE.fullmatch(source):
+            raise ConfigError(f"data.sources: {source!r} is not a hub dataset name; {fix}", key="data.sources",
+                              expected="a prompt source")
+        return source
+    path = Path(source).expanduser()
+    if path.suffix in (".jsonl", ".json") or path.exists():
+        if not path.exists():
+            raise ConfigError(f"data.sources: prompt file {source} does not exist; {fix}", key="data.sources",
+                              expected="a prompt source")
+        if path.is_dir():
+            raise ConfigError(f"data.sources: {source} is a folder, not a prompt file; {fix}", key="data.sources",
+                              expected="a prompt source")
+        return source
+    raise ConfigError(f"data.sources: {source!r} is not a prompt source: {fix}", key="data.sources",
+                      expected="a prompt source")
 
 
 def validate(section: Any) -> None:
-    """Check a section's values against its ``BOUNDS`` and ``CHOICES``; raise :class:`ConfigError`
-    naming the key, the value, the valid range and how to set it."""
+    """Check a section's values: their types (an int field holds an int, not a bool or a
+    float; a float field a finite number), its ``BOUNDS`` and its ``CHOICES``; raise
+    :class:`ConfigError` naming the key, the value, the valid range and how to set it.
+
+    Runs in every section's ``__post_init__``, so a config built from a profile, from
+    ``--set``, from notebook overrides, in Python or by ``dataclasses.replace`` is checked alike.
+    """
     where = _SECTION_NAMES.get(type(section), type(section).__name__)
     defaults = {f.name: f.default for f in fields(section)}
+    hints = get_type_hints(type(section))
+    for f in fields(section):
+        value, typ, key = getattr(section, f.name), hints[f.name], f"{where}.{f.name}"
+        inner = typ.__args__[0] if getattr(typ, "__origin__", None) is tuple else None
+        for v in (value if inner is not None and isinstance(value, tuple) else [value]):
+            want = inner or typ
+            number = {int: numbers.Integral, float: numbers.Real}.get(want)  # numpy scalars too
+            ok = (isinstance(v, number) and not isinstance(v, bool)) if number else isinstance(v, want)
+            if inner is not None and not isinstance(value, tuple):
+                ok = False
+            if not ok:
+                raise ConfigError(f"{key} = {value!r} has the wrong type: expected {getattr(typ, '__name__', typ)}; "
+                                  f"e.g. --set {key}={value_text(defaults[f.name]) if inner is None else 'a,b'}",
+                                  key=key, expected=str(getattr(typ, "__name__", typ)))
+            if want is float and not math.isfinite(v):
+                bound = section.BOUNDS.get(f.name)
+                expected = f"{bound} and finite" if bound else "finite"
+                raise ConfigError(f"{key} = {v!r} is out of range: it must be {expected} (default "
+                                  f"{defaults[f.name]!r}); set a valid value, e.g. --set {key}="
+                                  f"{value_text(defaults[f.name]) if inner is None else '...'}", key=key, expected=expected)
     for name, bound in section.BOUNDS.items():
         value = getattr(section, name)
-        if isinstance(value, (int, float)) and not bound.contains(value):
-            raise ConfigError(
-                f"{where}.{name} = {value!r} is out of range: it must be {bound} (default {defaults[name]!r}); "
-                f"set a valid value, e.g. --set {where}.{name}={defaults[name]}", key=f"{where}.{name}",
-                expected=str(bound))
+        for v in (value if isinstance(value, tuple) else [value]):
+            if isinstance(v, (int, float)) and not bound.contains(v):
+                example = value_text(defaults[name]) if not isinstance(value, tuple) else ",".join(
+                    map(value_text, defaults[name]))
+                raise ConfigError(
+                    f"{where}.{name} = {value!r} is out of range: it must be {bound} (default {defaults[name]!r}); "
+                    f"set a valid value, e.g. --set {where}.{name}={example}", key=f"{where}.{name}",
+                    expected=str(bound))
     for name, choices in section.CHOICES.items():
         value = getattr(section, name)
         if value not in choices:
@@ -101,34 +183,77 @@ def validate(section: Any) -> None:
                               expected=f"one of {list(choices)}")
 
 
-def _coerce(value: Any, typ: Any, where: str) -> Any:
-    """Coerce YAML/CLI primitives to the annotated type (str "3" -> 3, "false" -> False)."""
-    origin = getattr(typ, "__origin__", None)
-    if typ is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
-            return value.lower() in ("true", "1", "yes")
-        raise ConfigError(f"{where}: expected true/false, got {value!r}")
-    if typ in (int, float, str):
-        try:
-            return typ(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where}: expected {typ.__name__}, got {value!r}") from None
-    if origin is tuple:
-        if isinstance(value, str):
-            value = [v for v in value.replace(" ", "").split(",") if v]
-        args = typ.__args__
-        inner = args[0]
-        return tuple(_coerce(v, inner, where) for v in value)
-    # Optional[X] / X | None
-    args = getattr(typ, "__args__", ())
-    if type(None) in args:
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null", "")):
-            return None
-        inner = next(a for a in args if a is not type(None))
-        return _coerce(value, inner, where)
-    return value
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_FLOAT_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)", re.IGNORECASE)
+_TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
+
+
+def value_text(value: Any) -> str:
+    """A YAML / JSON scalar as the text that, typed after ``--set key=``, means the same value.
+
+    >>> value_text(True), value_text(None), value_text(2.0), value_text(1e400), value_text(7)
+    ('true', 'null', '2.0', 'inf', '7')
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def parse_value(value: Any, typ: Any, where: str) -> Any:
+    """THE parser of one config value, shared by profiles (YAML), ``--set`` (text) and
+    notebook ``overrides`` (JSON), so that all three accept and reject alike.
+
+    A YAML / JSON scalar is first written as the text that means it on the command line
+    (:func:`value_text`: ``true``, ``2.0``, ``null``), then every value is parsed as text:
+    ints are ASCII digits with an optional sign (no ``1_5``, no ``2.0``, no ``true``: a bool
+    or a float is never truncated to an int), floats are decimal or ``inf``/``nan`` (the
+    bounds then reject those), bools are true/false/yes/no/1/0, lists are comma-separated
+    (or a YAML / JSON list) with no empty item.
+
+    >>> parse_value("16", int, "k"), parse_value(" 0.5 ", float, "q"), parse_value("a,b", tuple[str, ...], "s")
+    (16, 0.5, ('a', 'b'))
+    >>> parse_value(True, int, "select.k")
+    Traceback (most recent call last):
+    ...
+    activation_wave.config.ConfigError: select.k: expected an integer (a whole number, without '_' or a decimal point), got True; e.g. --set select.k=3
+    """
+    if getattr(typ, "__origin__", None) is tuple:
+        inner = typ.__args__[0]
+        if isinstance(value, (list, tuple)):
+            if any(isinstance(v, (list, tuple, dict)) for v in value):
+                raise ConfigError(f"{where}: expected a flat list, got {value!r}; e.g. --set {where}=a,b", key=where,
+                                  expected="a flat list")
+            items = [value_text(v) for v in value]
+        elif isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a list, got {value!r}; e.g. --set {where}=a,b", key=where,
+                              expected="a list")
+        else:
+            text = value_text(value)
+            items = text.split(",") if text.strip() else []
+        if any(not v.strip() for v in items):
+            raise ConfigError(f"{where}: empty item in {value!r}; remove the extra comma (e.g. --set {where}=a,b)",
+                              key=where, expected="a list without empty items")
+        return tuple(parse_value(v, inner, where) for v in items)
+    if isinstance(value, (list, tuple, dict)):
+        raise ConfigError(f"{where}: expected one value, got {value!r}", key=where, expected="one value")
+    text = value_text(value).strip()
+    if typ is str:
+        return text
+    if typ is bool and text.lower() in _TRUE + _FALSE:
+        return text.lower() in _TRUE
+    if typ is int and _INT_TEXT.fullmatch(text):
+        return int(text)
+    if typ is float and (_FLOAT_TEXT.fullmatch(text) or _INT_TEXT.fullmatch(text)):
+        return float(text)
+    words = {bool: "true or false", int: "an integer", float: "a number"}
+    example = {bool: "true", int: "3", float: "0.5"}
+    hint = " (a whole number, without '_' or a decimal point)" if typ is int else ""
+    raise ConfigError(f"{where}: expected {words.get(typ, typ)}{hint}, got {value!r}; e.g. --set {where}="
+                      f"{example.get(typ, '...')}", key=where, expected=words.get(typ, str(typ)))
 
 
 def from_dict(cls: type[T], data: Mapping[str, Any], *, where: str = "") -> T:
@@ -140,7 +265,7 @@ def from_dict(cls: type[T], data: Mapping[str, Any], *, where: str = "") -> T:
         raise ConfigError(
             f"unknown key(s) {unknown} in section {where or cls.__name__}; known keys: {sorted(names)}"
         )
-    kwargs = {k: _coerce(v, hints[k], f"{where}.{k}" if where else k) for k, v in data.items()}
+    kwargs = {k: parse_value(v, hints[k], f"{where}.{k}" if where else k) for k, v in data.items()}
     return cls(**kwargs)
 
 
@@ -160,11 +285,13 @@ class DataConfig:
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "max_prompts_per_source": NON_NEGATIVE, "max_new_tokens": AT_LEAST_1, "batch_size": AT_LEAST_1,
-        "seed": NON_NEGATIVE, "samples_per_prompt": NON_NEGATIVE, "sample_temperature": NON_NEGATIVE}
+        "seed": SEED, "samples_per_prompt": NON_NEGATIVE, "sample_temperature": TEMPERATURE}
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def __post_init__(self) -> None:
         validate(self)
+        for source in self.sources:
+            check_source(source)
         if not self.sources:
             raise ConfigError("data.sources is empty; name at least one source, e.g. --set data.sources=team",
                               key="data.sources", expected="a non-empty list")
@@ -186,7 +313,7 @@ class CaptureConfig:
     max_records: int = 0  # capture all layers for the first n records only (0 = all); see `wave dry-run`
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
-        "batch_size": AT_LEAST_1, "max_length": Bound(2), "records_per_shard": AT_LEAST_1, "topk": AT_LEAST_1,
+        "batch_size": AT_LEAST_1, "max_length": Bound(2), "records_per_shard": AT_LEAST_1, "topk": TOPK,
         "max_records": NON_NEGATIVE}
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"dtype": ("auto", "fp16", "bf16", "fp32")}
 
@@ -208,7 +335,7 @@ class MetricsConfig:
     n_bootstrap_pooled: int = 10  # replicates of pooled (dataset) statistics: each costs L eigenproblems
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
-        "token_budget": Bound(2), "alpha": NON_NEGATIVE, "seed": NON_NEGATIVE, "filter_quantile": QUANTILE,
+        "token_budget": Bound(2), "alpha": NON_NEGATIVE, "seed": SEED, "filter_quantile": QUANTILE,
         "n_bootstrap": NON_NEGATIVE, "drop_first": NON_NEGATIVE, "massive_factor": POSITIVE,
         "n_bootstrap_pooled": NON_NEGATIVE}
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {}
@@ -231,14 +358,20 @@ class SelectConfig:
     seed: int = 0
     stability_tokens: int = 1024  # tokens per bootstrap replicate of a selection (cost ~ n^2)
 
-    # ``method`` is checked by the selection module, which owns the list of methods.
+    # ``k`` <= N, the model's candidate layers, is checked once the model is known (estimate.check_fit).
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "k": AT_LEAST_1, "alpha": NON_NEGATIVE, "lam": NON_NEGATIVE, "n_random": NON_NEGATIVE,
-        "n_bootstrap": NON_NEGATIVE, "seed": NON_NEGATIVE, "stability_tokens": Bound(2)}
+        "n_bootstrap": NON_NEGATIVE, "seed": SEED, "stability_tokens": Bound(2)}
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def __post_init__(self) -> None:
         validate(self)
+        if self.method not in SELECTION_METHODS:  # here, so dry-run and every step reject it alike
+            raise ConfigError(f"unknown selection method {self.method!r} (select.method = {self.method!r}); choose one "
+                              f"of {', '.join(SELECTION_METHODS)}, e.g. --method combined", key="select.method")
+        if self.method == "eagle3-default" and self.k != 3:
+            raise ConfigError(f"select.method = eagle3-default is the fixed triple [2, N//2, N-3], but select.k = "
+                              f"{self.k}; use --set select.k=3 or another method", key="select.k", expected="3")
 
 
 @dataclass(frozen=True)
@@ -270,8 +403,8 @@ class DraftConfig:
     workers: int = 1  # chapter 6: drafters trained at once, each in its own process (use with threads: 1)
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
-        "draft_vocab": AT_LEAST_1, "ttt_steps": AT_LEAST_1, "step_decay": POSITIVE, "epochs": AT_LEAST_1,
-        "lr": POSITIVE, "batch_tokens": AT_LEAST_1, "seed": NON_NEGATIVE, "grad_clip": NON_NEGATIVE,
+        "draft_vocab": DRAFT_VOCAB, "ttt_steps": AT_LEAST_1, "step_decay": POSITIVE, "epochs": AT_LEAST_1,
+        "lr": LEARNING_RATE, "batch_tokens": AT_LEAST_1, "seed": SEED, "grad_clip": NON_NEGATIVE,
         "threads": NON_NEGATIVE, "eval_every": NON_NEGATIVE, "n_seeds": AT_LEAST_1, "sweep_stride": NON_NEGATIVE,
         "workers": AT_LEAST_1, "records_fraction": FRACTION, "samples_per_prompt": NON_NEGATIVE,
         "control_seeds": AT_LEAST_1, "n_random": NON_NEGATIVE, "sweep_fraction": FRACTION,
@@ -299,8 +432,8 @@ class SpecConfig:
     draft_threshold: float = 0.0  # chain: stop drafting when the product of draft probabilities < this (0 = fixed depth)
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
-        "depth": AT_LEAST_1, "temperature": NON_NEGATIVE, "max_new_tokens": AT_LEAST_1, "max_prompts": AT_LEAST_1,
-        "tree_topk": NON_NEGATIVE, "seed": NON_NEGATIVE, "tree_size": AT_LEAST_1, "prompt_lookup_tokens": AT_LEAST_1,
+        "depth": AT_LEAST_1, "temperature": TEMPERATURE, "max_new_tokens": AT_LEAST_1, "max_prompts": AT_LEAST_1,
+        "tree_topk": NON_NEGATIVE, "seed": SEED, "tree_size": AT_LEAST_1, "prompt_lookup_tokens": AT_LEAST_1,
         "threads": NON_NEGATIVE, "draft_threshold": PROBABILITY}
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"kernels": ("fast", "hf")}
 
@@ -367,6 +500,23 @@ class BenchConfig:
     capture_batch_size: int = 8
     capture_repeats: int = 6
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "draft_epochs": AT_LEAST_1, "draft_ttt_steps": AT_LEAST_1, "draft_batch_tokens": AT_LEAST_1,
+        "samples_per_prompt": NON_NEGATIVE, "depth": AT_LEAST_1, "draft_threshold": PROBABILITY,
+        "max_new_tokens": AT_LEAST_1, "n_prompts": AT_LEAST_1, "rounds": AT_LEAST_1, "threads": AT_LEAST_1,
+        "speedup_target": POSITIVE, "precision_prompts": AT_LEAST_1, "scaling_fractions": FRACTION,
+        "scaling_samples": AT_LEAST_1, "memory_tokens": AT_LEAST_1, "capture_records": AT_LEAST_1,
+        "capture_batch_size": AT_LEAST_1, "capture_repeats": AT_LEAST_1}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"precision_dtype": ("bfloat16", "float16")}
+
+    def __post_init__(self) -> None:
+        validate(self)
+        for name in ("scaling_fractions", "scaling_samples"):
+            if not getattr(self, name):
+                raise ConfigError(f"bench.{name} is empty; give at least one value, e.g. --set bench.{name}="
+                                  + ",".join(map(value_text, getattr(BenchConfig(), name))),
+                                  key=f"bench.{name}", expected="a non-empty list")
+
 
 @dataclass(frozen=True)
 class StudyConfig:
@@ -415,7 +565,7 @@ def load_config(profile: str = "smoke", overrides: Mapping[str, Any] | None = No
     raw = {k: dict(v) if isinstance(v, Mapping) else v for k, v in raw.items()}
     for key, value in (overrides or {}).items():
         if key == "model":
-            raw["model"] = value
+            raw["model"] = parse_value(value, str, "model")
             continue
         section, _, name = key.partition(".")
         if not name:

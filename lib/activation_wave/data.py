@@ -24,7 +24,6 @@ import importlib.util
 import json
 import os
 import shutil
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -132,10 +131,19 @@ def humaneval_prompts() -> list[Prompt]:
 
 
 def hub_prompts(spec: str) -> list[Prompt]:
-    """Prompts from a hub dataset ``name[:split]`` (first user turn of conversations)."""
-    from datasets import load_dataset
+    """Prompts from a hub dataset ``name[:split]`` (first user turn of conversations).
+
+    Fails at once, in one line, when the hub does not answer (or ``HF_HUB_OFFLINE`` is set),
+    instead of letting the datasets client retry for about a minute."""
+    from .models import _hub_reachable
 
     name, _, split = spec.partition(":")
+    if not _hub_reachable():
+        raise PromptFileError(f"hub dataset {name!r} (data.sources hub:{spec}): the hub is not reachable (or "
+                              "HF_HUB_OFFLINE is set); offline, use 'humaneval', 'team' or a local JSONL file "
+                              "(e.g. one exported from the dataset where the hub is reachable)")
+    from datasets import load_dataset
+
     try:
         ds = load_dataset(name, split=split or "train")
     except Exception as exc:  # noqa: BLE001 - datasets raises many kinds
@@ -193,20 +201,36 @@ def context_length(target: Target) -> int | None:
     return int(n) if n else None
 
 
+class ContextError(PromptFileError):
+    """Prompts (plus the tokens to generate) do not fit the target's context window."""
+
+
 def check_context(target: Target, prompt_ids: Sequence[Sequence[int]], ids: Sequence[str], max_new_tokens: int,
                   *, what: str = "prompts", fix: str = "data.max_new_tokens") -> int:
-    """Warn (one line on stderr) when prompts plus ``max_new_tokens`` exceed the target's
-    context window, where its outputs are no longer meaningful; returns how many do."""
+    """Refuse (:class:`ContextError`, one line) prompts that, with ``max_new_tokens`` new tokens,
+    do not fit the target's context window, where its outputs are no longer meaningful and
+    decoding them would only waste time; nothing is truncated silently. Returns 0 (the count
+    of prompts over the context) when all fit.
+
+    The message counts them and names the fix that can work: lowering ``fix`` (the new
+    tokens) when every prompt fits on its own, else shortening or dropping the prompts."""
     n_ctx = context_length(target)
     if n_ctx is None:
         return 0
     over = [(len(p), i) for p, i in zip(prompt_ids, ids) if len(p) + max_new_tokens > n_ctx]
-    if over:
-        longest, pid = max(over)
-        print(f"[data] warning: {len(over)} of {len(ids)} {what} exceed the model's context of {n_ctx} tokens "
-              f"with {max_new_tokens} new tokens (longest: {pid!r}, {longest} prompt tokens); shorten them or "
-              f"lower {fix}", file=sys.stderr)
-    return len(over)
+    if not over:
+        return 0
+    longest, pid = max(over)
+    alone = sum(1 for n, _ in over if n >= n_ctx)
+    head = (f"{len(over)} of {len(ids)} {what} do not fit the model's context of {n_ctx} tokens with {max_new_tokens} "
+            f"new tokens (longest: {pid!r}, {longest} prompt tokens)")
+    if alone:
+        raise ContextError(f"{head}; {alone} of them alone fill the context, so no number of new tokens helps: "
+                           f"shorten or drop the prompts over {n_ctx - 1} tokens (nothing was decoded)")
+    n = n_ctx - longest
+    flag = f"{fix} {n}" if fix.startswith("--") else f"--set {fix}={n}"
+    raise ContextError(f"{head}; lower the new tokens to at most {n} ({flag}), or shorten those prompts "
+                       "(nothing was decoded)")
 
 
 def chat_ids(target: Target, text: str) -> list[int]:

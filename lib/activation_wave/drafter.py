@@ -101,7 +101,7 @@ class DrafterSpec:
     def from_target_config(cls, config: Any, layers: Sequence[int], draft_vocab_size: int, *,
                            fused_norm: bool = False) -> DrafterSpec:
         """Copy the target's layer dimensions (as EAGLE-3 does) for a head reading ``layers``."""
-        from .layers import check_layers
+        from .layers import layer_ids
 
         config = getattr(config, "text_config", None) or config
         n = int(config.num_hidden_layers)
@@ -117,7 +117,7 @@ class DrafterSpec:
             vocab_size=int(config.vocab_size), draft_vocab_size=int(draft_vocab_size),
             rms_norm_eps=float(getattr(config, "rms_norm_eps", 1e-6)), rope_theta=float(theta),
             max_position_embeddings=int(getattr(config, "max_position_embeddings", 4096)),
-            layers=tuple(check_layers(layers, n)), target_num_layers=n, target_hidden_size=hidden,
+            layers=tuple(layer_ids(layers, n)), target_num_layers=n, target_hidden_size=hidden,
             fused_norm=bool(fused_norm),
         )
 
@@ -171,6 +171,7 @@ class DrafterSpec:
         ``fused_norm`` existed (read as off). Raises :class:`DrafterError`,
         naming ``where``, when the two id keys disagree or the file is not ours."""
         from .engines import read_layer_ids
+        from .layers import check_layers
 
         ours = cfg.get("activation_wave") or {}
         eagle = cfg.get("eagle_config") or {}
@@ -186,6 +187,11 @@ class DrafterSpec:
             raise DrafterError(
                 f"{where} has no activation_wave.target_num_hidden_layers: this loader only reads checkpoints "
                 "written by activation_wave (`wave train-draft`); engines load other drafters directly")
+        try:  # where a drafter's ids enter: checked against the target's N recorded with them
+            layers = check_layers(layers, int(n), what=f"{where}: layer ids")
+        except ValueError as exc:
+            raise DrafterError(f"{exc} The file was edited or damaged: restore it or retrain the drafter with "
+                               "`wave train-draft`") from None
         return cls(
             hidden_size=cfg["hidden_size"], intermediate_size=cfg["intermediate_size"],
             num_attention_heads=cfg["num_attention_heads"], num_key_value_heads=cfg["num_key_value_heads"],
@@ -554,9 +560,13 @@ def save_drafter(drafter: Eagle3Drafter, out_dir: str | Path, provenance: dict[s
     from safetensors.torch import save_file
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().float().contiguous() if v.is_floating_point() else v.detach().contiguous()
              for k, v in drafter.state_dict().items() if not k.startswith("embed_tokens")}
+    bad = non_finite_tensors(state)
+    if bad:
+        raise DrafterError(f"refusing to save a drafter with non-finite weights ({bad_text(bad)}): its training "
+                           "diverged; retrain with a lower learning rate, e.g. --set draft.lr=3e-4")
+    out.mkdir(parents=True, exist_ok=True)
     tmp = out / "model.safetensors.tmp"
     save_file(state, str(tmp), metadata={"format": "pt", "producer": "activation_wave"})
     from .capture import file_sha256
@@ -573,6 +583,40 @@ def save_drafter(drafter: Eagle3Drafter, out_dir: str | Path, provenance: dict[s
     (out / "provenance.json.tmp").write_text(json.dumps(prov, indent=1, sort_keys=True, default=str))
     os.replace(out / "provenance.json.tmp", out / "provenance.json")
     return out
+
+
+def non_finite_tensors(state: dict[str, Tensor]) -> dict[str, int]:
+    """Tensor name -> number of NaN / inf entries, for the floating-point tensors that have any."""
+    out = {}
+    for name, t in state.items():
+        if t.is_floating_point():
+            n = int((~torch.isfinite(t)).sum())
+            if n:
+                out[name] = n
+    return out
+
+
+def bad_text(bad: dict[str, int]) -> str:
+    """``{"fc.weight": 3}`` -> ``"fc.weight: 3 values"`` (at most three tensors named)."""
+    names = sorted(bad, key=lambda k: -bad[k])
+    more = f" and {len(names) - 3} more tensors" if len(names) > 3 else ""
+    return ", ".join(f"{k}: {bad[k]} NaN/inf values" for k in names[:3]) + more
+
+
+def _check_state_shapes(drafter: Eagle3Drafter, state: dict[str, Tensor], cfg_path: Path, weights: Path) -> None:
+    """Raise :class:`DrafterError` when the weights' tensors do not have the shapes ``config.json`` implies."""
+    want = {k: tuple(v.shape) for k, v in drafter.state_dict().items() if not k.startswith("embed_tokens")}
+    have = {k: tuple(v.shape) for k, v in state.items() if not k.startswith("embed_tokens")}
+    missing, unexpected = sorted(set(want) - set(have)), sorted(set(have) - set(want))
+    wrong = [f"{k} is {list(have[k])} in the weights but {list(want[k])} for the config" for k in sorted(want)
+             if k in have and have[k] != want[k]]
+    if missing or unexpected or wrong:
+        s = drafter.spec
+        what = "; ".join(wrong[:2] + ([f"missing {missing[:3]}"] if missing else [])
+                         + ([f"unexpected {unexpected[:3]}"] if unexpected else []))
+        raise DrafterError(f"{cfg_path} does not match {weights} ({what}; the config says hidden_size "
+                           f"{s.hidden_size}, {s.k} layers {list(s.layers)}, draft vocab {s.draft_vocab_size}): the "
+                           "config was edited or belongs to another drafter; restore it or retrain with `wave train-draft`")
 
 
 def _read_json(path: Path, fix: str) -> dict[str, Any]:
@@ -621,6 +665,11 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
     except (KeyError, TypeError, ValueError) as exc:
         raise DrafterError(f"{path / 'config.json'} is not a drafter config ({type(exc).__name__}: {exc}); "
                            "restore it or retrain the drafter with `wave train-draft`") from None
+    trained = provenance.get("layers")
+    if trained is not None and [int(i) for i in trained] != list(spec.layers):
+        raise DrafterError(f"{path / 'config.json'} names layer ids {list(spec.layers)}, but {prov_path} records "
+                           f"that this drafter was trained on {[int(i) for i in trained]}; its weights read those: "
+                           f"restore config.json (ids {[int(i) for i in trained]}) or retrain with `wave train-draft`")
     if ("draft_config" in provenance and provenance.get("capture_schema", 1) < 2
             and spec.target_num_layers in spec.layers):
         raise DrafterError(f"{path} reads layer {spec.target_num_layers} = N and was trained on a capture of schema 1, "
@@ -634,17 +683,28 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
                            "drafter with `wave train-draft` or restore the file") from None
     if "d2t" not in state:
         raise DrafterError(f"{weights} has no d2t tensor: not an EAGLE-3 drafter written by `wave train-draft`")
+    bad = non_finite_tensors(state)
+    if bad:
+        raise DrafterError(f"{weights} holds non-finite weights ({bad_text(bad)}): its training diverged; retrain "
+                           "with a lower learning rate, e.g. wave train-draft --set draft.lr=3e-4")
     d2t = state["d2t"].long()
-    drafter = Eagle3Drafter(spec, d2t + torch.arange(len(d2t)))
-    missing, unexpected = drafter.load_state_dict(state, strict=False)
-    missing = [k for k in missing if not k.startswith("embed_tokens")]
-    if missing or unexpected:
-        raise DrafterError(f"{path}/model.safetensors does not match the drafter: missing {missing}, "
-                           f"unexpected {unexpected}")
+    try:
+        drafter = Eagle3Drafter(spec, d2t + torch.arange(len(d2t)))
+    except (DrafterError, RuntimeError, IndexError) as exc:
+        raise DrafterError(f"{path / 'config.json'} does not match {weights} (d2t of {len(d2t)} tokens: {exc}); "
+                           "restore config.json or retrain with `wave train-draft`") from None
+    _check_state_shapes(drafter, state, path / "config.json", weights)
+    drafter.load_state_dict(state, strict=False)
     if "embed_tokens.weight" in state:
         drafter._has_embeddings = True
     drafter.provenance = provenance
     if target is not None:
+        model = getattr(target, "model", target)
+        n = getattr(getattr(model.config, "text_config", None) or model.config, "num_hidden_layers", None)
+        if n is not None and int(n) != spec.target_num_layers:
+            raise DrafterError(f"{path / 'config.json'} is for a target with N = {spec.target_num_layers} decoder "
+                               f"blocks, but the given target has N = {n}: load the matching target (--model) or "
+                               "retrain the drafter on this one")
         drafter.ensure_target(target)
         drafter.attach_target(getattr(target, "model", target))
     return drafter.eval()

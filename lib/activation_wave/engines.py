@@ -47,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .layers import CONVENTIONS, check_layers, eagle3_default_layers, to_convention
+from .layers import CONVENTIONS, eagle3_default_layers, layer_ids, to_convention
 
 #: The config key that vLLM (V1, V2) and llama.cpp read, in ``hidden_states`` indices.
 TOP_LEVEL_KEY = "eagle_aux_hidden_state_layer_ids"
@@ -137,7 +137,7 @@ def exports(selected: Sequence[int], n_layers: int) -> dict[str, dict[str, Any]]
     >>> e["vllm"]["ids"], e["specforge"]["ids"], e["sglang"]["ids"], e["llamacpp"]["ids"]
     ([2, 15, 27], [1, 14, 26], [1, 14, 26], [2, 15, 27])
     """
-    ids = check_layers(selected, n_layers, what="selected layer ids")
+    ids = layer_ids(selected, n_layers, what="selected layer ids")
     conv = {c: to_convention(ids, c) for c in ("hidden_states", "vllm", "specforge", "sglang")}
     return {
         "hidden_states": {
@@ -179,7 +179,7 @@ def engine_report(layers: Sequence[int], n_layers: int, *, model_type: str = "ll
     ``fused_norm``: the drafter normalises each captured layer before ``fc``
     (:class:`~activation_wave.config.DraftConfig`), which no engine listed here does.
     """
-    ids = check_layers(layers, n_layers, what="layer ids")
+    ids = layer_ids(layers, n_layers, what="layer ids")
     out: dict[str, dict[str, Any]] = {}
     for name, eng in ENGINES.items():
         problems: list[str] = []
@@ -187,9 +187,9 @@ def engine_report(layers: Sequence[int], n_layers: int, *, model_type: str = "ll
             problems.append(f"{name} {eng.version} does not capture EAGLE-3 hidden states of a {model_type} target")
         if eng.k is not None and len(ids) != eng.k:
             problems.append(f"{name} {eng.version} accepts only k = {eng.k} layers; this drafter reads {len(ids)}")
-        if name == "eagle" and n_layers >= 7 and ids != eagle3_default_layers(n_layers):
+        if name == "eagle" and n_layers >= 7 and list(ids) != eagle3_default_layers(n_layers):
             problems.append(f"the EAGLE reference reads no layer ids: it always feeds "
-                            f"{eagle3_default_layers(n_layers)}, not {ids}")
+                            f"{eagle3_default_layers(n_layers)}, not {list(ids)}")
         missing = sorted(set(ids) - eng.capturable_ids(n_layers, model_type)) if not problems else []
         if missing:
             problems.append(f"{name} {eng.version} cannot capture hidden_states {missing} ({eng.capturable})")

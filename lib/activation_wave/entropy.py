@@ -562,15 +562,26 @@ def renyi2_of_sets(M: Array, t: Array, sets: Array) -> np.ndarray:
     ``t [L]`` from :func:`pair_products`; ``sets`` ``[C, k]`` holds positions into ``M``
     (not layer ids), one set per row. Returns ``[C]`` (nats).
 
+    **Zero trace.** A set whose prepared hidden states are all zero (every token the same
+    vector, so nothing is left after centring; ``sum t_a = 0``) has an empty spectrum, and
+    its entropy is 0 nats, the value :func:`matrix_entropy` gives it too: such layers carry
+    no information about the token. The ratio would be 0 / 0 (NaN); it is never computed.
+
     >>> M, t = np.eye(2), np.ones(2)  # two orthogonal layers, each of rank one
     >>> np.round(renyi2_of_sets(M, t, [[0, 1]]), 6).tolist()  # log 2
     [0.693147]
+    >>> renyi2_of_sets(np.zeros((2, 2)), np.zeros(2), [[0, 1]]).tolist()  # constant layers: 0, not NaN
+    [0.0]
     """
     M, t = np.asarray(M, dtype=float), np.asarray(t, dtype=float)
     S = np.asarray(sets, dtype=np.int64)
     if S.ndim != 2:
         raise ValueError(f"sets must be a [C, k] array of positions, got shape {S.shape}")
-    return -np.log(M[S[:, :, None], S[:, None, :]].sum((1, 2)) / t[S].sum(1) ** 2)
+    num, den = M[S[:, :, None], S[:, None, :]].sum((1, 2)), t[S].sum(1) ** 2
+    out = np.zeros(len(S))
+    ok = den > 0  # zero trace: entropy 0 (see above)
+    out[ok] = -np.log(num[ok] / den[ok])
+    return out
 
 
 def renyi2_subset(M: Array, t: Array, subset: Sequence[int]) -> float:

@@ -84,13 +84,57 @@ def model_shape(name: str) -> Shape:
                  bool(c.get("tie_word_embeddings", False)))
 
 
+def shape_of(config: Any) -> Shape:
+    """The :class:`Shape` of a loaded model's (transformers) config."""
+    c = getattr(config, "text_config", None) or config
+    heads = int(c.num_attention_heads)
+    return Shape(int(c.num_hidden_layers), int(c.hidden_size), int(getattr(c, "intermediate_size", 0) or 0),
+                 int(c.vocab_size), heads, int(getattr(c, "num_key_value_heads", None) or heads),
+                 bool(getattr(c, "tie_word_embeddings", False)))
+
+
+def check_fit(cfg: StudyConfig, shape: Shape) -> None:
+    """Raise :class:`~activation_wave.config.ConfigError` for a value that its section's
+    bounds allow but this model does not: more layers than it has candidates, a top-k or a
+    draft vocabulary larger than its vocabulary.
+
+    ``wave dry-run`` calls it with the model's shape, and every step once its model is known
+    (:func:`activation_wave.pipeline.run_capture`, ``wave speculate``), so they reject alike.
+
+    >>> check_fit(StudyConfig(), KNOWN_SHAPES["smollm2-135m"])
+    >>> from dataclasses import replace
+    >>> check_fit(replace(StudyConfig(), select=replace(StudyConfig().select, k=31)), KNOWN_SHAPES["smollm2-135m"])
+    Traceback (most recent call last):
+    ...
+    activation_wave.config.ConfigError: select.k = 31 is out of range for model smollm2-135m: it has N = 30 decoder blocks, so 30 candidate layers (hidden_states 1..30); choose 1 <= k <= 30, e.g. --set select.k=3
+    """
+    from .config import ConfigError
+    from .layers import candidate_layers
+
+    n_cand = len(candidate_layers(shape.n_layers))
+    if cfg.select.k > n_cand:
+        raise ConfigError(f"select.k = {cfg.select.k} is out of range for model {cfg.model}: it has N = {shape.n_layers} "
+                          f"decoder blocks, so {n_cand} candidate layers (hidden_states 1..{shape.n_layers}); choose "
+                          f"1 <= k <= {n_cand}, e.g. --set select.k={min(3, n_cand)}", key="select.k",
+                          expected=f"in [1, {n_cand}]")
+    for key, value in (("capture.topk", cfg.capture.topk), ("draft.draft_vocab", cfg.draft.draft_vocab)):
+        if value > shape.vocab:
+            raise ConfigError(f"{key} = {value} is out of range for model {cfg.model}: its vocabulary has "
+                              f"{shape.vocab} tokens; choose at most {shape.vocab}, e.g. --set {key}="
+                              f"{min(shape.vocab, 8 if key == 'capture.topk' else 8192)}", key=key,
+                              expected=f"<= {shape.vocab}")
+
+
 def dry_run(cfg: StudyConfig, *, hardware: str | None = None, text: bool = False) -> Any:
-    """Estimated memory, disk and time of each step of ``cfg`` (no weights loaded)."""
+    """Estimated memory, disk and time of each step of ``cfg`` (no weights loaded).
+
+    Rejects, as every step does, a config that does not fit the model (:func:`check_fit`)."""
     from .layers import eagle3_default_layers
 
     hw_name = hardware or ("cpu-2core" if cfg.profile != "paper" else "gpu-80g")
     hw = HARDWARE[hw_name]
     shape = model_shape(cfg.model)
+    check_fit(cfg, shape)
     bytes_per = 4 if hw_name.startswith("cpu") else 2
     weights = shape.params * bytes_per
     gpus = max(1, math.ceil(weights * 1.3 / (hw["memory_gib"] * GiB)))

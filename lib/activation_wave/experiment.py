@@ -37,11 +37,13 @@ _KEY_IF_SET = {"records_fraction": 1.0, "fused_norm": False}
 
 
 def drafter_dir(cache: CaptureCache, layers: Sequence[int], cfg: DraftConfig) -> Path:
-    """Where the drafter for (cache, layers, config incl. seed) lives."""
+    """Where the drafter for (cache, layers, config incl. seed) lives; the ids are sorted first,
+    so [15, 2, 27] and [2, 15, 27] are one drafter (sorted ids keep the keys they always had)."""
     train = {k: v for k, v in asdict(cfg).items()
              if k not in _NOT_IN_KEY and not (k in _KEY_IF_SET and v == _KEY_IF_SET[k])}
-    key = hashlib.sha256(json.dumps({"layers": list(map(int, layers)), "cfg": train}, sort_keys=True).encode())
-    return cache.path / "drafters" / f"L{'-'.join(map(str, layers))}-{key.hexdigest()[:12]}"
+    ids = sorted(map(int, layers))
+    key = hashlib.sha256(json.dumps({"layers": ids, "cfg": train}, sort_keys=True).encode())
+    return cache.path / "drafters" / f"L{'-'.join(map(str, ids))}-{key.hexdigest()[:12]}"
 
 
 def train_or_load(target: Target, cache: CaptureCache, layers: Sequence[int], cfg: DraftConfig, *,

@@ -57,12 +57,57 @@ CONVENTIONS = {
 }
 
 
-def check_layers(layers: Sequence[int], n_layers: int, *, what: str = "layer ids") -> list[int]:
+class LayerIds(tuple):
+    """The layer ids a drafter reads: ``hidden_states`` indices of a model with ``n_layers``
+    decoder blocks, distinct, in ``0..N``, sorted ascending; a frozen tuple.
+
+    Made once where ids enter (``--layers``, a selection, a drafter's ``config.json``) by
+    :func:`check_layers`, and trusted after that: :func:`layer_ids` returns a ``LayerIds`` of
+    the same ``N`` unchanged, so the code it passes through does not check it again.
+
+    >>> ids = check_layers([27, 2, 15], 30)
+    >>> ids, ids.n_layers, list(ids)
+    ((2, 15, 27), 30, [2, 15, 27])
+    """
+
+    n_layers: int
+
+    def __new__(cls, ids: Sequence[int], n_layers: int) -> LayerIds:
+        self = super().__new__(cls, sorted(int(i) for i in ids))
+        self.n_layers = int(n_layers)
+        return self
+
+    def __reduce__(self):  # pickled for process pools: keep N
+        return (LayerIds, (tuple(self), self.n_layers))
+
+
+def parse_layer_ids(text: str, *, what: str = "--layers") -> tuple[int, ...]:
+    """Comma-separated ``hidden_states`` indices typed by a user, strictly: ASCII digits only
+    (no ``1_5``, no sign, no decimal point), no empty item (``2,,15``). The range check needs
+    the model's N and is :func:`check_layers`'s.
+
+    >>> parse_layer_ids("2, 15,27")
+    (2, 15, 27)
+    >>> parse_layer_ids("2,,15")
+    Traceback (most recent call last):
+    ...
+    ValueError: --layers '2,,15': expected comma-separated layer indices like 2,15,27 (each a whole number >= 0, no empty item, no '_')
+    """
+    items = [x.strip() for x in str(text).split(",")]
+    if not items or any(not x.isascii() or not x.isdigit() for x in items):
+        raise ValueError(f"{what} {text!r}: expected comma-separated layer indices like 2,15,27 (each a whole number "
+                         ">= 0, no empty item, no '_')")
+    return tuple(int(x) for x in items)
+
+
+def check_layers(layers: Sequence[int], n_layers: int, *, what: str = "layer ids") -> LayerIds:
     """Validate ``hidden_states`` indices for a model with ``n_layers`` decoder blocks.
 
-    Returns the ids as a sorted list of ints. Raises ``ValueError`` naming the
+    Returns them as a :class:`LayerIds` (sorted). Raises ``ValueError`` naming the
     offending ids and the valid range (0..N inclusive) otherwise.
     """
+    if any(isinstance(x, bool) or not float(x).is_integer() for x in layers):
+        raise ValueError(f"{what} {list(layers)}: layer ids are whole numbers, e.g. [2, 15, 27]")
     ids = [int(x) for x in layers]
     if not ids:
         raise ValueError(f"{what}: empty list; give at least one hidden_states index in 0..{n_layers}")
@@ -75,7 +120,21 @@ def check_layers(layers: Sequence[int], n_layers: int, *, what: str = "layer ids
         )
     if len(set(ids)) != len(ids):
         raise ValueError(f"{what} {ids} contain duplicates; each layer may be read once")
-    return sorted(ids)
+    return LayerIds(ids, n_layers)
+
+
+def layer_ids(layers: Sequence[int], n_layers: int, *, what: str = "layer ids") -> LayerIds:
+    """``layers`` as a :class:`LayerIds` of a model with ``n_layers`` blocks: returned as is
+    when it already is one (validated where it entered), checked by :func:`check_layers`
+    otherwise (a plain list from a notebook or a test).
+
+    >>> ids = check_layers([2, 3], 4)
+    >>> layer_ids(ids, 4) is ids, layer_ids([3, 2], 4)
+    (True, (2, 3))
+    """
+    if isinstance(layers, LayerIds) and layers.n_layers == int(n_layers):
+        return layers
+    return check_layers(layers, n_layers, what=what)
 
 
 def eagle3_default_layers(n_layers: int) -> list[int]:

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -91,19 +93,34 @@ def convert_command(lc: LlamaCpp, draft_dir: Path, target_dir: Path, out: Path, 
             "--target-model-dir", str(target_dir)]
 
 
+def check_export_out(out: Path) -> Path:
+    """``out`` can receive an export: not a folder, in a folder that exists (it is not created:
+    a typo in the path should not grow a folder tree)."""
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder; give a .gguf file path, e.g. --out {out / 'draft.gguf'}")
+    if not out.parent.is_dir():
+        raise ValueError(f"--out {out}: the folder {out.parent} does not exist; create it (mkdir -p {out.parent}) "
+                         "or give a path in an existing folder")
+    return out
+
+
 def export_llamacpp(draft_dir: str | Path, out: str | Path, target: Any, *, outtype: str = "f16",
                     llamacpp: LlamaCpp | None = None) -> Path:
     """Convert the drafter in ``draft_dir`` to a llama.cpp GGUF at ``out``.
 
     Checks first that llama.cpp can feed this drafter the tensors it was trained on
     (:func:`activation_wave.engines.engine_report`; e.g. k = 3, no pre-norm last entry on a
-    Llama target, no ``fused_norm``), writes the target folder next to ``out`` (``<out>.target/``), runs
-    llama.cpp's ``convert_hf_to_gguf.py`` and checks that ``out`` was written.
+    Llama target, no ``fused_norm``) and that ``out``'s folder exists (:func:`check_export_out`).
+    Then writes the target folder the converter reads and the staged drafter into a temporary
+    work folder beside ``out``, runs llama.cpp's ``convert_hf_to_gguf.py`` there, and moves the
+    result onto ``out`` only when it succeeded: a failed conversion leaves an existing ``out``
+    byte-identical, and the work folder is removed either way.
     """
     from .drafter import DrafterSpec
     from .engines import engine_report
 
     draft_dir, out = Path(draft_dir), Path(out)
+    check_export_out(out)
     if outtype not in OUTTYPES:
         raise ValueError(f"outtype {outtype!r}: choose one of {', '.join(OUTTYPES)}")
     cfg_path = draft_dir / "config.json"
@@ -116,14 +133,20 @@ def export_llamacpp(draft_dir: str | Path, out: str | Path, target: Any, *, outt
     if not rep["ok"]:
         raise ValueError(f"llama.cpp cannot run this drafter: {'; '.join(rep['problems'])}")
     lc = llamacpp or find_llamacpp(need_server=False)
-    tdir = write_target_dir(target, out.with_name(out.name + ".target"))
-    staged = _stage_drafter(draft_dir, spec, out.with_name(out.name + ".draft"))
-    out.unlink(missing_ok=True)
-    proc = subprocess.run(convert_command(lc, staged, tdir, out, outtype), capture_output=True, text=True)
-    if proc.returncode != 0 or not out.exists():
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
-        hint = (f"; a module it needs is missing: run `{SETUP_COMMAND}`" if "ModuleNotFoundError" in tail else "")
-        raise LlamaCppError(f"convert_hf_to_gguf.py failed (exit {proc.returncode}){hint}:\n{tail}")
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
+    try:
+        tdir = write_target_dir(target, work / "target")
+        staged = _stage_drafter(draft_dir, spec, work / "draft")
+        written = work / out.name
+        proc = subprocess.run(convert_command(lc, staged, tdir, written, outtype), capture_output=True, text=True)
+        if proc.returncode != 0 or not written.exists():
+            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
+            hint = (f"; a module it needs is missing: run `{SETUP_COMMAND}`" if "ModuleNotFoundError" in tail else "")
+            kept = f"the existing {out} is unchanged" if out.exists() else f"{out} was not written"
+            raise LlamaCppError(f"convert_hf_to_gguf.py failed (exit {proc.returncode}); {kept}{hint}:\n{tail}")
+        os.replace(written, out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return out
 
 

@@ -177,6 +177,54 @@ def _plain_gguf_progress() -> Iterator[None]:
         gguf_utils.tqdm = original
 
 
+_GGUF_FIX = "download it again (a partial copy is truncated) or give another --model, e.g. --model smollm2-135m"
+
+
+def read_gguf(path: Path) -> Any:
+    """A ``gguf.GGUFReader`` of ``path``; :class:`TargetLoadError` naming the file when it is
+    empty, truncated or not a GGUF file (the reader maps every tensor, so a cut-off file fails here)."""
+    from gguf import GGUFReader
+
+    if path.stat().st_size == 0:
+        raise TargetLoadError(f"{path} is empty (0 bytes), not a GGUF model; {_GGUF_FIX}")
+    try:
+        return GGUFReader(str(path))
+    except Exception as exc:  # noqa: BLE001 - struct.error, ValueError, OSError ... of a damaged file
+        detail = (str(exc).splitlines() or [""])[0][:200]
+        raise TargetLoadError(f"{path} is not a readable GGUF file ({type(exc).__name__}: {detail}): it is "
+                              f"truncated or corrupted; {_GGUF_FIX}") from None
+
+
+def gguf_block_count(path: Path) -> int:
+    """N (``<arch>.block_count``) from a GGUF header."""
+    reader = read_gguf(path)
+    try:
+        arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
+        return int(reader.fields[f"{arch}.block_count"].parts[-1][0])
+    except (KeyError, IndexError, UnicodeDecodeError) as exc:
+        raise TargetLoadError(f"{path} has no {exc} field in its GGUF header: not a model transformers can load; "
+                              f"{_GGUF_FIX}") from None
+
+
+def check_model_folder(path: Path) -> None:
+    """Raise :class:`TargetLoadError` naming what a local model folder lacks (``config.json``,
+    weights, a tokenizer), before transformers fails with a message about something else."""
+    names = {p.name for p in path.iterdir()}
+    missing = []
+    if "config.json" not in names:
+        missing.append("config.json")
+    if not any(n.endswith((".safetensors", ".bin", ".safetensors.index.json", ".bin.index.json")) for n in names):
+        missing.append("weights (model.safetensors or pytorch_model.bin)")
+    if not names & {"tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model", "tokenizer_config.json"}:
+        missing.append("a tokenizer (tokenizer.json or tokenizer.model)")
+    if missing:
+        ggufs = sorted(n for n in names if n.endswith(".gguf"))
+        fix = (f"pass the .gguf file itself, e.g. --model {path / ggufs[0]}" if ggufs else
+               "save a model there with model.save_pretrained(folder) and tokenizer.save_pretrained(folder), or give "
+               "an alias (--model smollm2-135m), a .gguf file or a hub id")
+        raise TargetLoadError(f"{path} is not a complete model folder: it has no {', no '.join(missing)}; {fix}")
+
+
 def _load_gguf(path: Path, dtype: torch.dtype, provenance: dict[str, Any]) -> tuple[Any, Any]:
     """Load a GGUF through a dequantized-safetensors cache (first load dequantizes once)."""
     from safetensors.torch import load_file, save_model
@@ -205,9 +253,15 @@ def _load_gguf(path: Path, dtype: torch.dtype, provenance: dict[str, Any]) -> tu
         except Exception as exc:  # a half-written or stale cache: rebuild it
             print(f"[models] dequantized cache at {folder} unusable ({exc}); rebuilding")
             done.unlink(missing_ok=True)
-    tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    with _plain_gguf_progress():
-        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
+    read_gguf(path)  # a damaged file fails here, in one line naming it
+    try:
+        tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        with _plain_gguf_progress():
+            model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        detail = (str(exc).splitlines() or [""])[0][:200]
+        raise TargetLoadError(f"{path} could not be loaded as a model ({type(exc).__name__}: {detail}); "
+                              f"{_GGUF_FIX}") from None
     folder.mkdir(parents=True, exist_ok=True)
     cfg = model.config
     if hasattr(cfg, "quantization_config"):
@@ -280,13 +334,11 @@ def n_layers_of(name: str) -> int:
     the GGUF header of an alias or ``.gguf`` file, a folder's or hub id's ``config.json``."""
     path = Path(name).expanduser()
     if name in ALIASES or (path.suffix == ".gguf" and path.exists()):
-        from gguf import GGUFReader
-
-        reader = GGUFReader(str(resolve_alias(name) if name in ALIASES else path))
-        arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
-        return int(reader.fields[f"{arch}.block_count"].parts[-1][0])
+        return gguf_block_count(resolve_alias(name) if name in ALIASES else path)
     offline: dict[str, Any] = {}
-    if not path.is_dir():
+    if path.is_dir():
+        check_model_folder(path)
+    else:
         _check_hub_id(name)
         offline = {} if hub_access(name) else {"local_files_only": True}
     from transformers import AutoConfig
@@ -319,7 +371,9 @@ def load_target(name: str = "smollm2-135m", *, dtype: str | torch.dtype = "float
         model, tok = _load_gguf(gguf, torch_dtype, provenance)
     else:
         local = path.is_dir()
-        if not local:
+        if local:
+            check_model_folder(path)
+        else:
             _check_hub_id(name)
         offline = {} if local or hub_access(name) else {"local_files_only": True}
         try:

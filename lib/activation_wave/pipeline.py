@@ -55,8 +55,14 @@ class Captured:
 
 
 def run_capture(cfg: StudyConfig, *, regenerate: bool = False, progress: bool = True) -> Captured:
-    """Prompts -> target responses (cached) -> hidden-state capture (cached)."""
+    """Prompts -> target responses (cached) -> hidden-state capture (cached).
+
+    The config is checked against the loaded model first (:func:`activation_wave.estimate.check_fit`,
+    as ``wave dry-run`` does from the model's shape), before anything is generated or written."""
+    from .estimate import check_fit, shape_of
+
     target = get_target(cfg)
+    check_fit(cfg, shape_of(target.model.config))
     prompts = load_prompts(cfg.data)
     responses, rpath = generate_responses(target, prompts, cfg.data, regenerate=regenerate, progress=progress)
     # sampled responses (train split only, if the config asks for any) go after the greedy ones

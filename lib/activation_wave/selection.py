@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from . import cka as _cka
+from .config import SELECTION_METHODS
 from .entropy import subsets
 from .layer_stats import LayerStats
 from .layers import candidate_ids, eagle3_default_layers
@@ -70,16 +71,7 @@ __all__ = [
     "sweep_lambda",
 ]
 
-METHODS = (
-    "entropy-greedy",
-    "combined",
-    "exhaustive",
-    "cka-diverse",
-    "eagle3-default",
-    "last-k",
-    "evenly-spaced",
-    "random",
-)
+METHODS = SELECTION_METHODS  # listed in the config, which checks select.method with every other value
 #: Largest number of subsets the eigen route of ``exhaustive`` (alpha != 2) will score.
 MAX_EIGEN_SUBSETS = 2000
 #: Rows of the table of r-subsets a scan over every k-subset reuses under each prefix

@@ -54,12 +54,16 @@ from .capture import CaptureCache
 from .config import DraftConfig
 from .drafter import Eagle3Drafter, save_drafter, select_draft_vocab
 from .kernels import threads
-from .layers import check_layers
+from .layers import layer_ids
 from .models import Target
 from .progress import progress_bar
 from .records import Batch, Record, collate, load_records, make_batches
 
-__all__ = ["draft_vocab_for", "train_drafter", "ttt_loss"]
+__all__ = ["TrainingDiverged", "draft_vocab_for", "train_drafter", "ttt_loss"]
+
+
+class TrainingDiverged(RuntimeError):
+    """The training loss became NaN or infinite; nothing is saved (the message names the fix)."""
 
 
 def draft_vocab_for(records: Sequence[Record], vocab_size: int, size: int, always: Sequence[int] = ()) -> Tensor:
@@ -147,7 +151,7 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
 
     t_start = time.time()
     records_fraction = cfg.records_fraction if records_fraction is None else records_fraction
-    layers = check_layers(layers, cache.n_layers)
+    layers = layer_ids(layers, cache.n_layers)  # a no-op for ids checked where they entered
     if cache.manifest["model"]["fingerprint"] != target.fingerprint:
         raise ValueError(f"cache {cache.path} was captured from target {cache.manifest['model']['fingerprint']}, "
                          f"not from the given target {target.fingerprint}; capture it with this target")
@@ -175,6 +179,10 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         gen = torch.Generator().manual_seed(cfg.seed)
         n_loss = sum(int(r.loss_mask.sum()) for r in records)
         covered = sum(int(drafter.t2d.cpu()[r.top1[r.loss_mask]].sum()) for r in records)
+        if covered == 0:
+            raise ValueError(f"none of the {n_loss} training positions has its target token in the draft vocabulary "
+                             f"of {len(draft_ids)} tokens (draft.draft_vocab = {cfg.draft_vocab}), so there is nothing "
+                             f"to learn; raise it, e.g. --set draft.draft_vocab={min(vocab, 8192)}")
         log: dict[str, Any] = {
             "layers": layers, "config": asdict(cfg), "records_fraction": records_fraction,
             "n_records": len(records), "n_batches": len(batches),
@@ -184,7 +192,7 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         }
         autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.dtype == "bf16")
         has_eval = any(r.get("split") == "eval" for r in cache.records)
-        bar = progress_bar(total=total_steps, desc=f"draft {layers}", unit="batch", disable=not progress)
+        bar = progress_bar(total=total_steps, desc=f"draft {list(layers)}", unit="batch", disable=not progress)
         step = 0
         for epoch in range(cfg.epochs):
             order = torch.randperm(len(batches), generator=gen).tolist()
@@ -196,7 +204,16 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
                     g["lr"] = _lr_at(step, total_steps, cfg.lr)
                 with autocast:
                     loss, stats = ttt_loss(drafter, batch, cfg.ttt_steps, cfg.step_decay, cfg.soft_targets)
+                if not torch.isfinite(loss.detach()):
+                    raise TrainingDiverged(
+                        f"drafter training on layers {list(layers)} diverged: the loss is {float(loss.detach())} at "
+                        f"epoch {epoch + 1}, step {step + 1} of {total_steps} (draft.lr = {cfg.lr:g}); nothing was "
+                        f"saved. Lower the learning rate, e.g. --set draft.lr={min(cfg.lr / 10, 3e-4):g}")
                 opt.zero_grad(set_to_none=True)
+                if not loss.requires_grad:  # no position of this batch has a target in the draft vocabulary
+                    step += 1
+                    bar.update(1)
+                    continue
                 loss.backward()
                 if cfg.grad_clip > 0:
                     torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
