@@ -111,7 +111,7 @@ def _select(capsys, *argv: str) -> tuple[int, str, str]:
 
 #: (argv, the one stderr line's text) on the 4-block tiny Llama: N = 4, candidates 1..4.
 CLI_ERRORS = [
-    (["--method", "magic"], "unknown selection method 'magic' (--method); choose one of entropy-greedy"),
+    (["--method", "magic"], "unknown selection method 'magic'"),
     (["--k", "0"], "--k 0: must be >= 1 (select.k)"),
     (["--k", "4"], "k=4 (--k) would take all 4 candidate layers (1..4), which leaves nothing to choose: "
                    "choose 1 <= k <= 3"),

@@ -106,17 +106,17 @@ def check_fit(cfg: StudyConfig, shape: Shape) -> None:
     >>> check_fit(replace(StudyConfig(), select=replace(StudyConfig().select, k=31)), KNOWN_SHAPES["smollm2-135m"])
     Traceback (most recent call last):
     ...
-    activation_wave.config.ConfigError: select.k = 31 is out of range for model smollm2-135m: it has N = 30 decoder blocks, so 30 candidate layers (hidden_states 1..30); choose 1 <= k <= 30, e.g. --set select.k=3
+    activation_wave.config.ConfigError: select.k = 31 is out of range for model smollm2-135m: it has N = 30 decoder blocks, so 30 candidate layers (hidden_states 1..30), and a selection needs k below that; choose 1 <= k <= 29, e.g. --set select.k=3
     """
     from .config import ConfigError
     from .layers import candidate_layers
 
     n_cand = len(candidate_layers(shape.n_layers))
-    if cfg.select.k > n_cand:
+    if cfg.select.k >= n_cand:  # k = n_cand takes every candidate: nothing left to choose (as `wave select` says)
         raise ConfigError(f"select.k = {cfg.select.k} is out of range for model {cfg.model}: it has N = {shape.n_layers} "
-                          f"decoder blocks, so {n_cand} candidate layers (hidden_states 1..{shape.n_layers}); choose "
-                          f"1 <= k <= {n_cand}, e.g. --set select.k={min(3, n_cand)}", key="select.k",
-                          expected=f"in [1, {n_cand}]")
+                          f"decoder blocks, so {n_cand} candidate layers (hidden_states 1..{shape.n_layers}), and a "
+                          f"selection needs k below that; choose 1 <= k <= {n_cand - 1}, e.g. --set select.k={min(3, n_cand - 1)}",
+                          key="select.k", expected=f"in [1, {n_cand - 1}]")
     for key, value in (("capture.topk", cfg.capture.topk), ("draft.draft_vocab", cfg.draft.draft_vocab)):
         if value > shape.vocab:
             raise ConfigError(f"{key} = {value} is out of range for model {cfg.model}: its vocabulary has "
