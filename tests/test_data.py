@@ -5,8 +5,8 @@ from collections import Counter
 
 import pytest
 
-from activation_wave.config import DataConfig
-from activation_wave.data import TEAM_PROMPTS, PromptFileError, humaneval_prompts, load_prompts, read_prompt_jsonl
+from activation_wave.core.config import DataConfig
+from activation_wave.models.prompts import TEAM_PROMPTS, PromptFileError, humaneval_prompts, load_prompts, read_prompt_jsonl
 
 
 def test_team_prompts_cover_eight_categories_with_fixed_split():

@@ -16,9 +16,9 @@ import json
 import pytest
 import torch
 
-from activation_wave.capture import forward_batch
-from activation_wave.drafter import Eagle3Drafter, save_drafter
-from activation_wave.engines import (
+from activation_wave.models.capture import forward_batch
+from activation_wave.models.drafter import Eagle3Drafter, save_drafter
+from activation_wave.engines.conventions import (
     ENGINES,
     STUDY_LAST_ENTRY,
     engine_report,

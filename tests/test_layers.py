@@ -2,7 +2,7 @@
 
 import pytest
 
-from activation_wave.layers import check_layers, eagle3_default_layers, from_convention, to_convention
+from activation_wave.core.layers import check_layers, eagle3_default_layers, from_convention, to_convention
 
 
 @pytest.mark.parametrize("n, expected", [(30, [2, 15, 27]), (32, [2, 16, 29]), (18, [2, 9, 15]), (7, [2, 3, 4])])

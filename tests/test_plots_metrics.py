@@ -13,8 +13,8 @@ import pytest  # noqa: E402
 from activation_wave import entropy as E  # noqa: E402
 from activation_wave import plots  # noqa: E402
 from activation_wave import selection as S  # noqa: E402
-from activation_wave.layer_stats import LayerStats  # noqa: E402
-from activation_wave.cka import compartment_costs  # noqa: E402
+from activation_wave.measure.layer_stats import LayerStats  # noqa: E402
+from activation_wave.measure.cka import compartment_costs  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,14 @@ import pytest
 from helpers import captured
 
 from activation_wave import cli
-from activation_wave.chapters.cka_compartments import compartment_rows
-from activation_wave.config import load_config
-from activation_wave.layer_stats import LayerStats, stats_from_cache
-from activation_wave.layers import span_of, to_convention
-from activation_wave.pipeline import Captured
-from activation_wave.select_cli import select_for_cli
-from activation_wave.selection import lambda_choice, method_sets, rank_among_all, select_layers, sweep_lambda
-from activation_wave.stability import bootstrap_methods, paired_difference
+from activation_wave.study.chapters.cka_compartments import compartment_rows
+from activation_wave.core.config import load_config
+from activation_wave.measure.layer_stats import LayerStats, stats_from_cache
+from activation_wave.core.layers import span_of, to_convention
+from activation_wave.study.steps import Captured
+from activation_wave.select.report import select_for_cli
+from activation_wave.select.selection import lambda_choice, method_sets, rank_among_all, select_layers, sweep_lambda
+from activation_wave.select.stability import bootstrap_methods, paired_difference
 
 
 @pytest.fixture()
@@ -48,7 +48,7 @@ def test_happy_path_on_an_8_block_model(cap8):
     assert "+1" in out["exports"]["sglang"] and "convention" in out["exports"]["specforge"]
     assert out["exports_detail"]["specforge"]["ids"] == [i - 1 for i in out["selected"]]
     # engines that cannot load a drafter on this set say so (SGLang never captures index N = 8)
-    from activation_wave.engines import export_warnings
+    from activation_wave.engines.conventions import export_warnings
 
     assert out["engine_warnings"] == export_warnings(out["selected"], 8)
     assert any(w.startswith("sglang:") for w in out["engine_warnings"]) == (8 in out["selected"])
@@ -89,7 +89,7 @@ def test_errors_name_the_fix(cap4, select, match):
 def patched(monkeypatch):
     """Make `wave select` use a given capture instead of loading a model by name."""
     def use(cap: Captured) -> None:
-        monkeypatch.setattr("activation_wave.pipeline.run_capture", lambda cfg, **kw: cap)
+        monkeypatch.setattr("activation_wave.study.steps.run_capture", lambda cfg, **kw: cap)
     return use
 
 
@@ -170,8 +170,8 @@ def test_compartment_helpers():
 
 
 def test_outlier_helpers_on_a_planted_sink():
-    from activation_wave.entropy import profile_summary
-    from activation_wave.filtering import compare_conditions, outlier_conditions, response_offsets, token_norms
+    from activation_wave.measure.entropy import profile_summary
+    from activation_wave.measure.filtering import compare_conditions, outlier_conditions, response_offsets, token_norms
 
     rng = np.random.default_rng(0)
     H = rng.normal(size=(4, 60, 8))
@@ -190,7 +190,7 @@ def test_outlier_helpers_on_a_planted_sink():
 
 
 def test_token_count_stability_shapes():
-    from activation_wave.filtering import token_count_stability
+    from activation_wave.measure.filtering import token_count_stability
 
     H = np.random.default_rng(1).normal(size=(5, 64, 6)).cumsum(0)
     st = token_count_stability(H, [8, 16, 64, 1000], n_rep=2, seed=0)

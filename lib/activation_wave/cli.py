@@ -27,7 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .config import PROFILES, ConfigError, StudyConfig, load_config, parse_overrides
+from activation_wave.core.config import PROFILES, ConfigError, StudyConfig, load_config, parse_overrides
+from activation_wave.core.layers import text_config
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,8 +67,9 @@ def _add_common(p: argparse.ArgumentParser, *, model_default: str | None = None)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from .layers import eagle3_default_layers, to_convention
-    from .models import cache_root, load_target
+    from activation_wave.core.layers import eagle3_default_layers, to_convention
+    from activation_wave.core.paths import cache_root
+    from activation_wave.models.targets import load_target
 
     cfg = _config(args)
     t = load_target(cfg.model)
@@ -86,7 +88,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
-    from .pipeline import run_capture
+    from activation_wave.study.steps import run_capture
 
     cfg = _config(args)
     cap = run_capture(cfg, regenerate=args.regenerate)
@@ -97,8 +99,8 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    from .pipeline import run_capture
-    from .select_cli import select_for_cli
+    from activation_wave.study.steps import run_capture
+    from activation_wave.select.report import select_for_cli
 
     cfg = _config(args, flags={"select.k": ("--k", args.k), "select.method": ("--method", args.method)})
     cap = run_capture(cfg, progress=not args.json)
@@ -116,7 +118,7 @@ def cmd_select(args: argparse.Namespace) -> int:
 
 
 def _print_engine_warnings(warnings: list[str]) -> None:
-    """Say which engines cannot load a drafter on the chosen layers (activation_wave.engines)."""
+    """Say which engines cannot load a drafter on the chosen layers (activation_wave.engines.conventions)."""
     if warnings:
         print("engines that cannot load a drafter on these layers (or would feed it other tensors):")
         for w in warnings:
@@ -166,10 +168,10 @@ def publish_drafter(tmp: Path, out: Path, *, force: bool = False) -> Path:
 
 
 def cmd_train_draft(args: argparse.Namespace) -> int:
-    from .layers import check_layers
-    from .models import n_layers_of
-    from .pipeline import run_capture
-    from .training import train_drafter
+    from activation_wave.core.layers import check_layers
+    from activation_wave.models.targets import n_layers_of
+    from activation_wave.study.steps import run_capture
+    from activation_wave.draft.training import train_drafter
 
     cfg = _config(args)
     layers = check_layers(args.layers, n_layers_of(cfg.model), what="--layers")
@@ -180,9 +182,9 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
     shutil.rmtree(tmp, ignore_errors=True)
     train_drafter(cap.target, cap.cache, layers, cfg.draft, tmp)
     print(f"drafter    {publish_drafter(tmp, out, force=args.force)}")
-    from .engines import engine_report
+    from activation_wave.engines.conventions import engine_report
 
-    config = getattr(cap.target.model.config, "text_config", None) or cap.target.model.config
+    config = text_config(cap.target.model.config)
     rep = engine_report(layers, cap.target.n_layers, model_type=str(config.model_type),
                         fused_norm=cfg.draft.fused_norm)
     print(f"engines    loadable by {', '.join(e for e, r in rep.items() if r['ok']) or 'none'}")
@@ -191,8 +193,8 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .llamacpp import export_llamacpp
-    from .pipeline import get_target
+    from activation_wave.engines.llamacpp import export_llamacpp
+    from activation_wave.study.steps import get_target
 
     target = get_target(_config(args))
     out = export_llamacpp(args.draft, args.out, target, outtype=args.outtype)
@@ -223,10 +225,10 @@ def speculation_text(doc: Mapping[str, Any]) -> str:
 
 
 def cmd_speculate(args: argparse.Namespace) -> int:
-    from .data import chat_ids, check_context, read_prompt_jsonl
-    from .drafter import load_drafter
-    from .pipeline import get_target
-    from .speculative import speculate
+    from activation_wave.models.prompts import chat_ids, check_context, read_prompt_jsonl
+    from activation_wave.models.drafter import load_drafter
+    from activation_wave.study.steps import get_target
+    from activation_wave.decode.speculative import speculate
 
     cfg = _config(args, flags={"spec.temperature": ("--temperature", args.temperature),
                                "spec.max_new_tokens": ("--max-new-tokens", args.max_new_tokens)})
@@ -253,21 +255,21 @@ def cmd_speculate(args: argparse.Namespace) -> int:
 
 
 def cmd_study(args: argparse.Namespace) -> int:
-    from .study import run_study
+    from activation_wave.study.runner import run_study
 
     return run_study(profile=args.profile, model=args.model, book_dir=args.book_dir, only=args.only,
                      build=not args.no_build, overrides=parse_overrides(args.set))
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .benchmarks import run_benchmarks
+    from activation_wave.benchmarks import run_benchmarks
 
     run_benchmarks(_config(args), out=Path(args.out), only=args.only)
     return 0
 
 
 def cmd_dry_run(args: argparse.Namespace) -> int:
-    from .estimate import dry_run
+    from activation_wave.study.estimate import dry_run
 
     cfg = _config(args)
     print(json.dumps(dry_run(cfg), indent=1) if args.json else dry_run(cfg, text=True))
@@ -354,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
 def error_message(exc: BaseException) -> tuple[str, int] | None:
     """(one-line message, exit code) for an error a user can fix; ``None`` for a bug,
     which keeps its traceback."""
-    from .models import cache_error_message
+    from activation_wave.models.targets import cache_error_message
 
     if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
         text = cache_error_message(exc) or (f"{exc.strerror or exc}: {exc.filename}; check that the path exists "

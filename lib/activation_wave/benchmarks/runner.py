@@ -3,7 +3,7 @@
 Each entry records the figure, the baseline measured *in the same run* (a shared
 machine is noisy, so only side-by-side ratios mean anything), their ratio, the target
 where the issue set one, and the peak resident memory of the step. Every entry takes the
-run's :class:`~activation_wave.config.StudyConfig`; its ``bench`` section holds the
+run's :class:`~activation_wave.core.config.StudyConfig`; its ``bench`` section holds the
 benchmarks' settings, so ``wave bench --profile P --set bench.rounds=3`` works like every
 other command.
 """
@@ -20,9 +20,9 @@ from typing import Any
 
 import torch
 
-from ..config import StudyConfig
-from ..results import BENCHMARKS_FILE
-from .peak import PeakRSS
+from activation_wave.core.config import StudyConfig
+from activation_wave.core.results import BENCHMARKS_FILE
+from activation_wave.benchmarks.peak import PeakRSS
 
 
 Entry = Callable[[StudyConfig], dict[str, Any]]
@@ -30,7 +30,10 @@ Entry = Callable[[StudyConfig], dict[str, Any]]
 
 def entries() -> dict[str, Entry]:
     """Every benchmark by name, in the order ``wave bench`` runs them."""
-    from . import decoding, llamacpp, metrics, pipeline
+    from activation_wave.benchmarks import speedup as decoding
+    from activation_wave.benchmarks import llamacpp_speed as llamacpp
+    from activation_wave.benchmarks import metric_speed as metrics
+    from activation_wave.benchmarks import pipeline_cost as pipeline
 
     return {"capture_throughput": pipeline.bench_capture, "memory_scaling": pipeline.bench_memory,
             "default_profile": pipeline.bench_default_profile,
