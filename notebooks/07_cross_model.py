@@ -40,7 +40,7 @@ from activation_wave.study.chapters import cross_drafters as cd
 from activation_wave.study.chapters import cross_model as ch
 from activation_wave.study.chapters.drafter_predictors import DrafterPredictors
 from activation_wave.study.chapters.eagle3_speedup import Eagle3SpeedupResult, evaluate_hypotheses
-from activation_wave.study.runner.hypotheses import VERDICT_WORD
+from activation_wave.study.hypotheses import VERDICT_WORD
 from activation_wave.study.steps import open_chapter
 from activation_wave.plots import plot_cka, plot_cross_sweep, plot_entropy_relative_depth, plot_selection_map
 from activation_wave.core.results import load_result, save_result

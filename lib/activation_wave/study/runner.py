@@ -4,8 +4,8 @@ The notebooks' source of truth is ``notebooks/*.py`` (jupytext percent format). 
 are converted one way (``.py`` -> ``.ipynb``) into ``build/notebooks/``, executed with
 the run's parameters into ``<book>/chapters/``, and the book is built with warnings as
 errors. A chapter is re-executed only when its study key changed
-(:mod:`activation_wave.study.runner.keys`); the notebooks themselves are handled by
-:mod:`activation_wave.study.runner.notebooks`.
+(:mod:`activation_wave.study.keys`); the notebooks themselves are handled by
+:mod:`activation_wave.study.notebooks`.
 
 The default profile writes into ``book/`` and ``data/results/`` (committed). Any other
 profile writes a full copy of the book into ``scratch/<profile>/`` and never touches
@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from activation_wave.core.paths import REPO_ROOT
-from activation_wave.study.runner.keys import chapter_key, keys_file
-from activation_wave.study.runner.notebooks import (NOTEBOOK_DIR, ORDER, SECOND_ARCH, inherit_parameter_tags, notebooks,
+from activation_wave.study.keys import chapter_key, keys_file
+from activation_wave.study.notebooks import (NOTEBOOK_DIR, ORDER, SECOND_ARCH, inherit_parameter_tags, notebooks,
                                             to_ipynb)
 
 

@@ -33,7 +33,7 @@ from activation_wave.core.stats import seed_mean, spearman, spearman_ci
 from activation_wave.study.chapters import drafter_predictors as dp
 from activation_wave.draft.experiment import DrafterJob
 from activation_wave.study.chapters.eagle3_speedup import DEFAULT_SET, LayerProfile, layer_profile
-from activation_wave.study.runner.hypotheses import Hypothesis, within_noise
+from activation_wave.study.hypotheses import Hypothesis, within_noise
 
 NAME = "07_cross_drafters"
 

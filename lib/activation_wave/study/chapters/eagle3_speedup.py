@@ -36,7 +36,7 @@ from activation_wave.measure.layer_stats import LayerStats, stats_from_cache
 from activation_wave.select.selection import rank_among_all, score_set
 from activation_wave.study.chapters import drafter_predictors as dp
 from activation_wave.select.selection import is_rule
-from activation_wave.study.runner.hypotheses import Hypothesis, within_noise
+from activation_wave.study.hypotheses import Hypothesis, within_noise
 
 NAME = "06_eagle3_speedup"
 DEFAULT_SET = "eagle3-default"

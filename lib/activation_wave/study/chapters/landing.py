@@ -15,7 +15,7 @@ from activation_wave.core.config import StudyConfig
 from activation_wave.core.results import load_benchmarks
 from activation_wave.study.chapters.cross_drafters import evaluate_hypotheses as cross_hypotheses
 from activation_wave.study.chapters.eagle3_speedup import evaluate_hypotheses
-from activation_wave.study.runner.hypotheses import VERDICT_WORD
+from activation_wave.study.hypotheses import VERDICT_WORD
 from activation_wave.study.chapters.results_summary import Chapters, load_chapters
 
 #: The rules whose sets the key figure shows, in this order.

@@ -24,7 +24,7 @@ from activation_wave.study.chapters.cross_model import CrossModelResult
 from activation_wave.study.chapters.data_and_capture import DataAndCaptureResult
 from activation_wave.study.chapters.drafter_predictors import DrafterPredictors
 from activation_wave.study.chapters.eagle3_speedup import Eagle3SpeedupResult, evaluate_hypotheses
-from activation_wave.study.runner.hypotheses import Hypothesis
+from activation_wave.study.hypotheses import Hypothesis
 from activation_wave.study.chapters.layer_entropy import LayerEntropyResult
 from activation_wave.study.chapters.layer_selection import LayerSelectionResult
 from activation_wave.study.chapters.token_filtering import TokenFilteringResult
