@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from activation_wave.benchmarks import PeakRSS, runner
+from activation_wave.benchmarks import PeakRSS
+from activation_wave.benchmarks import suite as runner
 from activation_wave.benchmarks import pipeline_cost as pipeline
 from activation_wave.core.config import load_config
 from activation_wave.decode.timing import rotated_medians
