@@ -68,7 +68,7 @@ def test_decoding_modules_are_not_in_the_analysis_chapters_keys():
     from activation_wave.study.keys import LIB_DIR
     from activation_wave.study.notebooks import NOTEBOOK_DIR
 
-    decoding = {"speculative.py", "decoding.py", "baselines.py", "kernels.py", "offline.py", "timing.py"}
+    decoding = {f"decode/{m}.py" for m in ("speculative", "rounds", "baselines", "kernels", "offline", "timing")}
     for stem in ("01_layer_entropy", "02_concat_entropy", "03_cka_compartments", "05_layer_selection"):
         used = {p.relative_to(LIB_DIR).as_posix() for p in used_modules(NOTEBOOK_DIR / f"{stem}.py")}
         assert not used & decoding, (stem, used & decoding)
