@@ -30,16 +30,16 @@ overrides = "{}"
 # %% tags=["hide-input"]
 from IPython.display import Markdown, display
 
-from activation_wave.book import glue_figure, glue_values
-from activation_wave.chapters import data_and_capture as ch
-from activation_wave.data import response_table
-from activation_wave.pipeline import open_chapter
-from activation_wave.plots.capture import plot_norm_profile, plot_response_lengths
-from activation_wave.results import save_result
-from activation_wave.tables import format_table, key_value_markdown
+from activation_wave.study.glue import glue_figure, glue_values
+from activation_wave.study.chapters import data_and_capture as ch
+from activation_wave.models.prompts import response_table
+from activation_wave.study.steps import open_chapter
+from activation_wave.plots.data_figures import plot_norm_profile, plot_response_lengths
+from activation_wave.core.results import save_result
+from activation_wave.core.tables import format_table, key_value_markdown
 
 cfg, cap = open_chapter(profile, model, overrides)
-r = ch.run(cfg, cap)  # model facts, capture size, token norms: activation_wave/chapters/data_and_capture.py
+r = ch.run(cfg, cap)  # model facts, capture size, token norms: activation_wave/study/chapters/data_and_capture.py
 _ = save_result("00_data_and_capture", r, cfg, results_root or None)
 
 # %% [markdown]

@@ -31,11 +31,11 @@ results_root = ""
 overrides = "{}"
 
 # %% tags=["hide-input"]
-from activation_wave.book import glue_figure, glue_values
-from activation_wave.chapters import layer_entropy as ch
-from activation_wave.pipeline import open_chapter
+from activation_wave.study.glue import glue_figure, glue_values
+from activation_wave.study.chapters import layer_entropy as ch
+from activation_wave.study.steps import open_chapter
 from activation_wave.plots import plot_entropy_depth, plot_entropy_normalisations
-from activation_wave.results import save_result
+from activation_wave.core.results import save_result
 
 cfg, cap = open_chapter(profile, model, overrides)
 
@@ -57,7 +57,7 @@ cfg, cap = open_chapter(profile, model, overrides)
 # it has fewer replicates).
 
 # %%
-r = ch.run(cfg, cap)  # prompt_entropy, dataset_entropy and the Renyi orders: activation_wave/chapters/layer_entropy.py
+r = ch.run(cfg, cap)  # prompt_entropy, dataset_entropy and the Renyi orders: activation_wave/study/chapters/layer_entropy.py
 _ = save_result("01_layer_entropy", r, cfg, results_root or None)
 print(f"sample: {r.n_tokens} response positions from {r.n_prompts} prompts; alpha = {r.alpha}")
 glue_values(**ch.prose_values(r))

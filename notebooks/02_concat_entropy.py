@@ -34,12 +34,12 @@ overrides = "{}"
 # %% tags=["hide-input"]
 from IPython.display import display
 
-from activation_wave.book import glue_figure, glue_values
-from activation_wave.chapters import concat_entropy as ch
-from activation_wave.pipeline import open_chapter
+from activation_wave.study.glue import glue_figure, glue_values
+from activation_wave.study.chapters import concat_entropy as ch
+from activation_wave.study.steps import open_chapter
 from activation_wave.plots import plot_pair_entropy
-from activation_wave.results import save_result
-from activation_wave.tables import format_table
+from activation_wave.core.results import save_result
+from activation_wave.core.tables import format_table
 
 cfg, cap = open_chapter(profile, model, overrides)
 
@@ -56,7 +56,7 @@ cfg, cap = open_chapter(profile, model, overrides)
 # which has no closed form.
 
 # %%
-r = ch.run(cfg, cap)  # products M, t; every pair and triple; the checks: activation_wave/chapters/concat_entropy.py
+r = ch.run(cfg, cap)  # products M, t; every pair and triple; the checks: activation_wave/study/chapters/concat_entropy.py
 _ = save_result("02_concat_entropy", r, cfg, results_root or None)
 glue_values(**ch.prose_values(r))
 display(format_table(ch.check_table(r), {"S2 closed form": "{:.4f}", "S2 eigen": "{:.4f}", "|difference|": "{:.1e}",

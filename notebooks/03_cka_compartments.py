@@ -33,12 +33,12 @@ overrides = "{}"
 # %% tags=["hide-input"]
 from IPython.display import display
 
-from activation_wave.book import glue_figure, glue_values
-from activation_wave.chapters import cka_compartments as ch
-from activation_wave.pipeline import open_chapter
+from activation_wave.study.glue import glue_figure, glue_values
+from activation_wave.study.chapters import cka_compartments as ch
+from activation_wave.study.steps import open_chapter
 from activation_wave.plots import plot_cka, plot_cka_grid, plot_compartment_elbow
-from activation_wave.results import save_result
-from activation_wave.tables import format_table
+from activation_wave.core.results import save_result
+from activation_wave.core.tables import format_table
 
 cfg, cap = open_chapter(profile, model, overrides)
 
@@ -54,7 +54,7 @@ cfg, cap = open_chapter(profile, model, overrides)
 # ```
 
 # %%
-r = ch.run(cfg, cap)  # CKA, its compartments and the debiased estimator: activation_wave/chapters/cka_compartments.py
+r = ch.run(cfg, cap)  # CKA, its compartments and the debiased estimator: activation_wave/study/chapters/cka_compartments.py
 _ = save_result("03_cka_compartments", r, cfg, results_root or None)
 glue_values(**ch.prose_values(r))
 glue_figure("fig_cka", plot_cka(r.ids, r.cka, compartments=r.compartments))

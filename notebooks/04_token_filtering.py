@@ -32,14 +32,14 @@ overrides = "{}"
 # %% tags=["hide-input"]
 from IPython.display import Markdown, display
 
-from activation_wave.book import glue_figure, glue_values
-from activation_wave.chapters import token_filtering as ch
-from activation_wave.layers import span_text
-from activation_wave.pipeline import open_chapter
+from activation_wave.study.glue import glue_figure, glue_values
+from activation_wave.study.chapters import token_filtering as ch
+from activation_wave.core.layers import span_text
+from activation_wave.study.steps import open_chapter
 from activation_wave.plots import (plot_cka_grid, plot_filter_comparison, plot_norm_ratio, plot_stability_tokens,
                                    plot_token_entropy_hist)
-from activation_wave.results import save_result
-from activation_wave.tables import format_table
+from activation_wave.core.results import save_result
+from activation_wave.core.tables import format_table
 
 cfg, cap = open_chapter(profile, model, overrides)
 
@@ -51,7 +51,7 @@ cfg, cap = open_chapter(profile, model, overrides)
 # {glue:text}`q:.2f` quantile of that entropy in the sample (a run-profile parameter).
 
 # %%
-r = ch.run(cfg, cap)  # every measurement of this chapter: activation_wave/chapters/token_filtering.py
+r = ch.run(cfg, cap)  # every measurement of this chapter: activation_wave/study/chapters/token_filtering.py
 _ = save_result("04_token_filtering", r, cfg, results_root or None)
 f, b, sink, resp, ids = r.filter, r.budget, r.sink, r.response, r.ids
 glue_figure("fig_token_entropy", plot_token_entropy_hist(r.next_entropy, f.threshold))

@@ -35,14 +35,14 @@ overrides = "{}"
 # %% tags=["hide-input"]
 from IPython.display import display
 
-from activation_wave.book import glue_figure, glue_values
-from activation_wave.chapters import layer_selection as ch
-from activation_wave.layers import candidate_ids
-from activation_wave.pipeline import open_chapter
+from activation_wave.study.glue import glue_figure, glue_values
+from activation_wave.study.chapters import layer_selection as ch
+from activation_wave.core.layers import candidate_ids
+from activation_wave.study.steps import open_chapter
 from activation_wave.plots import plot_lambda_sweep, plot_layer_frequency, plot_selection_map
-from activation_wave.results import save_result
-from activation_wave.selection import select_layers
-from activation_wave.tables import format_table
+from activation_wave.core.results import save_result
+from activation_wave.select.selection import select_layers
+from activation_wave.core.tables import format_table
 
 cfg, cap = open_chapter(profile, model, overrides)
 
@@ -79,7 +79,7 @@ cfg, cap = open_chapter(profile, model, overrides)
 cond = ch.conditions(cap.cache, cfg)  # LayerStats of the filtered and the unfiltered tokens of one sample
 sel = select_layers(cond["filtered" if cfg.select.filtered else "unfiltered"].stats, cfg.select.k, "exhaustive")
 print(f"exhaustive: layers {list(sel.ids)}, S2 = {sel.scores['renyi2']:.3f} nats")
-r = ch.run(cfg, cap, cond)  # every rule, size, bootstrap and comparison: activation_wave/chapters/layer_selection.py
+r = ch.run(cfg, cap, cond)  # every rule, size, bootstrap and comparison: activation_wave/study/chapters/layer_selection.py
 _ = save_result("05_layer_selection", r, cfg, results_root or None)
 glue_values(**ch.prose_values(r))
 glue_figure("fig_lambda_sweep", plot_lambda_sweep(

@@ -73,12 +73,12 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
-from activation_wave.book import glue_figure, glue_values
-from activation_wave.chapters import drafter_predictors, eagle3_speedup
-from activation_wave.pipeline import load_results, notebook_config, run_capture
+from activation_wave.study.glue import glue_figure, glue_values
+from activation_wave.study.chapters import drafter_predictors, eagle3_speedup
+from activation_wave.study.steps import load_results, notebook_config, run_capture
 from activation_wave.plots import plot_acceptance_by_position, plot_score_vs_tau, plot_sweep, plot_tau
-from activation_wave.results import save_result
-from activation_wave.tables import format_table
+from activation_wave.core.results import save_result
+from activation_wave.core.tables import format_table
 
 cfg = notebook_config(profile, model, overrides)
 cap = run_capture(cfg, progress=False)
@@ -89,7 +89,7 @@ print(cap.cache.summary())
 # (sec-design)=
 # ## The design as run
 #
-# The drafters, as `activation_wave.chapters.eagle3_speedup.design` lists them from
+# The drafters, as `activation_wave.study.chapters.eagle3_speedup.design` lists them from
 # chapter 5's sets and the profile's `draft` section: the arm, how many seeds, and the
 # share of the training data each drafter sees.
 
@@ -234,7 +234,7 @@ display(format_table(pd.DataFrame(pred.predictors)))
 # The table gives Spearman's $\rho$ of each cheap score against $\tau$ with its $n$ and
 # a 95% bootstrap interval (resampling sets and prompts): $S_2$, mean CKA, the deepest
 # layer of the set, and the probe, a closed-form ridge map from a set's features to the
-# target's tokens one to three steps ahead (`activation_wave.probe`), over the triples
+# target's tokens one to three steps ahead (`activation_wave.select.probe`), over the triples
 # and over the single layers.
 #
 # ## H3: does token filtering make the statistics predict better?

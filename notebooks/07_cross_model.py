@@ -35,18 +35,19 @@ from IPython.display import display
 
 import pandas as pd
 
-from activation_wave.book import glue_figure, glue_values
-from activation_wave.chapters import cross_drafters as cd
-from activation_wave.chapters import cross_model as ch
-from activation_wave.chapters.drafter_predictors import DrafterPredictors
-from activation_wave.chapters.eagle3_speedup import VERDICT_WORD, Eagle3SpeedupResult, evaluate_hypotheses
-from activation_wave.pipeline import open_chapter
+from activation_wave.study.glue import glue_figure, glue_values
+from activation_wave.study.chapters import cross_drafters as cd
+from activation_wave.study.chapters import cross_model as ch
+from activation_wave.study.chapters.drafter_predictors import DrafterPredictors
+from activation_wave.study.chapters.eagle3_speedup import Eagle3SpeedupResult, evaluate_hypotheses
+from activation_wave.study.hypotheses import VERDICT_WORD
+from activation_wave.study.steps import open_chapter
 from activation_wave.plots import plot_cka, plot_cross_sweep, plot_entropy_relative_depth, plot_selection_map
-from activation_wave.results import load_result, save_result
-from activation_wave.tables import format_table
+from activation_wave.core.results import load_result, save_result
+from activation_wave.core.tables import format_table
 
 cfg, _ = open_chapter(profile, model, overrides, capture=False)
-r = ch.run(cfg)  # both models' statistics and selections: activation_wave/chapters/cross_model.py
+r = ch.run(cfg)  # both models' statistics and selections: activation_wave/study/chapters/cross_model.py
 _ = save_result("07_cross_model", r, cfg, results_root or None)
 
 # %% [markdown]
@@ -156,7 +157,7 @@ for s, tag in zip(r.summaries, ("a", "b")):
 # %% tags=["hide-input"]
 six = load_result("06_eagle3_speedup", cfg, results_root or None, cls=Eagle3SpeedupResult)
 second = r.summaries[1]
-d = cd.run(cfg, second.sets, six.best_rule.set)  # activation_wave/chapters/cross_drafters.py
+d = cd.run(cfg, second.sets, six.best_rule.set)  # activation_wave/study/chapters/cross_drafters.py
 _ = save_result(cd.NAME, d, cfg, results_root or None)
 glue_values(**cd.prose_values(d, cfg.draft.workers))
 pred6 = load_result("06_predictors", cfg, results_root or None, cls=DrafterPredictors)

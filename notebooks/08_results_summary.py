@@ -29,14 +29,14 @@ overrides = "{}"
 import pandas as pd
 from IPython.display import display
 
-from activation_wave.book import glue_values
-from activation_wave.chapters import cross_model, results_summary as ch
-from activation_wave.pipeline import open_chapter
-from activation_wave.tables import format_table
+from activation_wave.study.glue import glue_values
+from activation_wave.study.chapters import cross_model, results_summary as ch
+from activation_wave.study.steps import open_chapter
+from activation_wave.core.tables import format_table
 
 cfg, _ = open_chapter(profile, model, overrides, capture=False)
 R = ch.load_chapters(cfg, results_root or None)  # every chapter's result object
-s = ch.run(cfg, chapters=R)  # the lined-up numbers: activation_wave/chapters/results_summary.py
+s = ch.run(cfg, chapters=R)  # the lined-up numbers: activation_wave/study/chapters/results_summary.py
 
 # %% [markdown]
 # ## Data

@@ -29,10 +29,10 @@ import pandas as pd
 from IPython.display import display
 from myst_nb import glue
 
-from activation_wave.benchmarks import llamacpp as llamacpp_bench
-from activation_wave.chapters import performance as perf
-from activation_wave.pipeline import load_results, notebook_config
-from activation_wave.tables import format_table
+from activation_wave.benchmarks import llamacpp_speed as llamacpp_bench
+from activation_wave.study.chapters import performance as perf
+from activation_wave.study.steps import load_results, notebook_config
+from activation_wave.core.tables import format_table
 from activation_wave.plots import (plot_cost_model, plot_data_scaling, plot_memory_curve, plot_ratios, plot_scaling,
                                    plot_verify_cost)
 

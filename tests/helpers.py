@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from activation_wave.models import Target
+from activation_wave.models.targets import Target
 
 
 def permutation_target(tokenizer, vocab: int = 128, scale: float = 3.0, seed: int = 0) -> Target:
@@ -38,11 +38,11 @@ PROMPTS_8 = [("q%d" % i, f"Tell me about {i}, then {i + 1}." * (1 + i % 2)) for 
 
 def captured(target: Target, tmp_path, name: str):
     """Greedy responses of ``target`` to :data:`PROMPTS_8` and their capture, as a
-    :class:`~activation_wave.pipeline.Captured` with a small smoke config."""
-    from activation_wave.capture import capture
-    from activation_wave.config import CaptureConfig, DataConfig, load_config
-    from activation_wave.data import Prompt, generate_responses
-    from activation_wave.pipeline import Captured
+    :class:`~activation_wave.study.steps.Captured` with a small smoke config."""
+    from activation_wave.models.capture import capture
+    from activation_wave.core.config import CaptureConfig, DataConfig, load_config
+    from activation_wave.models.prompts import Prompt, generate_responses
+    from activation_wave.study.steps import Captured
 
     prompts = [Prompt(id=i, text=t, category="c", split="train") for i, t in PROMPTS_8]
     rs, rpath = generate_responses(target, prompts, DataConfig(max_new_tokens=16, batch_size=8), progress=False)
@@ -56,10 +56,10 @@ def permutation_capture(target: Target, out_dir, *, n_prompts: int, max_new_toke
                         records_per_shard: int = 8):
     """Greedy responses of ``target`` to seeded random prompts (every 4th held out as eval)
     and their capture in ``out_dir``; returns the open cache."""
-    from activation_wave.capture import capture
-    from activation_wave.config import CaptureConfig, SpecConfig
-    from activation_wave.data import Response
-    from activation_wave.baselines import plain_generate
+    from activation_wave.models.capture import capture
+    from activation_wave.core.config import CaptureConfig, SpecConfig
+    from activation_wave.models.prompts import Response
+    from activation_wave.decode.baselines import plain_generate
 
     g = torch.Generator().manual_seed(seed)
     prompts = [torch.randint(2, 120, (int(torch.randint(4, 9, (1,), generator=g)),), generator=g).tolist()
@@ -74,7 +74,7 @@ def permutation_capture(target: Target, out_dir, *, n_prompts: int, max_new_toke
 def tiny_drafter_config(**draft):
     """The study config the tiny drafter tests train and score with: small one-epoch drafters,
     depth-2 chains without a draft threshold, 64-token statistics filtered at q = 0.5."""
-    from activation_wave.config import DraftConfig, MetricsConfig, SpecConfig, StudyConfig
+    from activation_wave.core.config import DraftConfig, MetricsConfig, SpecConfig, StudyConfig
 
     return StudyConfig(draft=DraftConfig(draft_vocab=64, ttt_steps=2, epochs=1, lr=1e-2, batch_tokens=256, threads=1,
                                          workers=1, **draft),

@@ -7,9 +7,11 @@ import json
 
 import pytest
 
-from activation_wave.benchmarks import PeakRSS, pipeline, runner
-from activation_wave.config import load_config
-from activation_wave.timing import rotated_medians
+from activation_wave.benchmarks import PeakRSS
+from activation_wave.benchmarks import suite as runner
+from activation_wave.benchmarks import pipeline_cost as pipeline
+from activation_wave.core.config import load_config
+from activation_wave.decode.timing import rotated_medians
 
 
 def test_default_profile_entry_sums_the_study_timings(tmp_path, monkeypatch):
@@ -57,7 +59,7 @@ def test_rotated_medians_runs_every_callable_each_round_in_rotated_order():
 def test_benchmark_drafter_config_adds_sampled_data_only():
     """The benchmark's drafter data: the profile's config plus sampled responses per train
     prompt, and nothing else changed (so the greedy responses and chapter 6 stay shared)."""
-    from activation_wave.benchmarks.decoding import bench_config
+    from activation_wave.benchmarks.speedup import bench_config
 
     plain = load_config("smoke")
     cfg = bench_config("smoke")
@@ -70,7 +72,7 @@ def test_benchmark_drafter_config_adds_sampled_data_only():
 def test_benchmark_drafter_keeps_its_cache_key():
     """The default profile's benchmark drafter and decoding settings are those the committed
     benchmarks.json was measured with (its drafter must not be retrained after the move)."""
-    from activation_wave.benchmarks.decoding import bench_draft, bench_spec
+    from activation_wave.benchmarks.speedup import bench_draft, bench_spec
 
     cfg = load_config("default")
     before = dataclasses.replace(cfg.draft, threads=1, epochs=10, ttt_steps=3, batch_tokens=2048)
@@ -81,7 +83,7 @@ def test_benchmark_drafter_keeps_its_cache_key():
 
 
 def test_overrides_round_trip_a_config():
-    from activation_wave.benchmarks.decoding import _overrides
+    from activation_wave.benchmarks.speedup import _overrides
 
     cfg = load_config("smoke", {"bench.rounds": 5, "spec.depth": 2})
     assert _overrides(cfg) == {"bench.rounds": 5, "spec.depth": 2}

@@ -24,7 +24,7 @@ TOC = ROOT / "_toc.yml"
 CHAPTERS = [
     "intro", "00_data_and_capture", "01_layer_entropy", "02_concat_entropy",
     "03_cka_compartments", "04_token_filtering", "05_layer_selection", "06_eagle3_speedup",
-    # chapters 1-4 again on the second architecture (activation_wave.study.SECOND_ARCH)
+    # chapters 1-4 again on the second architecture (activation_wave.study.notebooks.SECOND_ARCH)
     "second/01_layer_entropy", "second/02_concat_entropy", "second/03_cka_compartments", "second/04_token_filtering",
     "07_cross_model", "08_results_summary", "09_performance",
 ]
@@ -254,7 +254,7 @@ def test_checker_keeps_chromium_off_the_network(check_book):
 def test_second_architecture_pages_relocate_labels_and_links():
     """Pages rendered again under chapters/second/ must not clash with the originals'
     labels, and their relative links must still resolve (the -W build fails otherwise)."""
-    from activation_wave.study import relocate_markdown
+    from activation_wave.study.notebooks import relocate_markdown
 
     text = ("```{glue:figure} fig_x\n:name: fig-cka\n```\n(sec-sink)=\n## Sink\n"
             "{numref}`fig-cka`, {ref}`the sink <sec-sink>`, {numref}`fig-cka-debiased`, {doc}`05_layer_selection`, "
@@ -272,10 +272,10 @@ def test_second_architecture_pages_relocate_labels_and_links():
 def test_study_results_root_is_repo_relative(tmp_path, monkeypatch):
     """The results root a chapter receives does not depend on where the clone lives, and
     a relative root is read from the repository root whatever the working directory."""
-    from activation_wave.config import load_config
-    from activation_wave.data import REPO_ROOT
-    from activation_wave.results import results_dir
-    from activation_wave.study import prepare_book_dir, root_parameter
+    from activation_wave.core.config import load_config
+    from activation_wave.models.prompts import REPO_ROOT
+    from activation_wave.core.results import results_dir
+    from activation_wave.study.runner import prepare_book_dir, root_parameter
 
     book, root = prepare_book_dir("default", None)
     assert root_parameter(root) == "data/results"
@@ -290,8 +290,8 @@ def test_study_results_root_is_repo_relative(tmp_path, monkeypatch):
 def test_study_keys_are_machine_local(tmp_path, monkeypatch):
     """The record of executed copies lives in the cache folder, one file per book: a fresh
     clone (empty cache) executes every chapter even though the default chapters are committed."""
-    from activation_wave.data import REPO_ROOT
-    from activation_wave.study import keys_file
+    from activation_wave.models.prompts import REPO_ROOT
+    from activation_wave.study.keys import keys_file
 
     monkeypatch.setenv("WAVE_CACHE", str(tmp_path / "cache"))
     k = keys_file(REPO_ROOT / "book")

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from activation_wave.capture import (NORMED, SCHEMA_VERSION, CacheError, CaptureCache, capture, final_norm,
+from activation_wave.models.capture import (NORMED, SCHEMA_VERSION, CacheError, CaptureCache, capture, final_norm,
                                      forward_batch)
-from activation_wave.config import CaptureConfig, DataConfig
-from activation_wave.data import Prompt, generate_responses, read_responses, responses_key, sampled_responses
+from activation_wave.core.config import CaptureConfig, DataConfig
+from activation_wave.models.prompts import Prompt, generate_responses, read_responses, responses_key, sampled_responses
 
 PROMPTS = [Prompt(id=f"p{i}", text=f"Say something about number {i}." * (1 + i % 3), category="c", split="eval" if i % 4 == 3 else "train")
            for i in range(10)]
@@ -51,7 +51,7 @@ def test_forward_batch_matches_unpadded_forward(tiny_llama):
 
 
 def test_the_final_norm_hook_names_what_it_cannot_find():
-    from activation_wave.capture import engine_hidden_states, last_block_output
+    from activation_wave.models.capture import engine_hidden_states, last_block_output
 
     with pytest.raises(ValueError, match=r"no final norm found \(looked for norm, .*FINAL_NORM_NAMES"):
         final_norm(torch.nn.Linear(2, 2))
@@ -70,7 +70,7 @@ def test_head_logits_match_the_full_forward_with_soft_capping():
     for a model with final logit soft-capping (Gemma 3 here, cap made active)."""
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
-    from activation_wave.capture import head_logits
+    from activation_wave.models.capture import head_logits
 
     torch.manual_seed(0)
     cfg = Gemma3TextConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -87,7 +87,7 @@ def test_head_logits_match_the_full_forward_with_soft_capping():
 
 
 def test_next_token_stats_blockwise_equal_the_direct_formulas():
-    from activation_wave.capture import _next_token_stats
+    from activation_wave.models.capture import _next_token_stats
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(700, 300, generator=g, dtype=torch.float64) * 4
@@ -148,7 +148,7 @@ def test_sampled_responses_cover_train_prompts_seeded_and_resumable(tiny_target)
 
 
 def test_committed_sampled_responses_are_used(tiny_target, tmp_path, monkeypatch):
-    import activation_wave.data as data
+    import activation_wave.models.prompts as data
 
     one = dataclasses.replace(SAMPLED, samples_per_prompt=1)
     extra, (path,) = sampled_responses(tiny_target, PROMPTS, one, progress=False)

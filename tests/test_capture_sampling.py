@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from activation_wave.capture import capture
-from activation_wave.config import CaptureConfig, DataConfig
-from activation_wave.data import Prompt, generate_responses
+from activation_wave.models.capture import capture
+from activation_wave.core.config import CaptureConfig, DataConfig
+from activation_wave.models.prompts import Prompt, generate_responses
 
 PROMPTS = [Prompt(id=f"s{i}", text=f"Count to {i}." * (1 + i % 2), category="c", split="train") for i in range(5)]
 

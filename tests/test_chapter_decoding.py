@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from activation_wave.chapters import eagle3_speedup as ch6
-from activation_wave.chapters import performance as perf
-from activation_wave.results import from_jsonable, to_jsonable
-from activation_wave.layer_stats import LayerStats
-from activation_wave.selection import score_set
+from activation_wave.study.chapters import eagle3_speedup as ch6
+from activation_wave.study.chapters import performance as perf
+from activation_wave.core.results import from_jsonable, to_jsonable
+from activation_wave.measure.layer_stats import LayerStats
+from activation_wave.select.selection import score_set
 
 
 def test_design_lists_the_preregistered_drafters_in_training_order():
-    from activation_wave.config import DraftConfig
+    from activation_wave.core.config import DraftConfig
 
     selected = {"eagle3-default": (2, 4, 5), "combined": [1, 3, 6], "last-k": [5, 6, 7], "evenly-spaced": [2, 4, 6],
                 "random-0": [1, 2, 3], "random-1": [3, 4, 5], "random-2": [1, 5, 7]}
@@ -191,7 +191,7 @@ def test_ratio_rows_and_profile_timings(tmp_path):
 
 
 def test_llamacpp_values_read_the_benchmark_entry():
-    from activation_wave.chapters.performance import llamacpp_values
+    from activation_wave.study.chapters.performance import llamacpp_values
 
     missing = llamacpp_values(None)
     assert set(missing) == set(llamacpp_values({"by_threads": {}})) and "not measured" in missing["lc_drafter_note"]
@@ -213,7 +213,7 @@ def test_llamacpp_values_read_the_benchmark_entry():
 def test_hypotheses_follow_their_preregistered_rules():
     from types import SimpleNamespace as NS
 
-    from activation_wave.chapters import drafter_predictors as dp
+    from activation_wave.study.chapters import drafter_predictors as dp
 
     cmp = lambda name, fam, d, lo, p: dp.Comparison(name, (1, 2, 3), fam, d, lo, lo + 0.1, p,  # noqa: E731
                                                     p if fam == "rules" else None, p, 96, 0.1, 0.03, 0.04)

@@ -9,15 +9,15 @@ import json
 import numpy as np
 import pytest
 
-from activation_wave.chapters import (cka_compartments, concat_entropy, data_and_capture, landing, layer_entropy,
+from activation_wave.study.chapters import (cka_compartments, concat_entropy, data_and_capture, landing, layer_entropy,
                                       layer_selection, results_summary, token_filtering)
-from activation_wave.chapters.cross_model import CrossModelResult
-from activation_wave.crossmodel import layer_summary
-from activation_wave.entropy import (concat_entropy as eigen_concat, layer_entropies, pair_products, pairwise_renyi2,
+from activation_wave.study.chapters.cross_model import CrossModelResult
+from activation_wave.select.across_models import layer_summary
+from activation_wave.measure.entropy import (concat_entropy as eigen_concat, layer_entropies, pair_products, pairwise_renyi2,
                                      renyi2_from_products, renyi2_of_sets, renyi2_subset, subsets)
-from activation_wave.layers import (candidate_ids, candidate_layers, default_or_none, last_block_entry, last_blocks,
+from activation_wave.core.layers import (candidate_ids, candidate_layers, default_or_none, last_block_entry, last_blocks,
                                     normed_entry, profile_positions, span_of, span_text)
-from activation_wave.results import load_result, save_result
+from activation_wave.core.results import load_result, save_result
 
 
 # ------------------------------------------------------------ shared helpers
@@ -147,8 +147,8 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
     assert back5.sets == r5.sets and back5.default_row.percentile == r5.default_row.percentile
 
     # chapter 6 (another module) and 7, stubbed with the fields the readers use
-    from activation_wave.chapters import drafter_predictors as dp
-    from activation_wave.chapters import eagle3_speedup as ch6
+    from activation_wave.study.chapters import drafter_predictors as dp
+    from activation_wave.study.chapters import eagle3_speedup as ch6
 
     def row(name, ids, tau, arm):
         sc = r5.scores.get(name, {})
@@ -178,7 +178,7 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
     save_result("06_eagle3_speedup", res6, cfg, root)
     save_result("06_predictors", paired, cfg, root)
     save_result("07_cross_model", CrossModelResult([layer_summary(cap8.cache, cfg)]), cfg, root)
-    from activation_wave.chapters import cross_drafters as cd
+    from activation_wave.study.chapters import cross_drafters as cd
 
     g = cd.CrossDrafterResult(
         model="second", n_layers=18, rule="combined", prompt_ids=("a",) * 12, sets=(), comparison=None,
@@ -213,7 +213,7 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
 def test_tables_for_reading():
     import pandas as pd
 
-    from activation_wave.tables import format_table
+    from activation_wave.core.tables import format_table
 
     html = format_table(pd.DataFrame({"x": [0.957, 1e-7], "share": [0.5, 0.25], "n": [3, 4]}), {"share": "{:.0%}"}).to_html()
     assert "0.957" in html and "0.000" in html and "50%" in html and "e-0" not in html
@@ -222,7 +222,7 @@ def test_tables_for_reading():
 def test_open_chapter_without_a_capture():
     import torch
 
-    from activation_wave.pipeline import open_chapter
+    from activation_wave.study.steps import open_chapter
 
     old = torch.get_num_threads()
     try:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from activation_wave import cka as K
-from activation_wave.entropy import pair_products, prepare
+from activation_wave.measure import cka as K
+from activation_wave.measure.entropy import pair_products, prepare
 
 PROPS = settings(max_examples=15, deadline=None)
 

@@ -24,8 +24,8 @@ import torch
 from helpers import permutation_target
 
 from activation_wave import cli
-from activation_wave.config import load_config
-from activation_wave.engines import ENGINES
+from activation_wave.core.config import load_config
+from activation_wave.engines.conventions import ENGINES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -244,7 +244,7 @@ def test_unwritable_cache_is_one_line(world, run, tmp_path, monkeypatch):
 
 def test_trained_drafter_is_kept_when_out_cannot_be_written(world, run, tmp_path, monkeypatch):
     """--out turns into a file while training: the drafter stays in its temporary folder, named on stderr."""
-    import activation_wave.training as training
+    import activation_wave.draft.training as training
 
     out = tmp_path / "late"
     real = training.train_drafter
@@ -281,8 +281,8 @@ def test_fused_norm_drafter_is_loadable_by_no_engine(world, run, tmp_path):
 
 def test_interrupt_exits_130_and_keeps_the_shards(world, run, monkeypatch):
     """KeyboardInterrupt mid-capture (in process): exit 130, one line, finished shards kept."""
-    import activation_wave.pipeline as pipeline
-    from activation_wave.capture import capture
+    import activation_wave.study.steps as pipeline
+    from activation_wave.models.capture import capture
 
     monkeypatch.setattr(pipeline, "capture", lambda *a, **kw: capture(*a, **{**kw, "max_shards": 1}))
     code, _, err = run(["capture", *world["common"], "--set", "capture.topk=3"])
@@ -304,7 +304,7 @@ def test_sigint_exits_130_with_one_line(world, tmp_path):
     cache = tmp_path / "cache"
     code = ("import signal, sys, time\n"
             "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-            "import activation_wave.capture as c\n"
+            "import activation_wave.models.capture as c\n"
             "real = c._write_shard\n"
             "def slow(*a, **k):\n"
             "    out = real(*a, **k)\n"
@@ -331,11 +331,11 @@ def test_sigint_exits_130_with_one_line(world, tmp_path):
 def test_failing_notebook_is_one_line_naming_cell_and_partial_copy(world, run, tmp_path, monkeypatch):
     """papermill failure inside `wave study`, caused by an unknown papermill parameter
     (`-p modle ...`): exit 2, one line with the notebook, the cell error and the partial copy."""
-    import activation_wave.study as study
+    import activation_wave.study.runner as study
 
     src = tmp_path / "99_probe.py"
     src.write_text('# %% tags=["parameters"]\nprofile = "smoke"\nmodel = ""\n\n'
-                   "# %%\nfrom activation_wave.pipeline import notebook_config\n"
+                   "# %%\nfrom activation_wave.study.steps import notebook_config\n"
                    "cfg = notebook_config(profile, model)\n")
     out = tmp_path / "book" / "chapters" / "99_probe.ipynb"
     monkeypatch.setattr(study, "_runs", lambda *a, **k: [("99_probe", src, out, {"profile": "smoke", "modle": "x"}, None)])
@@ -352,8 +352,8 @@ def test_failing_notebook_is_one_line_naming_cell_and_partial_copy(world, run, t
 
 def test_dry_run_cli_and_notebooks_reject_a_value_alike(run):
     """Validation lives in the config objects: every entry point gives the same message."""
-    from activation_wave.config import CaptureConfig, ConfigError
-    from activation_wave.pipeline import notebook_config
+    from activation_wave.core.config import CaptureConfig, ConfigError
+    from activation_wave.study.steps import notebook_config
 
     want = "capture.batch_size = 0 is out of range: it must be >= 1"
     for command in ("dry-run", "capture", "select", "info"):
@@ -368,7 +368,7 @@ def test_dry_run_cli_and_notebooks_reject_a_value_alike(run):
 
 
 def test_every_bound_names_a_field_and_every_profile_passes():
-    from activation_wave.config import PROFILES, StudyConfig
+    from activation_wave.core.config import PROFILES, StudyConfig
 
     cfg = StudyConfig()
     for section in ("data", "capture", "metrics", "select", "draft", "spec", "cross", "bench"):
@@ -380,8 +380,8 @@ def test_every_bound_names_a_field_and_every_profile_passes():
 
 
 def test_notebook_parameter_check_reads_the_kernel_history():
-    from activation_wave.config import ConfigError
-    from activation_wave.study import check_notebook_parameters, unknown_notebook_parameters
+    from activation_wave.core.config import ConfigError
+    from activation_wave.study.notebooks import check_notebook_parameters, unknown_notebook_parameters
 
     history = ["", 'profile = "default"\nmodel = ""', '# Parameters\nprofile = "smoke"\nmodle = "x"\n', "cfg = ..."]
     assert unknown_notebook_parameters(history) == (["modle"], ["model", "profile"])
@@ -409,7 +409,7 @@ def test_speculate_json_contract_default_chain_and_max_prompts(world, run):
 
 def test_speculate_text_with_a_weak_drafter(world, run, tmp_path):
     """An untrained drafter: positions that are never reached are null in JSON and '-' in text."""
-    from activation_wave.drafter import Eagle3Drafter, save_drafter
+    from activation_wave.models.drafter import Eagle3Drafter, save_drafter
 
     target = permutation_target_from(world)
     weak = Eagle3Drafter.from_target(target, [1, 2, 3], list(range(64)), seed=5)
@@ -493,7 +493,8 @@ def test_doctests_of_the_helpers():
     """The examples in the docstrings of the text report, the bounds and the line progress hold."""
     import doctest
 
-    from activation_wave import config, progress
+    from activation_wave.core import config
+    from activation_wave.core import progress
 
     for module in (cli, config, progress):
         result = doctest.testmod(module)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from activation_wave.config import PROFILES, ConfigError, load_config, parse_overrides
-from activation_wave.pipeline import study_config
+from activation_wave.core.config import PROFILES, ConfigError, load_config, parse_overrides
+from activation_wave.study.steps import study_config
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -51,8 +51,9 @@ def test_cli_and_papermill_overrides_agree():
 def test_second_architecture_pages_share_the_cross_model_capture(profile, tmp_path):
     """The study's per-chapter runs on the second architecture (model + dotted overrides)
     get exactly the config of the cross-model chapter, hence its capture cache."""
-    from activation_wave.crossmodel import cross_config, cross_overrides
-    from activation_wave.study import SECOND_ARCH, _runs
+    from activation_wave.select.across_models import cross_config, cross_overrides
+    from activation_wave.study.notebooks import SECOND_ARCH
+    from activation_wave.study.runner import _runs
 
     cfg = load_config(profile)
     assert load_config(profile, cross_overrides(cfg), model=cfg.cross.model) == cross_config(cfg)

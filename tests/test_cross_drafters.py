@@ -7,11 +7,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from activation_wave.chapters import cross_drafters as cd
-from activation_wave.chapters.drafter_predictors import Comparison, Predictor
-from activation_wave.config import DraftConfig, load_config
-from activation_wave.results import load_result, save_result
-from activation_wave.stats import spearman
+from activation_wave.study.chapters import cross_drafters as cd
+from activation_wave.study.chapters.drafter_predictors import Comparison, Predictor
+from activation_wave.core.config import DraftConfig, load_config
+from activation_wave.core.results import load_result, save_result
+from activation_wave.core.stats import spearman
 from helpers import permutation_world, tiny_drafter_config
 
 SETS = {"eagle3-default": [1, 2, 3], "combined": [2, 3, 4], "exhaustive": [1, 3, 4]}

@@ -5,8 +5,8 @@ from collections import Counter
 
 import pytest
 
-from activation_wave.config import DataConfig
-from activation_wave.data import TEAM_PROMPTS, PromptFileError, humaneval_prompts, load_prompts, read_prompt_jsonl
+from activation_wave.core.config import DataConfig
+from activation_wave.models.prompts import TEAM_PROMPTS, PromptFileError, humaneval_prompts, load_prompts, read_prompt_jsonl
 
 
 def test_team_prompts_cover_eight_categories_with_fixed_split():
@@ -53,7 +53,7 @@ def test_malformed_prompt_file_names_file_and_line(tmp_path, content, message):
 
 def test_unknown_source():
     """Sources are checked in the config (issue 24), before any prompt is read."""
-    from activation_wave.config import ConfigError
+    from activation_wave.core.config import ConfigError
 
     with pytest.raises(ConfigError, match="'sharegpt' is not a prompt source"):
         DataConfig(sources=("sharegpt",))

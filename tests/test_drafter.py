@@ -6,7 +6,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from activation_wave.drafter import (
+from activation_wave.models.drafter import (
     MIDLAYER_TENSORS,
     TOP_LEVEL_TENSORS,
     DrafterError,

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from activation_wave.chapters import drafter_predictors as dp
-from activation_wave.chapters.eagle3_speedup import DrafterJob
-from activation_wave.experiment import run_jobs
-from activation_wave.results import load_result, save_result
-from activation_wave.layer_stats import LayerStats
-from activation_wave.stats import holm, seed_mean, spearman
+from activation_wave.study.chapters import drafter_predictors as dp
+from activation_wave.draft.experiment import DrafterJob
+from activation_wave.draft.experiment import run_jobs
+from activation_wave.core.results import load_result, save_result
+from activation_wave.measure.layer_stats import LayerStats
+from activation_wave.core.stats import holm, seed_mean, spearman
 from helpers import permutation_world, tiny_drafter_config
 
 SETS = {"eagle3-default": [1, 2, 4], "entropy-greedy": [2, 3, 4], "combined": [1, 3, 4], "random-0": [1, 2, 3],

@@ -16,17 +16,17 @@ import json
 import pytest
 import torch
 
-from activation_wave.capture import forward_batch
-from activation_wave.drafter import Eagle3Drafter, save_drafter
-from activation_wave.engines import (
+from activation_wave.models.capture import forward_batch
+from activation_wave.models.drafter import Eagle3Drafter, save_drafter
+from activation_wave.engines.conventions import (
     ENGINES,
     STUDY_LAST_ENTRY,
     engine_report,
     export_warnings,
     exports,
     loadable_engines,
-    read_layer_ids,
 )
+from activation_wave.core.layers import read_layer_ids
 
 DRAFT_IDS = list(range(0, 128, 2))
 N = 4  # tiny_llama's decoder blocks

@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from activation_wave import entropy as E
+from activation_wave.measure import entropy as E
 
 PROPS = settings(max_examples=15, deadline=None)
 

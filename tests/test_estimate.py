@@ -3,8 +3,8 @@
 import pytest
 
 from activation_wave.cli import main
-from activation_wave.config import load_config
-from activation_wave.estimate import KNOWN_SHAPES, dry_run, model_shape
+from activation_wave.core.config import load_config
+from activation_wave.study.estimate import KNOWN_SHAPES, dry_run, model_shape
 
 
 def test_known_shape_parameter_counts_match_published_sizes():

@@ -8,14 +8,14 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from activation_wave.capture import capture
-from activation_wave.config import CaptureConfig, DraftConfig, SpecConfig
-from activation_wave.data import Response
-from activation_wave.experiment import bootstrap_mean_ci, drafter_dir, run_sets, tau_with_ci
-from activation_wave.stats import spearman
-from activation_wave.models import load_target
-from activation_wave.baselines import plain_generate
-from activation_wave.training import train_drafter
+from activation_wave.models.capture import capture
+from activation_wave.core.config import CaptureConfig, DraftConfig, SpecConfig
+from activation_wave.models.prompts import Response
+from activation_wave.draft.experiment import bootstrap_mean_ci, drafter_dir, run_sets, tau_with_ci
+from activation_wave.core.stats import spearman
+from activation_wave.models.targets import load_target
+from activation_wave.decode.baselines import plain_generate
+from activation_wave.draft.training import train_drafter
 from helpers import permutation_target
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from activation_wave import entropy as E
-from activation_wave import filtering as F
+from activation_wave.measure import entropy as E
+from activation_wave.measure import filtering as F
 
 
 def test_entropy_mask_threshold_and_quantile():

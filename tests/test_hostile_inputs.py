@@ -147,7 +147,7 @@ def _speculate(ctx: Ctx, draft: Path | None = None, *extra: str) -> list:
 def _nan_loss(ctx: Ctx) -> None:
     """Training whose loss is NaN (what draft.lr=inf gave before it was refused; with a tiny
     capture, one batch per epoch, so from the first step)."""
-    import activation_wave.training as training
+    import activation_wave.draft.training as training
 
     real = training.ttt_loss
 
@@ -159,7 +159,7 @@ def _nan_loss(ctx: Ctx) -> None:
 
 
 def _disk_full(ctx: Ctx) -> None:
-    import activation_wave.capture as capture
+    import activation_wave.models.capture as capture
     from safetensors import SafetensorError
 
     def full(*a, **kw):
@@ -298,7 +298,7 @@ def _snapshot(*roots: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_hostile_input_exits_2_with_one_line_and_loses_nothing(case, world, run, tmp_path, monkeypatch):
-    from activation_wave.pipeline import notebook_config
+    from activation_wave.study.steps import notebook_config
 
     item, setup, needles = CASES[case]
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -336,7 +336,7 @@ def test_the_table_covers_every_item_of_issue_24_but_select():
 def test_a_non_finite_drafter_is_refused_at_save(tiny_llama, tmp_path):
     import torch
 
-    from activation_wave.drafter import DrafterError, Eagle3Drafter, save_drafter
+    from activation_wave.models.drafter import DrafterError, Eagle3Drafter, save_drafter
 
     d = Eagle3Drafter.from_target(tiny_llama, [1, 2, 3], list(range(0, 128, 2)))
     with torch.no_grad():
@@ -354,7 +354,7 @@ _SECTIONS = ("data", "capture", "metrics", "select", "draft", "spec", "cross", "
 def _keys() -> list[tuple[str, type]]:
     from typing import get_type_hints
 
-    from activation_wave.config import StudyConfig
+    from activation_wave.core.config import StudyConfig
 
     hints = get_type_hints(StudyConfig)
     out = []
@@ -372,7 +372,7 @@ def _texts():
     """Random values as a user would type them after ``--set key=``."""
     from hypothesis import strategies as st
 
-    from activation_wave.config import SELECTION_METHODS
+    from activation_wave.core.config import SELECTION_METHODS
 
     number = st.one_of(st.integers(-5, 300).map(str), st.integers(-10**12, 10**12).map(str),
                        st.floats(allow_nan=True, allow_infinity=True).map(repr),
@@ -387,7 +387,7 @@ def _texts():
 
 def _outcome(fn: Callable[[], object]) -> str:
     """'ok' or the ConfigError's message (any other exception fails the test)."""
-    from activation_wave.config import ConfigError
+    from activation_wave.core.config import ConfigError
 
     try:
         fn()
@@ -403,9 +403,9 @@ def test_every_config_key_is_parsed_alike_by_dry_run_the_cli_and_notebooks(run):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from activation_wave.config import load_config, parse_overrides
-    from activation_wave.estimate import KNOWN_SHAPES, check_fit
-    from activation_wave.pipeline import notebook_config
+    from activation_wave.core.config import load_config, parse_overrides
+    from activation_wave.study.estimate import KNOWN_SHAPES, check_fit
+    from activation_wave.study.steps import notebook_config
 
     shape = KNOWN_SHAPES["smollm2-135m"]
 
@@ -434,8 +434,8 @@ def test_every_config_key_is_parsed_alike_by_dry_run_the_cli_and_notebooks(run):
 
 
 def test_notebook_json_lists_and_cli_lists_agree():
-    from activation_wave.config import ConfigError, load_config, parse_overrides
-    from activation_wave.pipeline import notebook_config
+    from activation_wave.core.config import ConfigError, load_config, parse_overrides
+    from activation_wave.study.steps import notebook_config
 
     a = load_config("smoke", parse_overrides(["bench.scaling_fractions=0.5,1", "data.sources=team"]))
     b = notebook_config("smoke", "", json.dumps({"bench.scaling_fractions": [0.5, 1], "data.sources": ["team"]}))

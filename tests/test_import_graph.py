@@ -72,11 +72,40 @@ def test_find_cycle_on_a_tiny_graph():
 
 def test_the_graph_sees_relative_imports():
     g = import_graph()
-    assert "activation_wave.layer_stats" in g["activation_wave.selection"]
-    assert "activation_wave.layers" in g["activation_wave.chapters.layer_selection"]
+    assert "activation_wave.measure.layer_stats" in g["activation_wave.select.selection"]
+    assert "activation_wave.core.layers" in g["activation_wave.study.chapters.layer_selection"]
 
 
 def test_no_import_cycle_in_the_package():
     graph = import_graph()
     cycle = find_cycle(graph)
     assert cycle is None, f"import cycle: {' -> '.join(cycle)}; move the shared piece into a module both can import"
+
+
+#: The package's folders, lowest first: a module may import its own folder and lower ones.
+LAYERS = ("core", "models", "engines", "measure", "select", "decode", "draft", "plots", "study", "benchmarks", "cli")
+
+
+def _layer(module: str) -> int:
+    part = module.split(".")[1] if "." in module else ""
+    return LAYERS.index(part) if part in LAYERS else len(LAYERS)
+
+
+def test_every_module_lives_in_a_stage_folder():
+    loose = sorted(m for m in import_graph() if m.count(".") == 1 and m.split(".")[1] not in LAYERS)
+    assert loose == [], f"modules outside the stage folders {LAYERS}: {loose}"
+
+
+def test_a_lower_folder_never_imports_a_higher_one():
+    bad = sorted(f"{m} -> {d}" for m, deps in import_graph().items() for d in deps
+                 if m != "activation_wave" and _layer(d) > _layer(m))
+    assert bad == [], "imports against the layering " + " < ".join(LAYERS) + ": " + "; ".join(bad)
+
+
+def test_no_module_name_appears_twice():
+    leaves: dict[str, list[str]] = {}
+    for m in import_graph():
+        if m.count(".") >= 2 and not m.endswith("__init__"):
+            leaves.setdefault(m.rsplit(".", 1)[1], []).append(m)
+    twice = {k: v for k, v in leaves.items() if len(v) > 1}
+    assert twice == {}, f"module names used twice: {twice}"

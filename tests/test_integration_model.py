@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from activation_wave.cli import main
-from activation_wave.models import load_target
+from activation_wave.models.targets import load_target
 
 pytestmark = pytest.mark.integration
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from activation_wave.layers import (
+from activation_wave.core.layers import (
     LayerIds,
     check_layers,
     eagle3_default_layers,

@@ -10,9 +10,9 @@ import textwrap
 
 import pytest
 
-from activation_wave.benchmarks import llamacpp as B
-from activation_wave.drafter import Eagle3Drafter, save_drafter
-from activation_wave.llamacpp import (
+from activation_wave.benchmarks import llamacpp_speed as B
+from activation_wave.models.drafter import Eagle3Drafter, save_drafter
+from activation_wave.engines.llamacpp import (
     SETUP_COMMAND,
     LlamaCpp,
     LlamaCppError,
@@ -121,7 +121,8 @@ def test_converter_failure_is_reported(tiny_llama, tiny_target, fake_llamacpp, t
 
 
 def test_cli_export_without_llamacpp_exits_2(tiny_target, tiny_llama, tmp_path, monkeypatch, capsys):
-    from activation_wave import cli, pipeline
+    from activation_wave import cli
+    from activation_wave.study import steps as pipeline
 
     monkeypatch.setattr(pipeline, "get_target", lambda cfg: tiny_target)
     monkeypatch.setenv("LLAMACPP_DIR", str(tmp_path / "none"))
@@ -191,7 +192,7 @@ def test_engine_comparison_rows_come_from_the_file():
 
 
 def test_interleaving_alternates_the_order_prompt_by_prompt(monkeypatch):
-    from activation_wave import llamacpp
+    from activation_wave.engines import llamacpp
 
     calls = []
 

@@ -34,7 +34,7 @@ def test_no_function_or_class_in_a_chapter(name):
     for src in code_cells(name):
         tree = ast.parse("\n".join(line for line in src.splitlines() if not line.startswith(("%", "!"))))
         defined = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
-        assert not defined, f"{name} defines {defined}: move them to activation_wave.chapters"
+        assert not defined, f"{name} defines {defined}: move them to activation_wave.study.chapters"
 
 
 def test_code_line_budgets():

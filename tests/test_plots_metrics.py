@@ -10,11 +10,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from activation_wave import entropy as E  # noqa: E402
+from activation_wave.measure import entropy as E  # noqa: E402
 from activation_wave import plots  # noqa: E402
-from activation_wave import selection as S  # noqa: E402
-from activation_wave.layer_stats import LayerStats  # noqa: E402
-from activation_wave.cka import compartment_costs  # noqa: E402
+from activation_wave.select import selection as S  # noqa: E402
+from activation_wave.measure.layer_stats import LayerStats  # noqa: E402
+from activation_wave.measure.cka import compartment_costs  # noqa: E402
 
 
 @pytest.fixture(scope="module")

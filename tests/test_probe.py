@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from activation_wave.probe import (ProbeData, _project, _read_rows, _sample_anchors, _valid_anchors, probe_scores,
+from activation_wave.select.probe import (ProbeData, _project, _read_rows, _sample_anchors, _valid_anchors, probe_scores,
                                    rank_subsets)
 from helpers import permutation_capture, permutation_target
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from activation_wave.config import load_config
-from activation_wave.results import from_jsonable, load_result, save_result, to_jsonable
+from activation_wave.core.config import load_config
+from activation_wave.core.results import from_jsonable, load_result, save_result, to_jsonable
 
 
 @dataclass(frozen=True)

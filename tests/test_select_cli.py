@@ -10,14 +10,14 @@ import pytest
 from helpers import captured
 
 from activation_wave import cli
-from activation_wave.chapters.cka_compartments import compartment_rows
-from activation_wave.config import load_config
-from activation_wave.layer_stats import LayerStats, stats_from_cache
-from activation_wave.layers import span_of, to_convention
-from activation_wave.pipeline import Captured
-from activation_wave.select_cli import format_report, select_for_cli
-from activation_wave.selection import lambda_choice, method_sets, rank_among_all, select_layers, sweep_lambda
-from activation_wave.stability import bootstrap_methods, paired_difference
+from activation_wave.study.chapters.cka_compartments import compartment_rows
+from activation_wave.core.config import load_config
+from activation_wave.measure.layer_stats import LayerStats, stats_from_cache
+from activation_wave.core.layers import span_of, to_convention
+from activation_wave.study.steps import Captured
+from activation_wave.select.report import format_report, select_for_cli
+from activation_wave.select.selection import lambda_choice, method_sets, rank_among_all, select_layers, sweep_lambda
+from activation_wave.select.stability import bootstrap_methods, paired_difference
 
 
 @pytest.fixture()
@@ -51,7 +51,7 @@ def test_happy_path_on_an_8_block_model(cap8):
     assert "+1" in out["exports"]["sglang"] and "convention" in out["exports"]["specforge"]
     assert out["exports_detail"]["specforge"]["ids"] == [i - 1 for i in ids]
     # engines that cannot load a drafter on the exported set say so (SGLang never captures index N = 8)
-    from activation_wave.engines import export_warnings
+    from activation_wave.engines.conventions import export_warnings
 
     assert out["engine_warnings"] == export_warnings(ids, 8) == []
     k2 = select_for_cli(*_with(cap8, k=2, method="last-k"))  # nothing recommended: the candidate, [7, 8]
@@ -99,7 +99,7 @@ def patched(monkeypatch, tmp_path):
     monkeypatch.setenv("WAVE_RESULTS", str(tmp_path / "results"))
 
     def use(cap: Captured) -> None:
-        monkeypatch.setattr("activation_wave.pipeline.run_capture", lambda cfg, **kw: cap)
+        monkeypatch.setattr("activation_wave.study.steps.run_capture", lambda cfg, **kw: cap)
     return use
 
 
@@ -137,18 +137,18 @@ def test_cli_errors_exit_2_with_one_line(cap4, patched, capsys, argv, match, jso
 def test_cli_refuses_a_k_whose_scans_take_too_long_before_any_statistic(cap8, patched, capsys, monkeypatch, argv,
                                                                        match):
     patched(cap8)
-    monkeypatch.setattr("activation_wave.selection._SECONDS_PER_SET", 1.0)  # as if each 8-layer set cost 1 s
+    monkeypatch.setattr("activation_wave.select.selection._SECONDS_PER_SET", 1.0)  # as if each 8-layer set cost 1 s
 
     def never(*a, **kw):
         raise AssertionError("statistics computed before the scan's estimate refused k")
-    monkeypatch.setattr("activation_wave.select_cli.stats_from_cache", never)
+    monkeypatch.setattr("activation_wave.select.report.stats_from_cache", never)
     rc, out, err = _select(capsys, "--json", "--model", "tiny-llama8", *argv)
     assert rc == 2 and out == "" and err.count("\n") == 1 and match in err, err
 
 
 def test_cli_json_stays_pure_when_the_cache_rebuilds(cap8, monkeypatch, capsys, tmp_path):
-    from activation_wave.capture import capture
-    from activation_wave.config import CaptureConfig
+    from activation_wave.models.capture import capture
+    from activation_wave.core.config import CaptureConfig
 
     ccfg = CaptureConfig(batch_size=8, records_per_shard=4, topk=4)  # as helpers.captured
     shard = cap8.cache.path / cap8.cache.manifest["shards"][0]["file"]
@@ -164,7 +164,7 @@ def test_cli_json_stays_pure_when_the_cache_rebuilds(cap8, monkeypatch, capsys, 
         cache = capture(cap8.target, cap8.responses, ccfg, out_dir=cap8.cache.path, progress=False)
         return Captured(cfg=cfg, target=cap8.target, responses=cap8.responses, cache=cache,
                         responses_path=cap8.responses_path)
-    monkeypatch.setattr("activation_wave.pipeline.run_capture", run_capture)
+    monkeypatch.setattr("activation_wave.study.steps.run_capture", run_capture)
     monkeypatch.setenv("WAVE_RESULTS", str(tmp_path / "results"))
     rc, out, err = _select(capsys, "--json", "--model", "tiny-llama8")
     assert rc == 0 and json.loads(out)["recommended"] == [2, 4, 5]
@@ -251,8 +251,8 @@ def test_without_own_results_the_rules_sets_are_candidates(cap8, tmp_path, case)
 
 def test_the_committed_results_are_the_evidence(cap8, monkeypatch):
     """The study's own files: SmolLM2 (chapter 6) and Gemma-3-270M (chapter 7)."""
-    from activation_wave.layer_stats import LayerStats
-    from activation_wave.select_cli import select_from_stats
+    from activation_wave.measure.layer_stats import LayerStats
+    from activation_wave.select.report import select_from_stats
 
     monkeypatch.delenv("WAVE_RESULTS", raising=False)
     out = select_for_cli(*_with(cap8))  # a model the study did not train drafters for
@@ -333,8 +333,8 @@ def test_compartment_helpers():
 
 
 def test_outlier_helpers_on_a_planted_sink():
-    from activation_wave.entropy import profile_summary
-    from activation_wave.filtering import compare_conditions, outlier_conditions, response_offsets, token_norms
+    from activation_wave.measure.entropy import profile_summary
+    from activation_wave.measure.filtering import compare_conditions, outlier_conditions, response_offsets, token_norms
 
     rng = np.random.default_rng(0)
     H = rng.normal(size=(4, 60, 8))
@@ -353,7 +353,7 @@ def test_outlier_helpers_on_a_planted_sink():
 
 
 def test_token_count_stability_shapes():
-    from activation_wave.filtering import token_count_stability
+    from activation_wave.measure.filtering import token_count_stability
 
     H = np.random.default_rng(1).normal(size=(5, 64, 6)).cumsum(0)
     st = token_count_stability(H, [8, 16, 64, 1000], n_rep=2, seed=0)

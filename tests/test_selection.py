@@ -7,10 +7,10 @@ import itertools
 import numpy as np
 import pytest
 
-from activation_wave import entropy as E
-from activation_wave import selection as S
-from activation_wave.layer_stats import LayerStats
-from activation_wave.cka import MinibatchCKA
+from activation_wave.measure import entropy as E
+from activation_wave.select import selection as S
+from activation_wave.measure.layer_stats import LayerStats
+from activation_wave.measure.cka import MinibatchCKA
 
 
 def _planted(groups=(1, 4, 4, 3), n=160, d=10, noise=0.3, seed=0):
@@ -180,7 +180,7 @@ def test_rank_sets_and_candidate_sets(planted):
 
 
 def test_bootstrap_stability(planted):
-    from activation_wave.stability import bootstrap_methods
+    from activation_wave.select.stability import bootstrap_methods
 
     stats, _ = planted
     H = stats.data

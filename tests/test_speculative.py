@@ -7,18 +7,18 @@ import pytest
 import torch
 from scipy import stats
 
-from activation_wave.capture import NORMED, capture, forward_batch
-from activation_wave.config import CaptureConfig, DraftConfig, SpecConfig
-from activation_wave.data import Response
-from activation_wave.drafter import Eagle3Drafter, load_drafter
-from activation_wave.baselines import plain_generate, prompt_lookup_generate
-from activation_wave.decoding import SpecResult, merge_results
-from activation_wave.kernels import threads
-from activation_wave.offline import offline_acceptance
-from activation_wave.speculative import speculate, speculative_sample
-from activation_wave.costs import cost_model
-from activation_wave.timing import measure_costs, run_interleaved
-from activation_wave.training import train_drafter
+from activation_wave.models.capture import NORMED, capture, forward_batch
+from activation_wave.core.config import CaptureConfig, DraftConfig, SpecConfig
+from activation_wave.models.prompts import Response
+from activation_wave.models.drafter import Eagle3Drafter, load_drafter
+from activation_wave.decode.baselines import plain_generate, prompt_lookup_generate
+from activation_wave.decode.rounds import SpecResult, merge_results
+from activation_wave.decode.kernels import threads
+from activation_wave.decode.offline import offline_acceptance
+from activation_wave.decode.speculative import speculate, speculative_sample
+from activation_wave.decode.costs import cost_model
+from activation_wave.decode.timing import measure_costs, run_interleaved
+from activation_wave.draft.training import train_drafter
 from helpers import permutation_target
 
 LAYERS = [1, 2, 4]
@@ -261,9 +261,9 @@ def test_cost_model(world):
 @pytest.mark.integration
 def test_real_model_greedy_speculation_is_lossless():
     """SmolLM2-135M: speculative greedy == plain greedy with an untrained drafter, chain and tree."""
-    from activation_wave.data import chat_ids
-    from activation_wave.layers import eagle3_default_layers
-    from activation_wave.models import load_target
+    from activation_wave.models.prompts import chat_ids
+    from activation_wave.core.layers import eagle3_default_layers
+    from activation_wave.models.targets import load_target
 
     target = load_target("smollm2-135m")
     layers = eagle3_default_layers(target.n_layers)
@@ -278,7 +278,7 @@ def test_real_model_greedy_speculation_is_lossless():
 
 
 def test_drafter_loaded_without_target_is_attached_by_speculate(world, tmp_path):
-    from activation_wave.drafter import save_drafter
+    from activation_wave.models.drafter import save_drafter
 
     path = save_drafter(world["trained"], tmp_path / "d", world["trained"].provenance)
     bare = load_drafter(path)  # as `wave speculate` loads it
@@ -293,7 +293,7 @@ def test_decoding_figures(world):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from activation_wave.plots.decoding import (
+    from activation_wave.plots.drafters import (
         plot_acceptance_by_position,
         plot_cost_model,
         plot_score_vs_tau,
@@ -320,7 +320,7 @@ def test_decoding_figures(world):
 
 
 def test_fast_kernels_are_idempotent_reversible_and_exact(tiny_tokenizer):
-    from activation_wave.kernels import PackedLinear, set_kernels
+    from activation_wave.decode.kernels import PackedLinear, set_kernels
 
     target = permutation_target(tiny_tokenizer, seed=7)
     model = target.model
@@ -340,7 +340,7 @@ def test_fast_kernels_are_idempotent_reversible_and_exact(tiny_tokenizer):
 
 
 def test_tiled_mask_is_reused_for_the_same_mask_and_rebuilt_for_a_new_one():
-    from activation_wave.kernels import _tiled_mask
+    from activation_wave.decode.kernels import _tiled_mask
 
     a = torch.rand(1, 1, 4, 7) > 0.5
     b = ~a
@@ -353,8 +353,8 @@ def test_tiled_mask_is_reused_for_the_same_mask_and_rebuilt_for_a_new_one():
 def test_online_comparison_runs_every_method_and_counts_identical_outputs(world):
     """One comparison for chapter 6 and the benchmark: baselines and each drafter's chain
     (T = 0 and 1) and tree, interleaved; greedy speculation equals plain greedy."""
-    from activation_wave.chapters.eagle3_speedup import online_figures
-    from activation_wave.comparison import compare_online
+    from activation_wave.study.chapters.eagle3_speedup import online_figures
+    from activation_wave.decode.comparison import compare_online
 
     prompts = [(f"q{i}", p) for i, p in enumerate(_prompts(world, 3)[:3])]
     spec = SpecConfig(depth=3, max_new_tokens=12, tree_topk=2, tree_size=4, threads=1)

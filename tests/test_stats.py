@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from activation_wave import stats
-from activation_wave.stats import (bootstrap_p, holm, min_detectable_delta, paired_bootstrap, power_at, seed_mean,
+from activation_wave.core import stats
+from activation_wave.core.stats import (bootstrap_p, holm, min_detectable_delta, paired_bootstrap, power_at, seed_mean,
                                    spearman, spearman_ci, spearman_difference)
 
 

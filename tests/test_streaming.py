@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from activation_wave.capture import capture
-from activation_wave.cka import MinibatchCKA
-from activation_wave.config import CaptureConfig, DataConfig
-from activation_wave.data import Prompt, generate_responses
-from activation_wave.entropy import layer_entropies
-from activation_wave.streaming import CovarianceEntropy, stream_chunks, streaming_stats
+from activation_wave.models.capture import capture
+from activation_wave.measure.cka import MinibatchCKA
+from activation_wave.core.config import CaptureConfig, DataConfig
+from activation_wave.models.prompts import Prompt, generate_responses
+from activation_wave.measure.entropy import layer_entropies
+from activation_wave.measure.streaming import CovarianceEntropy, stream_chunks, streaming_stats
 
 
 def test_covariance_entropy_equals_layer_entropy():

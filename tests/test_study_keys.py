@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from activation_wave.study import chapter_key, used_modules
+from activation_wave.study.keys import chapter_key, used_modules
 
 
 def _package(root: Path) -> Path:
@@ -65,9 +65,10 @@ def test_key_changes_with_parameters_notebook_and_profiles(tmp_path):
 
 def test_decoding_modules_are_not_in_the_analysis_chapters_keys():
     """The real study: chapters 1-5 do not import the decoding code, chapters 6 does."""
-    from activation_wave.study import LIB_DIR, NOTEBOOK_DIR
+    from activation_wave.study.keys import LIB_DIR
+    from activation_wave.study.notebooks import NOTEBOOK_DIR
 
-    decoding = {"speculative.py", "decoding.py", "baselines.py", "kernels.py", "offline.py", "timing.py"}
+    decoding = {f"decode/{m}.py" for m in ("speculative", "rounds", "baselines", "kernels", "offline", "timing")}
     for stem in ("01_layer_entropy", "02_concat_entropy", "03_cka_compartments", "05_layer_selection"):
         used = {p.relative_to(LIB_DIR).as_posix() for p in used_modules(NOTEBOOK_DIR / f"{stem}.py")}
         assert not used & decoding, (stem, used & decoding)
@@ -79,7 +80,7 @@ def test_timings_keep_each_notebooks_longest_run(tmp_path):
     """A warm rerun updates the last time but never the longest (the cold-cache cost)."""
     import json
 
-    from activation_wave.study import _record_timings
+    from activation_wave.study.runner import _record_timings
 
     _record_timings(tmp_path, "default", None, {"06": 4000.0, "07": 60.0}, 4060.0)
     _record_timings(tmp_path, "default", None, {"06": 900.0}, 900.0)

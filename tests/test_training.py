@@ -6,12 +6,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from activation_wave.capture import capture
-from activation_wave.config import CaptureConfig, DraftConfig, SpecConfig
-from activation_wave.data import Response
-from activation_wave.baselines import plain_generate
-from activation_wave.records import collate, load_records, make_batches
-from activation_wave.training import train_drafter
+from activation_wave.models.capture import capture
+from activation_wave.core.config import CaptureConfig, DraftConfig, SpecConfig
+from activation_wave.models.prompts import Response
+from activation_wave.decode.baselines import plain_generate
+from activation_wave.models.records import collate, load_records, make_batches
+from activation_wave.draft.training import train_drafter
 from helpers import permutation_target
 
 LAYERS = [1, 2, 4]

@@ -27,7 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .config import PROFILES, ConfigError, StudyConfig, load_config, parse_overrides
+from activation_wave.core.config import PROFILES, ConfigError, StudyConfig, load_config, parse_overrides
+from activation_wave.core.layers import text_config
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,8 +67,9 @@ def _add_common(p: argparse.ArgumentParser, *, model_default: str | None = None)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from .layers import eagle3_default_layers, to_convention
-    from .models import cache_root, load_target
+    from activation_wave.core.layers import eagle3_default_layers, to_convention
+    from activation_wave.core.paths import cache_root
+    from activation_wave.models.targets import load_target
 
     cfg = _config(args)
     t = load_target(cfg.model)
@@ -86,7 +88,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
-    from .pipeline import run_capture
+    from activation_wave.study.steps import run_capture
 
     cfg = _config(args)
     cap = run_capture(cfg, regenerate=args.regenerate)
@@ -99,8 +101,8 @@ def cmd_capture(args: argparse.Namespace) -> int:
 def cmd_select(args: argparse.Namespace) -> int:
     import contextlib
 
-    from .pipeline import run_capture
-    from .select_cli import check_request, format_report, select_for_cli
+    from activation_wave.study.steps import run_capture
+    from activation_wave.select.report import check_request, format_report, select_for_cli
 
     cfg = _config(args, flags={"select.k": ("--k", args.k), "select.method": ("--method", args.method)})
     check_request(cfg.select.method, cfg.select.k)
@@ -114,7 +116,7 @@ def cmd_select(args: argparse.Namespace) -> int:
 
 
 def _print_engine_warnings(warnings: list[str]) -> None:
-    """Say which engines cannot load a drafter on the chosen layers (activation_wave.engines)."""
+    """Say which engines cannot load a drafter on the chosen layers (activation_wave.engines.conventions)."""
     if warnings:
         print("engines that cannot load a drafter on these layers (or would feed it other tensors):")
         for w in warnings:
@@ -122,9 +124,9 @@ def _print_engine_warnings(warnings: list[str]) -> None:
 
 
 def _layers(text: str) -> tuple[int, ...]:
-    """``--layers`` as typed (strict: :func:`activation_wave.layers.parse_layer_ids`); the range
+    """``--layers`` as typed (strict: :func:`activation_wave.core.layers.parse_layer_ids`); the range
     check against the model's N follows in ``train-draft``."""
-    from .layers import parse_layer_ids
+    from activation_wave.core.layers import parse_layer_ids
 
     try:
         return parse_layer_ids(text)
@@ -168,10 +170,10 @@ def publish_drafter(tmp: Path, out: Path, *, force: bool = False) -> Path:
 
 
 def cmd_train_draft(args: argparse.Namespace) -> int:
-    from .layers import check_layers
-    from .models import n_layers_of
-    from .pipeline import run_capture
-    from .training import train_drafter
+    from activation_wave.core.layers import check_layers
+    from activation_wave.models.targets import n_layers_of
+    from activation_wave.study.steps import run_capture
+    from activation_wave.draft.training import train_drafter
 
     cfg = _config(args)
     layers = check_layers(args.layers, n_layers_of(cfg.model), what="--layers")  # the one check of these ids
@@ -186,9 +188,9 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
         shutil.rmtree(tmp, ignore_errors=True)  # a failed training leaves nothing behind
         raise
     print(f"drafter    {publish_drafter(tmp, out, force=args.force)}")
-    from .engines import engine_report
+    from activation_wave.engines.conventions import engine_report
 
-    config = getattr(cap.target.model.config, "text_config", None) or cap.target.model.config
+    config = text_config(cap.target.model.config)
     rep = engine_report(layers, cap.target.n_layers, model_type=str(config.model_type),
                         fused_norm=cfg.draft.fused_norm)
     print(f"engines    loadable by {', '.join(e for e, r in rep.items() if r['ok']) or 'none'}")
@@ -197,8 +199,8 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .llamacpp import check_export_out, export_llamacpp
-    from .pipeline import get_target
+    from activation_wave.engines.llamacpp import check_export_out, export_llamacpp
+    from activation_wave.study.steps import get_target
 
     cfg = _config(args)
     check_export_out(Path(args.out))  # before the target is loaded
@@ -231,10 +233,10 @@ def speculation_text(doc: Mapping[str, Any]) -> str:
 
 
 def cmd_speculate(args: argparse.Namespace) -> int:
-    from .data import chat_ids, check_context, read_prompt_jsonl
-    from .drafter import load_drafter
-    from .pipeline import get_target
-    from .speculative import speculate
+    from activation_wave.models.prompts import chat_ids, check_context, read_prompt_jsonl
+    from activation_wave.models.drafter import load_drafter
+    from activation_wave.study.steps import get_target
+    from activation_wave.decode.speculative import speculate
 
     cfg = _config(args, flags={"spec.temperature": ("--temperature", args.temperature),
                                "spec.max_new_tokens": ("--max-new-tokens", args.max_new_tokens)})
@@ -245,7 +247,7 @@ def cmd_speculate(args: argparse.Namespace) -> int:
     every = read_prompt_jsonl(args.prompts)
     prompts = every[: cfg.spec.max_prompts]
     load_drafter(args.draft)  # a broken checkpoint fails here, before the target is loaded
-    from .estimate import check_fit, shape_of
+    from activation_wave.study.estimate import check_fit, shape_of
 
     target = get_target(cfg)
     check_fit(cfg, shape_of(target.model.config))
@@ -264,7 +266,7 @@ def cmd_speculate(args: argparse.Namespace) -> int:
 
 
 def cmd_study(args: argparse.Namespace) -> int:
-    from .study import run_study
+    from activation_wave.study.runner import run_study
 
     return run_study(profile=args.profile, model=args.model, book_dir=args.book_dir, only=args.only,
                      build=not args.no_build, overrides=parse_overrides(args.set))
@@ -292,7 +294,7 @@ def check_results_file(path: Path, *, flag: str = "--out") -> Path:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .benchmarks import run_benchmarks
+    from activation_wave.benchmarks import run_benchmarks
 
     cfg = _config(args)
     run_benchmarks(cfg, out=check_results_file(Path(args.out)), only=args.only)
@@ -300,7 +302,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_dry_run(args: argparse.Namespace) -> int:
-    from .estimate import dry_run
+    from activation_wave.study.estimate import dry_run
 
     cfg = _config(args)
     print(json.dumps(dry_run(cfg), indent=1) if args.json else dry_run(cfg, text=True))
@@ -389,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
 def error_message(exc: BaseException) -> tuple[str, int] | None:
     """(one-line message, exit code) for an error a user can fix; ``None`` for a bug,
     which keeps its traceback."""
-    from .models import cache_error_message
+    from activation_wave.models.targets import cache_error_message
 
     if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
         text = cache_error_message(exc) or (f"{exc.strerror or exc}: {exc.filename}; check that the path exists "

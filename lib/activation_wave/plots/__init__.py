@@ -1,16 +1,13 @@
 """Figures of the study: library functions that take data and an optional ``ax`` and return the Figure.
 
-``metrics`` draws chapters 1-5 (entropy, concatenation, CKA, filtering, selection);
-``decoding`` the drafter and speculative-decoding chapters. Shared style: ``_style``.
+``data_figures`` draws chapter 0; ``layer_figures`` chapters 1-5 (entropy, concatenation,
+CKA, filtering, selection); ``drafters`` the drafter and speculative-decoding chapters;
+``architectures`` chapter 7's side by side; ``speed_figures`` chapter 9. Shared style: ``_style``.
 """
 
-from .capture import *  # noqa: F401,F403
-from .crossmodel import *  # noqa: F401,F403
-from .metrics import *  # noqa: F401,F403
-from .performance import *  # noqa: F401,F403
+from activation_wave.plots.data_figures import *  # noqa: F401,F403
+from activation_wave.plots.architectures import *  # noqa: F401,F403
+from activation_wave.plots.layer_figures import *  # noqa: F401,F403
+from activation_wave.plots.speed_figures import *  # noqa: F401,F403
 
-try:
-    from .decoding import *  # noqa: F401,F403
-except ImportError as err:  # only a missing decoding module is tolerated; its own bugs surface
-    if getattr(err, "name", None) != f"{__name__}.decoding":
-        raise
+from activation_wave.plots.drafters import *  # noqa: F401,F403

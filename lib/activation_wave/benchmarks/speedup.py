@@ -1,0 +1,335 @@
+"""Speculative decoding against plain and prompt-lookup decoding, in one run; and its levers.
+
+:func:`run` (``speculative_decoding``): the benchmark drafter (the EAGLE-3 default layers,
+the recipe of the profile's ``bench`` section) decodes held-out prompts with
+:func:`~activation_wave.decode.comparison.compare_online`, the same comparison as chapter 6:
+plain decoding at T = 0 and T = 1, prompt lookup at T = 0, the drafter's chain at T = 0
+and T = 1 and its tree at T = 0 (``spec.tree_topk > 0``), interleaved prompt by prompt,
+``bench.rounds`` times. Reported: tokens/s of each, the speedups, tau, whether
+speculative greedy equals plain greedy on every prompt, tau offline on the same prompts,
+the cost-model components with the predicted speedup, and the drafter's training speed.
+
+:func:`run_precision` (``speculative_decoding_bf16``) casts the target to a lower
+precision; :func:`run_data_scaling` (``drafter_data_scaling``) measures how tau grows
+with the drafter's training data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from activation_wave.decode.comparison import OnlineComparison, compare_online, held_out_prompts, method_name
+from activation_wave.core.config import DraftConfig, SpecConfig, StudyConfig, load_config
+from activation_wave.decode.rounds import SpecResult, merge_results
+from activation_wave.models.drafter import load_drafter
+from activation_wave.draft.experiment import drafter_dir, train_or_load
+from activation_wave.core.layers import eagle3_default_layers
+from activation_wave.study.steps import Captured, load_results, run_capture
+
+#: The benchmark drafter's name in the comparison (its methods: ``spec_chain_t0``, ...).
+DRAFTER = "spec"
+
+
+def _summary(res: SpecResult) -> dict[str, Any]:
+    """The figures of one pooled method that the results file keeps."""
+    out: dict[str, Any] = {"tokens": res.new_tokens, "wall_s": round(res.wall_s, 3),
+                           "tokens_per_s": res.tokens_per_s, "prompts": res.n_prompts}
+    if res.method.startswith("eagle3"):
+        out.update(tau=res.tau, rounds=res.target_forwards, acceptance_by_position=res.acceptance_by_position)
+    return out
+
+
+def _subset(res: SpecResult, keep: set[str]) -> SpecResult:
+    """The pooled result restricted to the prompts in ``keep``."""
+    return merge_results([dataclasses.replace(res, per_prompt=[p for p in res.per_prompt if p["id"] in keep])])
+
+
+def _study_drafters(cfg: StudyConfig) -> dict[str, Any] | None:
+    """Training time and throughput of chapter 6's drafters under this profile, as the
+    study's last run recorded them (None before chapter 6 has run)."""
+    try:
+        runs = load_results("06_eagle3_speedup", cfg)["runs"]
+    except FileNotFoundError:
+        return None
+    secs = [r["train_s"] for r in runs if r.get("train_s")]
+    tps = [r["tokens_per_s"] for r in runs if r.get("tokens_per_s")]
+    return {"drafters": len(runs), "train_s_per_drafter_mean": statistics.fmean(secs) if secs else None,
+            "tokens_per_s_mean": statistics.fmean(tps) if tps else None,
+            "config": {k: getattr(cfg.draft, k) for k in ("epochs", "ttt_steps", "batch_tokens", "threads", "workers")},
+            "note": "chapter 6's drafters, trained by `wave study` (two at once when draft.workers = 2)"}
+
+
+def bench_config(profile: str = "default", samples_per_prompt: int | None = None,
+                 overrides: dict[str, Any] | None = None) -> StudyConfig:
+    """The profile's config (with ``overrides``) with the benchmark drafter's data:
+    ``bench.samples_per_prompt`` sampled responses per train prompt, or
+    ``samples_per_prompt``. Nothing else changes, so the greedy responses and chapter 6's
+    capture stay shared."""
+    cfg = load_config(profile, overrides)
+    n = cfg.bench.samples_per_prompt if samples_per_prompt is None else samples_per_prompt
+    return load_config(profile, {**(overrides or {}), "data.samples_per_prompt": n})
+
+
+def bench_draft(cfg: StudyConfig) -> DraftConfig:
+    """The benchmark drafter's training config: the profile's ``draft`` with the ``bench`` recipe."""
+    b = cfg.bench
+    return dataclasses.replace(cfg.draft, threads=b.threads, epochs=b.draft_epochs, ttt_steps=b.draft_ttt_steps,
+                               batch_tokens=b.draft_batch_tokens)
+
+
+def bench_spec(cfg: StudyConfig) -> SpecConfig:
+    """The benchmark's decoding config: the profile's ``spec`` with the ``bench`` settings."""
+    b = cfg.bench
+    return dataclasses.replace(cfg.spec, threads=b.threads, depth=b.depth, draft_threshold=b.draft_threshold,
+                               max_new_tokens=b.max_new_tokens)
+
+
+def _benchmark_drafter(cfg: StudyConfig, progress: bool) -> tuple[Captured, str, dict[str, Any]]:
+    """The capture with the benchmark's data, and the benchmark drafter on the EAGLE-3
+    default layers (trained once, then loaded from the drafter cache), with its log."""
+    cap = run_capture(bench_config(cfg.profile, overrides=_overrides(cfg)), progress=progress)
+    path, log = train_or_load(cap.target, cap.cache, eagle3_default_layers(cap.target.n_layers), bench_draft(cfg),
+                              progress=progress)
+    return cap, str(path), log
+
+
+def _overrides(cfg: StudyConfig) -> dict[str, Any]:
+    """``cfg`` as dotted overrides of its own profile (so derived configs keep ``--set`` values)."""
+    base = load_config(cfg.profile).to_dict()
+    out: dict[str, Any] = {"model": cfg.model} if cfg.model != base["model"] else {}
+    for section, values in cfg.to_dict().items():
+        if isinstance(values, dict):
+            out.update({f"{section}.{k}": v for k, v in values.items() if base[section][k] != v})
+    return out
+
+
+def _data_summary(cfg: StudyConfig, cache: Any) -> dict[str, Any]:
+    """What the drafter was trained on: greedy and sampled train records of the capture."""
+    from activation_wave.models.prompts import SAMPLE_MARK
+
+    train = [r for r in cache.records if r["split"] == "train"]
+    return {"samples_per_prompt": cfg.data.samples_per_prompt, "sample_temperature": cfg.data.sample_temperature,
+            "train_records": len(train), "sampled_train_records": sum(SAMPLE_MARK in r["id"] for r in train),
+            "eval_records": sum(r["split"] == "eval" for r in cache.records)}
+
+
+def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
+    """The decoding benchmark under ``cfg`` (see the module docstring); a JSON-able dict.
+
+    Every figure pools the ``bench.rounds`` interleaved runs over all prompts (tokens and
+    seconds summed); ``by_round`` keeps each round's speedups, which shows how much the
+    shared machine moved them."""
+    from activation_wave.decode.offline import offline_acceptance
+    from activation_wave.decode.costs import cost_model
+    from activation_wave.decode.timing import measure_costs
+
+    t_start = time.time()
+    b, spec = cfg.bench, bench_spec(cfg)
+    cap, path, train_log = _benchmark_drafter(cfg, progress)
+    target, cache = cap.target, cap.cache
+    drafter = load_drafter(path, target)
+    picked = held_out_prompts(target, cap.cfg.data, b.n_prompts, spec.seed)
+    ids = [p.id for p, _ in picked]
+    cmp = compare_online(target, {DRAFTER: drafter}, [(p.id, tok) for p, tok in picked], spec, rounds=b.rounds,
+                         progress=progress)
+    out = _comparison_figures(cmp, {p.id: p.source for p, _ in picked})
+    out = {"model": target.name, "profile": cfg.profile, "drafter": path, "layers": list(drafter.spec.layers),
+           "spec": dataclasses.asdict(spec), "n_prompts": len(ids), "prompt_ids": ids,
+           "prompt_sources": {src: sum(p.source == src for p, _ in picked) for src in sorted({p.source for p, _ in picked})},
+           **out}
+    off = offline_acceptance(drafter, cache, spec.depth, split="eval", max_new_tokens=spec.max_new_tokens, ids=ids)
+    out["tau_offline_t0"] = off["tau_offline"]
+    out["tau_online_minus_offline"] = out["tau_t0"] - off["tau_offline"]
+    out["acceptance_offline"] = off["acceptance_by_position"]
+
+    context = int(statistics.median(len(tok) for _, tok in picked)) + spec.max_new_tokens // 2
+    extra = [spec.tree_size + 1] if spec.tree_topk > 0 else []
+    costs = measure_costs(target, drafter, context=context, depth=spec.depth, extra_sizes=extra,
+                          n_threads=b.threads, kernels=spec.kernels)
+    out["cost_model"] = {"components_ms": costs, "predicted_chain_t0": cost_model(out["tau_t0"], costs, spec.depth),
+                         "measured_chain_t0": out["speedup_vs_plain_t0"]}
+    if extra:
+        out["cost_model"]["predicted_tree_t0"] = cost_model(out["tau_tree_t0"], costs, spec.depth,
+                                                            verify_tokens=extra[0])
+    out["drafter_training"] = {k: train_log.get(k) for k in ("tokens_per_s", "train_wall_s", "n_loss_tokens",
+                                                            "threads")}
+    out["drafter_training"]["unit"] = "response positions (loss tokens) per second, all unrolled steps"
+    out["study_drafters"] = _study_drafters(cfg)
+    out["command"] = f"wave bench --profile {cfg.profile} --only speculative_decoding" + "".join(
+        f" --set {k}={v}" for k, v in _overrides(cfg).items())
+    out["drafter_config"] = {k: train_log.get("config", {}).get(k) for k in ("draft_vocab", "ttt_steps", "epochs", "lr")}
+    out["drafter_eval_offline"] = {k: (train_log.get("eval") or {}).get(k) for k in ("tau_offline",
+                                                                                     "acceptance_by_position")}
+    out["drafter_data"] = _data_summary(cap.cfg, cache)
+    out["torch_threads"] = b.threads
+    out["seconds"] = round(time.time() - t_start, 1)
+    return out
+
+
+def _comparison_figures(cmp: OnlineComparison, source: dict[str, str]) -> dict[str, Any]:
+    """The benchmark's figures of an online comparison: pooled, by prompt source, by round."""
+    m = lambda kind: method_name(DRAFTER, kind)  # noqa: E731
+    merged = {name: _summary(r) for name, r in cmp.pooled.items()}
+    tps = {name: s["tokens_per_s"] for name, s in merged.items()}
+    tree = m("tree_t0") in cmp.pooled
+    by_source: dict[str, dict[str, Any]] = {}
+    for src in sorted(set(source.values())):
+        sub = {name: _summary(_subset(r, {p for p in cmp.prompt_ids if source[p] == src}))
+               for name, r in cmp.pooled.items()}
+        by_source[src] = {"prompts": sub["plain_t0"]["prompts"],
+                          "tokens_per_s": {name: s["tokens_per_s"] for name, s in sub.items()},
+                          "speedup_vs_plain_t0": sub[m("chain_t0")]["tokens_per_s"] / sub["plain_t0"]["tokens_per_s"],
+                          "tau_t0": sub[m("chain_t0")]["tau"]}
+        if tree:
+            by_source[src]["speedup_tree_vs_plain_t0"] = (sub[m("tree_t0")]["tokens_per_s"]
+                                                          / sub["plain_t0"]["tokens_per_s"])
+            by_source[src]["tau_tree_t0"] = sub[m("tree_t0")]["tau"]
+    rounds = len(cmp.per_round)
+    runs = f"{len(cmp.prompt_ids) * rounds} prompt runs ({rounds} rounds)"
+    pairs = ((m("chain_t0"), "plain_t0"), (m("chain_t1"), "plain_t1"), (m("chain_t0"), "prompt_lookup_t0"))
+    out: dict[str, Any] = {
+        "tokens_per_s": tps, "methods": merged, "by_source": by_source,
+        "speedup_vs_plain_t0": cmp.speedup(m("chain_t0"), "plain_t0"),
+        "speedup_vs_plain_t1": cmp.speedup(m("chain_t1"), "plain_t1"),
+        "speedup_vs_prompt_lookup_t0": cmp.speedup(m("chain_t0"), "prompt_lookup_t0"),
+        "prompt_lookup_vs_plain_t0": cmp.speedup("prompt_lookup_t0", "plain_t0"),
+        "tau_t0": merged[m("chain_t0")]["tau"], "tau_t1": merged[m("chain_t1")]["tau"],
+        "lossless_t0_chain": f"{cmp.identical(m('chain_t0'))}/{runs} identical to plain greedy", "rounds": rounds,
+        "by_round": [{f"speedup_vs_{base}": cmp.round_speedups(fast, base)[i] for fast, base in pairs}
+                     for i in range(rounds)],
+    }
+    if tree:
+        out["lossless_t0_tree"] = f"{cmp.identical(m('tree_t0'))}/{runs} identical to plain greedy"
+        out["tau_tree_t0"] = merged[m("tree_t0")]["tau"]
+        out["speedup_tree_vs_plain_t0"] = cmp.speedup(m("tree_t0"), "plain_t0")
+        out["speedup_tree_vs_prompt_lookup_t0"] = cmp.speedup(m("tree_t0"), "prompt_lookup_t0")
+    return out
+
+
+def run_precision(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
+    """The lower-precision lever: the benchmark drafter and ``bench.precision_prompts``
+    held-out prompts with the target's weights in ``bench.precision_dtype`` (cast from the
+    fp32 target), against fp32, interleaved in one run.
+
+    Methods: plain (transformers ``generate``) and speculative chain decoding at T = 0, each
+    with the fp32 and the ``dtype`` target. Reports tokens/s, the speedups within each
+    precision, how many prompts give identical tokens (speculative vs plain in the same
+    precision; ``dtype`` plain vs fp32 plain), and the verify costs of 1..depth+1 tokens
+    in both precisions (what makes the round cheaper or not).
+    """
+    import copy
+
+    from activation_wave.decode.baselines import plain_generate
+    from activation_wave.decode.kernels import set_kernels
+    from activation_wave.decode.speculative import speculate
+    from activation_wave.decode.timing import measure_costs, run_interleaved
+
+    t_start = time.time()
+    dtype, threads = cfg.bench.precision_dtype, cfg.bench.threads
+    spec = dataclasses.replace(bench_spec(cfg), temperature=0.0, tree_topk=0)
+    cap, drafter_dir, _ = _benchmark_drafter(cfg, progress)
+    fp32 = cap.target
+    drafter = load_drafter(drafter_dir, fp32)
+    set_kernels(fp32.model, "hf")  # a clean copy (no packed weights), then cast
+    low = dataclasses.replace(fp32, model=copy.deepcopy(fp32.model).to(getattr(torch, dtype)))
+
+    prompts = [(p.id, tok) for p, tok in held_out_prompts(fp32, cap.cfg.data, cfg.bench.precision_prompts, spec.seed)]
+    methods: dict[str, Any] = {}
+    for tag, tgt in (("fp32", fp32), (dtype, low)):
+        methods[f"plain_{tag}"] = lambda p, c, t=tgt: plain_generate(t, [p], c(spec))
+        methods[f"spec_chain_{tag}"] = lambda p, c, t=tgt: speculate(t, drafter, [p], c(spec))
+    pooled = run_interleaved(methods, prompts, progress=progress)
+    tps = {name: r.tokens_per_s for name, r in pooled.items()}
+
+    def same(a: str, b: str) -> str:
+        n = sum(x == y for x, y in zip(pooled[a].token_ids, pooled[b].token_ids))
+        return f"{n}/{len(prompts)} prompts identical"
+
+    context = int(statistics.median(len(p) for _, p in prompts)) + spec.max_new_tokens // 2
+    verify = {tag: measure_costs(t, None, context=context, depth=spec.depth, n_threads=threads,
+                                 kernels=spec.kernels)["verify_ms"] for tag, t in (("fp32", fp32), (dtype, low))}
+    return {
+        "model": fp32.name, "profile": cfg.profile, "dtype": dtype, "drafter": str(drafter_dir),
+        "layers": list(drafter.spec.layers), "n_prompts": len(prompts), "prompt_ids": [p for p, _ in prompts],
+        "spec": dataclasses.asdict(spec), "tokens_per_s": tps,
+        "tau": {name: r.tau for name, r in pooled.items() if name.startswith("spec")},
+        "speedup_fp32": tps["spec_chain_fp32"] / tps["plain_fp32"],
+        f"speedup_{dtype}": tps[f"spec_chain_{dtype}"] / tps[f"plain_{dtype}"],
+        f"plain_{dtype}_vs_fp32": tps[f"plain_{dtype}"] / tps["plain_fp32"],
+        f"spec_{dtype}_vs_plain_fp32": tps[f"spec_chain_{dtype}"] / tps["plain_fp32"],
+        "identical": {"spec_vs_plain_fp32": same("spec_chain_fp32", "plain_fp32"),
+                      f"spec_vs_plain_{dtype}": same(f"spec_chain_{dtype}", f"plain_{dtype}"),
+                      f"plain_{dtype}_vs_plain_fp32": same(f"plain_{dtype}", "plain_fp32")},
+        "verify_ms": verify, "verify_context": context,
+        "verify_4_over_step": {tag: v[min(4, max(v))] / v[1] for tag, v in verify.items()},
+        "note": f"the {dtype} target is the fp32 target cast in memory (same file and provenance); "
+                "the drafter is the fp32 one, fed the cast target's hidden states",
+        "seconds": round(time.time() - t_start, 1),
+    }
+
+
+
+
+def run_data_scaling(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
+    """How the benchmark drafter's offline tau grows with its training data: the same
+    recipe (:func:`bench_draft`) on seeded shares (``bench.scaling_fractions``) of the
+    greedy train records, then on all of them plus ``bench.scaling_samples`` sampled
+    responses per train prompt, evaluated on the whole (greedy) eval split (chain depth
+    ``ttt_steps``, T = 0). The point with ``bench.samples_per_prompt`` samples is the
+    benchmark drafter itself (same cache key, no retraining).
+
+    The fit ``tau = a + b * log2(loss tokens)`` over the greedy shares gives the gain per
+    doubling of the data; each sampled point also carries the tau that fit predicted for
+    its size, so the prediction is checked on data it did not see. Not a timing."""
+    import numpy as np
+
+    from activation_wave.draft.training import train_drafter
+
+    t_start = time.time()
+    extra = _overrides(cfg)
+    greedy = bench_config(cfg.profile, 0, extra)
+    draft = bench_draft(cfg)
+    cap = run_capture(greedy, progress=progress)
+    target, cache = cap.target, cap.cache
+    layers = eagle3_default_layers(target.n_layers)
+
+    def point(out: Path, fraction: float, n_samples: int) -> dict[str, Any]:
+        log = json.loads((out / "train_log.json").read_text())
+        return {"fraction": fraction, "samples_per_prompt": n_samples, "records": log["n_records"],
+                "loss_tokens": log["n_loss_tokens"], "tau_offline": log["eval"]["tau_offline"],
+                "acceptance_by_position": log["eval"]["acceptance_by_position"],
+                "train_acc_last_epoch": log["epochs"][-1]["acc_by_step"][0],
+                "train_wall_s": log.get("train_wall_s"), "drafter": str(out)}
+
+    points = []
+    for f in sorted(cfg.bench.scaling_fractions):
+        if f >= 1.0:
+            out = train_or_load(target, cache, layers, draft, progress=progress)[0]
+        else:  # kept beside the full drafter, keyed by the fraction
+            full = drafter_dir(cache, layers, draft)
+            out = full.with_name(f"{full.name}-frac{f:g}")
+            if not (out / "train_log.json").exists():
+                train_drafter(target, cache, layers, draft, out, progress=progress, records_fraction=f)
+        points.append(point(out, f, 0))
+    x = np.log2([p["loss_tokens"] for p in points])
+    y = np.array([p["tau_offline"] for p in points])
+    b, a = np.polyfit(x, y, 1) if len(points) > 1 else (float("nan"), float("nan"))
+    for n in cfg.bench.scaling_samples:
+        more = run_capture(bench_config(cfg.profile, n, extra), progress=progress).cache
+        pt = point(train_or_load(target, more, layers, draft, progress=progress)[0], 1.0, n)
+        pt["tau_predicted"] = float(a + b * np.log2(pt["loss_tokens"]))
+        points.append(pt)
+    return {"model": target.name, "profile": cfg.profile, "layers": layers, "points": points,
+            "tau_per_doubling": float(b), "fit": {"a": float(a), "b": float(b),
+                                                 "form": "tau_offline = a + b * log2(loss tokens)",
+                                                 "over": "the shares of the greedy train records"},
+            "sample_temperature": greedy.data.sample_temperature,
+            "draft": {k: getattr(draft, k) for k in ("epochs", "ttt_steps", "batch_tokens", "lr", "draft_vocab")},
+            "eval_records": sum(r["split"] == "eval" for r in cache.records), "seconds": round(time.time() - t_start, 1)}

@@ -1,0 +1,70 @@
+"""The benchmark runner: every entry of ``wave bench`` into one summary file.
+
+Each entry records the figure, the baseline measured *in the same run* (a shared
+machine is noisy, so only side-by-side ratios mean anything), their ratio, the target
+where the issue set one, and the peak resident memory of the step. Every entry takes the
+run's :class:`~activation_wave.core.config.StudyConfig`; its ``bench`` section holds the
+benchmarks' settings, so ``wave bench --profile P --set bench.rounds=3`` works like every
+other command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from activation_wave.core.config import StudyConfig
+from activation_wave.core.results import BENCHMARKS_FILE
+from activation_wave.benchmarks.peak import PeakRSS
+
+
+Entry = Callable[[StudyConfig], dict[str, Any]]
+
+
+def entries() -> dict[str, Entry]:
+    """Every benchmark by name, in the order ``wave bench`` runs them."""
+    from activation_wave.benchmarks import speedup as decoding
+    from activation_wave.benchmarks import llamacpp_speed as llamacpp
+    from activation_wave.benchmarks import metric_speed as metrics
+    from activation_wave.benchmarks import pipeline_cost as pipeline
+
+    return {"capture_throughput": pipeline.bench_capture, "memory_scaling": pipeline.bench_memory,
+            "default_profile": pipeline.bench_default_profile,
+            "metrics": lambda cfg: metrics.run(threads=cfg.bench.threads),
+            "speculative_decoding": decoding.run, "speculative_decoding_bf16": decoding.run_precision,
+            "drafter_data_scaling": decoding.run_data_scaling,
+            # needs the optional llama.cpp build (scripts/setup_llamacpp.sh)
+            "llamacpp": lambda cfg: llamacpp.run(profile=cfg.profile, model=cfg.model)}
+
+
+def run_benchmarks(cfg: StudyConfig, out: Path = BENCHMARKS_FILE, only: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmarks (or ``only`` some) with ``cfg`` and merge them into ``out``."""
+    known = entries()
+    unknown = sorted(set(only or []) - set(known))
+    if unknown:
+        raise ValueError(f"unknown benchmark(s) {unknown}; choose from {sorted(known)}")
+    doc = json.loads(out.read_text()) if out.exists() else {}
+    doc["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
+                      "torch_threads": torch.get_num_threads()}
+    for name, fn in known.items():
+        if only and name not in only:
+            continue
+        print(f"[bench] {name} ...", flush=True)
+        t0 = time.time()
+        with PeakRSS() as mem:
+            result = fn(cfg)
+        result.setdefault("peak_rss_mib", round(mem.peak))
+        result["wall_s"] = round(time.time() - t0, 1)
+        result["measured"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+        doc[name] = result
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=1))
+        print(f"[bench] {name}: {json.dumps(result)[:300]}", flush=True)
+    return doc

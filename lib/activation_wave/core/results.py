@@ -1,0 +1,150 @@
+"""Chapter results as data: typed, frozen result objects written to JSON and read back.
+
+A chapter's analysis is a library function returning a frozen dataclass (a *result
+object*). :func:`save_result` writes it, with the config and provenance, to
+``<results dir>/<name>.json``; a later chapter calls :func:`load_result` with the same
+class and reads fields, never display strings. :func:`to_jsonable` is the one JSON
+converter of the package (numpy scalars and arrays, tuples, dataclasses, pandas
+frames; non-finite floats become ``null``).
+
+>>> from dataclasses import dataclass
+>>> @dataclass(frozen=True)
+... class Demo:
+...     layers: tuple[int, ...]
+...     score: float | None
+>>> from_jsonable(Demo, to_jsonable(Demo((2, 15), float("nan"))))
+Demo(layers=(2, 15), score=None)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import time
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar, get_type_hints
+
+import numpy as np
+
+from activation_wave.core.config import StudyConfig
+from activation_wave.core.paths import REPO_ROOT
+
+RESULTS_ROOT = REPO_ROOT / "data" / "results"
+#: The one file every benchmark (``wave bench``) writes its entry into.
+BENCHMARKS_FILE = RESULTS_ROOT / "benchmarks.json"
+#: Keys every results file carries besides the result's own fields.
+META_KEYS = ("name", "config", "written", "git_commit")
+
+T = TypeVar("T")
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Plain JSON types for ``obj`` (recursively); NaN and infinities become ``None``."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if hasattr(obj, "to_dict") and hasattr(obj, "columns"):  # a pandas DataFrame
+        return to_jsonable(obj.to_dict(orient="records"))
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def from_jsonable(typ: Any, data: Any) -> Any:
+    """Rebuild a value of type ``typ`` (dataclass, tuple, list, dict, Optional) from JSON."""
+    if data is None:
+        return None
+    if dataclasses.is_dataclass(typ):
+        hints = get_type_hints(typ)
+        names = {f.name for f in dataclasses.fields(typ)}
+        unknown = sorted(set(data) - names - set(META_KEYS))
+        if unknown:
+            raise ValueError(f"{typ.__name__}: unexpected field(s) {unknown} in results data; "
+                             "the file was written by another version: re-run its chapter")
+        return typ(**{k: from_jsonable(hints[k], v) for k, v in data.items() if k in names})
+    origin, args = typing.get_origin(typ), typing.get_args(typ)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return from_jsonable(inner[0], data) if len(inner) == 1 else data
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(from_jsonable(args[0], v) for v in data)
+        return tuple(from_jsonable(a, v) for a, v in zip(args, data, strict=True)) if args else tuple(data)
+    if origin is list:
+        return [from_jsonable(args[0], v) for v in data] if args else list(data)
+    if origin is dict:
+        return {k: from_jsonable(args[1], v) for k, v in data.items()} if args else dict(data)
+    if typ is float:
+        return float(data)
+    return data
+
+
+def results_dir(cfg: StudyConfig, root: str | Path | None = None) -> Path:
+    """Where a run's result files go: ``<root>/<profile>/<model slug>/`` (a relative
+    ``root`` is taken from the repository root, wherever the notebook runs)."""
+    base = Path(root or os.environ.get("WAVE_RESULTS", RESULTS_ROOT))
+    if not base.is_absolute():
+        base = REPO_ROOT / base
+    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(cfg.model).name)
+    return base / cfg.profile / slug
+
+
+def git_commit() -> str | None:
+    """``git rev-parse HEAD`` of the study's repository, or None if unavailable."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
+
+
+def load_benchmarks(path: Path = BENCHMARKS_FILE) -> dict[str, Any]:
+    """The benchmarks file, or an empty mapping when ``wave bench`` has not run yet."""
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def save_result(name: str, result: Any, cfg: StudyConfig, root: str | Path | None = None) -> Path:
+    """Write ``<results dir>/<name>.json`` atomically: the result's fields (a dataclass or
+    a mapping) beside the config and provenance (:data:`META_KEYS`)."""
+    fields = to_jsonable(result)
+    clash = sorted(set(fields) & set(META_KEYS))
+    if clash:
+        raise ValueError(f"result field(s) {clash} collide with the results file's own keys {list(META_KEYS)}; "
+                         "rename them in the result class")
+    folder = results_dir(cfg, root)
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = {"name": name, "config": cfg.to_dict(), "written": time.strftime("%Y-%m-%dT%H:%M:%S"),
+           "git_commit": git_commit(), **fields}
+    path = folder / f"{name}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=False))
+    os.replace(tmp, path)
+    return path
+
+
+def load_result(name: str, cfg: StudyConfig, root: str | Path | None = None, cls: type[T] | None = None) -> Any:
+    """Read a results file written by :func:`save_result`: the result object when ``cls``
+    is given, else the raw mapping. A missing file names the chapter to run."""
+    path = results_dir(cfg, root) / f"{name}.json"
+    if not path.exists():
+        raise FileNotFoundError(f"results file {path} does not exist: run the chapter that writes {name!r} first "
+                                f"(`wave study --profile {cfg.profile} --only {name}`)")
+    doc = json.loads(path.read_text())
+    return from_jsonable(cls, doc) if cls is not None else doc

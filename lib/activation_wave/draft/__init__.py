@@ -1,0 +1,1 @@
+"""Training drafters: the training-time test, and the experiment runner that trains many."""

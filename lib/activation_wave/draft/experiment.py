@@ -1,0 +1,175 @@
+"""Chapter 6's experiment: one drafter per layer set and seed, same data, same budget.
+
+Every drafter is trained on the train split of one capture cache and evaluated
+offline on its eval split (accepted length of chain drafts at T = 0, from the cached
+greedy responses). Trained drafters are cached under the capture folder, keyed by the
+layer set, the draft config and the seed, so a rerun trains only what changed; a
+folder without its ``train_log.json`` (an interrupted training) is trained again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from activation_wave.models.capture import CaptureCache
+from activation_wave.core.config import DraftConfig
+from activation_wave.models.targets import Target
+from activation_wave.core.progress import progress_bar
+
+
+#: Fields that choose *which* drafters the experiment trains, or how many at once, not how one
+#: is trained (``samples_per_prompt`` chooses the capture, whose folder holds the drafters).
+_NOT_IN_KEY = ("n_seeds", "control_seeds", "n_random", "sweep_stride", "sweep_fraction", "sweep_seed_every",
+               "norm_arm", "samples_per_prompt", "workers")
+#: Fields added after drafters were cached: left out of the key at their default value, so
+#: those drafters keep their folders.
+_KEY_IF_SET = {"records_fraction": 1.0, "fused_norm": False}
+
+
+
+@dataclass(frozen=True)
+class DrafterJob:
+    """One drafter of the design: its set, layers, arm and full training config (seed included)."""
+
+    set: str
+    layers: tuple[int, ...]
+    arm: str  # "triples" (default, rules, controls), "sweep" (single layers), "norm" (per-layer RMSNorm)
+    config: DraftConfig
+
+def drafter_dir(cache: CaptureCache, layers: Sequence[int], cfg: DraftConfig) -> Path:
+    """Where the drafter for (cache, layers, config incl. seed) lives; the ids are sorted first,
+    so [15, 2, 27] and [2, 15, 27] are one drafter (sorted ids keep the keys they always had)."""
+    train = {k: v for k, v in asdict(cfg).items()
+             if k not in _NOT_IN_KEY and not (k in _KEY_IF_SET and v == _KEY_IF_SET[k])}
+    ids = sorted(map(int, layers))
+    key = hashlib.sha256(json.dumps({"layers": ids, "cfg": train}, sort_keys=True).encode())
+    return cache.path / "drafters" / f"L{'-'.join(map(str, ids))}-{key.hexdigest()[:12]}"
+
+
+def train_or_load(target: Target, cache: CaptureCache, layers: Sequence[int], cfg: DraftConfig, *,
+                  progress: bool = False) -> tuple[Path, dict[str, Any]]:
+    """Train the drafter unless a finished one with the same key exists; return (folder, train log)."""
+    from activation_wave.draft.training import train_drafter
+
+    out = drafter_dir(cache, layers, cfg)
+    log_path = out / "train_log.json"
+    if not log_path.exists():
+        if out.exists():
+            shutil.rmtree(out)  # interrupted earlier: start over
+        tmp = out.with_name(out.name + ".partial")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        train_drafter(target, cache, list(layers), cfg, tmp, progress=progress)
+        tmp.rename(out)
+    return out, json.loads(log_path.read_text())
+
+
+def bootstrap_mean_ci(values: Sequence[float], *, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of a mean."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    if len(v) < 2:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    means = v[rng.integers(0, len(v), size=(n_boot, len(v)))].mean(1)
+    return float(np.quantile(means, (1 - level) / 2)), float(np.quantile(means, (1 + level) / 2))
+
+
+def tau_with_ci(eval_log: Mapping[str, Any], *, seed: int = 0) -> dict[str, float]:
+    """Offline tau and a 95% bootstrap interval over eval records (tokens / rounds, resampled by record)."""
+    per = [p for p in eval_log["per_record"] if p["rounds"]]
+    tokens = np.array([p["tokens"] for p in per], float)
+    rounds = np.array([p["rounds"] for p in per], float)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(per), size=(2000, len(per)))
+    # tau = tokens per verify round; the first token of each response comes from the
+    # prompt's forward (not a verify), hence the -1 per record, as in offline_acceptance
+    boots = (tokens[idx] - 1).sum(1) / rounds[idx].sum(1)
+    return {"tau": float(eval_log["tau_offline"]), "tau_lo": float(np.quantile(boots, 0.025)),
+            "tau_hi": float(np.quantile(boots, 0.975)), "eval_records": len(per)}
+
+
+@lru_cache(maxsize=1)
+def _worker_target(model: str, dtype: str) -> Target:
+    """The target of a pool worker, loaded once per process (a GGUF target takes seconds)."""
+    from activation_wave.models.targets import load_target
+
+    return load_target(model, dtype=dtype)
+
+
+def _train_in_worker(model: str, dtype: str, cache_path: str, layers: list[int], cfg: DraftConfig) -> str:
+    """Process-pool job: train one drafter with this process's target and the cache."""
+    path, _ = train_or_load(_worker_target(model, dtype), CaptureCache(cache_path), layers, cfg)
+    return str(path)
+
+
+def _train_missing(target: Target, cache: CaptureCache, jobs: list[tuple[list[int], DraftConfig]], workers: int,
+                   progress: bool) -> None:
+    """Train the drafters of ``jobs`` that are not cached yet, ``workers`` processes at a time.
+
+    Each worker trains with ``cfg.threads`` threads, so ``workers=2, threads=1`` keeps
+    two cores busy with two drafters; a drafter is bit-identical to one trained alone
+    at the same thread count.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    todo = [(ids, c) for ids, c in jobs if not (drafter_dir(cache, ids, c) / "train_log.json").exists()]
+    todo = list({str(drafter_dir(cache, ids, c)): (ids, c) for ids, c in todo}.values())
+    bar = progress_bar(total=len(todo), desc="training drafters", unit="drafter", disable=not progress or not todo)
+    if workers <= 1 or len(todo) <= 1:
+        for ids, c in todo:
+            train_or_load(target, cache, ids, c)
+            bar.update()
+    else:
+        dtype = str(next(target.model.parameters()).dtype).removeprefix("torch.")
+        ctx = multiprocessing.get_context("spawn")  # fork would copy torch's thread pools
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            futures = [pool.submit(_train_in_worker, target.name, dtype, str(cache.path), ids, c) for ids, c in todo]
+            for fut in as_completed(futures):
+                fut.result()  # re-raise a worker's error here
+                bar.update()
+    bar.close()
+
+
+def run_sets(target: Target, cache: CaptureCache, sets: Mapping[str, Sequence[int]], cfg: DraftConfig,
+             seeds: Sequence[int], *, progress: bool = True) -> list[dict[str, Any]]:
+    """Train (or load) a drafter for every named set and seed; one row per drafter.
+
+    Missing drafters are trained ``cfg.workers`` at a time (see :func:`_train_missing`).
+    """
+    jobs = [(name, list(ids), dataclasses.replace(cfg, seed=s)) for name, ids in sets.items() for s in seeds]
+    return run_jobs(target, cache, jobs, cfg.workers, progress=progress)
+
+
+def run_jobs(target: Target, cache: CaptureCache, jobs: Sequence[tuple[str, Sequence[int], DraftConfig]],
+             workers: int, *, progress: bool = True) -> list[dict[str, Any]]:
+    """Train (or load) one drafter per ``(set name, layers, config)``; one row per drafter, in order.
+
+    Missing drafters are trained ``workers`` at a time (see :func:`_train_missing`).
+    """
+    _train_missing(target, cache, [(list(ids), c) for _, ids, c in jobs], workers, progress)
+    rows = []
+    for name, ids, c in jobs:
+        ids, seed = list(ids), c.seed
+        path, log = train_or_load(target, cache, ids, c)
+        ev = log.get("eval", {})
+        row = {"set": name, "layers": ids, "k": len(ids), "seed": seed, "path": str(path),
+               "train_s": log.get("train_wall_s"), "tokens_per_s": log.get("tokens_per_s"),
+               "acceptance_by_position": ev.get("acceptance_by_position"),
+               "final_loss_by_step": log["epochs"][-1]["loss_by_step"] if log.get("epochs") else None,
+               "final_acc_by_step": log["epochs"][-1]["acc_by_step"] if log.get("epochs") else None}
+        if ev:
+            row.update(tau_with_ci(ev, seed=seed))
+        rows.append(row)
+    return rows

