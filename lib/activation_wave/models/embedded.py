@@ -12,7 +12,7 @@ versions, sha256, the GGUF's ``general.*`` metadata) and the size and mtime it w
 verified at; a later call that finds both unchanged returns the path without re-hashing
 1.1 GB, and within one process the answer is memoised outright.
 
-This module imports nothing from the package (``models.resolve_alias`` calls it and turns
+This module imports only ``core`` from the package (``models.resolve_alias`` calls it and turns
 :class:`EmbeddedModelError` into its ``TargetLoadError``).
 """
 
@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from activation_wave.core.hashing import file_sha256
 
 
 class EmbeddedModelError(RuntimeError):
@@ -154,14 +156,6 @@ def _stat_key(path: Path) -> tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(_CHUNK):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _is_verified(spec: SplitGGUF, path: Path) -> bool:
     """Whether ``path`` holds the pinned file: its record says so for its current size and
     mtime, or (no usable record) hashing it now says so, and then a record is written."""
@@ -177,7 +171,7 @@ def _is_verified(spec: SplitGGUF, path: Path) -> bool:
             return True
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    if _sha256(path) != spec.sha256:
+    if file_sha256(path) != spec.sha256:
         return False
     _write_record(spec, path, provenance(spec, path))
     return True
