@@ -154,7 +154,7 @@ def test_second_call_is_memoised_and_a_new_process_trusts_the_record(fake_parts,
     spec, paths, cache = fake_parts
     path = assemble(spec, cache)
     hashed = []
-    monkeypatch.setattr(embedded, "_sha256", lambda p: hashed.append(p) or "x")
+    monkeypatch.setattr(embedded, "file_sha256", lambda p: hashed.append(p) or "x")
     monkeypatch.setattr(embedded, "_concatenate", lambda *a: pytest.fail("assembled twice"))
     for p in paths:
         p.unlink()  # the parts are no longer needed
