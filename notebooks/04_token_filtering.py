@@ -164,6 +164,7 @@ glue_values(size_small=b.sizes[0], size_big=b.sizes[-1], corr_small_all=b.at("al
 # meaningful; the bootstrap of {doc}`05_layer_selection` asks the same question of the
 # selected layer sets.
 #
+# (sec-sink-question)=
 # ## The sink question
 #
 # A first probe of this study on SmolLM2, over *every* position of some HumanEval

@@ -31,6 +31,8 @@ from IPython.display import display
 
 from activation_wave.study.glue import glue_values
 from activation_wave.study.chapters import cross_model, results_summary as ch
+from activation_wave.study.chapters.cross_drafters import triples_frame
+from activation_wave.study.chapters.drafter_predictors import ranking_text
 from activation_wave.study.steps import open_chapter
 from activation_wave.core.tables import format_table
 
@@ -56,12 +58,16 @@ display(format_table(pd.DataFrame(s.findings, columns=["quantity", "value"])))
 # %% [markdown]
 # ## Which layers, and do drafters agree?
 #
-# Every named set of chapter 5 with its scores, the mean offline $\tau$ of its drafters
-# (chapter 6), and the paired $\Delta\tau$ against the default over the eval prompts with
-# its 95% interval and Holm-adjusted p (rules among the rules, other sets among all sets).
+# Every named set of chapter 5 with its scores, its drafters' $\tau$ on chapter 6's
+# pre-registered outcome (offline, at the online runs' depth and draft threshold, mean over
+# the eval prompts of the seed-averaged per-prompt $\tau$, with a 95% interval over prompts),
+# and on the same outcome the paired $\Delta\tau$ against the default with its 95% interval
+# and Holm-adjusted p (rules among the rules, other sets among all sets). Rows are ordered by
+# the outcome; {glue:text}`ranking`.
 
 # %% tags=["remove-input"]
 display(format_table(pd.DataFrame(s.selection), {"percentile of S2": "{:.1f}", "Holm p": "{:.3g}"}))
+glue_values(ranking=ranking_text(R.paired, 3))
 
 # %% [markdown]
 # ### The pre-registered hypotheses
@@ -107,17 +113,20 @@ glue_values(norm_delta_min=min((e.delta for e in ne), default=nan), norm_delta_m
 
 # %% tags=["remove-input"]
 display(format_table(pd.DataFrame(s.predictors)))
-d = s.depth
-glue_values(tau_spread=s.tau_spread, tau_half_ci=s.tau_half_ci, n_late=d.n_late, late_from=d.late_from,
-            tau_late=d.tau_late if d.tau_late is not None else float("nan"),
-            tau_early=d.tau_early if d.tau_early is not None else float("nan"))
+glue_values(tau_spread=s.tau_spread, tau_half_ci=s.tau_half_ci, **{f"depth_{k}": nan if v is None else v
+                                                                   for k, v in vars(s.depth).items()})
 
 # %% [markdown]
-# The {glue:text}`n_late:d` triples that read a layer at or above {glue:text}`late_from:d`
-# (the last three blocks) average $\tau$ = {glue:text}`tau_late:.3f`, the others
-# {glue:text}`tau_early:.3f`. All triples lie within {glue:text}`tau_spread:.3f` of each
-# other; the mean half-width of one set's marginal 95% interval is
-# {glue:text}`tau_half_ci:.3f`, so only the paired comparisons above can separate them.
+# On the outcome, the {glue:text}`depth_n_late:d` triples that read a layer at or above
+# {glue:text}`depth_late_from:d` (the last three blocks) average $\tau$ =
+# {glue:text}`depth_tau_late:.3f`, the other {glue:text}`depth_n_early:d`
+# {glue:text}`depth_tau_early:.3f`: a difference of {glue:text}`depth_delta:+.3f`
+# (95% interval {glue:text}`depth_lo:+.3f` to {glue:text}`depth_hi:+.3f`, resampling the
+# triples within each group and the {glue:text}`depth_n_prompts:d` eval prompts; a
+# comparison made after seeing the results, not a pre-registered test). All triples lie
+# within {glue:text}`tau_spread:.3f` of each other; the mean half-width of one set's
+# marginal 95% interval is {glue:text}`tau_half_ci:.3f`, so only the paired comparisons
+# above can separate them.
 
 # %% [markdown]
 # ## Speculative decoding on this machine
@@ -130,10 +139,7 @@ display(format_table(ch.online_table(R.drafters).reset_index(names="drafter")))
 
 # %% tags=["remove-input"]
 display(format_table(cross_model.overview_table(R.cross), {"default's S2 percentile": "{:.1f}"}))
-xd = R.cross_drafters
-display(format_table(pd.DataFrame([{"model": xd.model, "set": t.set, "layers": str(list(t.layers)), "seeds": t.n_seeds,
-                                    "tau": t.tau, "95% interval": f"[{t.lo:.3f}, {t.hi:.3f}]"}
-                                   for t in xd.sets if len(t.layers) > 1]), {"tau": "{:.3f}"}))
+display(format_table(triples_frame(R.cross_drafters)))
 
 # %% [markdown]
 # The second table: the two triples chapter 7 trained drafters on for the second

@@ -40,8 +40,9 @@ import matplotlib.pyplot as plt
 
 from activation_wave.study.glue import glue_figure, glue_values
 from activation_wave.study.chapters import landing
+from activation_wave.study.hypotheses import VERDICT_WORD
 from activation_wave.study.steps import open_chapter
-from activation_wave.plots import plot_selection_map, plot_tau
+from activation_wave.plots import plot_key_figure
 
 cfg, _ = open_chapter(profile, model, overrides, capture=False)
 k, R = landing.run(cfg, results_root or None)  # the key numbers: activation_wave/study/chapters/landing.py
@@ -49,22 +50,19 @@ glue_values(model_name=k.model, n_layers=k.n_layers, n_prompts=k.n_prompts, n_po
             sink_ratio=k.sink_ratio, cliff_layer=k.cliff_layer, cliff_entropy=k.cliff_entropy,
             cliff_entropy_fixed=k.cliff_entropy_without_first, default_layers=str(k.default_layers),
             default_pct=k.default_percentile, exhaustive_layers=str(k.exhaustive_layers), tau_default=k.tau_default,
-            tau_best=k.tau_best, best_set=k.best_set, rho_renyi2=k.rho_renyi2, rho_deepest=k.rho_deepest,
+            tau_default_lo=k.tau_default_lo, tau_default_hi=k.tau_default_hi, ranking=k.ranking,
+            rho_renyi2=k.rho_renyi2, rho_deepest=k.rho_deepest,
             n_drafters=k.n_drafters, n_seeds=k.n_seeds, n_triples=k.n_triples, h1_text=k.h1,
-            h1_word=landing.VERDICT_WORD[k.h1_supported], second_model=k.second_model, g1_text=k.g1,
-            g1_word=landing.VERDICT_WORD[k.g1_supported], g2_text=k.g2, g2_word=landing.VERDICT_WORD[k.g2_supported],
+            h1_word=VERDICT_WORD[k.h1_supported], second_model=k.second_model, g1_text=k.g1,
+            g1_word=VERDICT_WORD[k.g1_supported], g2_text=k.g2, g2_word=VERDICT_WORD[k.g2_supported],
             speedup_default=k.speedup_default, speedup_best=k.speedup_best,
             bench_speedup=k.bench_speedup, bench_tau=k.bench_tau,
             lossless_word="exactly" if k.lossless else "not always")
-
-# %% tags=["remove-cell"]
 tri = landing.ranked_triples(R)
-fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained", gridspec_kw={"width_ratios": [1.2, 1]})
-plot_selection_map(R.cka.ids, landing.key_sets(R), compartments=R.cka.compartments, entropy=R.entropy.dataset.mean,
-                   ax=axes[0], title="Which layers each rule picks")
-plot_tau([r.set for r in tri], [r.tau for r in tri], [r.tau_lo for r in tri], [r.tau_hi for r in tri],
-         ax=axes[1], title="Drafters reading those layers")
-glue_figure("fig_key", fig)
+glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set for r in tri], [r.tau for r in tri],
+                                       [r.lo for r in tri], [r.hi for r in tri], compartments=R.cka.compartments,
+                                       entropy=R.entropy.dataset.mean,
+                                       xlabel="tau, mean over eval prompts (pre-registered outcome)"))
 
 # %% [markdown]
 # ```{glue:figure} fig_key
@@ -73,8 +71,11 @@ glue_figure("fig_key", fig)
 # Left: the layer triples that the selection rules of chapter 5 pick on
 # {glue:text}`model_name` ($N$ = {glue:text}`n_layers` blocks), over its CKA
 # compartments (shaded) and its layer entropy (line). Right: the mean accepted length
-# {term}`tau` of drafters trained on each triple under one budget, with 95% intervals
-# (chapter 6).
+# {term}`tau` of drafters trained on each triple under one budget, on chapter 6's
+# pre-registered outcome (offline, at the online runs' depth and draft threshold, mean
+# over the eval prompts of the seed-averaged per-prompt $\tau$), with 95% bootstrap
+# intervals over prompts, highest first. These marginal intervals overlap; only the paired
+# comparisons of chapter 6 can separate the triples.
 # ```
 #
 # ## What we found
@@ -93,14 +94,15 @@ glue_figure("fig_key", fig)
 #   {glue:text}`default_pct:.0f`% of all triples in concatenation entropy; the exact
 #   entropy maximiser is {glue:text}`exhaustive_layers` (chapter 5).
 # - **Drafters.** Over {glue:text}`n_drafters:d` drafters trained under one budget, in
-#   a design fixed before they were trained (chapter 6), the default's reach
-#   $\tau$ = {glue:text}`tau_default:.3f`; the best triple, {glue:text}`best_set`,
-#   {glue:text}`tau_best:.3f`. The primary test, whether the best selection rule's set
+#   a design fixed before they were trained (chapter 6), the default's drafters reach
+#   $\tau$ = {glue:text}`tau_default:.3f` (95% interval {glue:text}`tau_default_lo:.3f` to
+#   {glue:text}`tau_default_hi:.3f` over the eval prompts) on the pre-registered outcome;
+#   {glue:text}`ranking`. The primary test, whether the best selection rule's set
 #   beats the default (paired over the eval prompts, Holm-corrected), finds
-#   {glue:text}`h1_text`: the hypothesis is {glue:text}`h1_word`. Across
-#   {glue:text}`n_triples:d` triples, Spearman's $\rho$ between concatenation entropy and
-#   $\tau$ is {glue:text}`rho_renyi2:.2f`; between a triple's deepest layer and $\tau$ it
-#   is {glue:text}`rho_deepest:.2f` (chapters 6 and 8 give the intervals).
+#   {glue:text}`h1_text`: the hypothesis is {glue:text}`h1_word`. Across the triples,
+#   Spearman's $\rho$ between concatenation entropy and $\tau$ is {glue:text}`rho_renyi2`;
+#   between a triple's deepest layer and $\tau$ it is {glue:text}`rho_deepest` (95%
+#   bootstrap intervals over triples and prompts).
 # - **A second architecture.** The same test on {glue:text}`second_model`'s own drafters,
 #   pre-registered in chapter 7 (the best rule's set against the default): {glue:text}`g1_text`,
 #   {glue:text}`g1_word`. Whether a drafter reading one layer gets better with that

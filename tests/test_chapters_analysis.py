@@ -169,9 +169,11 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
         profile=ch6.LayerProfile((), (), (), (), ()))
     timing = dp.ProbeTiming(1.0, 0.1, 0.1, None, None, None, {})
     comp = dp.Comparison("exhaustive", (6, 7, 8), "rules", 0.1, 0.02, 0.2, 0.01, 0.02, 0.02, 50, 0.1, 0.04, 0.05)
+    # the pre-registered outcome of each set: per-prompt tau around its summary tau (two prompts)
+    outcome = tuple(dp.SetTaus(r.set, r.layers, (0,), r.tau, r.tau, (r.tau - 0.05, r.tau + 0.05)) for r in summary)
     paired = dp.DrafterPredictors(
-        capture="/c", reference="eagle3-default", depth=3, draft_threshold=0.1, n_boot=10, prompt_ids=("a",),
-        missing_drafters=(), sets=(), comparisons=(comp,), mde_rules_pooled=0.05, scores={},
+        capture="/c", reference="eagle3-default", depth=3, draft_threshold=0.1, n_boot=10, prompt_ids=("a", "b"),
+        missing_drafters=(), sets=outcome, comparisons=(comp,), mde_rules_pooled=0.05, scores={},
         predictors=(dp.Predictor("deepest", "triples", 0.9, 0.5, 1.0, len(trip)),
                     dp.Predictor("renyi2", "triples", -0.2, -0.7, 0.4, len(trip))),
         filtering=(), probe=timing, best_probe_triples=(), seconds=1.0)
@@ -204,7 +206,10 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
     key, chapters = landing.run(cfg, root)
     assert key.cliff_layer == r4.sink.cliff.to_layer and key.cliff_entropy == pytest.approx(r4.sink.cliff.after)
     assert key.default_percentile == pytest.approx(r5.default_row.percentile) and key.lossless
-    assert key.rho_deepest == 0.9 and key.n_triples == len(trip) and key.h1_supported and key.n_layers == 8
+    assert key.rho_deepest == f"rho = +0.90 [+0.50, +1.00], n = {len(trip)} triples"
+    assert key.rho_renyi2.endswith("(within noise: the interval covers 0)")
+    assert key.n_triples == len(trip) and key.h1_supported and key.n_layers == 8
+    assert key.ranking.startswith(f"{max(trip, key=lambda r: r.tau).set} ")
     assert key.second_model == "second" and key.g1_supported is None and key.g2_supported
     assert list(landing.key_sets(chapters))[0] == "exhaustive"
     assert [r.set for r in landing.ranked_triples(chapters)] == [r.set for r in sorted(trip, key=lambda r: -r.tau)]

@@ -70,6 +70,9 @@ def test_run_numbers_follow_from_the_drafters_logs(world, tmp_path):
         log = json.loads((Path(r["path"]) / "train_log.json").read_text())["eval"]["per_record"]
         per_seed.append([p["tau"] if p["rounds"] else np.nan for p in log])
     np.testing.assert_allclose(np.array(by_set["combined"].per_prompt, float), seed_mean(np.array(per_seed)))
+    # each seed's per-prompt tau is kept too (the seed spread on the outcome), in the order of `seeds`
+    np.testing.assert_allclose(np.array(by_set["combined"].per_seed, float), np.array(per_seed))
+    assert all(len(s.per_seed) == len(s.seeds) for s in res.sets)
 
     # paired comparisons: every set but the reference, Holm within the rules and over all
     cmp = {c.set: c for c in res.comparisons}
@@ -107,6 +110,7 @@ def test_run_numbers_follow_from_the_drafters_logs(world, tmp_path):
     save_result(dp.NAME, res, cfg, root=tmp_path)
     back = load_result(dp.NAME, cfg, root=tmp_path, cls=dp.DrafterPredictors)
     assert back.comparisons == res.comparisons and back.probe == res.probe
+    assert back.sets == res.sets and dp.seed_spread(back, 3).n_sets == len(SETS) - 3
 
 
 def test_filtered_s2_keeps_the_highest_entropy_tokens_of_a_larger_sample(world):

@@ -69,6 +69,61 @@ def test_bootstrap_p_counts_both_tails():
     assert bootstrap_p([0.0, 0.0]) == 1.0
 
 
+def test_bootstrap_p_splits_replicates_at_zero_between_the_tails():
+    # 50 below 0, 23 exactly 0, 27 above: the old rule counted the 23 ties in both tails,
+    # min(73, 50) = 50 -> p = 2 * 51 / 101 > 1 -> 1; half of them go to each tail instead
+    r = [-1.0] * 50 + [0.0] * 23 + [1.0] * 27
+    assert bootstrap_p(r) == pytest.approx(2 * (27 + 11.5 + 1) / 101)
+    # the same replicates, mirrored: the same p (two-sided)
+    assert bootstrap_p([-x for x in r]) == bootstrap_p(r)
+    # without ties nothing changes; all ties: p = 1 (capped)
+    r2 = np.random.default_rng(0).normal(0.3, 1.0, 999)
+    assert bootstrap_p(r2) == pytest.approx(2 * (min((r2 < 0).sum(), (r2 > 0).sum()) + 1) / 1000)
+    assert bootstrap_p([0.0] * 10) == 1.0
+    # a tied share never lowers p below the share of replicates on the far side
+    assert bootstrap_p([0.0] * 60 + [1.0] * 40) == pytest.approx(min(1.0, 2 * (30 + 1) / 101))
+
+
+def test_bootstrap_mean_ci_and_mean_ci_match_the_intervals_already_in_the_results_files():
+    """The per-set intervals chapter 7 stored (computed with experiment.bootstrap_mean_ci
+    before it moved to stats) come out identical from stats.mean_ci."""
+    import json
+    from pathlib import Path
+
+    from activation_wave.draft.experiment import bootstrap_mean_ci as old_ci
+
+    root = Path(__file__).resolve().parents[1] / "data" / "results" / "default" / "smollm2-135m"
+    xd = json.loads((root / "07_cross_drafters.json").read_text())
+    for s in xd["sets"]:
+        tau, lo, hi = stats.mean_ci(s["per_prompt"])
+        assert (tau, lo, hi) == (s["tau"], s["lo"], s["hi"])
+    pred = json.loads((root / "06_predictors.json").read_text())
+    for s in pred["sets"][:12]:
+        y = np.array([np.nan if v is None else v for v in s["per_prompt"]], float)
+        assert stats.bootstrap_mean_ci(y) == old_ci(y)
+    seeds = np.array([1.3848, 1.3915, 1.3892])
+    assert stats.bootstrap_mean_ci(seeds) == old_ci(seeds)
+    assert np.isnan(stats.bootstrap_mean_ci([1.0])[0]) and np.isnan(stats.mean_ci([None, None])[0])
+
+
+def test_h3_recomputed_from_the_committed_per_prompt_tau_no_longer_double_counts_ties():
+    """H3's statistic from 06_predictors.json's own inputs: same delta and interval as
+    stored, and a p that counts the replicates at exactly 0 once."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "data" / "results" / "default" / "smollm2-135m"
+    pred = json.loads((root / "06_predictors.json").read_text())
+    tri = [s for s in pred["sets"] if len(s["layers"]) == 3 and not s["set"].endswith("+norm")]
+    y = np.array([[np.nan if v is None else v for v in s["per_prompt"]] for s in tri], float)
+    s2 = {q: np.array([pred["scores"][s["set"]][f"renyi2_q{q}"] for s in tri]) for q in ("0", "0.5")}
+    d = spearman_difference(s2["0.5"], s2["0"], y, n_boot=pred["n_boot"])
+    stored = next(f for f in pred["filtering"] if f["quantile"] == 0.5)
+    assert (d.delta, d.lo, d.hi) == pytest.approx((stored["delta_vs_unfiltered"], stored["delta_lo"],
+                                                   stored["delta_hi"]))
+    assert d.p <= stored["delta_p"]  # ties no longer counted in both tails
+
+
 def test_holm_against_a_hand_computed_example():
     # sorted: 0.005*4 = 0.02, 0.01*3 = 0.03, 0.03*2 = 0.06, 0.04*1 = 0.04 -> 0.06 (monotone)
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx((0.03, 0.06, 0.06, 0.02))
@@ -120,6 +175,34 @@ def test_spearman_difference_is_zero_for_the_same_predictor_and_positive_for_the
     diff = spearman_difference(good, bad, y, n_boot=1000)
     assert diff.delta == pytest.approx(spearman(good, y) - spearman(bad, y))
     assert diff.lo > 0 and diff.p < 0.01 and diff.n == 30
+
+
+def test_group_difference_resamples_the_sets_of_each_group_as_well_as_the_prompts():
+    rng = np.random.default_rng(0)
+    base = rng.normal(1.3, 0.1, 96)
+    # two groups of 3 sets, a constant shift of -0.02: the difference is exact, the interval tight
+    a, b = np.stack([base - 0.02] * 3), np.stack([base] * 3)
+    d = stats.group_difference(a, b, n_boot=2000)
+    assert d.mean == pytest.approx(-0.02) and d.lo == pytest.approx(-0.02) and d.hi == pytest.approx(-0.02)
+    assert d.n == 96 and d.p < 0.01
+    # the same mean shift, but the sets within each group differ: the interval widens past
+    # a paired bootstrap of the group means over prompts alone
+    a = np.stack([base - 0.02 + off for off in (-0.03, 0.0, 0.03)])
+    b = np.stack([base + off for off in (-0.03, 0.0, 0.03)])
+    wide = stats.group_difference(a, b, n_boot=2000)
+    narrow = paired_bootstrap(a.mean(0), b.mean(0), n_boot=2000)
+    assert wide.mean == pytest.approx(-0.02) and (wide.hi - wide.lo) > 3 * (narrow.hi - narrow.lo)
+    # a prompt missing in one set is dropped for all
+    a[0, 5] = np.nan
+    assert stats.group_difference(a, b, n_boot=200).n == 95
+    with pytest.raises(ValueError, match="same prompts"):
+        stats.group_difference(a, b[:, :10])
+
+
+def test_within_noise_reads_the_interval():
+    assert stats.within_noise(-0.87, 0.06).startswith(" (within noise")
+    assert stats.within_noise(0.0, 0.012) != "" and stats.within_noise(0.001, 0.012) == ""
+    assert stats.within_noise(None, 0.1) == "" and stats.within_noise(float("nan"), 0.1) == ""
 
 
 def test_min_detectable_delta_known_value_and_inverse():

@@ -37,7 +37,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 __all__ = ["PairedDelta", "Correlation", "CorrelationDifference", "seed_mean", "paired_bootstrap", "bootstrap_p",
-           "holm", "spearman", "spearman_ci", "spearman_difference", "min_detectable_delta", "power_at"]
+           "bootstrap_mean_ci", "mean_ci", "holm", "spearman", "spearman_ci", "spearman_difference",
+           "within_noise", "group_difference", "min_detectable_delta", "power_at"]
 
 
 @dataclass(frozen=True)
@@ -106,15 +107,53 @@ def bootstrap_p(replicates: ArrayLike) -> float:
     """Two-sided bootstrap p-value of "the statistic is 0" from its bootstrap replicates.
 
     Twice the smaller tail share on either side of 0 (the level at which the percentile
-    interval just touches 0), with the +1 correction so it is never exactly 0:
-    ``p = min(1, 2 * (1 + min(#(r <= 0), #(r >= 0))) / (B + 1))``.
+    interval just touches 0), with the +1 correction so it is never exactly 0. Replicates
+    exactly at 0 are split half to each tail (a mid-p), so a statistic with discrete
+    values, such as a difference of two Spearman correlations over a few units, whose
+    replicates often land on 0, does not count those ties twice:
+    ``p = min(1, 2 * (1 + min(#(r < 0), #(r > 0)) + #(r == 0) / 2) / (B + 1))``.
+    Without ties this is the plain two-tail count.
+
+    >>> bootstrap_p([-1.0] * 50 + [0.0] * 23 + [1.0] * 27)  # 2 * (1 + 27 + 11.5) / 101
+    0.7821782178217822
     """
     r = np.asarray(replicates, float)
     r = r[np.isfinite(r)]
     if len(r) == 0:
         return float("nan")
-    tail = min(int((r <= 0).sum()), int((r >= 0).sum()))
+    ties = int((r == 0).sum())
+    tail = min(int((r < 0).sum()), int((r > 0).sum())) + ties / 2
     return float(min(1.0, 2.0 * (tail + 1) / (len(r) + 1)))
+
+
+def bootstrap_mean_ci(values: ArrayLike, *, n_boot: int = 2000, level: float = 0.95,
+                      seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of a mean (non-finite values dropped; NaN with fewer
+    than 2 values): the interval of a set's tau over its prompts, or over its seeds.
+
+    >>> lo, hi = bootstrap_mean_ci([1.0, 1.2, 1.1, 1.3], n_boot=500)
+    >>> 1.0 <= lo < hi <= 1.3
+    True
+    """
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    if len(v) < 2:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    means = v[rng.integers(0, len(v), size=(n_boot, len(v)))].mean(1)
+    return float(np.quantile(means, (1 - level) / 2)), float(np.quantile(means, (1 + level) / 2))
+
+
+def mean_ci(per_prompt: Sequence[float | None], **kw: float) -> tuple[float, float, float]:
+    """Mean over prompts of a per-prompt value (None / NaN: not scored) and its
+    :func:`bootstrap_mean_ci` interval: ``(mean, lo, hi)``.
+
+    >>> mean_ci([1.0, None, 1.0])
+    (1.0, 1.0, 1.0)
+    """
+    y = np.array([np.nan if v is None else v for v in per_prompt], float)
+    mean = float(np.nanmean(y)) if np.isfinite(y).any() else float("nan")
+    return (mean, *bootstrap_mean_ci(y, **kw))
 
 
 def _interval(replicates: np.ndarray, level: float) -> tuple[float, float]:
@@ -287,6 +326,51 @@ def spearman_difference(a: ArrayLike, b: ArrayLike, y: ArrayLike, *, n_boot: int
     boots = _spearman_rows(xa[units], yb) - _spearman_rows(xb[units], yb)
     lo, hi = _interval(boots, level)
     return CorrelationDifference(ra - rb, lo, hi, bootstrap_p(boots), ra, rb, n, n_boot, level)
+
+
+def within_noise(lo: float | None, hi: float | None) -> str:
+    """What a statistic whose 95% interval covers 0 adds to its text: within noise, which
+    is no verdict on the sign (empty when the interval excludes 0 or is undefined).
+
+    >>> within_noise(-0.87, 0.06)
+    ' (within noise: the interval covers 0)'
+    """
+    ok = lo is not None and hi is not None and np.isfinite(lo) and np.isfinite(hi)
+    return " (within noise: the interval covers 0)" if ok and lo <= 0 <= hi else ""
+
+
+def group_difference(a: ArrayLike, b: ArrayLike, *, n_boot: int = 10_000, level: float = 0.95,
+                     seed: int = 0) -> PairedDelta:
+    """Mean tau of one group of sets minus another's, per prompt, with a bootstrap that
+    resamples the sets within each group and the prompts.
+
+    ``a`` and ``b`` are ``[sets, prompts]`` (seed-averaged per-prompt tau, prompts in the
+    same order, NaN where missing). The statistic is the mean over prompts of
+    (mean over ``a``'s sets - mean over ``b``'s sets); each replicate draws the sets of each
+    group with replacement and one prompt sample for both, so the interval carries the
+    choice of sets as well as the prompts (a paired bootstrap over prompts alone would
+    treat the few sets of a group as the whole population). ``sd`` is the SD of the
+    per-prompt group difference, ``n`` the prompts both groups scored.
+    """
+    _check_level(level, n_boot)
+    a, b = np.atleast_2d(np.asarray(a, float)), np.atleast_2d(np.asarray(b, float))
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"the groups have {a.shape[1]} and {b.shape[1]} prompts: score both on the same prompts")
+    ok = np.isfinite(a).all(0) & np.isfinite(b).all(0)
+    a, b = a[:, ok], b[:, ok]
+    n = a.shape[1]
+    if n < 2:
+        raise ValueError(f"only {n} prompt(s) scored by every set: a bootstrap needs at least 2")
+    d = a.mean(0) - b.mean(0)
+    rng = np.random.default_rng(seed)
+    boots = np.empty(n_boot)
+    for i in range(n_boot):  # one replicate at a time keeps memory at [sets, prompts]
+        cols = rng.integers(0, n, n)
+        ra, rb = rng.integers(0, len(a), len(a)), rng.integers(0, len(b), len(b))
+        boots[i] = a[ra][:, cols].mean() - b[rb][:, cols].mean()
+    lo, hi = _interval(boots, level)
+    return PairedDelta(mean=float(d.mean()), lo=lo, hi=hi, p=bootstrap_p(boots), n=n, sd=float(d.std(ddof=1)),
+                       n_boot=n_boot, level=level)
 
 
 def min_detectable_delta(sd: float, n: int, *, alpha: float = 0.05, power: float = 0.8) -> float:

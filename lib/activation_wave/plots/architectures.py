@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from activation_wave.plots._style import _ax
 
-__all__ = ["plot_entropy_relative_depth", "plot_cross_sweep"]
+__all__ = ["plot_entropy_relative_depth", "plot_cross_sweep", "plot_cka_models", "plot_selection_models"]
 
 
 def plot_entropy_relative_depth(summaries: Sequence[Any], *, ax: Axes | None = None,
@@ -57,4 +57,39 @@ def plot_cross_sweep(frame: Any, profiles: Sequence[tuple[str, int, Any]]) -> Fi
     axes[1].set_ylabel("Renyi-2 entropy\nof the layer (nats)")
     axes[1].set_xlabel("relative depth of the layer read (index / N; 1 = last block, before the final norm)")
     axes[1].legend(frameon=False, fontsize="small")
+    return fig
+
+
+def _model_axes(n: int, figsize: tuple[float, float], fig: Figure | None) -> tuple[Figure, list[Axes]]:
+    """One panel per model side by side, on ``fig`` (cleared) or a new figure."""
+    import matplotlib.pyplot as plt
+
+    if fig is None:
+        fig = plt.figure(figsize=figsize, layout="constrained")
+    else:
+        fig.clear()
+    return fig, list(np.atleast_1d(fig.subplots(1, max(n, 1))))
+
+
+def plot_cka_models(summaries: Sequence[Any], *, fig: Figure | None = None) -> Figure:
+    """Each model's CKA map with its compartments outlined, side by side
+    (:class:`~activation_wave.select.across_models.ModelSummary` objects)."""
+    from activation_wave.plots.layer_figures import plot_cka
+
+    fig, axes = _model_axes(len(summaries), (11, 4.6), fig)
+    for ax, s in zip(axes, summaries):
+        plot_cka(s.ids, s.cka, compartments=s.compartments, ax=ax,
+                 title=f"{s.model}: {len(s.compartments)} compartments")
+    return fig
+
+
+def plot_selection_models(summaries: Sequence[Any], *, fig: Figure | None = None) -> Figure:
+    """Each model's selected layer sets (the EAGLE-3 default among them) over its
+    compartments and layer entropy, side by side."""
+    from activation_wave.plots.layer_figures import plot_selection_map
+
+    fig, axes = _model_axes(len(summaries), (11, 3.8), fig)
+    for ax, s in zip(axes, summaries):
+        shown = {**s.sets, **({"eagle3-default": s.default} if s.default else {})}
+        plot_selection_map(s.ids, shown, compartments=s.compartments, entropy=s.entropy, ax=ax, title=s.model)
     return fig

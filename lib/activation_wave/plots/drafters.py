@@ -30,6 +30,8 @@ __all__ = [
     "plot_tau_by_layer",
     "plot_sweep",
     "plot_score_vs_tau",
+    "plot_scores_vs_tau",
+    "plot_key_figure",
     "plot_cost_model",
     "plot_verify_cost",
     "plot_training_curves",
@@ -108,14 +110,22 @@ def plot_tau_by_layer(layers: Sequence[int], tau: Sequence[float], lo: Sequence[
 
 
 def plot_sweep(layers: Sequence[int], tau: Sequence[float], lo: Sequence[float], hi: Sequence[float],
-               profile: Any, *, reference: float | None = None) -> Figure:
+               profile: Any, *, reference: float | None = None,
+               seeds: Mapping[int, Sequence[float]] | None = None) -> Figure:
     """The single-layer sweep (top) over depth beside the layer profile of the statistics
     (``profile``: a chapter-6 ``LayerProfile``): Renyi-2 entropy, median token norm with its
-    ratio to the previous layer, and CKA to the previous layer."""
+    ratio to the previous layer, and CKA to the previous layer. ``seeds`` (layer -> tau of
+    each seed) marks the single seeds of the layers trained more than once, so that the
+    seed spread is seen beside the intervals over prompts."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(4, 1, figsize=(7.2, 9.0), sharex=True, layout="constrained")
     plot_tau_by_layer(layers, tau, lo, hi, reference=reference, ax=axes[0])
+    if seeds:
+        xs = [layer for layer, ts in seeds.items() for _ in ts]
+        ys = [t for ts in seeds.values() for t in ts]
+        axes[0].scatter(xs, ys, marker="_", s=120, color="C3", zorder=3, label="single seeds")
+        axes[0].legend(frameon=False)
     axes[0].set_xlabel("")
     ids = list(profile.ids)
     axes[1].plot(ids, profile.entropy2, "-o", ms=3, color="C2")
@@ -152,6 +162,46 @@ def plot_score_vs_tau(scores: Sequence[float], tau: Sequence[float], names: Sequ
     ax.set_ylabel(ylabel)
     rho_text = "n/a" if math.isnan(rho) else f"{rho:.2f}"
     ax.set_title((title + "\n" if title else "") + f"Spearman rho = {rho_text} (n = {int(ok.sum())})")
+    return fig
+
+
+def plot_scores_vs_tau(scores: Mapping[str, Sequence[float]], tau: Sequence[float], names: Sequence[str], *,
+                       ylabel: str = "tau (tokens / target forward)", fig: Figure | None = None) -> Figure:
+    """One :func:`plot_score_vs_tau` panel per score, side by side, on the same sets:
+    ``scores`` maps each panel's x label to one score per set (the order of ``names`` and
+    ``tau``)."""
+    import matplotlib.pyplot as plt
+
+    if fig is None:
+        fig = plt.figure(figsize=(5.5 * max(len(scores), 1), 4), layout="constrained")
+    else:
+        fig.clear()
+    axes = np.atleast_1d(fig.subplots(1, max(len(scores), 1)))
+    for ax, (label, x) in zip(axes, scores.items()):
+        plot_score_vs_tau(x, tau, names, ax=ax, xlabel=label, ylabel=ylabel)
+    return fig
+
+
+def plot_key_figure(ids: Sequence[int], sets: Mapping[str, Sequence[int]], names: Sequence[str],
+                    tau: Sequence[float], lo: Sequence[float], hi: Sequence[float], *,
+                    compartments: Sequence[tuple[int, int]] | None = None, entropy: Sequence[float] | None = None,
+                    xlabel: str = "tau (tokens / target forward)", fig: Figure | None = None) -> Figure:
+    """The landing page's figure: left, the layer sets the selection rules pick over the
+    compartments and layer entropy (:func:`~activation_wave.plots.layer_figures.plot_selection_map`);
+    right, the tau of drafters reading the triples (``names``, ``tau`` and the interval
+    ``lo``-``hi``, first on top; :func:`plot_tau`)."""
+    import matplotlib.pyplot as plt
+
+    from activation_wave.plots.layer_figures import plot_selection_map
+
+    if fig is None:
+        fig = plt.figure(figsize=(12, 4.2), layout="constrained")
+    else:
+        fig.clear()
+    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
+    plot_selection_map(ids, sets, compartments=compartments, entropy=entropy, ax=left,
+                       title="Which layers each rule picks")
+    plot_tau(names, tau, lo, hi, ax=right, title="Drafters reading those layers", xlabel=xlabel)
     return fig
 
 

@@ -7,9 +7,11 @@ errors. A chapter is re-executed only when its study key changed
 (:mod:`activation_wave.study.keys`); the notebooks themselves are handled by
 :mod:`activation_wave.study.notebooks`.
 
-The default profile writes into ``book/`` and ``data/results/`` (committed). Any other
-profile writes a full copy of the book into ``scratch/<profile>/`` and never touches
-the committed chapters.
+The default profile on its own model writes into ``book/`` and ``data/results/``
+(committed). Any other run writes a full copy of the book and its results into a scratch
+folder and never touches the committed chapters: ``scratch/<profile>/`` for another
+profile, ``scratch/<profile>-<model>/`` for another model (:func:`run_folder`). The config,
+``--set`` overrides included, is checked before anything is copied or written.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 
 from activation_wave.core.paths import REPO_ROOT
 from activation_wave.study.keys import chapter_key, keys_file
-from activation_wave.study.notebooks import (NOTEBOOK_DIR, ORDER, SECOND_ARCH, inherit_parameter_tags, notebooks,
+from activation_wave.study.notebooks import (NOTEBOOK_DIR, SECOND_ARCH, inherit_parameter_tags, notebooks,
                                             to_ipynb)
 
 
@@ -40,13 +42,50 @@ class StudyError(RuntimeError):
 INPUT_ERRORS = ("ConfigError", "PromptFileError", "TargetLoadError", "DrafterError")
 
 
-def prepare_book_dir(profile: str, book_dir: str | Path | None) -> tuple[Path, Path]:
-    """Return (book dir, results root); non-default profiles get a scratch copy of the book."""
-    if book_dir is None and profile == "default":
+def model_slug(model: str) -> str:
+    """A model name as a folder name (as the results folders name it): ``gemma3-270m``,
+    ``Llama-3.1-8B-Instruct`` for ``meta-llama/Llama-3.1-8B-Instruct``."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(model).name)
+
+
+def is_committed_run(profile: str, model: str | None) -> bool:
+    """Whether a run is the one the committed book shows: the default profile on the
+    default profile's own model (``--model`` left out or naming that model)."""
+    from activation_wave.core.config import load_config
+
+    return profile == "default" and (not model or model_slug(model) == model_slug(load_config("default").model))
+
+
+def run_folder(profile: str, model: str | None) -> Path:
+    """Where a run that is not the committed one writes its book and results:
+    ``scratch/<profile>/`` on the profile's own model, ``scratch/<profile>-<model>/`` on
+    another, so that no two models' pages overwrite each other."""
+    from activation_wave.core.config import load_config
+
+    if not model or model_slug(model) == model_slug(load_config(profile).model):
+        return REPO_ROOT / "scratch" / profile
+    return REPO_ROOT / "scratch" / f"{profile}-{model_slug(model)}"
+
+
+def prepare_book_dir(profile: str, book_dir: str | Path | None, model: str | None = None) -> tuple[Path, Path]:
+    """Return (book dir, results root). The default profile on its own model writes into the
+    committed ``book/`` and ``data/results``; every other run gets a scratch copy of the book
+    (:func:`run_folder`, or the parent of ``book_dir``). Naming ``book/`` as ``book_dir`` for
+    such a run raises :class:`~activation_wave.core.config.ConfigError`, since its pages would
+    overwrite the committed ones."""
+    from activation_wave.core.config import ConfigError
+
+    committed = is_committed_run(profile, model)
+    if book_dir is None and committed:
         return REPO_ROOT / "book", REPO_ROOT / "data" / "results"
-    root = Path(book_dir).resolve().parent if book_dir else REPO_ROOT / "scratch" / profile
+    root = Path(book_dir).resolve().parent if book_dir else run_folder(profile, model)
     book = Path(book_dir).resolve() if book_dir else root / "book"
     if book == (REPO_ROOT / "book").resolve():
+        if not committed:
+            raise ConfigError(f"--book-dir {book_dir} is the committed book of the default profile's model; a "
+                              f"{profile} run on {model or 'the profile model'} would overwrite its pages: leave "
+                              f"--book-dir out (it writes into {run_folder(profile, model).relative_to(REPO_ROOT)}/) "
+                              "or name another folder")
         return book, REPO_ROOT / "data" / "results"
     root.mkdir(parents=True, exist_ok=True)
     ignore = shutil.ignore_patterns("_build", "chapters", "_toc.yml")
@@ -79,6 +118,15 @@ def check_only(only: Sequence[str] | None, names: Sequence[str]) -> None:
     if bad:
         raise ConfigError(f"--only {', '.join(bad)} matches no notebook; give a name or prefix of one of: "
                           f"{', '.join(names)} (e.g. --only 01)")
+
+
+def check_config(profile: str, model: str | None, overrides: Mapping[str, str] | None) -> None:
+    """Raise :class:`~activation_wave.core.config.ConfigError` for a config the chapters would
+    reject (unknown profile, key or value out of range, ``--set`` included), before a run
+    writes anything."""
+    from activation_wave.core.config import load_config
+
+    load_config(profile, dict(overrides or {}), model=model)
 
 
 class _LineFile:
@@ -118,7 +166,8 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
     # lines on stderr; a failing chapter is reported as one line below instead.
     logging.getLogger("papermill").setLevel(logging.ERROR)
     check_only(only, [src.stem for src in notebooks()] + [f"second/{stem}" for stem in SECOND_ARCH])
-    book, results_root = prepare_book_dir(profile, book_dir)
+    check_config(profile, model, overrides)  # before anything is copied or written
+    book, results_root = prepare_book_dir(profile, book_dir, model)
     chapters = book / "chapters"
     chapters.mkdir(parents=True, exist_ok=True)
     keys_path = keys_file(book)
@@ -167,7 +216,7 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
 def _runs(profile: str, model: str | None, chapters: Path, params: dict[str, str],
           overrides: Mapping[str, str] | None) -> list[tuple[str, Path, Path, dict[str, str], str | None]]:
     """(name, source, executed copy, papermill parameters, banner) of every notebook run:
-    the chapters in :data:`ORDER`, then :data:`SECOND_ARCH` on a second architecture,
+    the chapters in :data:`~activation_wave.study.notebooks.ORDER`, then :data:`~activation_wave.study.notebooks.SECOND_ARCH` on a second architecture,
     executed into ``chapters/second/``: the profile's ``cross.model``, or the profile's
     own model when the study already runs on ``cross.model``."""
     from activation_wave.core.config import load_config

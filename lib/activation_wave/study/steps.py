@@ -105,14 +105,16 @@ def notebook_config(profile: str, model: str = "", overrides: str | Mapping[str,
 
 
 def open_chapter(profile: str, model: str = "", overrides: str | Mapping[str, Any] = "{}", *,
-                 capture: bool = True, threads: int = 1) -> tuple[StudyConfig, Captured | None]:
+                 capture: bool = True, threads: int | None = 1) -> tuple[StudyConfig, Captured | None]:
     """A chapter's one setup call: its config (:func:`notebook_config`), torch's thread
-    count for the eigen-heavy statistics (one thread is faster on a small shared CPU),
+    count for the eigen-heavy statistics (one thread is faster on a small shared CPU;
+    ``None`` leaves torch's own count, for a chapter that scores drafters in-process),
     and the capture (cached; its summary printed), unless ``capture=False``."""
     from activation_wave.measure.entropy import set_compute_threads
 
     cfg = notebook_config(profile, model, overrides)
-    set_compute_threads(threads)
+    if threads is not None:
+        set_compute_threads(threads)
     if not capture:
         return cfg, None
     cap = run_capture(cfg, progress=False)

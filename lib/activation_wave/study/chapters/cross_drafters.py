@@ -27,18 +27,19 @@ import pandas as pd
 from activation_wave.models.capture import CaptureCache
 from activation_wave.core.config import DraftConfig, StudyConfig
 from activation_wave.select.across_models import cross_config
-from activation_wave.draft.experiment import bootstrap_mean_ci, run_jobs
+from activation_wave.draft.experiment import run_jobs
 from activation_wave.measure.layer_stats import stats_from_cache
-from activation_wave.core.stats import seed_mean, spearman, spearman_ci
+from activation_wave.core.stats import mean_ci, seed_mean, spearman, spearman_ci
 from activation_wave.study.chapters import drafter_predictors as dp
 from activation_wave.draft.experiment import DrafterJob
+from activation_wave.study.hypotheses import Hypothesis
+from activation_wave.core.stats import within_noise
 from activation_wave.study.chapters.eagle3_speedup import DEFAULT_SET, LayerProfile, layer_profile
-from activation_wave.study.hypotheses import Hypothesis, within_noise
 
 NAME = "07_cross_drafters"
 
 __all__ = ["SingleLayerTau", "CrossDrafterResult", "drafter_config", "design", "analyse", "run",
-           "evaluate_hypotheses", "peak_relative_depth", "sweep_frame", "prose_values", "NAME"]
+           "evaluate_hypotheses", "peak_relative_depth", "sweep_frame", "triples_frame", "prose_values", "NAME"]
 
 
 @dataclass(frozen=True)
@@ -113,18 +114,12 @@ def design(sets: Mapping[str, Sequence[int]], rule: str, n_layers: int, draft: D
     return jobs
 
 
-def _mean_ci(per_prompt: Sequence[float | None]) -> tuple[float, float, float]:
-    """Mean over prompts of per-prompt tau (None / NaN: no verify round) and its bootstrap interval."""
-    y = np.array([np.nan if v is None else v for v in per_prompt], float)
-    return (float(np.nanmean(y)), *bootstrap_mean_ci(y))
-
-
 def _set_taus(taus: Mapping[str, np.ndarray], jobs: Sequence[DrafterJob]) -> list[SingleLayerTau]:
     layers = {j.set: j.layers for j in jobs}
     out = []
     for name, t in taus.items():
         y = tuple(None if not np.isfinite(v) else float(v) for v in seed_mean(t))
-        out.append(SingleLayerTau(name, layers[name], int(t.shape[0]), *_mean_ci(y), y))
+        out.append(SingleLayerTau(name, layers[name], int(t.shape[0]), *mean_ci(y), y))
     return out
 
 
@@ -227,10 +222,18 @@ def sweep_frame(model: str, n_layers: int, sets: Sequence[Any]) -> pd.DataFrame:
     for s in sets:
         if len(s.layers) != 1:
             continue
-        tau, lo, hi = _mean_ci(s.per_prompt)
+        tau, lo, hi = mean_ci(s.per_prompt)
         rows.append({"model": model, "layer": int(s.layers[0]), "relative depth": s.layers[0] / n_layers,
                      "tau": tau, "lo": lo, "hi": hi})
     return pd.DataFrame(rows).sort_values("layer", ignore_index=True)
+
+
+def triples_frame(res: CrossDrafterResult) -> pd.DataFrame:
+    """The second model's multi-layer sets (the default and the rule's triple) as chapters
+    7 and 8 show them: tau on the pre-registered outcome with its 95% interval over prompts."""
+    return pd.DataFrame([{"model": res.model, "set": s.set, "layers": str(list(s.layers)), "seeds": s.n_seeds,
+                          "tau": s.tau, "95% interval": f"[{s.lo:.3f}, {s.hi:.3f}]"}
+                         for s in res.sets if len(s.layers) > 1])
 
 
 def prose_values(res: CrossDrafterResult, draft_workers: int) -> dict[str, Any]:
@@ -247,7 +250,9 @@ def prose_values(res: CrossDrafterResult, draft_workers: int) -> dict[str, Any]:
         "xd_rule": res.rule, "xd_rule_set": str(list(r.layers)) if r else "", "xd_tau_rule": r.tau if r else nan}
     c = res.comparison
     out.update(xd_delta=c.delta if c else nan, xd_delta_lo=c.lo if c else nan, xd_delta_hi=c.hi if c else nan,
-               xd_p=c.p if c else nan, xd_mde=c.mde if c else nan)
+               xd_p=c.p if c else nan, xd_mde=c.mde if c else nan,
+               xd_delta_reading=("within noise: the interval covers 0" if c and within_noise(c.lo, c.hi)
+                                 else "the interval excludes 0" if c else "not computed"))
     for key, p in (("depth", res.depth), ("entropy", res.entropy)):
         out.update({f"xd_rho_{key}": p.rho if p else nan, f"xd_rho_{key}_lo": p.lo if p else nan,
                     f"xd_rho_{key}_hi": p.hi if p else nan, f"xd_rho_{key}_n": p.n if p else 0})

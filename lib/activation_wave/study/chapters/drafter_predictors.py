@@ -44,7 +44,9 @@ FILTER_QUANTILES = (0.0, 0.25, 0.5, 0.75)
 __all__ = ["FoundDrafter", "SetTaus", "Comparison", "Predictor", "FilterPredictor", "ProbeTiming",
            "DrafterPredictors", "NormEffect", "norm_arm", "find_drafters", "per_prompt_tau",
            "compare_to_reference", "filtered_s2", "set_scores", "predictor_rhos", "filter_rhos", "probe_summary",
-           "run", "NAME"]
+           "run", "NAME", "OutcomeRow", "SeedSpread", "SingleLayerPeak", "outcome_rows", "is_within_noise",
+           "delta_text", "noise_reason", "ranking_text", "seed_spread", "single_layer_peak", "peak_text", "predictor_text",
+           "sweep_rows", "single_layer_seeds", "score_panels", "SCORE_LABELS"]
 
 
 @dataclass(frozen=True)
@@ -65,9 +67,12 @@ class SetTaus:
     set: str
     layers: tuple[int, ...]
     seeds: tuple[int, ...]
-    tau: float  # mean over prompts of the seed-averaged per-prompt tau
-    tau_pooled: float  # tokens / rounds over all prompts, mean over seeds (the chapter's tau)
+    tau: float  # mean over prompts of the seed-averaged per-prompt tau: the pre-registered outcome
+    tau_pooled: float  # tokens / rounds over all prompts, mean over seeds (same depth and threshold)
     per_prompt: tuple[float | None, ...]
+    #: per-prompt tau of each seed ([seeds, prompts], in the order of ``seeds``); None in
+    #: results files written before it was recorded (re-run chapter 6 to fill it)
+    per_seed: tuple[tuple[float | None, ...], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -219,6 +224,20 @@ def per_prompt_tau(target: Any, cache: CaptureCache, drafters: Sequence[FoundDra
         rows.setdefault(d.set, []).append(tau)
         pooled.setdefault(d.set, []).append(float(ev["tau_offline"]))
     return ids, {s: np.stack(v) for s, v in rows.items()}, {s: float(np.mean(v)) for s, v in pooled.items()}
+
+
+def _values(row: Sequence[float]) -> tuple[float | None, ...]:
+    """Per-prompt values for a results file: NaN (no verify round) -> None."""
+    return tuple(None if not np.isfinite(v) else float(v) for v in row)
+
+
+def _set_taus(name: str, layers: Sequence[int], seeds: Sequence[int], tau: np.ndarray, pooled: float) -> SetTaus:
+    """:class:`SetTaus` of one set from its per-seed per-prompt tau ``[seeds, prompts]``
+    (rows in the order of ``seeds``), seeds sorted."""
+    order = np.argsort(seeds, kind="stable")
+    mean = seed_mean(tau)
+    return SetTaus(name, tuple(layers), tuple(int(seeds[i]) for i in order), float(np.nanmean(mean)), pooled,
+                   _values(mean), tuple(_values(tau[i]) for i in order))
 
 
 def compare_to_reference(taus: Mapping[str, np.ndarray], layers: Mapping[str, Sequence[int]], reference: str, *,
@@ -428,9 +447,7 @@ def run(cfg: StudyConfig, cache: CaptureCache, target: Any, jobs: Sequence[Any],
     timing, best, scores, predictors, filtering = _predictors(cache, cfg, taus, main_layers, probe_kw, triples,
                                                               n_boot, seed)
 
-    set_taus = tuple(SetTaus(s, layers[s], tuple(sorted(d.seed for d in drafters if d.set == s)),
-                             float(np.nanmean(seed_mean(all_taus[s]))), pooled[s],
-                             tuple(None if not np.isfinite(v) else float(v) for v in seed_mean(all_taus[s])))
+    set_taus = tuple(_set_taus(s, layers[s], [d.seed for d in drafters if d.set == s], all_taus[s], pooled[s])
                      for s in all_taus)
     return DrafterPredictors(capture=str(cache.path), reference=reference, depth=cfg.spec.depth,
                              draft_threshold=cfg.spec.draft_threshold, n_boot=n_boot, prompt_ids=prompt_ids,
@@ -471,3 +488,219 @@ def prose_values(res: DrafterPredictors) -> dict[str, Any]:
     n = max((c.n for c in res.comparisons), default=0)
     return {"paired_n": n, "paired_verdict": paired_verdict(res),
             "paired_mde_rules": res.mde_rules_pooled if res.mde_rules_pooled is not None else float("nan")}
+
+
+# ----------------------------------------------------------------------------- the outcome, read back
+#
+# What chapters 6, 7, 8 and the landing page say about "the best" set or layer: always the
+# pre-registered outcome (``SetTaus.tau``: offline tau at the online depth and draft
+# threshold, mean over the eval prompts of the seed-averaged per-prompt tau), never the
+# training-time evaluation of chapter 6's ``runs`` (depth ``draft.ttt_steps``, no threshold).
+
+
+@dataclass(frozen=True)
+class OutcomeRow:
+    """One set on the pre-registered outcome, with its 95% bootstrap interval over prompts
+    and (every set but the reference) its paired delta against the reference."""
+
+    set: str
+    layers: tuple[int, ...]
+    n_seeds: int
+    tau: float
+    lo: float
+    hi: float
+    delta: float | None = None
+    delta_lo: float | None = None
+    delta_hi: float | None = None
+    p_holm: float | None = None  # within the rules for a rule's set, over all compared sets otherwise
+    n: int | None = None  # prompts of the paired comparison
+    family: str | None = None  # the Holm family of p_holm: "rules" or "all"
+
+
+@dataclass(frozen=True)
+class SeedSpread:
+    """How far two seeds of one set lie apart on the outcome: over the sets of one size with
+    at least two seeds, the mean and largest |tau of seed a - tau of seed b| (first two
+    seeds). ``n_sets`` is 0 when the results file holds no per-seed tau."""
+
+    n_sets: int
+    mean: float | None
+    largest: float | None
+    sets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SingleLayerPeak:
+    """The single-layer drafter highest on the outcome, the layers that come close to it,
+    and the seed spread they are judged against."""
+
+    layer: int
+    tau: float
+    lo: float
+    hi: float
+    n_seeds: int
+    close: tuple[tuple[int, float], ...]  # other layers within the seed spread of the peak, best first
+    spread: SeedSpread
+    n_layers: int  # single layers in the sweep
+
+
+def _is_main(name: str, suffix: str = "+norm") -> bool:
+    return not name.endswith(suffix)
+
+
+def outcome_rows(res: DrafterPredictors, k: int | None = None, *, alpha: float = 0.05) -> list[OutcomeRow]:
+    """Every set of ``k`` layers (all sizes: None) of the main arms on the outcome, highest
+    first, with its interval over prompts and its paired comparison with the reference."""
+    from activation_wave.core.stats import mean_ci
+
+    cmp = {c.set: c for c in res.comparisons}
+    rows = []
+    for s in res.sets:
+        if not _is_main(s.set) or (k is not None and len(s.layers) != k):
+            continue
+        _, lo, hi = mean_ci(s.per_prompt)
+        c = cmp.get(s.set)
+        rules = c is not None and c.p_holm_rules is not None
+        rows.append(OutcomeRow(s.set, tuple(s.layers), len(s.seeds), s.tau, lo, hi,
+                               *((c.delta, c.lo, c.hi, c.p_holm_rules if rules else c.p_holm_all, c.n,
+                                  "rules" if rules else "all") if c else ())))
+    return sorted(rows, key=lambda r: -r.tau)
+
+
+def sweep_rows(res: DrafterPredictors) -> list[OutcomeRow]:
+    """The single-layer drafters on the outcome, by layer index."""
+    return sorted(outcome_rows(res, 1), key=lambda r: r.layers[0])
+
+
+def single_layer_seeds(res: DrafterPredictors) -> dict[int, list[float]]:
+    """Layer -> the outcome tau of each seed (mean over prompts), for the single layers with
+    two or more seeds recorded (empty for results written before per-seed tau was kept)."""
+    out = {}
+    for s in res.sets:
+        if _is_main(s.set) and len(s.layers) == 1 and s.per_seed and len(s.per_seed) >= 2:
+            out[s.layers[0]] = [float(np.nanmean(np.array([np.nan if v is None else v for v in row], float)))
+                                for row in s.per_seed]
+    return out
+
+
+#: The selection scores chapter 6 plots against the outcome, with their axis labels.
+SCORE_LABELS = {"renyi2": "concatenation entropy S2 of the triple (nats)",
+                "mean_cka": "mean pairwise CKA of the triple"}
+
+
+def score_panels(res: DrafterPredictors, rows: Sequence[OutcomeRow]) -> dict[str, list[float]]:
+    """Axis label -> each row's score (:data:`SCORE_LABELS`; NaN where undefined), in the
+    order of ``rows``: the scores the predictors table correlates with the outcome."""
+    return {label: [np.nan if res.scores.get(r.set, {}).get(key) is None else float(res.scores[r.set][key])
+                    for r in rows] for key, label in SCORE_LABELS.items()}
+
+
+def is_within_noise(row: OutcomeRow, alpha: float = 0.05) -> bool:
+    """Whether a set's paired delta against the reference is within noise: its interval
+    covers 0 or its Holm-adjusted p is not below ``alpha`` (the reference itself: False)."""
+    if row.delta is None:
+        return False
+    covers = row.delta_lo is not None and row.delta_lo <= 0 <= row.delta_hi
+    return bool(covers or row.p_holm is None or row.p_holm >= alpha)
+
+
+def delta_text(row: OutcomeRow, reference: str | None = None) -> str:
+    """``delta tau = +0.006 [+0.000, +0.012] vs eagle3-default, Holm p = 0.13 (over all compared
+    sets), n = 96 prompts`` (without ``vs ...`` when ``reference`` is None)."""
+    family = "over the rules" if row.family == "rules" else "over all compared sets"
+    vs = f" vs {reference}" if reference else ""
+    return (f"delta tau = {row.delta:+.3f} [{row.delta_lo:+.3f}, {row.delta_hi:+.3f}]{vs}, "
+            f"Holm p = {row.p_holm:.2g} ({family}), n = {row.n} prompts")
+
+
+def noise_reason(row: OutcomeRow, alpha: float = 0.05) -> str:
+    """Why a comparison is within noise (:func:`is_within_noise`), or that it is not."""
+    if not is_within_noise(row, alpha):
+        return "a difference beyond noise"
+    if row.delta_lo is not None and row.delta_lo <= 0 <= row.delta_hi:
+        return "within noise: the interval covers 0"
+    return f"within noise: the Holm-adjusted p is not below {alpha:g}"
+
+
+def ranking_text(res: DrafterPredictors, k: int = 3, alpha: float = 0.05) -> str:
+    """One sentence on the set of ``k`` layers highest on the outcome: its tau with its
+    interval, its paired delta against the reference (or the runner-up's against it, when
+    the reference is highest), and whether that ranking is within noise."""
+    rows = outcome_rows(res, k)
+    if not rows:
+        return "no drafter of that size was scored"
+    top = rows[0]
+    head = f"{top.set} {list(top.layers)} is highest on the outcome, tau = {top.tau:.3f} [{top.lo:.3f}, {top.hi:.3f}]"
+    if top.set == res.reference:
+        nxt = next((r for r in rows[1:] if r.delta is not None), None)
+        if nxt is None:
+            return head
+        return (f"{head}; the next, {nxt.set} {list(nxt.layers)}, has {delta_text(nxt, res.reference)}: "
+                f"{noise_reason(nxt, alpha)}")
+    if top.delta is None:
+        return f"{head}; it has no paired comparison with {res.reference}, so no ranking is claimed"
+    ref = next((r for r in rows if r.set == res.reference), None)
+    ref_text = f" (tau = {ref.tau:.3f})" if ref else ""
+    word = "so this ranking is " + noise_reason(top, alpha) if is_within_noise(top, alpha) else noise_reason(top, alpha)
+    return f"{head}; against {res.reference}{ref_text}: {delta_text(top)}, {word}"
+
+
+def seed_spread(res: DrafterPredictors, k: int = 1) -> SeedSpread:
+    """:class:`SeedSpread` over the main arm's sets of ``k`` layers with two or more seeds,
+    from the per-seed per-prompt tau (none recorded: ``n_sets`` 0)."""
+    gaps, names = [], []
+    for s in res.sets:
+        if not _is_main(s.set) or len(s.layers) != k or not s.per_seed or len(s.per_seed) < 2:
+            continue
+        a, b = (np.nanmean(np.array([np.nan if v is None else v for v in row], float)) for row in s.per_seed[:2])
+        gaps.append(abs(float(a) - float(b)))
+        names.append(s.set)
+    if not gaps:
+        return SeedSpread(0, None, None, ())
+    return SeedSpread(len(gaps), float(np.mean(gaps)), float(np.max(gaps)), tuple(names))
+
+
+def single_layer_peak(res: DrafterPredictors) -> SingleLayerPeak | None:
+    """The single layer highest on the outcome and the layers within the seed spread of it
+    (within its own 95% interval over prompts when no seed spread is recorded)."""
+    rows = outcome_rows(res, 1)
+    if not rows:
+        return None
+    top, spread = rows[0], seed_spread(res, 1)
+    margin = spread.mean if spread.mean is not None else top.tau - top.lo
+    close = tuple((r.layers[0], r.tau) for r in rows[1:] if top.tau - r.tau <= margin)
+    return SingleLayerPeak(top.layers[0], top.tau, top.lo, top.hi, top.n_seeds, close, spread, len(rows))
+
+
+def peak_text(peak: SingleLayerPeak | None) -> str:
+    """What the book says about the best single layer: the peak on the outcome, the layers
+    close to it, and the seed spread that decides whether they can be told apart."""
+    if peak is None:
+        return "no single-layer drafter was scored"
+    seeds = "one seed" if peak.n_seeds == 1 else f"{peak.n_seeds} seeds"
+    out = (f"layer {peak.layer} is highest on the outcome, tau = {peak.tau:.3f} [{peak.lo:.3f}, {peak.hi:.3f}] "
+           f"({seeds}, interval over prompts)")
+    sp = peak.spread
+    near = ", ".join(f"{layer} ({tau:.3f})" for layer, tau in peak.close)
+    if sp.mean is None:
+        return (f"{out}; {'layers ' + near + ' lie within that interval' if near else 'no other layer lies within that interval'}"
+                "; this results file holds no per-seed tau, so the seed spread on the outcome is unknown "
+                "(re-run chapter 6 to record it), and the intervals over prompts alone understate the noise")
+    spread = (f"two seeds of the same layer differ by {sp.mean:.3f} on average on the outcome (largest "
+              f"{sp.largest:.3f}, {sp.n_sets} layers with two seeds)")
+    if near:
+        return (f"{out}; layers {near} lie within {peak.tau - peak.close[-1][1]:.3f} of it, while {spread}: "
+                "neighbouring single layers are not distinguishable, and the sweep shows a trend over depth, "
+                "not a best layer")
+    return f"{out}; every other layer is further below it than the seed spread ({spread})"
+
+
+def predictor_text(p: Predictor | None, units: str | None = None) -> str:
+    """``rho = -0.60 [-0.87, +0.06], n = 10 triples (within noise: ...)`` for one predictor."""
+    from activation_wave.core.stats import within_noise
+
+    if p is None or p.rho is None:
+        return "not computed (fewer than 3 units)"
+    if p.lo is None or p.hi is None:
+        return f"rho = {p.rho:+.2f}, n = {p.n} {units or p.units} (no interval)"
+    return f"rho = {p.rho:+.2f} [{p.lo:+.2f}, {p.hi:+.2f}], n = {p.n} {units or p.units}{within_noise(p.lo, p.hi)}"

@@ -36,7 +36,8 @@ from activation_wave.measure.layer_stats import LayerStats, stats_from_cache
 from activation_wave.select.selection import rank_among_all, score_set
 from activation_wave.study.chapters import drafter_predictors as dp
 from activation_wave.select.selection import is_rule
-from activation_wave.study.hypotheses import Hypothesis, within_noise
+from activation_wave.core.stats import within_noise
+from activation_wave.study.hypotheses import Hypothesis
 
 NAME = "06_eagle3_speedup"
 DEFAULT_SET = "eagle3-default"
@@ -51,7 +52,8 @@ CONTROL_SETS = ("last-k",)
 __all__ = ["Eagle3SpeedupResult", "DrafterRun", "SetSummary", "OnlineDrafter",
            "OnlineBaselines", "SetTau", "Verdict", "Reconciliation", "LayerProfile", "design",
            "training_config", "tau_interval", "summarise_sets", "layer_profile",
-           "evaluate_hypotheses", "online_figures", "reconcile", "verdict", "run", "NAME"]
+           "evaluate_hypotheses", "online_figures", "reconcile", "verdict", "run", "NAME",
+           "tau_definitions"]
 
 
 # ----------------------------------------------------------------------------- result objects
@@ -190,8 +192,11 @@ class Eagle3SpeedupResult:
     online: dict[str, OnlineDrafter]  # by set name: the default and the best rule's triple
     baselines: OnlineBaselines
     prompts: tuple[str, ...]  # ids of the online prompts
+    # default, best and best_rule carry the training-time tau of ``summary`` (the drafters' logs:
+    # depth draft.ttt_steps, no draft threshold), not the pre-registered outcome, which is
+    # 06_predictors' (``drafter_predictors.outcome_rows``); the book ranks on the outcome only
     default: SetTau
-    best: SetTau  # the best triple of the main arm
+    best: SetTau  # the main arm's triple with the highest training-time tau (not a "best" the book reports)
     best_rule: SetTau  # the selection rule's triple with the largest paired delta tau (H1), decoded online
     verdict: Verdict
     reconciliation: tuple[Reconciliation, ...]
@@ -369,7 +374,7 @@ def evaluate_hypotheses(pred: Any, alpha: float = 0.05) -> list[Hypothesis]:
         out.append(Hypothesis("H1", "the best selection rule's set beats the default", "no rule's drafter", None, ""))
 
     def rho_text(p: Any) -> str:
-        return f"rho = {p.rho:+.2f} [{p.lo:+.2f}, {p.hi:+.2f}], n = {p.n} triples{within_noise(p.lo, p.hi)}"
+        return dp.predictor_text(p, "triples")
 
     s2 = next((p for p in pred.predictors if p.name == "renyi2" and p.units == "triples"), None)
     out.append(Hypothesis("H2", "concatenation entropy S2 correlates positively with tau",
@@ -390,6 +395,32 @@ def evaluate_hypotheses(pred: Any, alpha: float = 0.05) -> list[Hypothesis]:
                            else "no per-layer-norm arm"), None if normed is None else bool(normed.hi < 0),
                           "rho(deepest layer of the triple, tau), same triples in both arms"))
     return out
+
+
+def tau_definitions(res: Eagle3SpeedupResult, pred: Any, cfg: StudyConfig, name: str = DEFAULT_SET
+                    ) -> list[dict[str, Any]]:
+    """The offline tau of one set's drafters under each definition the chapter shows, from
+    the training-time evaluation to the pre-registered outcome, one changed setting per
+    row: the training-time evaluation (each drafter's own log: depth ``draft.ttt_steps``,
+    no draft threshold, tokens / rounds pooled over the eval prompts, mean over seeds);
+    the same at the online depth and draft threshold; that for the first seed only (where
+    the online reconciliation starts); the outcome (mean over prompts of the seed-averaged
+    per-prompt tau). Every row scores the same drafters on the same eval prompts."""
+    by_set = {s.set: s for s in pred.sets}
+    train = [r.tau for r in res.runs if r.set == name and r.tau is not None]
+    st = by_set.get(name)
+    recon = next((r for r in res.reconciliation if r.set == name), None)
+    n_seeds = len(train)
+    rows = [("training-time evaluation (the drafters' logs: runs, summary)", float(np.mean(train)) if train else None,
+             cfg.draft.ttt_steps, "none", f"{n_seeds}, mean of the pooled values", "pooled: tokens / rounds"),
+            ("online depth and draft threshold", st.tau_pooled if st else None, pred.depth, pred.draft_threshold,
+             f"{len(st.seeds) if st else 0}, mean of the pooled values", "pooled: tokens / rounds"),
+            ("... first seed only (the reconciliation's start)", recon.offline_all if recon else None, pred.depth,
+             pred.draft_threshold, "first", "pooled: tokens / rounds"),
+            ("the pre-registered outcome", st.tau if st else None, pred.depth, pred.draft_threshold,
+             f"{len(st.seeds) if st else 0}, averaged per prompt", "mean over prompts")]
+    return [{"tau": what, "value": v, "depth": d, "draft threshold": t, "seeds": sd, "averaging": a}
+            for what, v, d, t, sd, a in rows]
 
 
 def reconcile(target: Any, cache: Any, name: str, path: str, online: OnlineDrafter, prompt_ids: Sequence[str],
@@ -468,17 +499,22 @@ def _seed_pairs(runs: Sequence[DrafterRun], arm: str) -> list[tuple[DrafterRun, 
     return [(v[0], v[1]) for v in by_set.values() if len(v) >= 2]
 
 
-def prose_values(res: Eagle3SpeedupResult, cfg: StudyConfig) -> dict[str, Any]:
-    """Every number the chapter's text cites, by glue name (NaN where a quantity is undefined)."""
+def prose_values(res: Eagle3SpeedupResult, cfg: StudyConfig, pred: Any) -> dict[str, Any]:
+    """Every number the chapter's text cites, by glue name (NaN where a quantity is undefined).
+
+    Every "best", ranking and tau of a set is the pre-registered outcome, read from the
+    paired analysis ``pred`` (:class:`~.drafter_predictors.DrafterPredictors`); the
+    training-time tau of ``res`` appears only under names that say so (``tau_train_*``)."""
     nan = float("nan")
-    num = lambda x: nan if x is None else float(x)  # noqa: E731
-    singles = res.sets_of_size(1)
     trained = [r.train_s for r in res.runs if r.train_s is not None]
     o_def, o_rule = res.online[res.default.set], res.online[res.best_rule.set]
+    triples = {r.set: r for r in dp.outcome_rows(pred, 3)}
+    d = triples.get(DEFAULT_SET)
+    defs = [row["value"] for row in tau_definitions(res, pred, cfg)]
+    v = [nan if x is None else float(x) for x in defs]
     out: dict[str, Any] = {
-        "tau_default": res.default.tau, "tau_default_lo": num(res.default.tau_lo),
-        "tau_default_hi": num(res.default.tau_hi), "tau_best": res.best.tau,
-        "tau_best_set": f"{res.best.set} {list(res.best.layers)}", "n_drafters": len(res.runs),
+        "tau_default": d.tau if d else nan, "tau_default_lo": d.lo if d else nan, "tau_default_hi": d.hi if d else nan,
+        "outcome_ranking": dp.ranking_text(pred, 3), "n_drafters": len(res.runs),
         "n_sets": len(res.summary), "train_s_mean": float(np.mean(trained)) if trained else nan,
         "train_min_total": float(np.sum(trained)) / 60 / max(1, cfg.draft.workers) if trained else nan,
         "training_records": res.training_records, "training_positions": res.training_positions,
@@ -490,23 +526,27 @@ def prose_values(res: Eagle3SpeedupResult, cfg: StudyConfig) -> dict[str, Any]:
         "speedup_lookup_rule": o_rule.speedup_vs_prompt_lookup_t0, "tau_online_default": o_def.tau_t0,
         "speedup_rule_t1": o_rule.speedup_vs_plain_t1, "tau_rule_t1": o_rule.tau_t1,
         "n_online_prompts": len(res.prompts), "online_tokens": cfg.spec.max_new_tokens,
-        "verdict_gap": res.verdict.gap, "verdict": res.verdict.text,
+        # the same drafters under each definition of offline tau (tau_definitions), and what each step changes
+        "tau_train_default": v[0], "tau_pooled_default": v[1], "tau_first_seed_default": v[2],
+        "tau_outcome_default": v[3], "tau_step_threshold": v[1] - v[0], "tau_step_seed": v[2] - v[1],
+        "tau_step_averaging": v[3] - v[1], "train_depth": cfg.draft.ttt_steps, "online_depth": pred.depth,
+        "online_threshold": pred.draft_threshold,
     }
-    target = TAU_TARGET
-    out["tau_target_text"] = (f"{res.default.tau:.3f}, {'above' if res.default.tau >= target else 'below'} that "
-                              f"target of {target}")
+    out["tau_target_text"] = (f"{v[0]:.3f} at the training-time evaluation and {v[3]:.3f} on the pre-registered "
+                              f"outcome, {'above' if v[3] >= TAU_TARGET else 'below'} that target of {TAU_TARGET}")
     # what the design would cost at the data-scaling benchmark's recipe (10 epochs), two drafters at once
     point = next((p for p in load_benchmarks().get("drafter_data_scaling", {}).get("points", [])
                   if p.get("samples_per_prompt") == cfg.draft.samples_per_prompt and p.get("train_wall_s")), None)
     out["ten_epoch_min"] = point["train_wall_s"] / 60 if point else nan
     out["ten_epoch_hours"] = len(res.runs) * out["ten_epoch_min"] / 60 / max(1, cfg.draft.workers)
-    spread = [abs(a.tau - b.tau) for a, b in _seed_pairs(res.runs, "sweep")]
-    out.update(n_workers=cfg.draft.workers, sweep_share=cfg.draft.sweep_fraction, sweep_seed_pairs=len(spread),
-               sweep_seed_spread=float(np.mean(spread)) if spread else nan)
+    out.update(n_workers=cfg.draft.workers, sweep_share=cfg.draft.sweep_fraction,
+               sweep_seed_pairs=len(_seed_pairs(res.runs, "sweep")),
+               n_norm_triples=len({r.set for r in res.runs if r.arm == "norm"}))
+    singles = dp.outcome_rows(pred, 1)
     if singles:
-        best1, worst1 = max(singles, key=lambda s: s.tau), min(singles, key=lambda s: s.tau)
-        out.update(single_best_layer=best1.layers[0], single_best_tau=best1.tau,
-                   single_worst_layer=worst1.layers[0], single_worst_tau=worst1.tau, n_singles=len(singles))
+        peak, worst = dp.single_layer_peak(pred), singles[-1]
+        out.update(single_best_layer=peak.layer, single_best_tau=peak.tau, single_peak_text=dp.peak_text(peak),
+                   single_worst_layer=worst.layers[0], single_worst_tau=worst.tau, n_singles=len(singles))
     r = {x.set: x for x in res.reconciliation}[res.default.set]
     out.update(recon_all=r.offline_all, recon_prompts=r.offline_online_prompts, recon_capped=r.offline_capped,
                recon_online=r.online, recon_sample=r.prompt_sample, recon_cap=r.cap, recon_rest=r.rest)

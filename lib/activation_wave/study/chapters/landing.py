@@ -1,6 +1,7 @@
 """The landing page: the study's key numbers, read from the chapters' result objects
 (the cliff, the default's standing, the drafters' tau and the speedups), each defined
-in the chapter that computes it.
+in the chapter that computes it. Drafters are ranked on chapter 6's pre-registered
+outcome only, and every rho and delta comes with its interval and n.
 
 :func:`run` returns a :class:`LandingResult`.
 """
@@ -9,13 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from activation_wave.core.config import StudyConfig
 from activation_wave.core.results import load_benchmarks
+from activation_wave.study.chapters import drafter_predictors as dp
 from activation_wave.study.chapters.cross_drafters import evaluate_hypotheses as cross_hypotheses
 from activation_wave.study.chapters.eagle3_speedup import evaluate_hypotheses
-from activation_wave.study.hypotheses import VERDICT_WORD
 from activation_wave.study.chapters.results_summary import Chapters, load_chapters
 
 #: The rules whose sets the key figure shows, in this order.
@@ -37,11 +37,12 @@ class LandingResult:
     default_layers: list[int] | None
     default_percentile: float | None
     exhaustive_layers: list[int]
-    tau_default: float
-    tau_best: float
-    best_set: str
-    rho_renyi2: float  # over the triples, with its n below (chapter 6's paired analysis); NaN: undefined
-    rho_deepest: float
+    tau_default: float  # the pre-registered outcome of the default's drafters, with its interval over prompts
+    tau_default_lo: float
+    tau_default_hi: float
+    ranking: str  # which triple is highest on the outcome, its paired delta, and whether that is within noise
+    rho_renyi2: str  # rho(S2, tau) over the triples with its interval and n (chapter 6's paired analysis)
+    rho_deepest: str  # rho(deepest layer, tau) over the triples, likewise
     n_triples: int
     h1: str  # H1's primary statistic, and whether it was supported
     h1_supported: bool | None
@@ -64,14 +65,9 @@ def key_sets(ch: Chapters) -> dict[str, list[int]]:
     return {m: ch.selection.sets[m] for m in KEY_RULES if m in ch.selection.sets}
 
 
-def ranked_triples(ch: Chapters) -> list[Any]:
-    """Chapter 6's three-layer drafters (main arm), best tau first."""
-    return ch.drafters.sets_of_size(3)
-
-
-def _rho(by_name: dict[str, Any], name: str) -> float:
-    p = by_name.get(name)
-    return float("nan") if p is None or p.rho is None else float(p.rho)
+def ranked_triples(ch: Chapters) -> list[dp.OutcomeRow]:
+    """Chapter 6's three-layer drafters (main arm) on the pre-registered outcome, highest first."""
+    return dp.outcome_rows(ch.paired, 3)
 
 
 def run(cfg: StudyConfig, root: str | Path | None = None) -> tuple[LandingResult, Chapters]:
@@ -83,15 +79,18 @@ def run(cfg: StudyConfig, root: str | Path | None = None) -> tuple[LandingResult
     bench = load_benchmarks().get("speculative_decoding", {})
     rho = {p.name: p for p in ch.paired.predictors if p.units == "triples"}
     h1 = evaluate_hypotheses(ch.paired)[0]
+    default = next((r for r in ranked_triples(ch) if r.set == ch.paired.reference), None)
+    nan = float("nan")
     g1, g2, _ = cross_hypotheses(ch.cross_drafters)
     return LandingResult(
         model=cfg.model, n_layers=ch.data.info.n_layers, n_prompts=ch.data.summary.records,
         n_positions=ch.data.summary.response_positions, sink_ratio=sink.sink_peak, cliff_layer=sink.cliff.to_layer,
         cliff_entropy=sink.cliff.after, cliff_entropy_without_first=sink.at_cliff["no_first"],
         default_layers=sel.default_layers, default_percentile=None if default_row is None else default_row.percentile,
-        exhaustive_layers=sel.sets["exhaustive"], tau_default=d6.default.tau, tau_best=d6.best.tau,
-        best_set=f"{d6.best.set} {list(d6.best.layers)}",
-        rho_renyi2=_rho(rho, "renyi2"), rho_deepest=_rho(rho, "deepest"),
+        exhaustive_layers=sel.sets["exhaustive"], tau_default=default.tau if default else nan,
+        tau_default_lo=default.lo if default else nan, tau_default_hi=default.hi if default else nan,
+        ranking=dp.ranking_text(ch.paired, 3),
+        rho_renyi2=dp.predictor_text(rho.get("renyi2")), rho_deepest=dp.predictor_text(rho.get("deepest")),
         n_triples=rho["renyi2"].n if "renyi2" in rho else 0, h1=h1.statistic, h1_supported=h1.supported,
         second_model=ch.cross_drafters.model, g1=g1.statistic, g1_supported=g1.supported, g2=g2.statistic,
         g2_supported=g2.supported,

@@ -7,6 +7,7 @@ computes nothing new about the model.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,14 +18,16 @@ import pandas as pd
 from activation_wave.core.config import StudyConfig
 from activation_wave.core.layers import last_blocks, span_text
 from activation_wave.core.results import load_result
+from activation_wave.core.stats import group_difference
+from activation_wave.study.chapters import drafter_predictors as dp
 from activation_wave.study.chapters.cka_compartments import CkaCompartmentsResult
 from activation_wave.study.chapters.cross_drafters import CrossDrafterResult
 from activation_wave.study.chapters.cross_drafters import evaluate_hypotheses as cross_hypotheses
 from activation_wave.study.chapters.cross_model import CrossModelResult
 from activation_wave.study.chapters.data_and_capture import DataAndCaptureResult
 from activation_wave.study.chapters.drafter_predictors import DrafterPredictors
-from activation_wave.study.chapters.eagle3_speedup import Eagle3SpeedupResult, evaluate_hypotheses
 from activation_wave.study.hypotheses import Hypothesis
+from activation_wave.study.chapters.eagle3_speedup import Eagle3SpeedupResult, evaluate_hypotheses
 from activation_wave.study.chapters.layer_entropy import LayerEntropyResult
 from activation_wave.study.chapters.layer_selection import LayerSelectionResult
 from activation_wave.study.chapters.token_filtering import TokenFilteringResult
@@ -68,12 +71,20 @@ def load_chapters(cfg: StudyConfig, root: str | Path | None = None) -> Chapters:
 
 @dataclass(frozen=True)
 class DepthSplit:
-    """Drafters of layer triples, split by whether they read one of the last blocks."""
+    """Drafters of layer triples on the pre-registered outcome, split by whether they read
+    one of the last blocks: each group's mean tau and their difference per prompt, with a
+    95% interval resampling the triples within each group and the prompts
+    (:func:`~activation_wave.core.stats.group_difference`)."""
 
     late_from: int
     n_late: int
     tau_late: float | None
     tau_early: float | None
+    n_early: int = 0
+    delta: float | None = None  # late - early
+    lo: float | None = None
+    hi: float | None = None
+    n_prompts: int = 0
 
 
 @dataclass(frozen=True)
@@ -84,8 +95,8 @@ class ResultsSummary:
     selection: list[dict[str, Any]]
     hypotheses: list[Hypothesis]  # chapter 6's H1-H4, then chapter 7's G1-G3 (second model)
     predictors: list[dict[str, Any]]  # chapter 6's rho of each score against tau, with n and interval
-    tau_spread: float  # max - min tau over the main arm's triples
-    tau_half_ci: float  # mean half-width of their 95% intervals
+    tau_spread: float  # max - min outcome tau over the main arm's triples
+    tau_half_ci: float  # mean half-width of their 95% intervals over prompts
     depth: DepthSplit
 
 
@@ -111,43 +122,55 @@ def findings(ch: Chapters) -> list[tuple[str, str]]:
 
 
 def selection_rows(ch: Chapters) -> list[dict[str, Any]]:
-    """Every named set of chapter 5 with its scores, its drafters' tau and the paired
-    delta tau against the default (chapter 6; None where no drafter was trained)."""
-    tau = {r.set: r for r in ch.drafters.summary}
-    delta = {c.set: c for c in ch.paired.comparisons}
+    """Every named set of chapter 5 with its scores, its drafters' tau on the pre-registered
+    outcome (chapter 6's paired analysis: offline tau at the online depth and draft
+    threshold, mean over the eval prompts of the seed-averaged per-prompt tau) with its 95%
+    interval over prompts, and the paired delta tau against the default on the same
+    outcome; highest outcome first (None where no drafter was trained)."""
+    tau = {r.set: r for r in dp.outcome_rows(ch.paired)}
     out = []
     for method, ids in ch.selection.sets.items():
-        sc, t, d = ch.selection.scores.get(method, {}), tau.get(method), delta.get(method)
+        sc, t = ch.selection.scores.get(method, {}), tau.get(method)
         out.append({"set": method, "layers": str(list(ids)), "S2 (nats)": sc.get("renyi2"),
                     "percentile of S2": sc.get("percentile"), "mean CKA": sc.get("mean_cka"),
-                    "drafter tau": t.tau if t else None, "seeds": t.n_seeds if t else None,
-                    "delta tau vs default": d.delta if d else None, "delta 95% low": d.lo if d else None,
-                    "delta 95% high": d.hi if d else None, "Holm p": (d.p_holm_rules if d and d.p_holm_rules is not None
-                                                                      else d.p_holm_all if d else None)})
-    return sorted(out, key=lambda r: -(r["drafter tau"] if r["drafter tau"] is not None else -np.inf))
+                    "tau (outcome)": t.tau if t else None,
+                    "tau 95% interval": f"[{t.lo:.3f}, {t.hi:.3f}]" if t else None,
+                    "seeds": t.n_seeds if t else None,
+                    "delta tau vs default": t.delta if t else None, "delta 95% low": t.delta_lo if t else None,
+                    "delta 95% high": t.delta_hi if t else None, "Holm p": t.p_holm if t else None})
+    return sorted(out, key=lambda r: -(r["tau (outcome)"] if r["tau (outcome)"] is not None else -np.inf))
 
 
-def depth_split(tri: list[Any], n_layers: int) -> DepthSplit:
-    """Mean tau of the triples reading one of the last :data:`LATE_BLOCKS` blocks, and of the others."""
+def depth_split(paired: DrafterPredictors, n_layers: int, *, n_boot: int = 10_000, seed: int = 0) -> DepthSplit:
+    """The main arm's triples on the outcome, those reading one of the last
+    :data:`LATE_BLOCKS` blocks against the others (see :class:`DepthSplit`)."""
     late_from = last_blocks(n_layers, LATE_BLOCKS)[0]
-    late = [r.tau for r in tri if max(r.layers) >= late_from]
-    early = [r.tau for r in tri if max(r.layers) < late_from]
-    return DepthSplit(late_from, len(late), float(np.mean(late)) if late else None,
-                      float(np.mean(early)) if early else None)
+    tri = [s for s in paired.sets if len(s.layers) == 3 and not s.set.endswith("+norm")]
+    per_prompt = {s.set: np.array([np.nan if v is None else v for v in s.per_prompt], float) for s in tri}
+    late = [s.set for s in tri if max(s.layers) >= late_from]
+    early = [s.set for s in tri if max(s.layers) < late_from]
+    mean = {s.set: s.tau for s in tri}
+    out = DepthSplit(late_from, len(late), float(np.mean([mean[s] for s in late])) if late else None,
+                     float(np.mean([mean[s] for s in early])) if early else None, len(early))
+    if not late or not early:
+        return out
+    d = group_difference(np.stack([per_prompt[s] for s in late]), np.stack([per_prompt[s] for s in early]),
+                         n_boot=n_boot, seed=seed)
+    return dataclasses.replace(out, delta=d.mean, lo=d.lo, hi=d.hi, n_prompts=d.n)
 
 
 def run(cfg: StudyConfig, root: str | Path | None = None, *, chapters: Chapters | None = None) -> ResultsSummary:
     """Chapter 8 from the results files of chapters 0-7 (or from ``chapters`` already loaded)."""
     ch = load_chapters(cfg, root) if chapters is None else chapters
-    tri = ch.drafters.sets_of_size(3)
+    tri = dp.outcome_rows(ch.paired, 3)
     t3 = [r.tau for r in tri]
     return ResultsSummary(
         findings=findings(ch), selection=selection_rows(ch),
         hypotheses=evaluate_hypotheses(ch.paired) + cross_hypotheses(ch.cross_drafters),
         predictors=[vars(p) for p in ch.paired.predictors],
         tau_spread=float(max(t3) - min(t3)),
-        tau_half_ci=float(np.mean([(r.tau_hi - r.tau_lo) / 2 for r in tri if r.tau_hi is not None])),
-        depth=depth_split(tri, ch.data.info.n_layers))
+        tau_half_ci=float(np.mean([(r.hi - r.lo) / 2 for r in tri if np.isfinite(r.hi - r.lo)])),
+        depth=depth_split(ch.paired, ch.data.info.n_layers))
 
 
 def online_table(drafters: Eagle3SpeedupResult) -> pd.DataFrame:

@@ -1,0 +1,69 @@
+"""Where `wave study` writes (issue 28, items 9 and 13): only the default profile on its own
+model writes into the committed book; another model gets its own scratch folder; naming the
+committed book for such a run is refused; a bad config (``--set`` included) stops the run
+before anything is copied or written."""
+
+from __future__ import annotations
+
+import pytest
+
+import activation_wave.study.runner as study
+from activation_wave import cli
+from activation_wave.core.config import ConfigError
+
+
+@pytest.fixture()
+def repo(tmp_path, monkeypatch):
+    """A stand-in repository: the book and config files that a scratch copy is made from."""
+    (tmp_path / "book" / "chapters").mkdir(parents=True)
+    (tmp_path / "book" / "intro.md").write_text("# x\n")
+    (tmp_path / "book" / "chapters" / "01.ipynb").write_text("{}")
+    for name in ("_config.yml", "_toc.yml"):
+        (tmp_path / name).write_text("")
+    monkeypatch.setattr(study, "REPO_ROOT", tmp_path)
+    return tmp_path
+
+
+def test_the_committed_book_is_the_default_profile_on_its_own_model(repo):
+    assert study.prepare_book_dir("default", None) == (repo / "book", repo / "data" / "results")
+    assert study.prepare_book_dir("default", None, "smollm2-135m") == (repo / "book", repo / "data" / "results")
+    assert not (repo / "scratch").exists()
+
+
+def test_another_model_on_the_default_profile_gets_its_own_folder(repo):
+    book, results = study.prepare_book_dir("default", None, "gemma3-270m")
+    assert book == repo / "scratch" / "default-gemma3-270m" / "book"
+    assert results == repo / "scratch" / "default-gemma3-270m" / "results"
+    assert (book / "intro.md").exists() and not (book / "chapters" / "01.ipynb").exists()
+    assert not (repo / "scratch" / "default").exists()
+    # a hub id or a path is named by its last part, as the results folders name it
+    assert study.run_folder("default", "meta-llama/Llama-3.1-8B-Instruct") == \
+        repo / "scratch" / "default-Llama-3.1-8B-Instruct"
+    # smoke on its own model keeps its folder; on another model it gets its own
+    assert study.run_folder("smoke", None) == repo / "scratch" / "smoke"
+    assert study.run_folder("smoke", "gemma3-270m") == repo / "scratch" / "smoke-gemma3-270m"
+
+
+def test_naming_the_committed_book_for_another_run_is_refused(repo):
+    for profile, model in (("default", "gemma3-270m"), ("smoke", None)):
+        with pytest.raises(ConfigError, match="would overwrite its pages: leave --book-dir out"):
+            study.prepare_book_dir(profile, repo / "book", model)
+    assert study.prepare_book_dir("default", repo / "book") == (repo / "book", repo / "data" / "results")
+
+
+def test_a_bad_set_stops_the_study_before_anything_is_written(repo, tmp_path_factory):
+    with pytest.raises(ConfigError, match="batch_size"):
+        study.run_study("smoke", overrides={"capture.batch_size": "0"}, build=False)
+    with pytest.raises(ConfigError):
+        study.run_study("smoke", overrides={"capture.no_such_key": "1"}, build=False)
+    other = tmp_path_factory.mktemp("elsewhere") / "b" / "book"
+    with pytest.raises(ConfigError):
+        study.run_study("default", model="gemma3-270m", book_dir=other, overrides={"draft.epochs": "-1"}, build=False)
+    assert not (repo / "scratch").exists() and not other.parent.exists()
+
+
+def test_the_cli_reports_a_bad_set_in_one_line_and_leaves_no_files(repo, capsys):
+    code = cli.main(["study", "--profile", "smoke", "--set", "capture.batch_size=0", "--no-build"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "batch_size" in err[0]
+    assert not (repo / "scratch").exists()
