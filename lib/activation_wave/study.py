@@ -28,6 +28,7 @@ from pathlib import Path
 
 from .data import REPO_ROOT
 from .models import cache_root
+from .progress import relay
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 #: Execution order: the landing page reads every other chapter's results, so it runs last.
@@ -343,9 +344,10 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
         # Executed into build/ first: a failing chapter leaves its partial copy there, not in the book.
         partial = nb.with_name(f"{nb.stem}.executed.ipynb")
         try:
-            pm.execute_notebook(str(nb), str(partial), parameters=run_params, kernel_name="python3",
-                                cwd=str(REPO_ROOT), progress_bar=_progress(name), log_output=False,
-                                request_save_on_cell_execute=False)
+            with relay(f"[study] {name}"):  # the kernel's progress lines (drafter k of n, ...) into this log
+                pm.execute_notebook(str(nb), str(partial), parameters=run_params, kernel_name="python3",
+                                    cwd=str(REPO_ROOT), progress_bar=_progress(name), log_output=False,
+                                    request_save_on_cell_execute=False)
         except pm.PapermillExecutionError as exc:
             raise StudyError(f"notebook {name} failed in cell [{exc.exec_count}]: {exc.ename}: "
                              f"{str(exc.evalue).splitlines()[0] if exc.evalue else ''}; the executed copy with the "
