@@ -239,9 +239,10 @@ def test_llamacpp_values_read_the_benchmark_entry():
     assert old["lc_best_setting"].startswith("no valid setting (the sweep in this results file predates the check")
     assert old["lc_sweep"] == perf.UNCHECKED_SWEEP and perf.sweep_rows(lc) == []
     for row, drafted in zip(lc["investigation"]["rows"], (1.0, 2.9)):
-        row["drafted_per_round"] = drafted
+        row.update(drafted_per_round=drafted, settings_checked=True)
     lc["investigation"]["rows"].append({"outtype": "f16", "depth": 3, "p_min": 0.3, "speedup": 0.6, "tau": 1.8,
-                                        "round_in_plain_steps": 3.2, "drafted_per_round": 1.7})
+                                        "round_in_plain_steps": 3.2, "drafted_per_round": 1.7,
+                                        "settings_checked": True})
     new = llamacpp_values(lc)
     assert new["lc_best_setting"].startswith("0.64x (outtype f16, depth 1, p_min 0.0; tau 1.92, a round costs 3.04")
     assert new["lc_sweep"] == ("from depth 1 to 3 (f16 drafter, p_min 0), tau went from 1.92 to 1.92 and a round's "

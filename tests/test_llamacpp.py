@@ -314,7 +314,7 @@ def test_a_setting_that_does_not_reach_the_server_stops_the_sweep(tmp_path, igno
             run()
         return
     r = run()["eagle3-f16"]
-    assert r["server_settings"] == {"n_max": 1, "p_min": 0.3}
+    assert r["server_settings"] == {"n_max": 1, "p_min": 0.3} and r["settings_checked"]
     assert r["drafted_per_round"] == 1.0 and r["round_costs"]["tau_max"] == 2
     row = B._row("eagle3-f16", r, outtype="f16")
     assert (row["depth"], row["p_min"]) == (1, 0.3)  # as the server reported them
@@ -337,3 +337,6 @@ def test_round_costs_say_which_speedups_the_depth_can_reach():
     assert rc["tau_max"] == 4
     assert rc["reachable"] == {k: v <= 4 for k, v in rc["tau_needed"].items()}
     assert "tau_max" not in B.round_costs(plain, spec, None)
+    # a draft server that never drafted (a high p_min) reports no draft_n: every round is one token
+    idle = B.summarize_timings(PLAIN, draft=True)
+    assert idle["draft_n"] == 0 and idle["tau"] == 1.0 and idle["rounds"] == 146 - 2

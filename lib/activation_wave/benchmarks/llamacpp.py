@@ -71,14 +71,16 @@ def stats_delta(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> d
     return d
 
 
-def summarize_timings(timings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def summarize_timings(timings: Sequence[Mapping[str, Any]], draft: bool | None = None) -> dict[str, Any]:
     """Pooled decoding figures of several responses' ``timings`` (llama-server JSON):
     tokens, ms, tokens/s and, with a drafter, drafted / accepted tokens, the acceptance
-    rate, the number of target forwards (rounds) and tau = tokens per round."""
+    rate, the number of target forwards (rounds) and tau = tokens per round. ``draft``:
+    whether the server had a drafter (None: whether any response reports ``draft_n``; a
+    draft server that never drafted, e.g. at a high ``p_min``, reports none)."""
     n = sum(int(t["predicted_n"]) for t in timings)
     ms = sum(float(t["predicted_ms"]) for t in timings)
     out: dict[str, Any] = {"tokens": n, "ms": round(ms, 1), "tokens_per_s": round(1000.0 * n / ms, 2) if ms else None}
-    if any("draft_n" in t for t in timings):
+    if draft if draft is not None else any("draft_n" in t for t in timings):
         drafted = sum(int(t.get("draft_n", 0)) for t in timings)
         accepted = sum(int(t.get("draft_n_accepted", 0)) for t in timings)
         # every round yields its accepted drafts plus one target token; the first generated
@@ -194,13 +196,14 @@ def measure(lc: Any, target_gguf: Path, draft_gguf: Path, prompts: Sequence[tupl
     out: dict[str, Any] = {"threads": threads, "plain": plain}
     plain_tps = [_tps(r["timings"]) for r in res["plain"]]
     for n in drafts:
-        spec = summarize_timings([r["timings"] for r in res[n]])
+        spec = summarize_timings([r["timings"] for r in res[n]], draft=True)
         st = stats_delta(before[n], after[n]) if after[n] else None
         check_drafting(n, reported[n], st)
         same = sum(a["tokens"] == b["tokens"] for a, b in zip(res["plain"], res[n]))
         out[n] = {**spec, "speedup": round(spec["tokens_per_s"] / plain["tokens_per_s"], 3),
                   "identical_to_plain": same, "prompts": len(prompts),
                   "server_settings": {"n_max": reported[n].n_max, "p_min": reported[n].p_min},
+                  "settings_checked": True,  # reported by the server as requested; counters agree
                   "drafted_per_round": round(spec["draft_n"] / spec["rounds"], 3) if spec.get("rounds") else None,
                   "acceptance_by_position": st["rate_pos"] if st else None,
                   "round_costs": round_costs(plain, spec, st, n_max=reported[n].n_max) if spec.get("rounds") else None,
@@ -279,7 +282,8 @@ def _row(name: str, r: Mapping[str, Any], **labels: Any) -> dict[str, Any]:
     st = r["server_settings"]
     return {**labels, "depth": st["n_max"], "p_min": st["p_min"], "tokens_per_s": r["tokens_per_s"],
             "speedup": r["speedup"], "tau": r.get("tau"), "acceptance": r.get("acceptance"),
-            "drafted_per_round": r.get("drafted_per_round"), "identical": f"{r['identical_to_plain']}/{r['prompts']}",
+            "drafted_per_round": r.get("drafted_per_round"), "settings_checked": r.get("settings_checked", False),
+            "identical": f"{r['identical_to_plain']}/{r['prompts']}",
             "round_in_plain_steps": rc.get("round_in_plain_steps"), "draft_ms_per_round": rc.get("draft_ms_per_round"),
             "verify_and_rest_ms_per_round": rc.get("verify_and_rest_ms_per_round"),
             "plain_step_ms": rc.get("plain_step_ms"), "method": name}

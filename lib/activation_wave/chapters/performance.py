@@ -354,7 +354,7 @@ def _sweep_checked(lc: Mapping[str, Any]) -> bool:
     """Whether the sweep's settings were read back from the servers (entries written before
     that check sent the depth and p_min per request, which llama-server ignored)."""
     rows = _sweep_rows(lc)
-    return bool(rows) and all(r.get("drafted_per_round") is not None for r in rows)
+    return bool(rows) and all(r.get("settings_checked") for r in rows)
 
 
 #: What the chapter says of a sweep whose settings never reached the server.
