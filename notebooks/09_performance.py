@@ -24,17 +24,16 @@ results_root = ""
 overrides = "{}"
 
 # %% tags=["hide-input"]
-import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
-from myst_nb import glue
 
 from activation_wave.benchmarks import llamacpp_speed as llamacpp_bench
+from activation_wave.study.glue import glue_figure, glue_values
 from activation_wave.study.chapters import performance as perf
 from activation_wave.study.steps import load_results, notebook_config
 from activation_wave.core.tables import format_table
-from activation_wave.plots import (plot_cost_model, plot_data_scaling, plot_memory_curve, plot_ratios, plot_scaling,
-                                   plot_verify_cost)
+from activation_wave.plots import (plot_data_scaling, plot_decoding_costs, plot_memory_curve, plot_metric_scaling,
+                                   plot_ratios)
 
 cfg = notebook_config(profile, model, overrides)
 target = cfg.bench.speedup_target
@@ -48,9 +47,8 @@ print("benchmarks measured on:", bench.get("machine"))
 table = pd.DataFrame(perf.ratio_rows(bench, target), columns=["benchmark", "ratio", "target", "figure", "baseline",
                                                                "peak MiB"])
 display(table.round(3))
-fig = plot_ratios(list(table.benchmark), list(table.ratio), [None if pd.isna(t) else t for t in table.target])
-glue("fig_ratios", fig, display=False)
-plt.close(fig)
+glue_figure("fig_ratios", plot_ratios(list(table.benchmark), list(table.ratio),
+                                      [None if pd.isna(t) else t for t in table.target]))
 values = perf.capture_values(bench.get("capture_throughput"))
 
 # %% [markdown]
@@ -76,25 +74,18 @@ values = perf.capture_values(bench.get("capture_throughput"))
 # %%
 spec = bench.get("speculative_decoding")
 values |= perf.decoding_values(spec, target)
-fig, axes = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
-if spec:
-    costs = spec["cost_model"]["components_ms"]
-    measured = [(spec["tau_t0"], spec["speedup_vs_plain_t0"], "chain, T=0")]
-    if spec.get("tau_tree_t0") is not None:
-        measured.append((spec["tau_tree_t0"], spec["speedup_tree_vs_plain_t0"], "tree, T=0"))
-    plot_cost_model(costs, measured, ax=axes[0], title=None)
-    plot_verify_cost(costs, ax=axes[1], title=None)
+glue_figure("fig_cost_model", plot_decoding_costs(spec))
+if spec:  # by prompt source: distinct prompts, and their runs (one per interleaved round)
     by_source = pd.DataFrame.from_dict(spec["by_source"], orient="index").rename_axis("prompt source")
     display(by_source.drop(columns="tokens_per_s", errors="ignore").round(3))
 else:  # not measured yet: the page says so instead of failing the build
     print("speculative_decoding has not been measured: run `wave bench --only speculative_decoding`")
-glue("fig_cost_model", fig, display=False)
-plt.close(fig)
 try:  # chapter 6's drafters, as its last execution recorded them (this profile's results)
     runs6 = load_results("06_eagle3_speedup", cfg, results_root or None)["runs"]
 except FileNotFoundError:
     runs6 = []
 values |= perf.study_drafter_values([r.get("train_s") for r in runs6], cfg.draft.workers)
+values["study_epochs"] = cfg.draft.epochs
 
 # %% [markdown]
 # ```{glue:figure} fig_cost_model
@@ -108,8 +99,9 @@ values |= perf.study_drafter_values([r.get("train_s") for r in runs6], cfg.draft
 # draft step.
 # ```
 #
-# The benchmark's drafter (layers {glue:text}`spec_layers`) is trained longer than the
-# chapter's drafters (ten epochs instead of two) and on more data: the greedy responses
+# The benchmark's drafter (layers {glue:text}`spec_layers`) is trained longer than
+# chapter 6's drafters ({glue:text}`spec_epochs:d` epochs instead of
+# {glue:text}`study_epochs:d`) and on more data: the greedy responses
 # plus {glue:text}`spec_samples:d` sampled responses per train prompt,
 # {glue:text}`spec_positions:,d` response positions ({ref}`below <fig-data-scaling>`
 # says why). It reached $\tau$ = {glue:text}`spec_tau:.2f` at $T=0$ on
@@ -145,15 +137,17 @@ values |= perf.study_drafter_values([r.get("train_s") for r in runs6], cfg.draft
 # each of chapter 6's {glue:text}`study_drafters_n:d` drafters took
 # {glue:text}`study_drafter_s:.0f` s on average under this profile,
 # {glue:text}`study_workers:d` trained at once: about {glue:text}`study_drafters_min:.0f`
-# minutes of chapter 6 when none is cached yet.
+# minutes of training when none is cached yet. That is part of chapter 6's longest
+# (cold-cache) execution, {glue:text}`ch6_longest_min:.0f` minutes in the
+# {ref}`timings below <sec-profile-timings>`, which also captures the drafters' training
+# data and scores every drafter.
 #
 # ## How $\tau$ grows with training data
 
 # %%
 scaling = bench.get("drafter_data_scaling")
-fig = plot_data_scaling(scaling["points"] if scaling else [], scaling["fit"] if scaling else None)
-glue("fig_data_scaling", fig, display=False)
-plt.close(fig)
+glue_figure("fig_data_scaling", plot_data_scaling(scaling["points"] if scaling else [],
+                                                  scaling["fit"] if scaling else None))
 if scaling:
     display(pd.DataFrame(scaling["points"]).reindex(columns=[
         "samples_per_prompt", "fraction", "records", "loss_tokens", "tau_offline", "tau_predicted",
@@ -229,34 +223,41 @@ values |= perf.low_precision_values(low)
 # %%
 display(format_table(pd.DataFrame(llamacpp_bench.engine_comparison(bench))))
 values |= perf.llamacpp_values(bench.get("llamacpp"))
+sweep = perf.sweep_rows(bench.get("llamacpp"))
+if sweep:  # one row per setting, each on its own servers; depth and p_min as the server reported them
+    display(format_table(pd.DataFrame(sweep)))
 
 # %% [markdown]
 # With {glue:text}`lc_threads` thread, plain llama.cpp decodes at
-# {glue:text}`lc_plain_tps:.1f` tokens/s and EAGLE-3 llama.cpp at
-# {glue:text}`lc_eagle_tps:.1f` ({glue:text}`lc_speedup:.2f`x; identical to plain greedy
-# on {glue:text}`lc_identical` prompts). The drafter measured reaches $\tau$ =
-# {glue:text}`lc_tau:.2f` in llama.cpp ({glue:text}`lc_drafter_note`). From llama.cpp's
-# own timings, a round (draft, then verify) costs {glue:text}`lc_round_steps:.2f` plain
-# steps of {glue:text}`lc_step_ms:.1f` ms: drafting {glue:text}`lc_draft_ms:.1f` ms,
-# verifying and the rest {glue:text}`lc_verify_ms:.1f` ms. The fastest setting of a
-# smaller sweep over draft depth and `p-min` reached {glue:text}`lc_best_setting`. At
-# the measured round cost a drafter would
-# need $\tau$ = {glue:text}`lc_tau_1x:.2f` to break even and {glue:text}`lc_tau_15x:.2f`
-# for 1.5x; the benchmark drafter of the PyTorch path reaches $\tau$ =
-# {glue:text}`spec_tau:.2f` online. At this round cost, llama.cpp's fixed overhead per
-# speculative round rather than the drafter decides whether speculation pays off there;
-# the table puts plain llama.cpp beside this study's lossless PyTorch path (the two paths
-# were timed in separate runs, each against its own plain decoding in the same run).
-# {glue:text}`lc_note`
+# {glue:text}`lc_plain_tps:.1f` tokens/s and EAGLE-3 llama.cpp, drafting up to
+# {glue:text}`lc_depth:d` tokens a round, at {glue:text}`lc_eagle_tps:.1f`
+# ({glue:text}`lc_speedup:.2f`x; identical to plain greedy on {glue:text}`lc_identical`
+# prompts). The drafter measured reaches $\tau$ = {glue:text}`lc_tau:.2f` in llama.cpp
+# ({glue:text}`lc_drafter_note`). From llama.cpp's own timings, a round (draft, then
+# verify) costs {glue:text}`lc_round_steps:.2f` plain steps of
+# {glue:text}`lc_step_ms:.1f` ms: drafting {glue:text}`lc_draft_ms:.1f` ms, verifying and
+# the rest {glue:text}`lc_verify_ms:.1f` ms. At that round cost a drafter would need
+# $\tau$ = {glue:text}`lc_tau_1x:.2f` to break even and {glue:text}`lc_tau_15x:.2f` for
+# 1.5x; but {glue:text}`lc_reach`. The benchmark drafter of the PyTorch path reaches
+# $\tau$ = {glue:text}`spec_tau:.2f` online.
+#
+# The draft depth and `p_min` are settings of the server, not of a request: this
+# llama-server build compiles the per-request speculative fields out of its request
+# schema, so the benchmark starts a server per setting with `--spec-draft-n-max` and
+# `--spec-draft-p-min` and stops unless the server reports back the settings it was
+# given and its own counters never draft more than the depth allows. The sweep (table
+# above, {glue:text}`lc_sweep`): the fastest setting reached {glue:text}`lc_best_setting`.
+# llama.cpp's fixed overhead per speculative round rather than the drafter decides
+# whether speculation pays off there; the first table puts plain llama.cpp beside this
+# study's lossless PyTorch path (the two paths were timed in separate runs, each against
+# its own plain decoding in the same run). {glue:text}`lc_note`
 #
 # ## Memory as the token count grows
 
 
 # %% tags=["hide-input"]
 mem = bench.get("memory_scaling")
-fig = plot_memory_curve(mem["figure"] if mem else {}, mem["baseline"] if mem else {})
-glue("fig_memory", fig, display=False)
-plt.close(fig)
+glue_figure("fig_memory", plot_memory_curve(mem["figure"] if mem else {}, mem["baseline"] if mem else {}))
 values |= perf.memory_values(mem)
 
 # %% [markdown]
@@ -276,15 +277,9 @@ values |= perf.memory_values(mem)
 
 # %% tags=["hide-input"]
 scal = bench.get("metrics", {}).get("entries", {}).get("scaling", {})
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), layout="constrained")
-for ax, axis, label in zip(axes, ("n", "L", "d"), ("tokens n", "layers L", "width d")) if scal else ():
-    plot_scaling({what: (scal[f"{what}_vs_{axis}"]["values"], scal[f"{what}_vs_{axis}"]["seconds"])
-                  for what in ("pair_products", "layer_entropies") if f"{what}_vs_{axis}" in scal},
-                 xlabel=label, ax=ax)
+glue_figure("fig_scaling", plot_metric_scaling(scal))
 if scal:
     display(pd.DataFrame({k: {"exponent": v["exponent"]} for k, v in scal.items()}).T)
-glue("fig_scaling", fig, display=False)
-plt.close(fig)
 
 # %% [markdown]
 # ```{glue:figure} fig_scaling
@@ -295,18 +290,16 @@ plt.close(fig)
 # table gives each log-log slope.
 # ```
 #
+# (sec-profile-timings)=
 # ## How long each profile takes here
 
 
 # %%
-timings = pd.DataFrame(perf.profile_timings(), columns=["profile", "notebook", "seconds", "longest seconds"])
+rows = perf.profile_timings()
+timings = pd.DataFrame(rows, columns=["profile", "notebook", "seconds", "longest seconds"])
 display(timings.pivot(index="notebook", columns="profile", values=["seconds", "longest seconds"]).round(1))
-for prof in ("smoke", "default"):
-    t = timings[timings.profile == prof]
-    values[f"total_{prof}_min"] = float(t.seconds.sum()) / 60 if len(t) else float("nan")
-    values[f"longest_{prof}_min"] = float(t["longest seconds"].sum()) / 60 if len(t) else float("nan")
-for key, value in values.items():
-    glue(key, value, display=False)
+values |= perf.timing_values(rows)
+glue_values(**values)
 
 # %% [markdown]
 # Summed over the notebooks' last executions: {glue:text}`total_smoke_min:.0f` minutes for

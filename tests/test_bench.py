@@ -18,10 +18,27 @@ def test_default_profile_entry_sums_the_study_timings(tmp_path, monkeypatch):
     path = tmp_path / "timings.json"
     with pytest.raises(FileNotFoundError, match="wave study --profile default"):
         pipeline.bench_default_profile(None, path)
-    path.write_text(json.dumps({"notebooks": {"00": 30.0, "06": 3570.0}, "last_run": {"seconds": 12.0}}))
+    path.write_text(json.dumps({"notebooks": {"00": 30.0, "06": 1770.0}, "last_run": {"seconds": 12.0},
+                                "longest": {"06": {"seconds": 3570.0, "finished": "x"}}}))
     monkeypatch.setattr(pipeline, "REPO_ROOT", tmp_path)  # the entry names its source relative to the repo
     e = pipeline.bench_default_profile(None, path)
+    # the fresh-clone figure sums each notebook's longest run (as README and chapter 9 do) ...
     assert e["figure"] == 3600.0 and e["minutes"] == 60.0 and e["source"] == "timings.json"
+    assert "longest" in e["unit"] and e["per_notebook_s"] == {"00": 30.0, "06": 3570.0}
+    # ... and the last runs are a second, labelled sum
+    assert e["last_runs_minutes"] == 30.0 and "last execution" in e["last_runs_unit"]
+
+
+def test_benchmarks_record_cache_keys_not_machine_paths(tmp_path, monkeypatch):
+    monkeypatch.setenv("WAVE_CACHE", str(tmp_path / "cache"))
+    drafter = tmp_path / "cache" / "capture" / "m-1" / "drafters" / "L2-15-27-abc"
+    monkeypatch.setattr(runner, "entries", lambda: {"spec": lambda cfg: {"drafter": str(drafter),
+                                                                         "points": [{"drafter": str(drafter)}]}})
+    out = tmp_path / "b.json"
+    runner.run_benchmarks(load_config("smoke"), out)
+    saved = json.loads(out.read_text())
+    assert saved["spec"]["drafter"] == saved["spec"]["points"][0]["drafter"] == "capture/m-1/drafters/L2-15-27-abc"
+    assert str(tmp_path) not in out.read_text()
 
 
 def test_run_benchmarks_merges_entries_and_passes_the_config(tmp_path, monkeypatch):
@@ -98,3 +115,40 @@ def test_bench_help_names_every_benchmark(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert all(name in text for name in runner.entries()), text
     assert "--profile" in text and "--set" in text
+
+
+def _fake_comparison(walls):
+    """An online comparison of 3 prompts (2 HumanEval, 1 team) over len(walls) rounds: every method
+    makes 10 tokens per prompt; ``walls[r][method]`` is its seconds per prompt in round r."""
+    from activation_wave.decode.comparison import OnlineComparison
+    from activation_wave.decode.rounds import merge_results, summarise
+
+    ids = ["HumanEval/1", "HumanEval/2", "team-1"]
+
+    def result(method, wall):
+        per = [{"id": p, "token_ids": list(range(10)), "wall_s": wall, "rounds": 5, "drafted": [3] * 5,
+                "accepted": [1] * 5} for p in ids]
+        kind = "eagle3-chain" if method.startswith("spec") else "plain-hf"
+        return summarise(kind, 0.0, 3, per, [0, 5, 0, 0], [5, 5, 5], [5, 0, 0])
+
+    per_round = tuple({m: result(m, w) for m, w in r.items()} for r in walls)
+    pooled = {m: merge_results([r[m] for r in per_round]) for m in walls[0]}
+    return OnlineComparison(tuple(ids), pooled, per_round), {p: p.split("/")[0].lower().split("-")[0] for p in ids}
+
+
+def test_decoding_figures_report_every_round_its_spread_and_distinct_prompts():
+    from activation_wave.benchmarks.speedup import _comparison_figures
+
+    methods = ("plain_t0", "plain_t1", "prompt_lookup_t0", "spec_chain_t0", "spec_chain_t1")
+    chain = [1.0 / 1.2, 1.0 / 1.3, 1.0 / 1.25, 1.0 / 1.35, 1.0 / 1.15]  # speedups 1.2 .. 1.35 over plain
+    walls = [{m: (c if m.startswith("spec") else 1.0) for m in methods} for c in chain]
+    cmp, source = _fake_comparison(walls)
+    out = _comparison_figures(cmp, source)
+    assert out["rounds"] == 5 and [round(r["speedup_vs_plain_t0"], 3) for r in out["by_round"]] == [1.2, 1.3, 1.25,
+                                                                                                   1.35, 1.15]
+    sp = out["round_spread"]["speedup_vs_plain_t0"]
+    assert (round(sp["min"], 3), round(sp["max"], 3), sp["n"]) == (1.15, 1.35, 5)
+    assert round(sp["lo"], 3) == 1.152 and round(sp["hi"], 3) == 1.348  # Student t, 4 degrees of freedom
+    # prompts are counted once; their runs once per round
+    assert out["by_source"]["humaneval"]["prompts"] == 2 and out["by_source"]["humaneval"]["prompt_runs"] == 10
+    assert out["by_source"]["team"]["prompts"] == 1 and out["lossless_t0_chain"].startswith("15/15 prompt runs (5 rounds)")

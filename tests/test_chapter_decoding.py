@@ -111,11 +111,26 @@ def test_verdict_and_the_result_round_trip(stats):
     assert (a.set, a.seed, b.seed) == ("single-4", 0, 1)
 
 
-def test_speedup_verdict():
-    assert perf.speedup_verdict(1.1, [1.0, 1.2], 1.2) == "0.100 short of the study's target of 1.2x with the best drafter"
-    assert "though not in every round" in perf.speedup_verdict(1.25, [1.19, 1.31], 1.2)
-    assert perf.speedup_verdict(1.3, [1.25, 1.35], 1.2).endswith(", in every round")
-    assert perf.speedup_verdict(1.3, [], 1.2).endswith("with the best drafter")
+def test_performance_docstring_examples():
+    import doctest
+
+    assert doctest.testmod(perf).failed == 0
+
+
+def test_speedup_verdict_rests_on_the_interval_over_rounds():
+    five = [1.22, 1.31, 1.24, 1.27, 1.26]
+    assert perf.speedup_verdict(1.26, five, 1.2).startswith("above the study's target of 1.2x: the 95% interval of "
+                                                            "the mean over 5 rounds, [1.218, 1.302], lies above it")
+    assert perf.speedup_verdict(1.26, five, 1.2).endswith("every round reached it")
+    # two rounds, both above the target, are not evidence: the interval is wide
+    assert perf.speedup_verdict(1.28, [1.255, 1.303], 1.2).startswith("within noise of the study's target")
+    assert perf.speedup_verdict(1.1, [1.05, 1.08, 1.12, 1.1, 1.09], 1.2).startswith("below the study's target")
+    assert "(2 of 5 rounds below it)" in perf.speedup_verdict(1.2, [1.15, 1.25, 1.19, 1.22, 1.21], 1.2)
+    assert perf.speedup_verdict(1.3, [1.3], 1.2).endswith("from one round: no interval (the default profile runs at "
+                                                          "least 5 rounds)")
+    assert perf.speedup_verdict(1.1, [], 1.2).startswith("0.100 short of the study's target of 1.2x, from one run")
+    assert perf.rounds_text([1.22, 1.31, 1.24, 1.27, 1.26]).startswith("5 interleaved rounds over the prompts "
+                                                                        "(per round 1.220x to 1.310x, sd 0.034")
 
 
 def _spec_entry():
@@ -128,7 +143,8 @@ def _spec_entry():
             "by_source": {"humaneval": {"speedup_vs_plain_t0": 1.3}},
             "by_round": [{"speedup_vs_plain_t0": 1.15}, {"speedup_vs_plain_t0": 1.25}],
             "drafter_training": {"tokens_per_s": 500.0, "train_wall_s": 600.0, "n_loss_tokens": 1000},
-            "drafter_data": {"samples_per_prompt": 6, "train_records": 700, "sampled_train_records": 600}}
+            "drafter_data": {"samples_per_prompt": 6, "train_records": 700, "sampled_train_records": 600},
+            "drafter_config": {"epochs": 10}}
 
 
 def test_cost_model_derivation_from_the_benchmark_entry():
@@ -137,8 +153,8 @@ def test_cost_model_derivation_from_the_benchmark_entry():
     assert v["obs_step_ms"] == pytest.approx(50.0) and v["obs_round_ms"] == pytest.approx(75.0)
     assert v["obs_round_rel"] == pytest.approx(1.5) and v["obs_tau_needed"] == pytest.approx(1.8)
     assert v["spec_train_prompts"] == 100 and v["spec_train_min"] == 10.0 and v["spec_speedup_chat"] != v["spec_speedup_chat"]
-    assert v["spec_rounds"] == "2 interleaved rounds over the prompts that measured 1.150x and 1.250x"
-    assert "though not in every round" in v["spec_verdict"]
+    assert v["spec_rounds"].startswith("2 interleaved rounds over the prompts (per round 1.150x to 1.250x")
+    assert v["spec_verdict"].startswith("within noise of the study's target of 1.2x") and v["spec_epochs"] == 10
     missing = perf.decoding_values(None, 1.2)
     assert set(missing) == set(v) and math.isnan(missing["spec_tau"]) and missing["spec_lossless"] == "(not measured)"
 
@@ -188,6 +204,11 @@ def test_ratio_rows_and_profile_timings(tmp_path):
         {"profile": "smoke", "notebook": "00", "seconds": 2.0, "longest seconds": 2.0},
         {"profile": "smoke", "notebook": "06", "seconds": 30.5, "longest seconds": 300.0}]
     assert np.isnan(perf.capture_values(None)["capture_ratio"])
+    rows = perf.profile_timings(tmp_path) + [
+        {"profile": "default", "notebook": "06_eagle3_speedup", "seconds": 600.0, "longest seconds": 4740.0}]
+    t = perf.timing_values(rows)
+    assert t["total_smoke_min"] == 32.5 / 60 and t["longest_smoke_min"] == 302.0 / 60
+    assert t["ch6_longest_min"] == 79.0 and t["ch6_last_min"] == 10.0  # what chapter 9 cites for chapter 6
 
 
 def test_llamacpp_values_read_the_benchmark_entry():
@@ -205,9 +226,29 @@ def test_llamacpp_values_read_the_benchmark_entry():
     assert v["lc_round_steps"] == 3.46 and v["lc_plain_tps"] == 33.3 and v["lc_note"] == ""
     assert set(v) == set(missing)  # the prose finds every value either way
     assert v["lc_best_setting"] == "-" and v["lc_drafter_note"] == "a default-profile drafter reading layers ?, folder d"
-    lc["investigation"] = {"rows": [{"depth": 1, "p_min": 0.0, "speedup": 0.64, "round_in_plain_steps": 3.04},
-                                    {"depth": 3, "p_min": 0.0, "speedup": 0.51, "round_in_plain_steps": 3.8}]}
-    assert llamacpp_values(lc)["lc_best_setting"].startswith("0.64x (depth 1, p_min 0.0; a round still costs 3.04")
+    # an entry without the server's reported settings drafted with llama.cpp's default depth, 3: tau <= 4
+    assert v["lc_depth"] == 3 and v["lc_tau_max"] == 4
+    assert v["lc_reach"].endswith("break-even needs tau 3.46, within that limit; 1.5x needs tau 5.19, out of reach "
+                                  "at this depth")
+    # a sweep written before the settings check (per-request fields the server ignored) is not reported as one
+    lc["investigation"] = {"rows": [{"outtype": "f16", "depth": 1, "p_min": 0.0, "speedup": 0.64, "tau": 1.92,
+                                     "round_in_plain_steps": 3.04},
+                                    {"outtype": "f16", "depth": 3, "p_min": 0.0, "speedup": 0.51, "tau": 1.92,
+                                     "round_in_plain_steps": 3.8}]}
+    old = llamacpp_values(lc)
+    assert old["lc_best_setting"].startswith("no valid setting (the sweep in this results file predates the check")
+    assert old["lc_sweep"] == perf.UNCHECKED_SWEEP and perf.sweep_rows(lc) == []
+    for row, drafted in zip(lc["investigation"]["rows"], (1.0, 2.9)):
+        row.update(drafted_per_round=drafted, settings_checked=True)
+    lc["investigation"]["rows"].append({"outtype": "f16", "depth": 3, "p_min": 0.3, "speedup": 0.6, "tau": 1.8,
+                                        "round_in_plain_steps": 3.2, "drafted_per_round": 1.7,
+                                        "settings_checked": True})
+    new = llamacpp_values(lc)
+    assert new["lc_best_setting"].startswith("0.64x (outtype f16, depth 1, p_min 0.0; tau 1.92, a round costs 3.04")
+    assert new["lc_sweep"] == ("from depth 1 to 3 (f16 drafter, p_min 0), tau went from 1.92 to 1.92 and a round's "
+                               "cost from 3.04 to 3.80 plain steps (speedup 0.64x to 0.51x); at depth 3 with p_min "
+                               "0.3: tau 1.80, 1.70 drafted per round, 0.60x")
+    assert [r["depth"] for r in perf.sweep_rows(lc)] == [1, 3, 3]
 
 
 def test_hypotheses_follow_their_preregistered_rules():

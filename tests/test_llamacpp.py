@@ -197,12 +197,148 @@ def test_interleaving_alternates_the_order_prompt_by_prompt(monkeypatch):
     calls = []
 
     def fake_complete(server, ids, max_new, **extra):
-        calls.append((server, ids[0], extra.get("speculative.n_max")))
+        assert not extra  # no per-request fields: this server build ignores speculative ones
+        calls.append((server, ids[0]))
         return {"tokens": [ids[0]], "timings": {"predicted_n": 1, "predicted_ms": 1.0}}
 
     monkeypatch.setattr(llamacpp, "complete", fake_complete)
-    res = B._interleaved({"plain": "P", "eagle3": "E"}, [("a", [1]), ("b", [2]), ("c", [3])], 8,
-                         {"eagle3": {"speculative.n_max": 2}})
-    assert [c[:2] for c in calls] == [("P", 1), ("E", 1), ("E", 2), ("P", 2), ("P", 3), ("E", 3)]
-    assert {c[2] for c in calls if c[0] == "E"} == {2} and {c[2] for c in calls if c[0] == "P"} == {None}
+    res = B._interleaved({"plain": "P", "eagle3": "E"}, [("a", [1]), ("b", [2]), ("c", [3])], 8)
+    assert calls == [("P", 1), ("E", 1), ("E", 2), ("P", 2), ("P", 3), ("E", 3)]
     assert [r["id"] for r in res["eagle3"]] == ["a", "b", "c"]
+
+
+# ------------------------------------------------------------------ draft settings reach the server
+
+# what llama-server 11434 logs at -lv 4 while it sets up an EAGLE-3 drafter (common/speculative.cpp)
+SETTINGS_LOG = """
+srv    load_model: loading draft model 'draft.gguf'
+spec common_specu: adding speculative implementation 'draft-eagle3'
+spec common_specu: - n_max={n_max}, n_min=0, p_min={p_min:f}, backend_sampling=1
+srv          init: initializing, n_slots = 1
+"""
+
+
+def test_reported_settings_are_read_from_the_server_log():
+    from activation_wave.engines.llamacpp import DraftSettings, check_draft_settings, reported_draft_settings
+
+    log = SETTINGS_LOG.format(n_max=2, p_min=0.3)
+    assert reported_draft_settings(log) == DraftSettings(n_max=2, p_min=0.3)
+    assert reported_draft_settings("srv  init: no drafter") is None
+    assert check_draft_settings(log, DraftSettings(2, 0.3)) == DraftSettings(2, 0.3)
+    # the earlier sweep's failure: depth 1 requested, the server drafted with its defaults
+    with pytest.raises(LlamaCppError, match="n_max=3, p_min=0, not the requested n_max=1"):
+        check_draft_settings(SETTINGS_LOG.format(n_max=3, p_min=0.0), DraftSettings(n_max=1))
+    with pytest.raises(LlamaCppError, match="p_min=0, not the requested n_max=4, p_min=0.6"):
+        check_draft_settings(SETTINGS_LOG.format(n_max=4, p_min=0.0), DraftSettings(n_max=4, p_min=0.6))
+    with pytest.raises(LlamaCppError, match="did not report its draft settings"):
+        check_draft_settings("srv  init: no drafter", DraftSettings())
+
+
+def test_settings_are_server_flags_never_request_fields(fake_llamacpp, tmp_path):
+    from activation_wave.engines.llamacpp import DraftSettings, Server, complete
+
+    srv = server_command(fake_llamacpp, tmp_path / "m.gguf", 8080, 1, draft=tmp_path / "d.gguf",
+                         settings=DraftSettings(n_max=1, p_min=0.6))
+    assert srv[srv.index("--spec-draft-n-max") + 1] == "1" and srv[srv.index("--spec-draft-p-min") + 1] == "0.6"
+    default = server_command(fake_llamacpp, tmp_path / "m.gguf", 8080, 1, draft=tmp_path / "d.gguf")
+    assert default[default.index("--spec-draft-p-min") + 1] == "0"  # explicit: its default changed upstream
+    with pytest.raises(ValueError, match="ignores per-request speculative"):
+        complete(Server("http://127.0.0.1:9", tmp_path / "log", None), [1], 4, **{"speculative.n_max": 1})
+    with pytest.raises(ValueError, match="n_max >= 1"):
+        DraftSettings(n_max=0)
+
+
+# A stand-in for llama-server: answers /health and /completion, logs its draft settings as the
+# real one does, drafts n_max tokens every round (none accepted) and logs llama.cpp's counters.
+# IGNORE_FLAGS makes it behave like a build that drafts with its defaults whatever it is told.
+FAKE_SERVER = textwrap.dedent('''
+    import http.server, json, sys
+    args = sys.argv[1:]
+    opt = lambda name, default: args[args.index(name) + 1] if name in args else default
+    ignore = IGNORE_FLAGS
+    n_max = 3 if ignore else int(opt("--spec-draft-n-max", "3"))
+    p_min = 0.0 if ignore else float(opt("--spec-draft-p-min", "0"))
+    draft = "-md" in args
+    if draft:
+        print("spec common_specu: adding speculative implementation 'draft-eagle3'")
+        print(f"spec common_specu: - n_max={n_max}, n_min=0, p_min={p_min:f}, backend_sampling=1", flush=True)
+    calls = [0]
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def send(self, obj):
+            body = json.dumps(obj).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            self.send({"status": "ok"})
+
+        def do_POST(self):
+            req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            n = req["n_predict"]
+            timings = {"predicted_n": n, "predicted_ms": 10.0 * n}
+            if draft:
+                calls[0] += n - 1
+                timings.update(draft_n=(n - 1) * n_max, draft_n_accepted=0)
+                print(f"spec print_stats: statistics     draft-eagle3: #calls(b,g,a) =    1 {calls[0]:6d} {calls[0]:6d}, "
+                      f"#gen drafts = {calls[0]:6d}, #acc drafts =     0, #gen tokens = {calls[0] * n_max:6d}, "
+                      f"#acc tokens =     0, dur(b,g,a) = 0.100, 1.000, 0.100 ms", flush=True)
+            self.send({"tokens": [req["prompt"][0]] * n, "timings": timings})
+
+    http.server.HTTPServer(("127.0.0.1", int(opt("--port", "0"))), H).serve_forever()
+''')
+
+
+def _fake_server(root, ignore_flags):
+    server = root / "build" / "bin" / "llama-server"
+    server.parent.mkdir(parents=True, exist_ok=True)
+    server.write_text(f"#!{sys.executable}\n" + FAKE_SERVER.replace("IGNORE_FLAGS", str(ignore_flags)))
+    server.chmod(0o755)
+    return LlamaCpp(root)
+
+
+@pytest.mark.parametrize("ignore_flags", [False, True])
+def test_a_setting_that_does_not_reach_the_server_stops_the_sweep(tmp_path, ignore_flags):
+    from activation_wave.engines.llamacpp import DraftSettings
+
+    lc = _fake_server(tmp_path / "lc", ignore_flags)
+    prompts = [("a", [5, 6]), ("b", [7])]
+    drafts = {"eagle3-f16": (tmp_path / "d.gguf", DraftSettings(n_max=1, p_min=0.3))}
+    run = lambda: B.measure(lc, tmp_path / "t.gguf", tmp_path / "d.gguf", prompts, threads=1, max_new=6,  # noqa: E731
+                            workdir=tmp_path / "w", drafts=drafts)
+    if ignore_flags:
+        with pytest.raises(LlamaCppError, match="n_max=3, p_min=0, not the requested n_max=1, p_min=0.3"):
+            run()
+        return
+    r = run()["eagle3-f16"]
+    assert r["server_settings"] == {"n_max": 1, "p_min": 0.3} and r["settings_checked"]
+    assert r["drafted_per_round"] == 1.0 and r["round_costs"]["tau_max"] == 2
+    row = B._row("eagle3-f16", r, outtype="f16")
+    assert (row["depth"], row["p_min"]) == (1, 0.3)  # as the server reported them
+
+
+def test_counters_that_contradict_the_depth_stop_the_sweep():
+    from activation_wave.engines.llamacpp import DraftSettings
+
+    # the earlier sweep at "depth 1": 2.92 drafted tokens per round
+    stats = {"gen_drafts": 100, "gen_tokens": 292, "rate_pos": [0.4, 0.2, 0.1]}
+    with pytest.raises(LlamaCppError, match="2.92 tokens per draft .* n_max = 1"):
+        B.check_drafting("eagle3", DraftSettings(n_max=1), stats)
+    B.check_drafting("eagle3", DraftSettings(n_max=3), stats)
+    B.check_drafting("eagle3", DraftSettings(n_max=1), None)
+
+
+def test_round_costs_say_which_speedups_the_depth_can_reach():
+    plain, spec = B.summarize_timings(PLAIN), B.summarize_timings(SPEC)
+    rc = B.round_costs(plain, spec, None, n_max=3)
+    assert rc["tau_max"] == 4
+    assert rc["reachable"] == {k: v <= 4 for k, v in rc["tau_needed"].items()}
+    assert "tau_max" not in B.round_costs(plain, spec, None)
+    # a draft server that never drafted (a high p_min) reports no draft_n: every round is one token
+    idle = B.summarize_timings(PLAIN, draft=True)
+    assert idle["draft_n"] == 0 and idle["tau"] == 1.0 and idle["rounds"] == 146 - 2

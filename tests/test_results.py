@@ -63,3 +63,21 @@ def test_a_field_named_like_a_meta_key_is_refused(tmp_path):
 def test_from_jsonable_keeps_fixed_length_tuples():
     assert from_jsonable(tuple[int, float], [1, 2]) == (1, 2.0)
     assert math.isclose(from_jsonable(float, 3), 3.0)
+
+
+def test_results_record_cache_keys_not_machine_paths(tmp_path, monkeypatch):
+    from activation_wave.core.results import cache_key, cache_path
+
+    root = tmp_path / "cache"
+    monkeypatch.setenv("WAVE_CACHE", str(root))
+    drafter = root / "capture" / "m-1" / "drafters" / "L2-x"
+    path = save_result("demo", {"capture": str(root / "capture" / "m-1"), "runs": [{"path": drafter}],
+                                "other": "/elsewhere/x", "note": "a sentence"}, load_config("smoke"), tmp_path)
+    raw = json.loads(path.read_text())
+    assert raw["capture"] == "capture/m-1" and raw["runs"][0]["path"] == "capture/m-1/drafters/L2-x"
+    assert raw["other"] == "/elsewhere/x" and raw["note"] == "a sentence" and str(tmp_path) not in path.read_text()
+    assert cache_key(drafter) == "capture/m-1/drafters/L2-x" and cache_key("data/results") == "data/results"
+    assert cache_path(raw["runs"][0]["path"]) == drafter
+    # files written before keys hold another machine's absolute path: re-rooted under this cache
+    assert cache_path("/root/.cache/activation_wave/capture/m-1/drafters/L2-x") == drafter
+    assert cache_path(tmp_path) == tmp_path  # an existing absolute path stays as it is

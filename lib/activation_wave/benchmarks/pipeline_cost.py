@@ -106,18 +106,29 @@ def bench_memory(cfg: StudyConfig,
 
 def bench_default_profile(cfg: StudyConfig | None = None,
                           path: Path = REPO_ROOT / "data" / "results" / "default" / "timings.json") -> dict[str, Any]:
-    """The whole default profile's wall time, as ``wave study --profile default`` measured
-    it (each notebook's last execution; not rerun here: it takes over an hour). ``cfg`` is
-    not used (the entry reads the default profile's timings whatever the run's profile)."""
+    """The whole default profile's wall time, read from the file ``wave study --profile default``
+    keeps (``timings.json``; not rerun here: it takes hours), so this entry, the README and
+    chapter 9 cite the same numbers. Two sums, labelled:
+
+    * ``figure`` / ``minutes``: each notebook's *longest* recorded execution (``longest``),
+      the run that filled its caches: what a fresh clone pays (runs on different days, so an
+      estimate, not one timed run);
+    * ``last_runs_minutes``: each notebook's *last* execution (``notebooks``), which reuses
+      whatever its caches held.
+
+    ``cfg`` is not used (the entry reads the default profile's timings whatever the run's profile)."""
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: run `wave study --profile default` first")
     doc = json.loads(path.read_text())
-    per = doc.get("notebooks", {})
-    total = sum(per.values())
-    return {"figure": round(total, 1), "unit": "s, sum of the default profile's notebook executions on this machine",
-            "baseline": None, "ratio": None, "minutes": round(total / 60, 1), "per_notebook_s": per,
+    last = doc.get("notebooks", {})
+    longest = {nb: max(s, doc.get("longest", {}).get(nb, {}).get("seconds", s)) for nb, s in last.items()}
+    total, total_last = sum(longest.values()), sum(last.values())
+    return {"figure": round(total, 1),
+            "unit": "s, sum of each default-profile notebook's longest (cold-cache) execution on this machine",
+            "baseline": None, "ratio": None, "minutes": round(total / 60, 1), "per_notebook_s": longest,
+            "last_runs_s": round(total_last, 1), "last_runs_minutes": round(total_last / 60, 1),
+            "last_runs_unit": "s, sum of each notebook's last execution (warm caches where they held)",
+            "per_notebook_last_s": last,
             "excludes": "the one-time generation of the committed responses (~70 min) and the book build (~1 min)",
             "target": "a few hours at most on 2 cores", "source": str(path.relative_to(REPO_ROOT)),
             "last_run": doc.get("last_run")}
-
-

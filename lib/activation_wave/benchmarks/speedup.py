@@ -5,7 +5,9 @@ the recipe of the profile's ``bench`` section) decodes held-out prompts with
 :func:`~activation_wave.decode.comparison.compare_online`, the same comparison as chapter 6:
 plain decoding at T = 0 and T = 1, prompt lookup at T = 0, the drafter's chain at T = 0
 and T = 1 and its tree at T = 0 (``spec.tree_topk > 0``), interleaved prompt by prompt,
-``bench.rounds`` times. Reported: tokens/s of each, the speedups, tau, whether
+``bench.rounds`` times (at least 5 in the default profile: one round's speedup moves by
+several percent on a shared machine, so the spread over rounds and an interval of their
+mean are reported with the pooled figure). Reported: tokens/s of each, the speedups, tau, whether
 speculative greedy equals plain greedy on every prompt, tau offline on the same prompts,
 the cost-model components with the predicted speedup, and the drafter's training speed.
 
@@ -32,6 +34,7 @@ from activation_wave.models.drafter import load_drafter
 from activation_wave.draft.experiment import drafter_dir, train_or_load
 from activation_wave.core.layers import eagle3_default_layers
 from activation_wave.study.steps import Captured, load_results, run_capture
+from activation_wave.core.stats import repeat_spread
 
 #: The benchmark drafter's name in the comparison (its methods: ``spec_chain_t0``, ...).
 DRAFTER = "spec"
@@ -40,7 +43,7 @@ DRAFTER = "spec"
 def _summary(res: SpecResult) -> dict[str, Any]:
     """The figures of one pooled method that the results file keeps."""
     out: dict[str, Any] = {"tokens": res.new_tokens, "wall_s": round(res.wall_s, 3),
-                           "tokens_per_s": res.tokens_per_s, "prompts": res.n_prompts}
+                           "tokens_per_s": res.tokens_per_s, "prompt_runs": res.n_prompts}
     if res.method.startswith("eagle3"):
         out.update(tau=res.tau, rounds=res.target_forwards, acceptance_by_position=res.acceptance_by_position)
     return out
@@ -124,8 +127,9 @@ def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
     """The decoding benchmark under ``cfg`` (see the module docstring); a JSON-able dict.
 
     Every figure pools the ``bench.rounds`` interleaved runs over all prompts (tokens and
-    seconds summed); ``by_round`` keeps each round's speedups, which shows how much the
-    shared machine moved them."""
+    seconds summed); ``by_round`` keeps each round's speedups and ``round_spread`` their
+    range, standard deviation and a 95% interval of their mean (how much the shared machine
+    moved them)."""
     from activation_wave.decode.offline import offline_acceptance
     from activation_wave.decode.costs import cost_model
     from activation_wave.decode.timing import measure_costs
@@ -183,7 +187,9 @@ def _comparison_figures(cmp: OnlineComparison, source: dict[str, str]) -> dict[s
     for src in sorted(set(source.values())):
         sub = {name: _summary(_subset(r, {p for p in cmp.prompt_ids if source[p] == src}))
                for name, r in cmp.pooled.items()}
-        by_source[src] = {"prompts": sub["plain_t0"]["prompts"],
+        # distinct prompts of this source, and how many times they were decoded (once a round)
+        by_source[src] = {"prompts": sum(source[p] == src for p in cmp.prompt_ids),
+                          "prompt_runs": sub["plain_t0"]["prompt_runs"],
                           "tokens_per_s": {name: s["tokens_per_s"] for name, s in sub.items()},
                           "speedup_vs_plain_t0": sub[m("chain_t0")]["tokens_per_s"] / sub["plain_t0"]["tokens_per_s"],
                           "tau_t0": sub[m("chain_t0")]["tau"]}
@@ -204,6 +210,10 @@ def _comparison_figures(cmp: OnlineComparison, source: dict[str, str]) -> dict[s
         "lossless_t0_chain": f"{cmp.identical(m('chain_t0'))}/{runs} identical to plain greedy", "rounds": rounds,
         "by_round": [{f"speedup_vs_{base}": cmp.round_speedups(fast, base)[i] for fast, base in pairs}
                      for i in range(rounds)],
+        # how far the shared machine moved each speedup between rounds: range, sd and a 95%
+        # Student-t interval of the mean over rounds (NaN -> null with one round)
+        "round_spread": {f"speedup_vs_{base}": dataclasses.asdict(repeat_spread(cmp.round_speedups(fast, base)))
+                         for fast, base in pairs},
     }
     if tree:
         out["lossless_t0_tree"] = f"{cmp.identical(m('tree_t0'))}/{runs} identical to plain greedy"

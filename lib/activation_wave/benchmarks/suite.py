@@ -5,7 +5,9 @@ machine is noisy, so only side-by-side ratios mean anything), their ratio, the t
 where the issue set one, and the peak resident memory of the step. Every entry takes the
 run's :class:`~activation_wave.core.config.StudyConfig`; its ``bench`` section holds the
 benchmarks' settings, so ``wave bench --profile P --set bench.rounds=3`` works like every
-other command.
+other command. Paths under the cache root (drafter folders) are written as cache-relative
+keys (:func:`~activation_wave.core.results.cache_key`); :func:`~activation_wave.core.results.cache_path`
+finds them on any machine.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 import torch
 
 from activation_wave.core.config import StudyConfig
-from activation_wave.core.results import BENCHMARKS_FILE
+from activation_wave.core.results import BENCHMARKS_FILE, without_cache_root
 from activation_wave.benchmarks.peak import PeakRSS
 
 
@@ -63,7 +65,7 @@ def run_benchmarks(cfg: StudyConfig, out: Path = BENCHMARKS_FILE, only: list[str
         result.setdefault("peak_rss_mib", round(mem.peak))
         result["wall_s"] = round(time.time() - t0, 1)
         result["measured"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-        doc[name] = result
+        doc[name] = without_cache_root(result)  # drafter folders as cache keys, not this machine's paths
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=1))
         print(f"[bench] {name}: {json.dumps(result)[:300]}", flush=True)

@@ -489,7 +489,7 @@ class BenchConfig:
     draft_threshold: float = 0.15
     max_new_tokens: int = 96
     n_prompts: int = 16  # held-out prompts of the decoding benchmark
-    rounds: int = 2  # interleaved runs over all prompts, pooled
+    rounds: int = 5  # interleaved runs over all prompts: pooled, and their spread and interval
     threads: int = 1
     speedup_target: float = 1.2  # the study's target for the best drafter at T = 0 (issue 5)
     precision_dtype: str = "bfloat16"  # the lower-precision lever

@@ -96,6 +96,48 @@ def from_jsonable(typ: Any, data: Any) -> Any:
     return data
 
 
+def cache_key(path: str | Path) -> str:
+    """A path as a results file records it: relative to the cache root when it lies under
+    it (``capture/<capture id>/drafters/<drafter id>``), so that no machine's home folder
+    ends up in a committed file; any other path as it is. :func:`cache_path` reverses it.
+    """
+    from activation_wave.models.targets import cache_root
+
+    p, root = Path(path), cache_root()
+    return p.relative_to(root).as_posix() if p.is_absolute() and p.is_relative_to(root) else str(path)
+
+
+def cache_path(key: str | Path) -> Path:
+    """The folder a recorded :func:`cache_key` names on this machine: a relative key under this
+    cache root. Results files written before keys hold absolute paths: such a path is kept
+    when it exists here, else re-rooted at its ``capture/`` part under this cache root.
+    """
+    from activation_wave.models.targets import cache_root
+
+    p = Path(key)
+    if not p.is_absolute():
+        return cache_root() / p
+    if p.exists() or "capture" not in p.parts:
+        return p
+    parts = p.parts
+    return cache_root().joinpath(*parts[parts.index("capture"):])
+
+
+def without_cache_root(obj: Any) -> Any:
+    """``obj`` (plain JSON types) with every string that is a path under the cache root
+    replaced by its :func:`cache_key`: what :func:`save_result` and ``wave bench`` write."""
+    from activation_wave.models.targets import cache_root
+
+    root = str(cache_root()).rstrip("/") + "/"
+    if isinstance(obj, str):
+        return cache_key(obj) if obj.startswith(root) else obj
+    if isinstance(obj, Mapping):
+        return {k: without_cache_root(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [without_cache_root(v) for v in obj]
+    return obj
+
+
 def results_dir(cfg: StudyConfig, root: str | Path | None = None) -> Path:
     """Where a run's result files go: ``<root>/<profile>/<model slug>/`` (a relative
     ``root`` is taken from the repository root, wherever the notebook runs)."""
@@ -122,8 +164,9 @@ def load_benchmarks(path: Path = BENCHMARKS_FILE) -> dict[str, Any]:
 
 def save_result(name: str, result: Any, cfg: StudyConfig, root: str | Path | None = None) -> Path:
     """Write ``<results dir>/<name>.json`` atomically: the result's fields (a dataclass or
-    a mapping) beside the config and provenance (:data:`META_KEYS`)."""
-    fields = to_jsonable(result)
+    a mapping) beside the config and provenance (:data:`META_KEYS`). Paths under the cache
+    root are written as cache-relative keys (:func:`without_cache_root`, :func:`cache_path`)."""
+    fields = without_cache_root(to_jsonable(result))  # cache paths as keys: no machine paths in results
     clash = sorted(set(fields) & set(META_KEYS))
     if clash:
         raise ValueError(f"result field(s) {clash} collide with the results file's own keys {list(META_KEYS)}; "

@@ -36,9 +36,9 @@ from statistics import NormalDist
 import numpy as np
 from numpy.typing import ArrayLike
 
-__all__ = ["PairedDelta", "Correlation", "CorrelationDifference", "seed_mean", "paired_bootstrap", "bootstrap_p",
-           "bootstrap_mean_ci", "mean_ci", "holm", "spearman", "spearman_ci", "spearman_difference",
-           "within_noise", "group_difference", "min_detectable_delta", "power_at"]
+__all__ = ["PairedDelta", "Correlation", "CorrelationDifference", "Spread", "seed_mean", "paired_bootstrap",
+           "bootstrap_p", "bootstrap_mean_ci", "mean_ci", "holm", "spearman", "spearman_ci", "spearman_difference",
+           "within_noise", "group_difference", "min_detectable_delta", "power_at", "repeat_spread"]
 
 
 @dataclass(frozen=True)
@@ -401,3 +401,42 @@ def power_at(delta: float, sd: float, n: int, *, alpha: float = 0.05) -> float:
     crit = z.inv_cdf(1 - alpha / 2)
     shift = delta * np.sqrt(n) / sd
     return float(z.cdf(shift - crit) + z.cdf(-shift - crit))
+
+
+@dataclass(frozen=True)
+class Spread:
+    """``n`` repeated measurements of one quantity (e.g. a speedup in each interleaved round):
+    their mean with a Student-t interval at ``level``, their standard deviation (ddof=1) and
+    range. With fewer than two measurements the interval and ``sd`` are NaN."""
+
+    mean: float
+    lo: float
+    hi: float
+    sd: float
+    min: float
+    max: float
+    n: int
+    level: float
+
+
+def repeat_spread(values: ArrayLike, level: float = 0.95) -> Spread:
+    """The :class:`Spread` of repeated measurements (NaNs dropped).
+
+    >>> s = repeat_spread([1.2, 1.3, 1.25, 1.35, 1.15])
+    >>> round(s.mean, 3), round(s.lo, 3), round(s.hi, 3), s.min, s.max, s.n
+    (1.25, 1.152, 1.348, 1.15, 1.35, 5)
+    """
+    from scipy.stats import t
+
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    if not 0 < level < 1:
+        raise ValueError(f"level {level}: must lie strictly between 0 and 1")
+    if len(v) == 0:
+        raise ValueError("repeat_spread needs at least one finite value")
+    mean = float(v.mean())
+    if len(v) < 2:
+        return Spread(mean, float("nan"), float("nan"), float("nan"), float(v.min()), float(v.max()), 1, level)
+    sd = float(v.std(ddof=1))
+    half = float(t.ppf((1 + level) / 2, len(v) - 1) * sd / np.sqrt(len(v)))
+    return Spread(mean, mean - half, mean + half, sd, float(v.min()), float(v.max()), len(v), level)

@@ -113,6 +113,22 @@ def _train_in_worker(model: str, dtype: str, cache_path: str, layers: list[int],
     return str(path)
 
 
+def _pool(workers: int) -> Any:
+    """A pool of ``workers`` fresh processes (spawn: fork would copy torch's thread pools)
+    whose progress bars stay silent: the parent's bar counts their jobs."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from activation_wave.core.progress import silence_relay
+
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=silence_relay)
+
+
+def _dtype(target: Target) -> str:
+    return str(next(target.model.parameters()).dtype).removeprefix("torch.")
+
+
 def _train_missing(target: Target, cache: CaptureCache, jobs: list[tuple[list[int], DraftConfig]], workers: int,
                    progress: bool) -> None:
     """Train the drafters of ``jobs`` that are not cached yet, ``workers`` processes at a time.
@@ -121,8 +137,7 @@ def _train_missing(target: Target, cache: CaptureCache, jobs: list[tuple[list[in
     two cores busy with two drafters; a drafter is bit-identical to one trained alone
     at the same thread count.
     """
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
 
     todo = [(ids, c) for ids, c in jobs if not (drafter_dir(cache, ids, c) / "train_log.json").exists()]
     todo = list({str(drafter_dir(cache, ids, c)): (ids, c) for ids, c in todo}.values())
@@ -132,10 +147,9 @@ def _train_missing(target: Target, cache: CaptureCache, jobs: list[tuple[list[in
             train_or_load(target, cache, ids, c)
             bar.update()
     else:
-        dtype = str(next(target.model.parameters()).dtype).removeprefix("torch.")
-        ctx = multiprocessing.get_context("spawn")  # fork would copy torch's thread pools
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futures = [pool.submit(_train_in_worker, target.name, dtype, str(cache.path), ids, c) for ids, c in todo]
+        with _pool(workers) as pool:
+            futures = [pool.submit(_train_in_worker, target.name, _dtype(target), str(cache.path), ids, c)
+                       for ids, c in todo]
             for fut in as_completed(futures):
                 fut.result()  # re-raise a worker's error here
                 bar.update()
@@ -173,3 +187,53 @@ def run_jobs(target: Target, cache: CaptureCache, jobs: Sequence[tuple[str, Sequ
             row.update(tau_with_ci(ev, seed=seed))
         rows.append(row)
     return rows
+
+
+def _score(target: Target, cache: CaptureCache, path: str, depth: int, threshold: float, n_threads: int) -> dict[str, Any]:
+    """Offline acceptance of the drafter in ``path`` on ``cache``'s eval split, with ``n_threads`` threads."""
+    from activation_wave.models.drafter import load_drafter
+    from activation_wave.decode.kernels import threads
+    from activation_wave.decode.offline import offline_acceptance
+
+    with threads(n_threads):
+        return offline_acceptance(load_drafter(path, target), cache, depth, "eval", threshold=threshold)
+
+
+def _score_in_worker(model: str, dtype: str, cache_path: str, path: str, depth: int, threshold: float,
+                     n_threads: int) -> dict[str, Any]:
+    """Process-pool job: :func:`_score` with this process's target."""
+    return _score(_worker_target(model, dtype), CaptureCache(cache_path), path, depth, threshold, n_threads)
+
+
+def score_drafters(target: Target, cache: CaptureCache, paths: Sequence[str | Path], *, depth: int,
+                   threshold: float = 0.0, workers: int = 1, threads: int = 1,
+                   progress: bool = False) -> list[dict[str, Any]]:
+    """:func:`~activation_wave.decode.offline.offline_acceptance` of every drafter in ``paths`` on the
+    eval split of ``cache`` (chain depth ``depth``, draft threshold ``threshold``), in order.
+
+    ``workers`` > 1 scores that many drafters at once in worker processes, as
+    :func:`run_jobs` trains them (chapter 6 scores 70 drafters; one process would leave the
+    second core idle). Each drafter is scored with ``threads`` threads wherever it runs, so
+    the results equal serial scoring exactly. Each worker loads the target by name once
+    (``target.name`` must load with :func:`~activation_wave.models.targets.load_target`).
+    """
+    from concurrent.futures import as_completed
+
+    paths = [str(p) for p in paths]
+    bar = progress_bar(total=len(paths), desc="scoring drafters", unit="drafter", disable=not progress or not paths)
+    if workers <= 1 or len(paths) <= 1:
+        out = []
+        for p in paths:
+            out.append(_score(target, cache, p, depth, threshold, threads))
+            bar.update()
+    else:
+        results: dict[int, dict[str, Any]] = {}
+        with _pool(workers) as pool:
+            futures = {pool.submit(_score_in_worker, target.name, _dtype(target), str(cache.path), p, depth,
+                                   threshold, threads): i for i, p in enumerate(paths)}
+            for fut in as_completed(futures):
+                results[futures[fut]] = fut.result()  # re-raise a worker's error here
+                bar.update()
+        out = [results[i] for i in range(len(paths))]
+    bar.close()
+    return out

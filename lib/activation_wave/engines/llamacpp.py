@@ -7,13 +7,21 @@ The build comes from ``bash scripts/setup_llamacpp.sh`` (the llama.cpp tree of t
 * :func:`write_target_dir`: the target's ``config.json`` and tokenizer, which the converter
   reads through ``--target-model-dir`` (vocabulary, layer count, hidden size);
 * :func:`export_llamacpp`: drafter folder -> ``.gguf`` with ``convert_hf_to_gguf.py``;
-* :func:`llama_server` / :func:`complete`: a server process and one greedy completion.
+* :func:`llama_server` / :func:`complete`: a server process and one greedy completion;
+  :class:`DraftSettings`: the draft depth and ``p_min`` a server drafts with, given on its
+  command line and checked against what the server reports (:func:`reported_draft_settings`).
+
+This build of ``llama-server`` ignores per-request speculative fields (``speculative.n_max``
+and ``speculative.p_min`` are compiled out of its request schema, ``tools/server/server-schema.cpp``),
+so a request cannot change how a running server drafts: every setting is a server flag,
+and a server is started per setting.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -166,35 +174,96 @@ def _stage_drafter(draft_dir: Path, spec: Any, out: Path) -> Path:
 # ----------------------------------------------------------------------------- serving
 
 
+@dataclass(frozen=True)
+class DraftSettings:
+    """How an EAGLE-3 server drafts: at most ``n_max`` tokens per round (the draft depth),
+    stopping early below draft probability ``p_min`` (0: never). Both are always passed on
+    the command line (``--spec-draft-p-min``'s default changed between llama.cpp versions,
+    issue 26100), never per request (this build ignores request fields)."""
+
+    n_max: int = 3
+    p_min: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.n_max < 1 or not 0.0 <= self.p_min <= 1.0:
+            raise ValueError(f"draft settings n_max={self.n_max}, p_min={self.p_min}: need n_max >= 1 and "
+                             "0 <= p_min <= 1")
+
+    def args(self) -> list[str]:
+        """The ``llama-server`` flags that set them."""
+        return ["--spec-draft-n-max", str(self.n_max), "--spec-draft-p-min", f"{self.p_min:g}"]
+
+    def matches(self, other: DraftSettings) -> bool:
+        return self.n_max == other.n_max and abs(self.p_min - other.p_min) < 1e-6
+
+
+#: What a draft-eagle3 server logs (trace level, ``-lv 4``) as it sets up its drafter
+#: (common/speculative.cpp, ``common_speculative_impl_draft_eagle3``): the settings it drafts with.
+SETTINGS_RE = re.compile(r"adding speculative implementation 'draft-eagle3'.*?\n.*?"
+                         r"- n_max=(?P<n_max>\d+), n_min=(?P<n_min>\d+), p_min=(?P<p_min>[\d.]+)", re.S)
+
+
+def reported_draft_settings(log: str) -> DraftSettings | None:
+    """The draft settings an EAGLE-3 ``llama-server`` reported in its log (the last time it set
+    up its drafter), or None when its log has no such line (not a draft server, or not yet)."""
+    found = list(SETTINGS_RE.finditer(log))
+    if not found:
+        return None
+    m = found[-1]
+    return DraftSettings(n_max=int(m["n_max"]), p_min=float(m["p_min"]))
+
+
+def check_draft_settings(log: str, wanted: DraftSettings, where: str = "llama-server") -> DraftSettings:
+    """The settings the server reported, if they are ``wanted``; else :class:`LlamaCppError`
+    (a setting that did not reach the server would make every row of a sweep the same run)."""
+    got = reported_draft_settings(log)
+    if got is None:
+        raise LlamaCppError(f"{where} did not report its draft settings (no 'adding speculative implementation "
+                            "'draft-eagle3'' line with n_max/p_min at log verbosity 4): cannot check that "
+                            f"n_max={wanted.n_max}, p_min={wanted.p_min:g} reached it")
+    if not got.matches(wanted):
+        raise LlamaCppError(f"{where} drafts with n_max={got.n_max}, p_min={got.p_min:g}, not the requested "
+                            f"n_max={wanted.n_max}, p_min={wanted.p_min:g}: the setting did not reach the server "
+                            f"(flags {' '.join(wanted.args())})")
+    return got
+
+
 @dataclass
 class Server:
-    """A running ``llama-server``: its base ``url`` and the ``log`` file of its stderr/stdout."""
+    """A running ``llama-server``: its base ``url``, the ``log`` file of its stderr/stdout and,
+    for a draft server, the ``settings`` it reported (checked against those requested)."""
 
     url: str
     log: Path
     process: subprocess.Popen
+    settings: DraftSettings | None = None
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
 
 def server_command(lc: LlamaCpp, model: Path, port: int, threads: int, *, draft: Path | None = None,
-                   ctx: int = 2048, extra: Sequence[str] = ()) -> list[str]:
-    """``llama-server`` with one slot, no web UI, the given threads (also for the draft)."""
+                   settings: DraftSettings | None = None, ctx: int = 2048, extra: Sequence[str] = ()) -> list[str]:
+    """``llama-server`` with one slot, no web UI, the given threads (also for the draft) and,
+    with a ``draft``, its :class:`DraftSettings` (default ones when None) as flags."""
     cmd = [str(lc.server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-t", str(threads),
            "-tb", str(threads), "-c", str(ctx), "-np", "1", "--no-webui", "-lv", "4"]
     if draft is not None:
-        cmd += ["-md", str(draft), "--spec-type", "draft-eagle3", "-td", str(threads), "-tbd", str(threads)]
+        cmd += ["-md", str(draft), "--spec-type", "draft-eagle3", "-td", str(threads), "-tbd", str(threads),
+                *(settings or DraftSettings()).args()]
     return cmd + list(extra)
 
 
 @contextmanager
 def llama_server(lc: LlamaCpp, model: Path, port: int, threads: int, log: Path, *, draft: Path | None = None,
-                 extra: Sequence[str] = (), timeout: float = 180.0) -> Iterator[Server]:
-    """Start ``llama-server``, wait until ``/health`` answers, stop it on exit."""
+                 settings: DraftSettings | None = None, extra: Sequence[str] = (),
+                 timeout: float = 180.0) -> Iterator[Server]:
+    """Start ``llama-server``, wait until ``/health`` answers, stop it on exit. A draft server
+    must report the requested ``settings`` (:func:`check_draft_settings`) or this raises."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    wanted = (settings or DraftSettings()) if draft is not None else None
     with open(log, "w") as fh:
-        proc = subprocess.Popen(server_command(lc, model, port, threads, draft=draft, extra=extra),
+        proc = subprocess.Popen(server_command(lc, model, port, threads, draft=draft, settings=wanted, extra=extra),
                                 stdout=fh, stderr=subprocess.STDOUT)
     server = Server(f"http://127.0.0.1:{port}", log, proc)
     try:
@@ -212,6 +281,12 @@ def llama_server(lc: LlamaCpp, model: Path, port: int, threads: int, log: Path, 
             if time.time() - t0 > timeout:
                 raise LlamaCppError(f"llama-server did not answer /health within {timeout:.0f} s; log {log}")
             time.sleep(0.5)
+        if wanted is not None:
+            # the line is written while the server loads; give its log writer a moment to flush
+            t1 = time.time()
+            while reported_draft_settings(server.log_text()) is None and time.time() - t1 < 10:
+                time.sleep(0.2)
+            server.settings = check_draft_settings(server.log_text(), wanted, where=f"llama-server (log {log})")
         yield server
     finally:
         proc.terminate()
@@ -224,7 +299,12 @@ def llama_server(lc: LlamaCpp, model: Path, port: int, threads: int, log: Path, 
 def complete(server: Server, prompt_ids: Sequence[int], max_new_tokens: int, **extra: Any) -> dict[str, Any]:
     """One greedy completion (T = 0, no prompt cache) of a tokenized prompt; the response JSON
     (``tokens``, ``timings`` with ``predicted_n``/``predicted_ms`` and, with a drafter,
-    ``draft_n``/``draft_n_accepted``). ``extra`` adds request fields (e.g. ``speculative.n_max``)."""
+    ``draft_n``/``draft_n_accepted``). ``extra`` adds request fields; not speculative ones,
+    which this server build ignores (set them with :class:`DraftSettings` at start)."""
+    ignored = sorted(k for k in extra if k.startswith("speculative."))
+    if ignored:
+        raise ValueError(f"request field(s) {ignored}: this llama-server build ignores per-request speculative "
+                         "settings; start the server with DraftSettings(...) instead")
     body = {"prompt": list(map(int, prompt_ids)), "n_predict": int(max_new_tokens), "temperature": 0.0,
             "top_k": 1, "cache_prompt": False, "return_tokens": True, "seed": 0, **extra}
     req = urllib.request.Request(server.url + "/completion", data=json.dumps(body).encode(),

@@ -11,7 +11,8 @@ from matplotlib.figure import Figure
 
 from activation_wave.plots._style import _ax
 
-__all__ = ["plot_ratios", "plot_memory_curve", "plot_scaling", "plot_data_scaling"]
+__all__ = ["plot_ratios", "plot_memory_curve", "plot_scaling", "plot_data_scaling", "plot_decoding_costs",
+           "plot_metric_scaling"]
 
 
 def plot_ratios(names: Sequence[str], ratios: Sequence[float], targets: Sequence[float | None], *,
@@ -101,4 +102,60 @@ def plot_data_scaling(points: Sequence[Mapping[str, Any]], fit: Mapping[str, flo
         ax.legend(frameon=False)
     ax.set_xlabel("training tokens (response positions)")
     ax.set_ylabel("offline tau (eval split, T=0)")
+    return fig
+
+
+def _panels(n: int, axes: Sequence[Axes] | None, figsize: tuple[float, float]) -> tuple[Figure, Sequence[Axes]]:
+    """``n`` panels side by side: the given ``axes`` (their figure), or a new figure."""
+    import matplotlib.pyplot as plt
+
+    if axes is not None:
+        if len(axes) != n:
+            raise ValueError(f"this figure has {n} panels; got {len(axes)} axes")
+        return axes[0].figure, axes
+    fig, new = plt.subplots(1, n, figsize=figsize, layout="constrained")
+    return fig, list(np.atleast_1d(new))
+
+
+def plot_decoding_costs(spec: Mapping[str, Any] | None, *, axes: Sequence[Axes] | None = None) -> Figure:
+    """Chapter 9's speculative-decoding figure from the ``speculative_decoding`` benchmark entry:
+    left, the speedup the measured round costs predict for each tau, with the measured runs
+    (chain, and tree where it ran) on top; right, a verify's cost against the tokens it checks.
+    ``spec`` None (not measured yet) gives two panels that say so."""
+    from activation_wave.plots.drafters import plot_cost_model, plot_verify_cost
+
+    fig, (left, right) = _panels(2, axes, (12, 4))
+    if not spec:
+        for ax in (left, right):
+            ax.text(0.5, 0.5, "not measured yet: wave bench --only speculative_decoding", ha="center", va="center",
+                    transform=ax.transAxes)
+        return fig
+    costs = spec["cost_model"]["components_ms"]
+    measured = [(spec["tau_t0"], spec["speedup_vs_plain_t0"], "chain, T=0")]
+    if spec.get("tau_tree_t0") is not None:
+        measured.append((spec["tau_tree_t0"], spec["speedup_tree_vs_plain_t0"], "tree, T=0"))
+    plot_cost_model(costs, measured, depth=spec["spec"]["depth"], ax=left, title=None)
+    plot_verify_cost(costs, ax=right, title=None)
+    return fig
+
+
+#: The problem sizes of the metrics benchmark's scaling runs, one panel each.
+SCALING_AXES = (("n", "tokens n"), ("L", "layers L"), ("d", "width d"))
+
+
+def plot_metric_scaling(scaling: Mapping[str, Any] | None, *, axes: Sequence[Axes] | None = None,
+                        measures: Sequence[str] = ("pair_products", "layer_entropies")) -> Figure:
+    """Chapter 9's scaling figure from the ``metrics`` benchmark's ``scaling`` entry (keys
+    ``<measure>_vs_<axis>`` with ``values`` and ``seconds``): one log-log panel per problem
+    size (tokens, layers, width), one line per measure."""
+    fig, axs = _panels(len(SCALING_AXES), axes, (13, 3.6))
+    for ax, (axis, label) in zip(axs, SCALING_AXES):
+        curves = {m: (scaling[f"{m}_vs_{axis}"]["values"], scaling[f"{m}_vs_{axis}"]["seconds"])
+                  for m in measures if f"{m}_vs_{axis}" in (scaling or {})}
+        if curves:
+            plot_scaling(curves, xlabel=label, ax=ax)
+        else:
+            ax.text(0.5, 0.5, "not measured yet: wave bench --only metrics", ha="center", va="center",
+                    transform=ax.transAxes)
+            ax.set_xlabel(label)
     return fig

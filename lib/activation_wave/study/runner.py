@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from activation_wave.core.paths import REPO_ROOT
+from activation_wave.core.progress import relay
 from activation_wave.study.keys import chapter_key, keys_file
 from activation_wave.study.notebooks import (NOTEBOOK_DIR, SECOND_ARCH, inherit_parameter_tags, notebooks,
                                             to_ipynb)
@@ -193,9 +194,10 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
         # Executed into build/ first: a failing chapter leaves its partial copy there, not in the book.
         partial = nb.with_name(f"{nb.stem}.executed.ipynb")
         try:
-            pm.execute_notebook(str(nb), str(partial), parameters=run_params, kernel_name="python3",
-                                cwd=str(REPO_ROOT), progress_bar=_progress(name), log_output=False,
-                                request_save_on_cell_execute=False)
+            with relay(f"[study] {name}"):  # the kernel's progress lines (drafter k of n, ...) into this log
+                pm.execute_notebook(str(nb), str(partial), parameters=run_params, kernel_name="python3",
+                                    cwd=str(REPO_ROOT), progress_bar=_progress(name), log_output=False,
+                                    request_save_on_cell_execute=False)
         except pm.PapermillExecutionError as exc:
             raise StudyError(f"notebook {name} failed in cell [{exc.exec_count}]: {exc.ename}: "
                              f"{str(exc.evalue).splitlines()[0] if exc.evalue else ''}; the executed copy with the "

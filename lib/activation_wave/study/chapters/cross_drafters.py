@@ -138,7 +138,8 @@ def analyse(cfg: StudyConfig, target: Any, cache: CaptureCache, jobs: Sequence[D
     rows = run_jobs(target, cache, [(j.set, j.layers, j.config) for j in jobs], cfg.draft.workers, progress=progress)
     found = [dp.FoundDrafter(r["set"], tuple(r["layers"]), r["seed"], r["path"]) for r in rows]
     prompt_ids, taus, _ = dp.per_prompt_tau(target, cache, found, depth=cfg.spec.depth,
-                                            threshold=cfg.spec.draft_threshold)
+                                            threshold=cfg.spec.draft_threshold, workers=cfg.draft.workers,
+                                            threads=cfg.draft.threads)
     sets = _set_taus(taus, jobs)
     comparison = None
     if DEFAULT_SET in taus and rule in taus and rule != DEFAULT_SET and _paired(taus[rule], taus[DEFAULT_SET]) >= 2:

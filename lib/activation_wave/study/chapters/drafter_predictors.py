@@ -203,21 +203,23 @@ def find_drafters(cache: CaptureCache, jobs: Sequence[Any]) -> tuple[list[FoundD
 
 
 def per_prompt_tau(target: Any, cache: CaptureCache, drafters: Sequence[FoundDrafter], *, depth: int,
-                   threshold: float) -> tuple[tuple[str, ...], dict[str, np.ndarray], dict[str, float]]:
-    """Offline tau per eval prompt of every drafter, grouped by set.
+                   threshold: float, workers: int = 1, threads: int = 1,
+                   progress: bool = False) -> tuple[tuple[str, ...], dict[str, np.ndarray], dict[str, float]]:
+    """Offline tau per eval prompt of every drafter, grouped by set; ``workers`` drafters
+    scored at once (:func:`~activation_wave.draft.experiment.score_drafters`, same results).
 
     Returns ``(prompt_ids, {set: [seeds, prompts]}, {set: pooled tau averaged over seeds})``;
     a prompt without a verify round is NaN.
     """
-    from activation_wave.models.drafter import load_drafter
-    from activation_wave.decode.offline import offline_acceptance
+    from activation_wave.draft.experiment import score_drafters
 
     ids = tuple(r["id"] for r in cache.records if r["split"] == "eval")
     where = {p: i for i, p in enumerate(ids)}
     rows: dict[str, list[np.ndarray]] = {}
     pooled: dict[str, list[float]] = {}
-    for d in drafters:
-        ev = offline_acceptance(load_drafter(d.path, target), cache, depth, "eval", threshold=threshold)
+    scored = score_drafters(target, cache, [d.path for d in drafters], depth=depth, threshold=threshold,
+                            workers=workers, threads=threads, progress=progress)
+    for d, ev in zip(drafters, scored):
         tau = np.full(len(ids), np.nan)
         for rec in ev["per_record"]:
             tau[where[rec["id"]]] = rec["tau"] if rec["rounds"] else np.nan
@@ -431,7 +433,8 @@ def run(cfg: StudyConfig, cache: CaptureCache, target: Any, jobs: Sequence[Any],
         raise FileNotFoundError(f"no finished chapter-6 drafter under {cache.path / 'drafters'} for these sets: "
                                 "run chapter 6 first (this analysis never trains)")
     prompt_ids, all_taus, pooled = per_prompt_tau(target, eval_cache or cache, drafters, depth=cfg.spec.depth,
-                                                  threshold=cfg.spec.draft_threshold)
+                                                  threshold=cfg.spec.draft_threshold, workers=cfg.draft.workers,
+                                                  threads=cfg.draft.threads)
     normed = {d.set for d in drafters if d.arm == "norm"}
     taus = {s: v for s, v in all_taus.items() if s not in normed}
     sets = {j.set: tuple(j.layers) for j in jobs}

@@ -5,11 +5,16 @@ chapter 6's results. Each function here turns one benchmark entry into the figur
 chapter cites, by glue name; an entry not measured yet gives the same names with NaN
 (numbers) or "(not measured)" (text), so the page builds and says so.
 
-* :func:`speedup_verdict`: the pooled T = 0 speedup against the study's target;
+* :func:`speedup_verdict` / :func:`rounds_text`: the T = 0 speedup against the study's
+  target, judged by the interval of its mean over the interleaved rounds;
 * :func:`decoding_values`: the cost-model derivation (break-even tau, ceiling, the
   round's cost observed in the timed run, the tau that the target needs);
 * :func:`data_scaling_values`: tau per doubling of the drafter's data and the
   extrapolation to the target speedup;
+* :func:`llamacpp_values`, :func:`reach_text`, :func:`sweep_rows`: llama.cpp beside its
+  plain decoding, and the draft-depth / ``p_min`` sweep (only where each setting was
+  checked to have reached the server);
+* :func:`timing_values`: the minutes each profile and chapter 6 take, from ``timings.json``;
 * :func:`low_precision_values`, :func:`memory_values`, :func:`study_drafter_values`.
 """
 
@@ -27,8 +32,9 @@ from activation_wave.core.results import load_benchmarks  # noqa: F401 (the chap
 NAN = float("nan")
 NOT_MEASURED = "(not measured)"
 
-__all__ = ["load_benchmarks", "speedup_verdict", "ratio_rows", "capture_values", "decoding_values", "study_drafter_values",
-           "data_scaling_values", "low_precision_values", "memory_values", "profile_timings", "paper_estimates"]
+__all__ = ["load_benchmarks", "speedup_verdict", "rounds_text", "ratio_rows", "capture_values", "decoding_values",
+           "study_drafter_values", "data_scaling_values", "low_precision_values", "memory_values", "profile_timings",
+           "timing_values", "paper_estimates", "llamacpp_values", "reach_text", "sweep_rows", "sweep_text"]
 
 
 def _missing(numbers: Sequence[str], texts: Sequence[str] = (), zeros: Sequence[str] = ()) -> dict[str, Any]:
@@ -36,16 +42,31 @@ def _missing(numbers: Sequence[str], texts: Sequence[str] = (), zeros: Sequence[
 
 
 def speedup_verdict(pooled: float, rounds: Sequence[float], target: float) -> str:
-    """The pooled T = 0 speedup against the study's target, and whether every round agreed.
+    """The T = 0 speedup against the study's target, judged by the 95% interval of its mean
+    over the interleaved rounds (:func:`~activation_wave.core.stats.repeat_spread`), and how many
+    rounds fell short. With fewer than two rounds there is no interval, and the verdict says so.
 
-    >>> speedup_verdict(1.25, [1.19, 1.31], 1.2)
-    'pooled at or above the study's target of 1.2x, though not in every round'
+    >>> speedup_verdict(1.25, [1.22, 1.31, 1.24, 1.27, 1.26], 1.2)
+    "above the study's target of 1.2x: the 95% interval of the mean over 5 rounds, [1.218, 1.302], lies above it, and every round reached it"
+    >>> speedup_verdict(1.2, [1.15, 1.25, 1.19, 1.22, 1.21], 1.2)
+    "within noise of the study's target of 1.2x: the 95% interval of the mean over 5 rounds, [1.158, 1.250], covers it (2 of 5 rounds below it)"
     """
-    if pooled < target:
-        return f"{target - pooled:.3f} short of the study's target of {target}x with the best drafter"
-    if rounds and min(rounds) < target:
-        return f"pooled at or above the study's target of {target}x, though not in every round"
-    return f"at or above the study's target of {target}x with the best drafter" + (", in every round" if rounds else "")
+    from activation_wave.core.stats import repeat_spread
+
+    if len(rounds) < 2:
+        side = "at or above" if pooled >= target else f"{target - pooled:.3f} short of"
+        return (f"{side} the study's target of {target}x, from {'one round' if rounds else 'one run'}: "
+                "no interval (the default profile runs at least 5 rounds)")
+    sp = repeat_spread(rounds)
+    interval = f"the 95% interval of the mean over {sp.n} rounds, [{sp.lo:.3f}, {sp.hi:.3f}]"
+    short = sum(r < target for r in rounds)
+    rounds_text = "every round reached it" if not short else f"{short} of {sp.n} rounds below it"
+    if sp.lo >= target:
+        return f"above the study's target of {target}x: {interval}, lies above it, and {rounds_text}" if not short \
+            else f"above the study's target of {target}x: {interval}, lies above it, though {rounds_text}"
+    if sp.hi < target:
+        return f"below the study's target of {target}x: {interval}, lies below it ({rounds_text})"
+    return f"within noise of the study's target of {target}x: {interval}, covers it ({rounds_text})"
 
 
 def ratio_rows(bench: Mapping[str, Any], speedup_target: float) -> list[dict[str, Any]]:
@@ -97,7 +118,7 @@ def decoding_values(spec: Mapping[str, Any] | None, speedup_target: float) -> di
                          "spec_verify_rel", "spec_marginal_ms", "spec_train_tps", "spec_train_min"],
                         ["spec_layers", "spec_lossless", "spec_rounds", "spec_verdict"],
                         ["spec_n_prompts", "spec_depth", "spec_depth_plus", "spec_samples", "spec_train_prompts",
-                         "spec_positions"])
+                         "spec_positions", "spec_epochs"])
     costs, pred = spec["cost_model"]["components_ms"], spec["cost_model"]["predicted_chain_t0"]
     depth = spec["spec"]["depth"]
     verify = float(costs["verify_ms"][str(depth + 1)])
@@ -123,12 +144,31 @@ def decoding_values(spec: Mapping[str, Any] | None, speedup_target: float) -> di
         "spec_samples": (data or {}).get("samples_per_prompt", 0),
         "spec_train_prompts": data["train_records"] - data["sampled_train_records"] if data else 0,
         "spec_positions": spec["drafter_training"].get("n_loss_tokens") or 0,
-        "spec_rounds": (f"{len(rounds)} interleaved rounds over the prompts that measured "
-                        + " and ".join(f"{r['speedup_vs_plain_t0']:.3f}x" for r in rounds))
-        if rounds else "one interleaved run over the prompts",
+        "spec_rounds": rounds_text([r["speedup_vs_plain_t0"] for r in rounds]),
+        "spec_epochs": (spec.get("drafter_config") or {}).get("epochs") or 0,
         "spec_verdict": speedup_verdict(spec["speedup_vs_plain_t0"], [r["speedup_vs_plain_t0"] for r in rounds],
                                         speedup_target),
     }
+
+
+def rounds_text(speedups: Sequence[float]) -> str:
+    """The interleaved rounds of the decoding benchmark in words: how many, their range and
+    spread, and the 95% interval of their mean.
+
+    >>> rounds_text([1.22, 1.31, 1.24, 1.27, 1.26])
+    '5 interleaved rounds over the prompts (per round 1.220x to 1.310x, sd 0.034; mean 1.260x, 95% interval [1.218, 1.302])'
+    >>> rounds_text([1.25])
+    'one interleaved round over the prompts (1.250x; no interval)'
+    """
+    from activation_wave.core.stats import repeat_spread
+
+    if not speedups:
+        return "one interleaved run over the prompts"
+    sp = repeat_spread(speedups)
+    if sp.n < 2:
+        return f"one interleaved round over the prompts ({sp.mean:.3f}x; no interval)"
+    return (f"{sp.n} interleaved rounds over the prompts (per round {sp.min:.3f}x to {sp.max:.3f}x, sd {sp.sd:.3f}; "
+            f"mean {sp.mean:.3f}x, 95% interval [{sp.lo:.3f}, {sp.hi:.3f}])")
 
 
 def study_drafter_values(train_s: Sequence[float | None], workers: int) -> dict[str, Any]:
@@ -223,6 +263,22 @@ def profile_timings(results: Path = REPO_ROOT / "data" / "results",
     return rows
 
 
+def timing_values(rows: Sequence[Mapping[str, Any]], profiles: Sequence[str] = ("smoke", "default"),
+                  chapter: str = "06_eagle3_speedup") -> dict[str, Any]:
+    """Minutes the chapter cites from :func:`profile_timings` rows: per profile the sum of the
+    last executions (``total_<profile>_min``) and of the longest ones (``longest_<profile>_min``,
+    a fresh clone's cost), and the default profile's ``chapter`` at its longest and last."""
+    out: dict[str, Any] = {}
+    for prof in profiles:
+        mine = [r for r in rows if r["profile"] == prof]
+        out[f"total_{prof}_min"] = sum(r["seconds"] for r in mine) / 60 if mine else NAN
+        out[f"longest_{prof}_min"] = sum(r["longest seconds"] for r in mine) / 60 if mine else NAN
+    ch = next((r for r in rows if r["profile"] == "default" and r["notebook"] == chapter), None)
+    out["ch6_longest_min"] = ch["longest seconds"] / 60 if ch else NAN
+    out["ch6_last_min"] = ch["seconds"] / 60 if ch else NAN
+    return out
+
+
 def paper_estimates(models: Sequence[str]) -> list[dict[str, Any]]:
     """``wave dry-run`` of the paper profile for each model: weights, GPUs, hours, disk."""
     from activation_wave.core.config import load_config
@@ -241,38 +297,111 @@ def paper_estimates(models: Sequence[str]) -> list[dict[str, Any]]:
     return rows
 
 
+#: What llama.cpp 11434 drafts with when not told otherwise (common/common.h); the depth
+#: of an entry written before the benchmark recorded what the server reported.
+LLAMACPP_DEFAULT_N_MAX = 3
+
+
 def llamacpp_values(lc: Mapping[str, Any] | None, threads: str = "1") -> dict[str, Any]:
     """Chapter 9's prose values of the ``llamacpp`` benchmark entry (nan where it was not
     measured): tokens/s of plain and EAGLE-3 llama.cpp, the speedup, tau, identical prompts,
-    the round's cost in plain steps and the tau break-even and 1.5x need at that cost."""
+    the round's cost in plain steps, the tau break-even and 1.5x need at that cost, and
+    whether the draft depth allows that tau at all (``lc_reach``: a round yields at most
+    depth + 1 tokens); ``lc_sweep`` / ``lc_best_setting`` summarise the depth / ``p_min`` sweep."""
     run = ((lc or {}).get("by_threads") or {}).get(threads)
     if not run:  # not measured: every value the prose names, as nan / a sentence saying so
         return {**_missing(("lc_plain_tps", "lc_eagle_tps", "lc_speedup", "lc_tau", "lc_round_steps", "lc_draft_ms",
-                            "lc_verify_ms", "lc_step_ms", "lc_tau_1x", "lc_tau_15x"),
-                           ("lc_identical", "lc_drafter", "lc_best_setting")),
+                            "lc_verify_ms", "lc_step_ms", "lc_tau_1x", "lc_tau_15x", "lc_tau_max"),
+                           ("lc_identical", "lc_drafter", "lc_best_setting", "lc_reach", "lc_sweep"), ("lc_depth",)),
                 "lc_threads": threads, "lc_note": "",
                 "lc_drafter_note": "not measured: run `wave bench --only llamacpp` after scripts/setup_llamacpp.sh"}
     e, rc = run["eagle3"], run["eagle3"]["round_costs"]
+    depth = int((e.get("server_settings") or {}).get("n_max", LLAMACPP_DEFAULT_N_MAX))
     return {"lc_threads": threads, "lc_plain_tps": run["plain"]["tokens_per_s"], "lc_eagle_tps": e["tokens_per_s"],
             "lc_speedup": e["speedup"], "lc_tau": e["tau"], "lc_identical": f"{e['identical_to_plain']}/{e['prompts']}",
             "lc_round_steps": rc["round_in_plain_steps"], "lc_draft_ms": rc["draft_ms_per_round"],
             "lc_verify_ms": rc["verify_and_rest_ms_per_round"], "lc_step_ms": rc["plain_step_ms"],
             "lc_tau_1x": rc["tau_needed"]["1x"], "lc_tau_15x": rc["tau_needed"]["1.5x"],
+            "lc_depth": depth, "lc_tau_max": depth + 1, "lc_reach": reach_text(rc["tau_needed"], depth),
             "lc_drafter": str(lc.get("drafter")), "lc_note": f"{lc['note']}." if lc.get("note") else "",
             "lc_drafter_note": (f"{lc.get('drafter')}: a smoke-profile drafter, so this row measures llama.cpp's "
                                 "overhead per round rather than a useful drafter"
                                 if "smoke" in str(lc.get("drafter"))
                                 else f"a default-profile drafter reading layers {lc.get('drafter_layers', '?')}, "
                                 f"folder {Path(str(lc.get('drafter'))).name}"),
-            "lc_best_setting": _best_llamacpp_setting(lc)}
+            "lc_best_setting": _best_llamacpp_setting(lc), "lc_sweep": sweep_text(lc)}
+
+
+def reach_text(tau_needed: Mapping[str, float], depth: int) -> str:
+    """Which of the speedups in ``tau_needed`` (target -> tau at the measured round cost) a
+    draft depth can reach at all: a round yields at most ``depth + 1`` tokens.
+
+    >>> reach_text({"1x": 3.62, "1.5x": 5.43}, 3)
+    "at depth 3 a round yields at most tau = 4 (every draft accepted, plus the target's own token): break-even needs tau 3.62, within that limit; 1.5x needs tau 5.43, out of reach at this depth"
+    """
+    top = depth + 1
+    parts = [f"{'break-even' if key == '1x' else key} needs tau {tau:.2f}, "
+             f"{'within that limit' if tau <= top else 'out of reach at this depth'}" for key, tau in tau_needed.items()]
+    return (f"at depth {depth} a round yields at most tau = {top} (every draft accepted, plus the target's own "
+            f"token): " + "; ".join(parts))
+
+
+def _sweep_rows(lc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in ((lc.get("investigation") or {}).get("rows") or []) if r.get("speedup") is not None]
+
+
+def _sweep_checked(lc: Mapping[str, Any]) -> bool:
+    """Whether the sweep's settings were read back from the servers (entries written before
+    that check sent the depth and p_min per request, which llama-server ignored)."""
+    rows = _sweep_rows(lc)
+    return bool(rows) and all(r.get("settings_checked") for r in rows)
+
+
+#: What the chapter says of a sweep whose settings never reached the server.
+UNCHECKED_SWEEP = ("the sweep in this results file predates the check that each setting reaches the server: "
+                   "it sent depth and p_min per request, which this llama-server build ignores, so every row "
+                   "ran llama.cpp's defaults; rerun `wave bench --only llamacpp`")
+
+
+def sweep_rows(lc: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The sweep's rows for a table (empty when there is none or it was not checked)."""
+    if not lc or not _sweep_checked(lc):
+        return []
+    keys = ("outtype", "depth", "p_min", "tau", "acceptance", "drafted_per_round", "speedup", "round_in_plain_steps",
+            "draft_ms_per_round", "identical")
+    return [{k: r.get(k) for k in keys} for r in _sweep_rows(lc)]
+
+
+def sweep_text(lc: Mapping[str, Any]) -> str:
+    """The sweep in words: tau and a round's cost from the shallowest to the deepest draft
+    (the first GGUF type, ``p_min`` 0) and what ``p_min`` changed at the deepest."""
+    rows = _sweep_rows(lc)
+    if not rows:
+        return "no sweep was run"
+    if not _sweep_checked(lc):
+        return UNCHECKED_SWEEP
+    kind = rows[0].get("outtype")
+    by_depth = sorted((r for r in rows if r.get("outtype") == kind and not r.get("p_min")), key=lambda r: r["depth"])
+    lo, hi = by_depth[0], by_depth[-1]
+    text = (f"from depth {lo['depth']} to {hi['depth']} ({kind} drafter, p_min 0), tau went from {lo['tau']:.2f} "
+            f"to {hi['tau']:.2f} and a round's cost from {lo['round_in_plain_steps']:.2f} to "
+            f"{hi['round_in_plain_steps']:.2f} plain steps (speedup {lo['speedup']:.2f}x to {hi['speedup']:.2f}x)")
+    pm = [r for r in rows if r.get("p_min") and r["depth"] == hi["depth"] and r.get("outtype") == kind]
+    if pm:
+        text += "; at depth {} with p_min {}".format(hi["depth"], " / ".join(
+            f"{r['p_min']:g}: tau {r['tau']:.2f}, {r['drafted_per_round']:.2f} drafted per round, {r['speedup']:.2f}x"
+            for r in pm))
+    return text
 
 
 def _best_llamacpp_setting(lc: Mapping[str, Any]) -> str:
     """The fastest row of the llama.cpp investigation sweep, in words ("-" without a sweep)."""
-    rows = [r for r in ((lc.get("investigation") or {}).get("rows") or []) if r.get("speedup") is not None]
+    rows = _sweep_rows(lc)
     if not rows:
         return "-"
+    if not _sweep_checked(lc):
+        return "no valid setting (" + UNCHECKED_SWEEP + ")"
     best = max(rows, key=lambda r: r["speedup"])
-    where = ", ".join(f"{k} {best[k]}" for k in ("gguf_type", "depth", "p_min") if k in best)
-    return (f"{best['speedup']:.2f}x ({where}; a round still costs {best['round_in_plain_steps']:.2f} plain steps) "
-            f"over {len(rows)} settings")
+    where = ", ".join(f"{k} {best[k]}" for k in ("outtype", "depth", "p_min") if k in best)
+    return (f"{best['speedup']:.2f}x ({where}; tau {best['tau']:.2f}, a round costs "
+            f"{best['round_in_plain_steps']:.2f} plain steps) over {len(rows)} settings")

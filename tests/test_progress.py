@@ -1,0 +1,98 @@
+"""Progress lines: estimates of the rest, and the relay that carries a notebook kernel's
+progress (drafter k of n, shard k of n) into the study's log."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import textwrap
+
+from activation_wave.core import progress as P
+
+
+def test_lines_carry_the_elapsed_time_and_an_estimate_of_the_rest(monkeypatch):
+    clock = iter([100.0, 130.0, 160.0])
+    monkeypatch.setattr(P, "_now", lambda: next(clock))
+    out = io.StringIO()
+    bar = P.LineProgress(total=4, desc="training drafters", unit="drafter", every=0.25, file=out)
+    bar.update()  # 30 s for 1 of 4: about 90 s left
+    bar.update()
+    bar.close()
+    assert out.getvalue().splitlines() == ["[training drafters] 1/4 drafter (25%), 30 s, ~90 s left",
+                                           "[training drafters] 2/4 drafter (50%), 60 s, ~60 s left"]
+
+
+CHILD = textwrap.dedent("""
+    from activation_wave.core.progress import progress_bar
+    outer = progress_bar(total=3, desc="training drafters", unit="drafter", disable=True)
+    for k in range(3):
+        inner = progress_bar(total=5, desc="draft [1, 2]", unit="batch", disable=True)  # inside outer's step
+        for _ in range(5):
+            inner.update()
+        inner.close()
+        outer.update()
+    outer.close()
+    shards = progress_bar(range(2), desc="capture", unit="shard", disable=True)
+    for _ in shards:
+        pass
+""")
+
+
+def test_relay_prints_a_child_process_progress_into_the_log():
+    log = io.StringIO()
+    before = os.environ.get(P.RELAY_ENV)
+    with P.relay("[study] 06_eagle3_speedup", file=log, interval=0.05, enabled=True) as path:
+        assert os.environ[P.RELAY_ENV] == str(path)
+        subprocess.run([sys.executable, "-c", CHILD], check=True, env=os.environ.copy())  # a notebook's kernel
+    lines = log.getvalue().splitlines()
+    assert [line.split(",")[0] for line in lines] == [
+        "[study] 06_eagle3_speedup: [training drafters] 1/3 drafter (33%)",
+        "[study] 06_eagle3_speedup: [training drafters] 2/3 drafter (67%)",
+        "[study] 06_eagle3_speedup: [training drafters] 3/3 drafter (100%)",
+        "[study] 06_eagle3_speedup: [capture] 1/2 shard (50%)",
+        "[study] 06_eagle3_speedup: [capture] 2/2 shard (100%)"]  # the inner per-batch bars stay silent
+    assert "s left" in lines[0]
+    assert os.environ.get(P.RELAY_ENV) == before and not path.exists()
+
+
+def test_relay_is_off_on_a_terminal_and_in_worker_processes(monkeypatch):
+    with P.relay("[study] x", enabled=False) as path:
+        assert path is None and P.RELAY_ENV not in os.environ
+    monkeypatch.setenv(P.RELAY_ENV, "/nonexistent/relay.log")
+    P.silence_relay()
+    assert P.RELAY_ENV not in os.environ
+
+
+def test_a_relayed_bar_writes_between_shares_when_a_step_takes_long(tmp_path, monkeypatch):
+    relay = tmp_path / "relay.log"
+    monkeypatch.setenv(P.RELAY_ENV, str(relay))
+    clock = iter([0.0, 61.0, 61.0, 61.0, 62.0])  # start; step 1 (check, line, stamp); step 2 (check)
+    monkeypatch.setattr(P, "_now", lambda: next(clock))
+    bar = P.progress_bar(total=100, desc="scoring drafters", unit="drafter", disable=True)
+    bar.update()  # 1%: no new 10% share, but a minute has passed
+    bar.update()  # one second later: nothing
+    bar.close()
+    assert relay.read_text().splitlines() == ["[scoring drafters] 1/100 drafter (1%), 61 s, ~6039 s left"]
+
+
+def test_the_study_relays_while_a_notebook_runs(tmp_path, monkeypatch, capsys):
+    """``wave study`` executes each notebook inside :func:`relay`: what the kernel writes to
+    the relay file reaches the study's stderr, prefixed with the notebook's name."""
+    import nbformat
+    import papermill as pm
+
+    from activation_wave.study import runner as study
+
+    monkeypatch.setenv("WAVE_CACHE", str(tmp_path / "cache"))  # stderr is not a terminal under pytest
+
+    def fake_execute(nb, out, **kw):
+        with open(os.environ[P.RELAY_ENV], "a") as fh:  # what the kernel's progress bar does
+            fh.write("[training drafters] 35/70 drafter (50%), 1500 s, ~1500 s left\n")
+        nbformat.write(nbformat.v4.new_notebook(), out)
+
+    monkeypatch.setattr(pm, "execute_notebook", fake_execute)
+    assert study.run_study("smoke", book_dir=tmp_path / "b" / "book", only=["09"], build=False) == 0
+    err = capsys.readouterr().err
+    assert "[study] 09_performance: [training drafters] 35/70 drafter (50%), 1500 s, ~1500 s left" in err
