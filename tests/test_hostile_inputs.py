@@ -234,6 +234,8 @@ CASES: dict[str, Row] = {
     "dry-run data.sources=bogus": ("13", lambda c: ["dry-run", "--set", "data.sources=bogus"],
                                    ("'bogus' is not a prompt source", "--set data.sources=team")),
     "dry-run bench.rounds=-5": ("13", lambda c: ["dry-run", "--set", "bench.rounds=-5"], ("bench.rounds = -5", ">= 1")),
+    "dry-run capture.batch_size=1000": ("13", lambda c: ["dry-run", "--set", "capture.batch_size=1000"],
+                                        ("step capture needs", "8 GiB limit", "--set capture.batch_size=", "WAVE_MEMORY_GIB")),
     "dry-run paper 70B draft_vocab=1e7": (
         "13", lambda c: ["dry-run", "--profile", "paper", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--json",
                          "--set", "draft.draft_vocab=10000000"], ("draft.draft_vocab = 10000000", "128256 tokens")),

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+import os
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -94,10 +95,154 @@ def shape_of(config: Any) -> Shape:
                  bool(getattr(c, "tie_word_embeddings", False)))
 
 
-def check_fit(cfg: StudyConfig, shape: Shape) -> None:
+#: Default RAM limit (GiB) for any step; ``WAVE_MEMORY_GIB`` in the environment replaces it.
+MEMORY_GIB = 8.0
+
+#: Per step, the config keys whose value the step's peak grows with, the first the one a
+#: refusal proposes to lower (the others are named).
+MEMORY_KEYS: dict[str, tuple[str, ...]] = {
+    "load": (),
+    "responses": ("data.batch_size", "data.max_new_tokens"),
+    "capture": ("capture.batch_size", "capture.max_length"),
+    "metrics": ("metrics.token_budget",),
+    "drafter": ("draft.batch_tokens", "draft.workers", "draft.draft_vocab", "draft.ttt_steps"),
+}
+
+
+def _tokens_per_response(cfg: StudyConfig) -> int:
+    return min(cfg.capture.max_length, cfg.data.max_new_tokens + 200)
+
+
+def _records(cfg: StudyConfig) -> int:
+    n_prompts = cfg.data.max_prompts_per_source * len(cfg.data.sources) if cfg.data.max_prompts_per_source else 420
+    n_responses = n_prompts * (1 + cfg.data.samples_per_prompt)
+    return min(n_responses, cfg.capture.max_records or n_responses)
+
+
+def estimate_peak_gib(cfg: StudyConfig, shape: Shape) -> dict[str, float]:
+    """Conservative peak RAM (GiB) of each step of ``cfg`` on a model of ``shape``.
+
+    Every figure counts fp32 (4 bytes) weights and activations, whatever the device, and
+    takes every sequence at its longest, so it errs high. With ``W = params x 4``, ``N``
+    blocks, hidden ``H``, intermediate ``I``, vocabulary ``V``, ``heads`` and ``kv_heads``:
+
+    * ``load``: ``W``.
+    * ``responses`` (generation, ``B = data.batch_size``, ``S = capture.max_length +
+      data.max_new_tokens``): ``W`` + the KV cache ``2 N B kv_heads head_dim S x 4`` + the
+      prefill's activations ``B S (4 H + 3 I) x 4`` and attention scores ``B heads S^2 x 4``
+      + one step's logits ``2 B V x 4``.
+    * ``capture`` (``B = capture.batch_size``, ``L = capture.max_length``): ``W`` + every
+      layer's hidden states twice (transformers' tuple and the stacked float copy),
+      ``2 (N+2) B L H x 4``, + the LM head's logits of every position ``B L V x 4`` + one
+      block's temporaries ``B L 3 I x 4`` and scores ``B heads L^2 x 4``.
+    * ``metrics`` (``T = metrics.token_budget``): the sample ``T (N+1) H x 4`` + its float64
+      prepared stack and a work copy ``T (N+1) H x 16`` + two ``min(T, H)^2`` float64 Gram /
+      covariance matrices.
+    * ``drafter`` (``draft.workers`` processes, each): ``W`` + the train records' states of
+      ``k + 1`` layers in bf16 (``records x tokens x (k+1) H x 2``) + the drafter's parameters
+      with gradients and AdamW moments (``params x 16``) + one batch unrolled
+      ``draft.ttt_steps`` times with its graph kept: ``batch_tokens x ttt_steps x (3
+      draft_vocab + (k + 6) H) x 4`` (logits, softmax, gradient; fused input and block
+      activations).
+
+    >>> est = estimate_peak_gib(StudyConfig(), KNOWN_SHAPES["smollm2-135m"])
+    >>> sorted(est) == sorted(MEMORY_KEYS) and all(0 < v < 8 for v in est.values())
+    True
+    """
+    n, h, inter, v = shape.n_layers, shape.hidden, shape.intermediate, shape.vocab
+    head_dim = h // shape.heads
+    w = shape.params * 4
+    d, c, m, dr = cfg.data, cfg.capture, cfg.metrics, cfg.draft
+    b, s = d.batch_size, c.max_length + d.max_new_tokens
+    responses = (w + 2 * n * b * shape.kv_heads * head_dim * s * 4 + b * s * (4 * h + 3 * inter) * 4
+                 + b * shape.heads * s * s * 4 + 2 * b * v * 4)
+    b, seq = c.batch_size, c.max_length
+    capture = (w + 2 * (n + 2) * b * seq * h * 4 + b * seq * v * 4 + b * seq * 3 * inter * 4
+               + b * shape.heads * seq * seq * 4)
+    t = m.token_budget
+    metrics = t * (n + 1) * h * (4 + 16) + 2 * min(t, h) ** 2 * 8
+    k = cfg.select.k
+    draft_params = (k + 4) * h * h + 3 * h * inter + dr.draft_vocab * h
+    records = _records(cfg) * _tokens_per_response(cfg) * (k + 1) * h * 2
+    batch = dr.batch_tokens * dr.ttt_steps * (3 * dr.draft_vocab + (k + 6) * h) * 4
+    drafter = max(1, dr.workers) * (w + records + draft_params * 16 + batch)
+    return {step: round(x / GiB, 2) for step, x in
+            (("load", w), ("responses", responses), ("capture", capture), ("metrics", metrics), ("drafter", drafter))}
+
+
+def memory_limit_gib() -> float:
+    """``WAVE_MEMORY_GIB`` from the environment (a positive number of GiB), else :data:`MEMORY_GIB`."""
+    from activation_wave.core.config import ConfigError
+
+    raw = os.environ.get("WAVE_MEMORY_GIB")
+    if raw is None or raw.strip() == "":
+        return MEMORY_GIB
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"WAVE_MEMORY_GIB = {raw!r} is not a positive number of GiB; set it to this machine's "
+                          f"usable memory, e.g. WAVE_MEMORY_GIB=64, or unset it for the {MEMORY_GIB:g} GiB default",
+                          key="WAVE_MEMORY_GIB", expected="a positive number")
+    return value
+
+
+def _largest_fitting(cfg: StudyConfig, shape: Shape, step: str, key: str, limit: float) -> int | None:
+    """The largest value of integer ``key`` (below its current one) with ``step`` within ``limit``."""
+    section, name = key.split(".")
+    current = getattr(getattr(cfg, section), name)
+
+    def fits(value: int) -> bool:
+        sec = replace(getattr(cfg, section), **{name: value})
+        return estimate_peak_gib(replace(cfg, **{section: sec}), shape)[step] <= limit
+
+    bound = getattr(type(getattr(cfg, section)), "BOUNDS", {}).get(name)
+    low = 1 if bound is None or bound.low is None else max(1, math.floor(bound.low) + 1 if bound.low_open else math.ceil(bound.low))
+    if current <= low or not fits(low):
+        return None
+    lo, hi = low, current - 1  # fits(lo) holds
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+def check_memory(cfg: StudyConfig, shape: Shape, peaks: dict[str, float] | None = None) -> None:
+    """Refuse, in one line, a config whose largest step (:func:`estimate_peak_gib`) exceeds
+    the memory limit (:func:`memory_limit_gib`: ``WAVE_MEMORY_GIB`` or 8 GiB). The line names
+    the step, its estimate, the key to lower with a value that fits, and ``WAVE_MEMORY_GIB``
+    for a machine with more memory."""
+    from activation_wave.core.config import ConfigError
+
+    limit = memory_limit_gib()
+    peaks = peaks or estimate_peak_gib(cfg, shape)
+    step = max(peaks, key=lambda k: peaks[k])
+    if peaks[step] <= limit:
+        return
+    keys = MEMORY_KEYS[step]
+    fix, named = "", keys
+    for key in keys:
+        value = _largest_fitting(cfg, shape, step, key, limit)
+        if value is not None:
+            fix = f"lower {key} to at most {value} (--set {key}={value}); "
+            named = tuple(x for x in keys if x != key)
+            break
+    others = f"the step also grows with {', '.join(named)}; " if named else ""
+    if not keys:
+        fix = "choose a smaller model (--model); "
+    env = " (the paper profile expects a large machine)" if cfg.profile == "paper" else ""
+    raise ConfigError(f"step {step} needs ~{peaks[step]:g} GiB of memory (a conservative estimate, see `wave dry-run`) "
+                      f"with model {cfg.model}, above the {limit:g} GiB limit: {fix}{others}or, on a machine with more "
+                      f"memory, set WAVE_MEMORY_GIB to its GiB{env}", key=keys[0] if keys else "model",
+                      expected=f"<= {limit:g} GiB")
+
+
+def check_fit(cfg: StudyConfig, shape: Shape, *, memory: bool = True) -> None:
     """Raise :class:`~activation_wave.core.config.ConfigError` for a value that its section's
     bounds allow but this model does not: more layers than it has candidates, a top-k or a
-    draft vocabulary larger than its vocabulary.
+    draft vocabulary larger than its vocabulary, or (``memory``) a step whose estimated
+    peak exceeds the memory limit (:func:`check_memory`).
 
     ``wave dry-run`` calls it with the model's shape, and every step once its model is known
     (:func:`activation_wave.study.steps.run_capture`, ``wave speculate``), so they reject alike.
@@ -124,18 +269,31 @@ def check_fit(cfg: StudyConfig, shape: Shape) -> None:
                               f"{shape.vocab} tokens; choose at most {shape.vocab}, e.g. --set {key}="
                               f"{min(shape.vocab, 8 if key == 'capture.topk' else 8192)}", key=key,
                               expected=f"<= {shape.vocab}")
+    if memory:
+        check_memory(cfg, shape)
 
 
 def dry_run(cfg: StudyConfig, *, hardware: str | None = None, text: bool = False) -> Any:
     """Estimated memory, disk and time of each step of ``cfg`` (no weights loaded).
 
-    Rejects, as every step does, a config that does not fit the model (:func:`check_fit`)."""
+    Rejects, as every step does, a config that does not fit the model (:func:`check_fit`),
+    including one whose peak memory (:func:`estimate_peak_gib`) exceeds the limit. One
+    exception, so that a GPU run can be planned from a small machine: for the ``paper``
+    profile with ``WAVE_MEMORY_GIB`` unset, dry-run reports the steps above the 8 GiB
+    default (``memory.over_limit``) instead of refusing; the steps themselves still refuse
+    until ``WAVE_MEMORY_GIB`` is set."""
     from activation_wave.core.layers import eagle3_default_layers
 
     hw_name = hardware or ("cpu-2core" if cfg.profile != "paper" else "gpu-80g")
     hw = HARDWARE[hw_name]
     shape = model_shape(cfg.model)
-    check_fit(cfg, shape)
+    check_fit(cfg, shape, memory=False)
+    limit = memory_limit_gib()
+    peaks = estimate_peak_gib(cfg, shape)
+    plan_only = cfg.profile == "paper" and not os.environ.get("WAVE_MEMORY_GIB", "").strip()
+    if not plan_only:
+        check_memory(cfg, shape, peaks)
+    over = [step for step, gib in peaks.items() if gib > limit]
     bytes_per = 4 if hw_name.startswith("cpu") else 2
     weights = shape.params * bytes_per
     gpus = max(1, math.ceil(weights * 1.3 / (hw["memory_gib"] * GiB)))
@@ -168,6 +326,8 @@ def dry_run(cfg: StudyConfig, *, hardware: str | None = None, text: bool = False
             "drafter": {"params_million": round(draft_params / 1e6, 1),
                         "how": "train here on cached states, or in SpecForge with the exported layer ids at scale"},
         },
+        "memory": {"peak_gib": peaks, "limit_gib": limit, "over_limit": over,
+                   "how": "conservative fp32 upper bounds (estimate_peak_gib); a step above the limit is refused"},
         "assumptions": "planning estimates from stated hardware figures, not measurements",
     }
     if not text:
@@ -181,5 +341,9 @@ def dry_run(cfg: StudyConfig, *, hardware: str | None = None, text: bool = False
         f"{s['capture']['all_records_disk_gib']} GiB), ~{s['capture']['hours']} h",
         f"  metrics   {s['metrics']['memory_gib']} GiB for {cfg.metrics.token_budget} tokens x all layers",
         f"  drafter   {s['drafter']['params_million']} M params; {s['drafter']['how']}",
+        f"  peak RAM  " + ", ".join(f"{k} {v:g}" for k, v in peaks.items()) + f" GiB (conservative; limit {limit:g} GiB"
+        + (f", WAVE_MEMORY_GIB)" if not plan_only and os.environ.get("WAVE_MEMORY_GIB") else ", WAVE_MEMORY_GIB to change)"),
+        *([f"  over the limit: {', '.join(over)}; the steps refuse until WAVE_MEMORY_GIB is set to the machine's GiB"]
+          if over else []),
         f"  EAGLE-3 default layers {out['eagle3_default_layers']}",
         f"  ({out['assumptions']})"])
