@@ -222,7 +222,7 @@ def test_stale_schema_1_cache_is_named_and_rebuilt(tiny_target, responses, tmp_p
         CaptureCache(tmp_path / "s")
     stamp = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "s").glob("shard_*.safetensors")}
     rebuilt = capture(tiny_target, responses, CCFG, out_dir=tmp_path / "s", progress=False)
-    assert "capture schema 1 != 2" in capsys.readouterr().out
+    assert "capture schema 1 != 2" in capsys.readouterr().err
     assert rebuilt.manifest["schema_version"] == 2
     assert {s["file"]: s["sha256"] for s in rebuilt.manifest["shards"]} == fresh
     assert all(p.stat().st_mtime_ns != stamp[p.name] for p in (tmp_path / "s").glob("shard_*.safetensors"))

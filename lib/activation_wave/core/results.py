@@ -101,7 +101,7 @@ def cache_key(path: str | Path) -> str:
     it (``capture/<capture id>/drafters/<drafter id>``), so that no machine's home folder
     ends up in a committed file; any other path as it is. :func:`cache_path` reverses it.
     """
-    from activation_wave.models.targets import cache_root
+    from activation_wave.core.paths import cache_root
 
     p, root = Path(path), cache_root()
     return p.relative_to(root).as_posix() if p.is_absolute() and p.is_relative_to(root) else str(path)
@@ -112,7 +112,7 @@ def cache_path(key: str | Path) -> Path:
     cache root. Results files written before keys hold absolute paths: such a path is kept
     when it exists here, else re-rooted at its ``capture/`` part under this cache root.
     """
-    from activation_wave.models.targets import cache_root
+    from activation_wave.core.paths import cache_root
 
     p = Path(key)
     if not p.is_absolute():
@@ -126,7 +126,7 @@ def cache_path(key: str | Path) -> Path:
 def without_cache_root(obj: Any) -> Any:
     """``obj`` (plain JSON types) with every string that is a path under the cache root
     replaced by its :func:`cache_key`: what :func:`save_result` and ``wave bench`` write."""
-    from activation_wave.models.targets import cache_root
+    from activation_wave.core.paths import cache_root
 
     root = str(cache_root()).rstrip("/") + "/"
     if isinstance(obj, str):
