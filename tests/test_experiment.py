@@ -12,7 +12,8 @@ from safetensors.torch import load_file
 from activation_wave.models.capture import capture
 from activation_wave.core.config import CaptureConfig, DraftConfig, SpecConfig
 from activation_wave.models.prompts import Response
-from activation_wave.draft.experiment import bootstrap_mean_ci, drafter_dir, run_sets, tau_with_ci
+from activation_wave.core.stats import bootstrap_mean_ci
+from activation_wave.draft.experiment import drafter_dir, run_sets, tau_with_ci
 from activation_wave.core.stats import spearman
 from activation_wave.models.targets import load_target
 from activation_wave.decode.baselines import plain_generate

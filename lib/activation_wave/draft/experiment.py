@@ -74,17 +74,6 @@ def train_or_load(target: Target, cache: CaptureCache, layers: Sequence[int], cf
     return out, json.loads(log_path.read_text())
 
 
-def bootstrap_mean_ci(values: Sequence[float], *, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of a mean."""
-    v = np.asarray(values, float)
-    v = v[np.isfinite(v)]
-    if len(v) < 2:
-        return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    means = v[rng.integers(0, len(v), size=(n_boot, len(v)))].mean(1)
-    return float(np.quantile(means, (1 - level) / 2)), float(np.quantile(means, (1 + level) / 2))
-
-
 def tau_with_ci(eval_log: Mapping[str, Any], *, seed: int = 0) -> dict[str, float]:
     """Offline tau and a 95% bootstrap interval over eval records (tokens / rounds, resampled by record)."""
     per = [p for p in eval_log["per_record"] if p["rounds"]]

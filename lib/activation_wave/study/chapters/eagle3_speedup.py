@@ -29,7 +29,8 @@ import pandas as pd
 from activation_wave.decode.comparison import OnlineComparison, compare_online, held_out_prompts, method_name
 from activation_wave.core.config import DraftConfig, StudyConfig
 from activation_wave.models.drafter import load_drafter
-from activation_wave.draft.experiment import DrafterJob, bootstrap_mean_ci, run_jobs
+from activation_wave.core.stats import bootstrap_mean_ci
+from activation_wave.draft.experiment import DrafterJob, run_jobs
 from activation_wave.study.steps import Captured, run_capture
 from activation_wave.core.results import load_benchmarks
 from activation_wave.measure.layer_stats import LayerStats, stats_from_cache
