@@ -59,7 +59,7 @@ def _config(args: argparse.Namespace, flags: Mapping[str, tuple[str, Any]] | Non
 
 def _add_common(p: argparse.ArgumentParser, *, model_default: str | None = None) -> None:
     p.add_argument("--model", default=model_default,
-                   help="alias (smollm2-135m, gemma3-270m), hub id, local folder or .gguf file "
+                   help="alias (smollm2-135m, gemma3-270m, qwen2.5-coder-1.5b), hub id, local folder or .gguf file "
                         "(default: the profile's model)")
     p.add_argument("--profile", default="smoke", choices=PROFILES, help="run profile (default: smoke)")
     p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
