@@ -313,8 +313,8 @@ glue_figure("fig_acceptance", plot_acceptance_by_position(acc))
 # prompts, the `runs` and `summary` of the results file) gives {glue:text}`tau_train_default:.3f`,
 # averaged over the seeds; at the online runs' depth {glue:text}`online_depth:d` and draft
 # threshold {glue:text}`online_threshold:.2f` it is {glue:text}`tau_pooled_default:.3f`
-# ({glue:text}`tau_step_threshold:+.3f`: the threshold stops a chain at its first unsure
-# draft, so fewer drafts are proposed and accepted); the first seed alone, where the
+# ({glue:text}`tau_step_threshold:+.3f`; what changes: {glue:text}`tau_step_what`); the
+# first seed alone, where the
 # reconciliation above starts, gives {glue:text}`tau_first_seed_default:.3f`
 # ({glue:text}`tau_step_seed:+.3f`); and the pre-registered outcome, the mean over prompts
 # of each prompt's $\tau$ with seeds averaged per prompt, is

@@ -556,6 +556,12 @@ def prose_values(res: Eagle3SpeedupResult, cfg: StudyConfig, pred: Any) -> dict[
         "tau_step_averaging": v[3] - v[1], "train_depth": cfg.draft.ttt_steps, "online_depth": pred.depth,
         "online_threshold": pred.draft_threshold,
     }
+    if cfg.draft.ttt_steps == pred.depth:
+        out["tau_step_what"] = ("the draft threshold alone, which stops a chain at its first unsure draft, so fewer "
+                                "drafts are proposed and accepted" if pred.draft_threshold > 0 else "nothing changes")
+    else:
+        out["tau_step_what"] = (f"the depth, {cfg.draft.ttt_steps} -> {pred.depth}, and the draft threshold, none -> "
+                                f"{pred.draft_threshold:g}")
     out["tau_target_text"] = (f"{v[0]:.3f} at the training-time evaluation and {v[3]:.3f} on the pre-registered "
                               f"outcome, {'above' if v[3] >= TAU_TARGET else 'below'} that target of {TAU_TARGET}")
     # what the design would cost at the data-scaling benchmark's recipe (10 epochs), two drafters at once
