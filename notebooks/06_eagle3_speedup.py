@@ -120,8 +120,9 @@ display(format_table(plan.groupby(["arm", "set"], sort=False).agg(
 #   {glue:text}`ten_epoch_hours:.0f` hours. The run therefore trains every drafter for one
 #   epoch on the greedy responses plus one sampled response per train prompt (more data
 #   first, as the scaling curve advises), and the default's $\tau$ is
-#   {glue:text}`tau_target_text` ({ref}`sec-which-tau` says how the two differ). Every comparison is between drafters of the same budget,
-#   so the tests stay fair; the absolute $\tau$ is lower than a served drafter's.
+#   {glue:text}`tau_target_text` ({ref}`a section below <sec-which-tau>` says how the two
+#   differ). Every comparison is between drafters of the same budget, so the tests stay
+#   fair; the absolute $\tau$ is lower than a served drafter's.
 # - **Single layers.** Every block output $1..N$ has a drafter, on a quarter of the data;
 #   a second seed on every sixth layer ({glue:text}`sweep_seed_pairs:d` layers) instead of
 #   a third of them.
