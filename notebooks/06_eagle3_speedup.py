@@ -120,8 +120,9 @@ display(format_table(plan.groupby(["arm", "set"], sort=False).agg(
 #   {glue:text}`ten_epoch_hours:.0f` hours. The run therefore trains every drafter for one
 #   epoch on the greedy responses plus one sampled response per train prompt (more data
 #   first, as the scaling curve advises), and the default's $\tau$ is
-#   {glue:text}`tau_target_text` ({ref}`sec-which-tau` says how the two differ). Every comparison is between drafters of the same budget,
-#   so the tests stay fair; the absolute $\tau$ is lower than a served drafter's.
+#   {glue:text}`tau_target_text` ({ref}`a section below <sec-which-tau>` says how the two
+#   differ). Every comparison is between drafters of the same budget, so the tests stay
+#   fair; the absolute $\tau$ is lower than a served drafter's.
 # - **Single layers.** Every block output $1..N$ has a drafter, on a quarter of the data;
 #   a second seed on every sixth layer ({glue:text}`sweep_seed_pairs:d` layers) instead of
 #   a third of them.
@@ -313,8 +314,8 @@ glue_figure("fig_acceptance", plot_acceptance_by_position(acc))
 # prompts, the `runs` and `summary` of the results file) gives {glue:text}`tau_train_default:.3f`,
 # averaged over the seeds; at the online runs' depth {glue:text}`online_depth:d` and draft
 # threshold {glue:text}`online_threshold:.2f` it is {glue:text}`tau_pooled_default:.3f`
-# ({glue:text}`tau_step_threshold:+.3f`: the threshold stops a chain at its first unsure
-# draft, so fewer drafts are proposed and accepted); the first seed alone, where the
+# ({glue:text}`tau_step_threshold:+.3f`; what changes: {glue:text}`tau_step_what`); the
+# first seed alone, where the
 # reconciliation above starts, gives {glue:text}`tau_first_seed_default:.3f`
 # ({glue:text}`tau_step_seed:+.3f`); and the pre-registered outcome, the mean over prompts
 # of each prompt's $\tau$ with seeds averaged per prompt, is

@@ -66,7 +66,7 @@ display(format_table(pd.DataFrame(s.findings, columns=["quantity", "value"])))
 # the outcome; {glue:text}`ranking`.
 
 # %% tags=["remove-input"]
-display(format_table(pd.DataFrame(s.selection), {"percentile of S2": "{:.1f}", "Holm p": "{:.3g}"}))
+display(format_table(pd.DataFrame(s.selection), {"percentile of S2": "{:.1f}", "Holm p": "{:.3g}", "seeds": "{:.0f}"}))
 glue_values(ranking=ranking_text(R.paired, 3))
 
 # %% [markdown]

@@ -139,7 +139,7 @@ def test_tau_definitions_go_from_the_training_time_evaluation_to_the_outcome(pre
         np.mean([r.tau for r in six.runs if r.set == "eagle3-default"]), by.tau_pooled,
         next(r.offline_all for r in six.reconciliation if r.set == "eagle3-default"), by.tau])
     assert rows[0]["value"] == pytest.approx(six.default.tau)  # the training-time tau the summary holds
-    assert rows[0]["draft threshold"] == "none" and rows[1]["draft threshold"] == pred.draft_threshold
+    assert rows[0]["draft threshold"] == "none" and rows[1]["draft threshold"] == f"{pred.draft_threshold:g}"
     assert rows[0]["depth"] == cfg.draft.ttt_steps and rows[1]["depth"] == pred.depth
 
 

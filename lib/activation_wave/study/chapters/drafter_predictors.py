@@ -685,14 +685,15 @@ def peak_text(peak: SingleLayerPeak | None) -> str:
            f"({seeds}, interval over prompts)")
     sp = peak.spread
     near = ", ".join(f"{layer} ({tau:.3f})" for layer, tau in peak.close)
+    near = (f"layer {near} lies" if len(peak.close) == 1 else f"layers {near} lie") if near else ""
     if sp.mean is None:
-        return (f"{out}; {'layers ' + near + ' lie within that interval' if near else 'no other layer lies within that interval'}"
+        return (f"{out}; {near + ' within that interval' if near else 'no other layer lies within that interval'}"
                 "; this results file holds no per-seed tau, so the seed spread on the outcome is unknown "
                 "(re-run chapter 6 to record it), and the intervals over prompts alone understate the noise")
     spread = (f"two seeds of the same layer differ by {sp.mean:.3f} on average on the outcome (largest "
-              f"{sp.largest:.3f}, {sp.n_sets} layers with two seeds)")
+              f"{sp.largest:.3f}, {sp.n_sets} layer{'s' if sp.n_sets != 1 else ''} with two seeds)")
     if near:
-        return (f"{out}; layers {near} lie within {peak.tau - peak.close[-1][1]:.3f} of it, while {spread}: "
+        return (f"{out}; {near} within {peak.tau - peak.close[-1][1]:.3f} of it, while {spread}: "
                 "neighbouring single layers are not distinguishable, and the sweep shows a trend over depth, "
                 "not a best layer")
     return f"{out}; every other layer is further below it than the seed spread ({spread})"

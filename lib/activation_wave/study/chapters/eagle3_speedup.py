@@ -412,13 +412,14 @@ def tau_definitions(res: Eagle3SpeedupResult, pred: Any, cfg: StudyConfig, name:
     st = by_set.get(name)
     recon = next((r for r in res.reconciliation if r.set == name), None)
     n_seeds = len(train)
+    thr = f"{pred.draft_threshold:g}" if pred.draft_threshold > 0 else "none"
     rows = [("training-time evaluation (the drafters' logs: runs, summary)", float(np.mean(train)) if train else None,
              cfg.draft.ttt_steps, "none", f"{n_seeds}, mean of the pooled values", "pooled: tokens / rounds"),
-            ("online depth and draft threshold", st.tau_pooled if st else None, pred.depth, pred.draft_threshold,
+            ("online depth and draft threshold", st.tau_pooled if st else None, pred.depth, thr,
              f"{len(st.seeds) if st else 0}, mean of the pooled values", "pooled: tokens / rounds"),
             ("... first seed only (the reconciliation's start)", recon.offline_all if recon else None, pred.depth,
-             pred.draft_threshold, "first", "pooled: tokens / rounds"),
-            ("the pre-registered outcome", st.tau if st else None, pred.depth, pred.draft_threshold,
+             thr, "first", "pooled: tokens / rounds"),
+            ("the pre-registered outcome", st.tau if st else None, pred.depth, thr,
              f"{len(st.seeds) if st else 0}, averaged per prompt", "mean over prompts")]
     return [{"tau": what, "value": v, "depth": d, "draft threshold": t, "seeds": sd, "averaging": a}
             for what, v, d, t, sd, a in rows]
@@ -533,6 +534,10 @@ def prose_values(res: Eagle3SpeedupResult, cfg: StudyConfig, pred: Any) -> dict[
         "tau_step_averaging": v[3] - v[1], "train_depth": cfg.draft.ttt_steps, "online_depth": pred.depth,
         "online_threshold": pred.draft_threshold,
     }
+    changes = ([f"the depth, {cfg.draft.ttt_steps} -> {pred.depth}"] if cfg.draft.ttt_steps != pred.depth else []) + \
+        (["the draft threshold, which stops a chain at its first unsure draft, so fewer drafts are proposed and "
+          "accepted"] if pred.draft_threshold > 0 else [])
+    out["tau_step_what"] = " and ".join(changes) or "nothing"
     out["tau_target_text"] = (f"{v[0]:.3f} at the training-time evaluation and {v[3]:.3f} on the pre-registered "
                               f"outcome, {'above' if v[3] >= TAU_TARGET else 'below'} that target of {TAU_TARGET}")
     # what the design would cost at the data-scaling benchmark's recipe (10 epochs), two drafters at once
