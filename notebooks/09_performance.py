@@ -111,7 +111,7 @@ values["study_epochs"] = cfg.draft.epochs
 # {glue:text}`spec_round_ms:.0f` ms, so speculation breaks even at
 # $\tau$ = {glue:text}`spec_break_even:.2f`; the model predicts
 # {glue:text}`spec_pred:.2f`x and the run measured {glue:text}`spec_speedup:.3f`x at
-# $T=0$, pooled over {glue:text}`spec_rounds`: {glue:text}`spec_verdict`. At $T=1$ it
+# $T=0$, pooled over {glue:text}`spec_rounds`; {glue:text}`spec_verdict`. At $T=1$ it
 # measured {glue:text}`spec_speedup_t1:.2f`x, and {glue:text}`spec_vs_lookup:.2f`x
 # relative to prompt-lookup decoding; by source, {glue:text}`spec_speedup_code:.2f`x on
 # the HumanEval prompts and {glue:text}`spec_speedup_chat:.2f`x on the team's chat
@@ -230,27 +230,30 @@ if sweep:  # one row per setting, each on its own servers; depth and p_min as th
 # %% [markdown]
 # With {glue:text}`lc_threads` thread, plain llama.cpp decodes at
 # {glue:text}`lc_plain_tps:.1f` tokens/s and EAGLE-3 llama.cpp, drafting up to
-# {glue:text}`lc_depth:d` tokens a round, at {glue:text}`lc_eagle_tps:.1f`
+# {glue:text}`lc_depth:d` tokens a round (set on its command line and reported back by
+# the server), at {glue:text}`lc_eagle_tps:.1f` tokens/s
 # ({glue:text}`lc_speedup:.2f`x; identical to plain greedy on {glue:text}`lc_identical`
-# prompts). The drafter measured reaches $\tau$ = {glue:text}`lc_tau:.2f` in llama.cpp
-# ({glue:text}`lc_drafter_note`). From llama.cpp's own timings, a round (draft, then
-# verify) costs {glue:text}`lc_round_steps:.2f` plain steps of
-# {glue:text}`lc_step_ms:.1f` ms: drafting {glue:text}`lc_draft_ms:.1f` ms, verifying and
-# the rest {glue:text}`lc_verify_ms:.1f` ms. At that round cost a drafter would need
-# $\tau$ = {glue:text}`lc_tau_1x:.2f` to break even and {glue:text}`lc_tau_15x:.2f` for
-# 1.5x; but {glue:text}`lc_reach`. The benchmark drafter of the PyTorch path reaches
-# $\tau$ = {glue:text}`spec_tau:.2f` online.
+# prompts). The drafter is {glue:text}`lc_drafter_note`; in llama.cpp it reaches $\tau$ =
+# {glue:text}`lc_tau:.2f`. From llama.cpp's own timings, a round (draft, then verify)
+# costs {glue:text}`lc_round_steps:.2f` plain steps of {glue:text}`lc_step_ms:.1f` ms:
+# drafting {glue:text}`lc_draft_ms:.1f` ms, verifying and the rest
+# {glue:text}`lc_verify_ms:.1f` ms. At that round cost a drafter would need $\tau$ =
+# {glue:text}`lc_tau_1x:.2f` to break even and {glue:text}`lc_tau_15x:.2f` for 1.5x; but
+# {glue:text}`lc_reach`. The benchmark drafter of the PyTorch path reaches $\tau$ =
+# {glue:text}`spec_tau:.2f` online.
 #
 # The draft depth and `p_min` are settings of the server, not of a request: this
 # llama-server build compiles the per-request speculative fields out of its request
 # schema, so the benchmark starts a server per setting with `--spec-draft-n-max` and
-# `--spec-draft-p-min` and stops unless the server reports back the settings it was
-# given and its own counters never draft more than the depth allows. The sweep (table
-# above, {glue:text}`lc_sweep`): the fastest setting reached {glue:text}`lc_best_setting`.
-# llama.cpp's fixed overhead per speculative round rather than the drafter decides
-# whether speculation pays off there; the first table puts plain llama.cpp beside this
-# study's lossless PyTorch path (the two paths were timed in separate runs, each against
-# its own plain decoding in the same run). {glue:text}`lc_note`
+# `--spec-draft-p-min`, and stops unless the server reports back the settings it was
+# given and its own counters never draft more tokens a round than the depth allows (the
+# `drafted_per_round` column). In the sweep (second table, one thread, fewer and
+# shorter prompts than above), {glue:text}`lc_sweep`. The fastest setting reached
+# {glue:text}`lc_best_setting`. Whether speculation pays off in llama.cpp at this model
+# size is decided by that fixed cost per round as much as by the drafter; the first
+# table puts plain llama.cpp beside this study's lossless
+# PyTorch path (the two paths were timed in separate runs, each against its own plain
+# decoding in the same run). {glue:text}`lc_note`
 #
 # ## Memory as the token count grows
 

