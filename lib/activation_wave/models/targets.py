@@ -223,9 +223,35 @@ def check_model_folder(path: Path) -> None:
         raise TargetLoadError(f"{path} is not a complete model folder: it has no {', no '.join(missing)}; {fix}")
 
 
+def _fill_from_safetensors(model: Any, file: Path) -> None:
+    """Copy a saved state into ``model`` one tensor at a time, so the peak is the model plus
+    its largest tensor rather than two whole copies (a dequantized 1.5B target is 6 GB in
+    fp32). Strict: a missing or unexpected name, or a wrong shape, raises ``ValueError``.
+    Tied embeddings are stored once, under either name; the model's own tie fills the other."""
+    from safetensors import safe_open
+
+    params = model.state_dict()  # tied weights appear under both names, sharing storage
+    tied = {"model.embed_tokens.weight", "lm_head.weight"} if getattr(model.config, "tie_word_embeddings", False) else set()
+    with torch.no_grad(), safe_open(str(file), framework="pt") as f:
+        keys = set(f.keys())
+        missing = set(params) - keys - (tied if tied & keys else set())
+        unexpected = keys - set(params)
+        if missing or unexpected:
+            raise ValueError(f"{file} does not match the model: missing {sorted(missing)[:3]}, "
+                             f"unexpected {sorted(unexpected)[:3]}")
+        for name in sorted(keys):
+            tensor = f.get_tensor(name)
+            if tensor.shape != params[name].shape:
+                raise ValueError(f"{file}: {name} has shape {tuple(tensor.shape)}, the model "
+                                 f"{tuple(params[name].shape)}")
+            params[name].copy_(tensor)
+            del tensor
+    model.tie_weights()
+
+
 def _load_gguf(path: Path, dtype: torch.dtype, provenance: dict[str, Any]) -> tuple[Any, Any]:
     """Load a GGUF through a dequantized-safetensors cache (first load dequantizes once)."""
-    from safetensors.torch import load_file, save_model
+    from safetensors.torch import save_model
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     key = hashlib.sha256(json.dumps(provenance, sort_keys=True).encode()).hexdigest()[:16]
@@ -237,15 +263,7 @@ def _load_gguf(path: Path, dtype: torch.dtype, provenance: dict[str, Any]) -> tu
             # Built on the CPU (not meta) so non-persistent buffers such as rotary
             # frequencies are computed by the model's own constructor.
             model = AutoModelForCausalLM.from_config(config, dtype=dtype)
-            state = load_file(str(folder / "model.safetensors"))
-            # Tied embeddings are stored once (under either name): restore both names.
-            emb, head = "model.embed_tokens.weight", "lm_head.weight"
-            if emb in state and head not in state:
-                state[head] = state[emb]
-            elif head in state and emb not in state:
-                state[emb] = state[head]
-            model.load_state_dict(state, strict=True)
-            model.tie_weights()
+            _fill_from_safetensors(model, folder / "model.safetensors")
             tok = AutoTokenizer.from_pretrained(folder)
             return model.to(dtype).eval(), tok
         except Exception as exc:  # a half-written or stale cache: rebuild it

@@ -51,6 +51,7 @@ KNOWN_SHAPES: dict[str, Shape] = {
     "Qwen/Qwen2.5-7B-Instruct": Shape(28, 3584, 18944, 152064, 28, 4),
     "smollm2-135m": Shape(30, 576, 1536, 49152, 9, 3, tied=True),
     "gemma3-270m": Shape(18, 640, 2048, 262144, 4, 1, tied=True),
+    "qwen2.5-coder-1.5b": Shape(28, 1536, 8960, 151936, 12, 2, tied=True),
 }
 
 #: Planning assumptions per device (memory in GiB, memory bandwidth GB/s, dense bf16 TFLOP/s).
