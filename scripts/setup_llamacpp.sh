@@ -34,7 +34,12 @@ if [[ ! -f "$ROOT/src/convert_hf_to_gguf.py" ]]; then
     mv "$ROOT/src.tmp" "$ROOT/src"
 fi
 
-if [[ ! -x "$ROOT/build/bin/llama-server" ]]; then
+# llama.cpp 11434's qwen2 graph does not expose its block inputs to EAGLE-3 (its llama and
+# qwen3 graphs do); add that one assignment (idempotent; engines/llamacpp.py says why).
+PATCHED=$(PYTHONPATH=lib "$PY" -c "from activation_wave.engines.llamacpp import patch_layer_inputs as p; print(' '.join(p('$ROOT/src')))")
+[[ -z "$PATCHED" ]] || echo "setup_llamacpp: patched $PATCHED (EAGLE-3 block inputs)"
+
+if [[ ! -x "$ROOT/build/bin/llama-server" || -n "$PATCHED" || "$ROOT/src/src/models/qwen2.cpp" -nt "$ROOT/build/bin/llama-server" ]]; then
     start=$(date +%s)
     cmake -S "$ROOT/src" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
         -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF >/dev/null

@@ -342,3 +342,20 @@ def test_round_costs_say_which_speedups_the_depth_can_reach():
     # a draft server that never drafted (a high p_min) reports no draft_n: every round is one token
     idle = B.summarize_timings(PLAIN, draft=True)
     assert idle["draft_n"] == 0 and idle["tau"] == 1.0 and idle["rounds"] == 146 - 2
+
+
+def test_patch_layer_inputs_adds_the_assignment_once(tmp_path):
+    from activation_wave.engines.llamacpp import LlamaCppError, patch_layer_inputs
+
+    graph = tmp_path / "src" / "models" / "qwen2.cpp"
+    graph.parent.mkdir(parents=True)
+    graph.write_text("    inpL = build_inp_embd(model.tok_embd);\n"
+                     "    for (int il = 0; il < n_layer; ++il) {\n        ggml_tensor * inpSA = inpL;\n    }\n")
+    assert patch_layer_inputs(tmp_path) == ["src/models/qwen2.cpp"]
+    lines = graph.read_text().splitlines()
+    assert lines[2].strip() == "res->t_layer_inp[il] = inpL;" and lines[3].strip() == "ggml_tensor * inpSA = inpL;"
+    assert patch_layer_inputs(tmp_path) == []  # idempotent
+    assert graph.read_text().count("t_layer_inp") == 1
+    graph.write_text("for (int i = 0; i < n; ++i) {\n")
+    with pytest.raises(LlamaCppError, match="expected one block loop"):
+        patch_layer_inputs(tmp_path)

@@ -63,6 +63,37 @@ class LlamaCpp:
         return self.root / "build" / "bin" / "llama-server"
 
 
+#: Target graphs of llama.cpp 11434 that EAGLE-3 needs but that do not expose their block
+#: inputs (``t_layer_inp``, what ``llama_set_embeddings_layer_inp`` reads): a drafter on such
+#: a target aborts with "layer input tensor is null". llama.cpp's own ``llama.cpp`` and
+#: ``qwen3.cpp`` graphs set it first thing in each block; :func:`patch_layer_inputs` adds the
+#: same assignment to these. Qwen2 is the 1.5B target's architecture.
+LAYER_INPUT_PATCHES = ("src/models/qwen2.cpp",)
+_BLOCK_LOOP = "for (int il = 0; il < n_layer; ++il) {\n"
+_LAYER_INPUT = "        res->t_layer_inp[il] = inpL;\n"
+
+
+def patch_layer_inputs(src: str | Path, files: Sequence[str] = LAYER_INPUT_PATCHES) -> list[str]:
+    """Make the graphs in ``files`` (under the llama.cpp source tree ``src``) expose each
+    block's input to EAGLE-3, as the Llama graph does; return the files changed now.
+    Idempotent: a file that already sets ``t_layer_inp`` is left alone. A file whose block
+    loop is not found exactly once raises :class:`LlamaCppError` (another llama.cpp version:
+    check the graph by hand)."""
+    changed = []
+    for rel in files:
+        path = Path(src) / rel
+        text = path.read_text()
+        if "t_layer_inp" in text:
+            continue
+        if text.count(_BLOCK_LOOP) != 1:
+            raise LlamaCppError(f"{path}: expected one block loop '{_BLOCK_LOOP.strip()}', found "
+                                f"{text.count(_BLOCK_LOOP)}; this llama.cpp version differs from 11434, so add "
+                                "'res->t_layer_inp[il] = inpL;' at the top of its block loop by hand")
+        path.write_text(text.replace(_BLOCK_LOOP, _BLOCK_LOOP + _LAYER_INPUT))
+        changed.append(rel)
+    return changed
+
+
 def find_llamacpp(root: str | Path | None = None, *, need_server: bool = True) -> LlamaCpp:
     """The llama.cpp install at ``root``, ``$LLAMACPP_DIR`` or ``<repo>/build/llamacpp``.
 
