@@ -91,8 +91,8 @@ LEARNING_RATE = Bound(0, 1, low_open=True)
 #: Cached next-token log-probs per position: the soft targets use the top 8; 256 keeps a
 #: shard's top-k tensors (8 bytes per entry per position) far below its hidden states.
 TOPK = Bound(1, 256)
-#: Fewer draft tokens than this leave nearly every target token outside the draft vocabulary;
-#: the upper end is the target's vocabulary, checked once the model is known (estimate.check_fit).
+#: Fewer draft tokens than this leave nearly every target token outside the draft vocabulary.
+#: No upper end: a value at or above the target's vocabulary size takes every token.
 DRAFT_VOCAB = Bound(16)
 
 #: Selection methods (:func:`activation_wave.select.selection.select_layers`); listed here so that
@@ -379,6 +379,8 @@ class SelectConfig:
 class DraftConfig:
     """EAGLE-3-style draft head and its training."""
 
+    # draft vocabulary: the most frequent response tokens; a value >= the target's vocabulary
+    # size means all tokens (the full head, d2t all zero)
     draft_vocab: int = 8192
     ttt_steps: int = 7
     step_decay: float = 0.8
@@ -390,6 +392,16 @@ class DraftConfig:
     fused_norm: bool = False  # RMSNorm each captured layer before fc, so large-norm deep layers do not dominate
     dtype: str = "bf16"  # matmul precision of training: bf16 (autocast, fp32 master weights) | fp32
     grad_clip: float = 0.5  # max gradient norm (0 = off)
+    # Warm starts and loss / schedule variants (issue 25's recipe arms); the defaults are the
+    # recipe every drafter trained before them, and leave its cache key unchanged.
+    head_init: str = "random"  # random | target (lm_head = the target's rows of the draft vocab) | target_frozen
+    norm_init: str = "ones"  # ones | target (the final norm starts from the target's final norm)
+    block_init: str = "random"  # random | target_last (midlayer from the target's last block: Eagle3Drafter.from_target)
+    feature_loss: float = 0.0  # lambda of the added SmoothL1(step output, target's pre-norm h_N) term (EAGLE-1/2)
+    lr_schedule: str = "cosine"  # cosine (linear warm-up, then cosine decay to 10%) | constant (no warm-up, no decay)
+    warmup_frac: float = 0.05  # cosine: share of the optimiser steps spent warming up
+    eval_depth: int = 0  # chain depth of the logged eval acceptance (eval_every and the final one; 0 = ttt_steps)
+    eval_threshold: float = 0.0  # draft threshold of the logged eval acceptance (0 = fixed depth)
     threads: int = 0  # torch intra-op threads while training (0 = leave torch's setting)
     eval_every: int = 0  # also log eval-split offline acceptance every n epochs (0 = only at the end)
     records_fraction: float = 1.0  # share of the train records a drafter trains on (a subset drawn with seed)
@@ -409,8 +421,11 @@ class DraftConfig:
         "threads": NON_NEGATIVE, "eval_every": NON_NEGATIVE, "n_seeds": AT_LEAST_1, "sweep_stride": NON_NEGATIVE,
         "workers": AT_LEAST_1, "records_fraction": FRACTION, "samples_per_prompt": NON_NEGATIVE,
         "control_seeds": AT_LEAST_1, "n_random": NON_NEGATIVE, "sweep_fraction": FRACTION,
-        "sweep_seed_every": NON_NEGATIVE}
-    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"dtype": ("bf16", "fp32")}
+        "sweep_seed_every": NON_NEGATIVE, "feature_loss": NON_NEGATIVE, "warmup_frac": QUANTILE,
+        "eval_depth": NON_NEGATIVE, "eval_threshold": PROBABILITY}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "dtype": ("bf16", "fp32"), "head_init": ("random", "target", "target_frozen"), "norm_init": ("ones", "target"),
+        "block_init": ("random", "target_last"), "lr_schedule": ("cosine", "constant")}
 
     def __post_init__(self) -> None:
         validate(self)
