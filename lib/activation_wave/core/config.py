@@ -99,6 +99,14 @@ DRAFT_VOCAB = Bound(16)
 #: ``select.method`` is checked with every other value, by dry-run and every step alike.
 SELECTION_METHODS = ("entropy-greedy", "combined", "exhaustive", "cka-diverse", "eagle3-default", "last-k",
                      "evenly-spaced", "random")
+#: Arms of the recipe benchmark (``wave bench --only recipe``), one-factor changes of its base
+#: recipe, in run order; their overrides live in :mod:`activation_wave.benchmarks.recipe`.
+#: ``combined`` (built from the screen's winners) runs last, and only when listed.
+RECIPE_ARMS = ("head-target", "head-frozen", "norm-target", "block-target", "vocab-1k", "vocab-4k", "vocab-16k",
+               "vocab-full", "ttt-1", "ttt-5", "decay-1", "hard", "feature-reg", "lr-high", "lr-low", "lr-constant",
+               "batch-1k", "batch-4k", "epochs-5", "epochs-20", "samples-1", "combined")
+#: The arms the default profile runs: every arm but vocab-4k, which is its base recipe (draft_vocab 4096).
+DEFAULT_RECIPE_ARMS = tuple(a for a in RECIPE_ARMS if a != "vocab-4k")
 #: Prompt sources besides a .jsonl path and ``hub:<dataset>[:<split>]``.
 NAMED_SOURCES = ("humaneval", "team")
 _HUB_SOURCE = re.compile(r"hub:[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?(:[\w.-]+)?")
@@ -396,7 +404,7 @@ class DraftConfig:
     # recipe every drafter trained before them, and leave its cache key unchanged.
     head_init: str = "random"  # random | target (lm_head = the target's rows of the draft vocab) | target_frozen
     norm_init: str = "ones"  # ones | target (the final norm starts from the target's final norm)
-    block_init: str = "random"  # random | target_last (midlayer from the target's last block: Eagle3Drafter.from_target)
+    block_init: str = "random"  # random | target_last (midlayer from the target's last block; see from_target)
     feature_loss: float = 0.0  # lambda of the added SmoothL1(step output, target's pre-norm h_N) term (EAGLE-1/2)
     lr_schedule: str = "cosine"  # cosine (linear warm-up, then cosine decay to 10%) | constant (no warm-up, no decay)
     warmup_frac: float = 0.05  # cosine: share of the optimiser steps spent warming up
@@ -515,6 +523,14 @@ class BenchConfig:
     capture_records: int = 16  # records of the capture-throughput benchmark
     capture_batch_size: int = 8
     capture_repeats: int = 6
+    # The recipe benchmark (issue 25): each arm trains the EAGLE-3 default triple with
+    # recipe_seeds seeds (seed, seed + 1, ...). recipe_base "screen" = the benchmark drafter's
+    # recipe on the greedy responses only; "bench" = with bench.samples_per_prompt sampled ones.
+    recipe_arms: tuple[str, ...] = DEFAULT_RECIPE_ARMS
+    recipe_seeds: int = 2
+    recipe_base: str = "screen"
+    recipe_epochs: int = 0  # the base recipe's epochs (0 = draft_epochs)
+    recipe_eval_every: int = 1  # learning curve: eval tau every n epochs (0 = only the final one)
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "draft_epochs": AT_LEAST_1, "draft_ttt_steps": AT_LEAST_1, "draft_batch_tokens": AT_LEAST_1,
@@ -522,8 +538,10 @@ class BenchConfig:
         "max_new_tokens": AT_LEAST_1, "n_prompts": AT_LEAST_1, "rounds": AT_LEAST_1, "threads": AT_LEAST_1,
         "speedup_target": POSITIVE, "precision_prompts": AT_LEAST_1, "scaling_fractions": FRACTION,
         "scaling_samples": AT_LEAST_1, "memory_tokens": AT_LEAST_1, "capture_records": AT_LEAST_1,
-        "capture_batch_size": AT_LEAST_1, "capture_repeats": AT_LEAST_1}
-    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"precision_dtype": ("bfloat16", "float16")}
+        "capture_batch_size": AT_LEAST_1, "capture_repeats": AT_LEAST_1, "recipe_seeds": AT_LEAST_1,
+        "recipe_epochs": NON_NEGATIVE, "recipe_eval_every": NON_NEGATIVE}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"precision_dtype": ("bfloat16", "float16"),
+                                                     "recipe_base": ("screen", "bench")}
 
     def __post_init__(self) -> None:
         validate(self)
@@ -532,6 +550,13 @@ class BenchConfig:
                 raise ConfigError(f"bench.{name} is empty; give at least one value, e.g. --set bench.{name}="
                                   + ",".join(map(value_text, getattr(BenchConfig(), name))),
                                   key=f"bench.{name}", expected="a non-empty list")
+        unknown = [a for a in self.recipe_arms if a not in RECIPE_ARMS]
+        if unknown or not self.recipe_arms or len(set(self.recipe_arms)) < len(self.recipe_arms):
+            what = (f"unknown arm(s) {unknown}" if unknown else "an empty list" if not self.recipe_arms
+                    else "a repeated arm")
+            raise ConfigError(f"bench.recipe_arms = {list(self.recipe_arms)} has {what}; choose from "
+                              f"{', '.join(RECIPE_ARMS)}, e.g. --set bench.recipe_arms=head-target,lr-constant",
+                              key="bench.recipe_arms", expected=f"arms from {list(RECIPE_ARMS)}")
 
 
 @dataclass(frozen=True)
