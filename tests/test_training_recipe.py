@@ -178,7 +178,7 @@ def test_feature_loss_regresses_onto_h_n_at_the_target_positions(small_world):
             if (batch.sub_ok[b, s] and u < int(batch.lengths[b]) and batch.loss_mask[b, u]
                     and d.t2d[batch.top1[b, u]]):
                 diffs.append(torch.nn.functional.smooth_l1_loss(outs[0][b, s], batch.last[b, u], reduction="none"))
-    assert math.isclose(float(torch.stack(diffs).mean()), stats[0]["feature_loss"], rel_tol=1e-4)
+    assert math.isclose(float(torch.stack(diffs).mean().detach()), stats[0]["feature_loss"], rel_tol=1e-4)
     assert stats[0]["n"] == len(diffs)
 
 
