@@ -8,7 +8,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from activation_wave.models.targets import Target
 
 
-def permutation_target(tokenizer, vocab: int = 128, scale: float = 3.0, seed: int = 0) -> Target:
+def permutation_target(tokenizer, vocab: int = 128, scale: float = 3.0, seed: int = 0, n_layers: int = 4) -> Target:
     """A tiny Llama whose greedy next token is mostly ``perm[current token]``.
 
     Its lm_head rows are the (normalised) embedding rows, permuted: the residual stream
@@ -17,7 +17,7 @@ def permutation_target(tokenizer, vocab: int = 128, scale: float = 3.0, seed: in
     varied yet learnable, unlike a random model's (which repeats one token).
     """
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=n_layers,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
                       tie_word_embeddings=False)
     model = LlamaForCausalLM(cfg).eval()

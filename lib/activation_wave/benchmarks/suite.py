@@ -36,6 +36,7 @@ def entries() -> dict[str, Entry]:
     from activation_wave.benchmarks import llamacpp_speed as llamacpp
     from activation_wave.benchmarks import metric_speed as metrics
     from activation_wave.benchmarks import pipeline_cost as pipeline
+    from activation_wave.benchmarks import recipe
 
     return {"capture_throughput": pipeline.bench_capture, "memory_scaling": pipeline.bench_memory,
             "default_profile": pipeline.bench_default_profile,
@@ -43,7 +44,9 @@ def entries() -> dict[str, Entry]:
             "speculative_decoding": decoding.run, "speculative_decoding_bf16": decoding.run_precision,
             "drafter_data_scaling": decoding.run_data_scaling,
             # needs the optional llama.cpp build (scripts/setup_llamacpp.sh)
-            "llamacpp": lambda cfg: llamacpp.run(profile=cfg.profile, model=cfg.model)}
+            "llamacpp": lambda cfg: llamacpp.run(profile=cfg.profile, model=cfg.model),
+            # the recipe study (issue 25): many drafters, resumable; writes <results>/recipe.json too
+            "recipe": recipe.run}
 
 
 def run_benchmarks(cfg: StudyConfig, out: Path = BENCHMARKS_FILE, only: list[str] | None = None) -> dict[str, Any]:

@@ -91,14 +91,22 @@ LEARNING_RATE = Bound(0, 1, low_open=True)
 #: Cached next-token log-probs per position: the soft targets use the top 8; 256 keeps a
 #: shard's top-k tensors (8 bytes per entry per position) far below its hidden states.
 TOPK = Bound(1, 256)
-#: Fewer draft tokens than this leave nearly every target token outside the draft vocabulary;
-#: the upper end is the target's vocabulary, checked once the model is known (estimate.check_fit).
+#: Fewer draft tokens than this leave nearly every target token outside the draft vocabulary.
+#: No upper end: a value at or above the target's vocabulary size takes every token.
 DRAFT_VOCAB = Bound(16)
 
 #: Selection methods (:func:`activation_wave.select.selection.select_layers`); listed here so that
 #: ``select.method`` is checked with every other value, by dry-run and every step alike.
 SELECTION_METHODS = ("entropy-greedy", "combined", "exhaustive", "cka-diverse", "eagle3-default", "last-k",
                      "evenly-spaced", "random")
+#: Arms of the recipe benchmark (``wave bench --only recipe``), one-factor changes of its base
+#: recipe, in run order; their overrides live in :mod:`activation_wave.benchmarks.recipe`.
+#: ``combined`` (built from the screen's winners) runs last, and only when listed.
+RECIPE_ARMS = ("head-target", "head-frozen", "norm-target", "block-target", "vocab-1k", "vocab-4k", "vocab-16k",
+               "vocab-full", "ttt-1", "ttt-5", "decay-1", "hard", "feature-reg", "lr-high", "lr-low", "lr-constant",
+               "batch-1k", "batch-4k", "epochs-5", "epochs-20", "samples-1", "combined")
+#: The arms the default profile runs: every arm but vocab-4k, which is its base recipe (draft_vocab 4096).
+DEFAULT_RECIPE_ARMS = tuple(a for a in RECIPE_ARMS if a != "vocab-4k")
 #: Prompt sources besides a .jsonl path and ``hub:<dataset>[:<split>]``.
 NAMED_SOURCES = ("humaneval", "team")
 _HUB_SOURCE = re.compile(r"hub:[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?(:[\w.-]+)?")
@@ -379,6 +387,8 @@ class SelectConfig:
 class DraftConfig:
     """EAGLE-3-style draft head and its training."""
 
+    # draft vocabulary: the most frequent response tokens; a value >= the target's vocabulary
+    # size means all tokens (the full head, d2t all zero)
     draft_vocab: int = 8192
     ttt_steps: int = 7
     step_decay: float = 0.8
@@ -390,6 +400,16 @@ class DraftConfig:
     fused_norm: bool = False  # RMSNorm each captured layer before fc, so large-norm deep layers do not dominate
     dtype: str = "bf16"  # matmul precision of training: bf16 (autocast, fp32 master weights) | fp32
     grad_clip: float = 0.5  # max gradient norm (0 = off)
+    # Warm starts and loss / schedule variants (issue 25's recipe arms); the defaults are the
+    # recipe every drafter trained before them, and leave its cache key unchanged.
+    head_init: str = "random"  # random | target (lm_head = the target's rows of the draft vocab) | target_frozen
+    norm_init: str = "ones"  # ones | target (the final norm starts from the target's final norm)
+    block_init: str = "random"  # random | target_last (midlayer from the target's last block; see from_target)
+    feature_loss: float = 0.0  # lambda of the added SmoothL1(step output, target's pre-norm h_N) term (EAGLE-1/2)
+    lr_schedule: str = "cosine"  # cosine (linear warm-up, then cosine decay to 10%) | constant (no warm-up, no decay)
+    warmup_frac: float = 0.05  # cosine: share of the optimiser steps spent warming up
+    eval_depth: int = 0  # chain depth of the logged eval acceptance (eval_every and the final one; 0 = ttt_steps)
+    eval_threshold: float = 0.0  # draft threshold of the logged eval acceptance (0 = fixed depth)
     threads: int = 0  # torch intra-op threads while training (0 = leave torch's setting)
     eval_every: int = 0  # also log eval-split offline acceptance every n epochs (0 = only at the end)
     records_fraction: float = 1.0  # share of the train records a drafter trains on (a subset drawn with seed)
@@ -409,8 +429,11 @@ class DraftConfig:
         "threads": NON_NEGATIVE, "eval_every": NON_NEGATIVE, "n_seeds": AT_LEAST_1, "sweep_stride": NON_NEGATIVE,
         "workers": AT_LEAST_1, "records_fraction": FRACTION, "samples_per_prompt": NON_NEGATIVE,
         "control_seeds": AT_LEAST_1, "n_random": NON_NEGATIVE, "sweep_fraction": FRACTION,
-        "sweep_seed_every": NON_NEGATIVE}
-    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"dtype": ("bf16", "fp32")}
+        "sweep_seed_every": NON_NEGATIVE, "feature_loss": NON_NEGATIVE, "warmup_frac": QUANTILE,
+        "eval_depth": NON_NEGATIVE, "eval_threshold": PROBABILITY}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "dtype": ("bf16", "fp32"), "head_init": ("random", "target", "target_frozen"), "norm_init": ("ones", "target"),
+        "block_init": ("random", "target_last"), "lr_schedule": ("cosine", "constant")}
 
     def __post_init__(self) -> None:
         validate(self)
@@ -500,6 +523,14 @@ class BenchConfig:
     capture_records: int = 16  # records of the capture-throughput benchmark
     capture_batch_size: int = 8
     capture_repeats: int = 6
+    # The recipe benchmark (issue 25): each arm trains the EAGLE-3 default triple with
+    # recipe_seeds seeds (seed, seed + 1, ...). recipe_base "screen" = the benchmark drafter's
+    # recipe on the greedy responses only; "bench" = with bench.samples_per_prompt sampled ones.
+    recipe_arms: tuple[str, ...] = DEFAULT_RECIPE_ARMS
+    recipe_seeds: int = 2
+    recipe_base: str = "screen"
+    recipe_epochs: int = 0  # the base recipe's epochs (0 = draft_epochs)
+    recipe_eval_every: int = 1  # learning curve: eval tau every n epochs (0 = only the final one)
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "draft_epochs": AT_LEAST_1, "draft_ttt_steps": AT_LEAST_1, "draft_batch_tokens": AT_LEAST_1,
@@ -507,8 +538,10 @@ class BenchConfig:
         "max_new_tokens": AT_LEAST_1, "n_prompts": AT_LEAST_1, "rounds": AT_LEAST_1, "threads": AT_LEAST_1,
         "speedup_target": POSITIVE, "precision_prompts": AT_LEAST_1, "scaling_fractions": FRACTION,
         "scaling_samples": AT_LEAST_1, "memory_tokens": AT_LEAST_1, "capture_records": AT_LEAST_1,
-        "capture_batch_size": AT_LEAST_1, "capture_repeats": AT_LEAST_1}
-    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"precision_dtype": ("bfloat16", "float16")}
+        "capture_batch_size": AT_LEAST_1, "capture_repeats": AT_LEAST_1, "recipe_seeds": AT_LEAST_1,
+        "recipe_epochs": NON_NEGATIVE, "recipe_eval_every": NON_NEGATIVE}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"precision_dtype": ("bfloat16", "float16"),
+                                                     "recipe_base": ("screen", "bench")}
 
     def __post_init__(self) -> None:
         validate(self)
@@ -517,6 +550,13 @@ class BenchConfig:
                 raise ConfigError(f"bench.{name} is empty; give at least one value, e.g. --set bench.{name}="
                                   + ",".join(map(value_text, getattr(BenchConfig(), name))),
                                   key=f"bench.{name}", expected="a non-empty list")
+        unknown = [a for a in self.recipe_arms if a not in RECIPE_ARMS]
+        if unknown or not self.recipe_arms or len(set(self.recipe_arms)) < len(self.recipe_arms):
+            what = (f"unknown arm(s) {unknown}" if unknown else "an empty list" if not self.recipe_arms
+                    else "a repeated arm")
+            raise ConfigError(f"bench.recipe_arms = {list(self.recipe_arms)} has {what}; choose from "
+                              f"{', '.join(RECIPE_ARMS)}, e.g. --set bench.recipe_arms=head-target,lr-constant",
+                              key="bench.recipe_arms", expected=f"arms from {list(RECIPE_ARMS)}")
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,9 @@ _NOT_IN_KEY = ("n_seeds", "control_seeds", "n_random", "sweep_stride", "sweep_fr
                "norm_arm", "samples_per_prompt", "workers")
 #: Fields added after drafters were cached: left out of the key at their default value, so
 #: those drafters keep their folders.
-_KEY_IF_SET = {"records_fraction": 1.0, "fused_norm": False}
+_KEY_IF_SET = {"records_fraction": 1.0, "fused_norm": False, "head_init": "random", "norm_init": "ones",
+               "block_init": "random", "feature_loss": 0.0, "lr_schedule": "cosine", "warmup_frac": 0.05,
+               "eval_depth": 0, "eval_threshold": 0.0}
 
 
 

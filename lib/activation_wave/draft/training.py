@@ -10,6 +10,16 @@ One optimiser step on a padded batch of records:
    entropy against the target's next-token distribution at position ``t + j + 1``,
    weighted ``cfg.step_decay ** j`` and summed over steps.
 
+**Feature loss** (``cfg.feature_loss`` = lambda > 0, EAGLE-1/2's regression term): step
+``j``'s output before the final norm is also regressed onto the target's last hidden
+state before the final norm, ``h_N`` at position ``t + j + 1`` (the state whose LM head
+gives the distribution step ``j`` is trained on; the capture's index N, schema 2):
+``lambda * SmoothL1(out_j, h_N)``, averaged over the step's loss positions and features,
+with the same decay weight. ``h_N`` is loaded with the chosen layers in one pass.
+
+**Warm starts** (``cfg.head_init``, ``norm_init``, ``block_init``): see
+:meth:`~activation_wave.models.drafter.Eagle3Drafter.from_target`.
+
 **Targets.** With ``cfg.soft_targets`` (default) the target distribution is the cached
 top-k (k = 8) of the target's log-probabilities, restricted to the draft vocabulary and
 renormalised; otherwise the target's argmax (``top1``) is a hard label. Soft targets carry
@@ -88,13 +98,17 @@ def _targets(drafter: Eagle3Drafter, batch: Batch, j: int) -> tuple[Tensor, Tens
 
 
 def ttt_loss(drafter: Eagle3Drafter, batch: Batch, n_steps: int, decay: float, soft: bool = True,
-             ) -> tuple[Tensor, list[dict[str, float]]]:
+             feature: float = 0.0) -> tuple[Tensor, list[dict[str, float]]]:
     """Weighted training-time-test loss of one batch and per-step statistics.
 
-    Returns ``(loss, stats)``: ``loss = sum_j decay**j * mean CE_j``; ``stats[j]`` has the
-    step's ``loss``, ``acc`` (draft argmax == target argmax, on the first 256 positions)
-    and ``n`` (positions).
+    Returns ``(loss, stats)``: ``loss = sum_j decay**j * (mean CE_j + feature * FL_j)``
+    where ``FL_j`` = SmoothL1 of step ``j``'s pre-norm output [n, H] against ``batch.last``
+    (``h_N`` at the step's target positions; only computed when ``feature`` > 0);
+    ``stats[j]`` has the step's ``loss``, ``acc`` (draft argmax == target argmax, on the
+    first 256 positions), ``n`` (positions) and, with ``feature`` > 0, ``feature_loss``.
     """
+    if feature > 0 and batch.last is None:
+        raise ValueError("ttt_loss(feature > 0) needs the records' h_N: load them with load_records(..., last=True)")
     fused = drafter.fuse(batch.hidden)
     outs = drafter.unroll(fused, batch.input_ids, batch.lengths, n_steps, sub=batch.sub)
     t2d = drafter.target_to_draft
@@ -104,7 +118,8 @@ def ttt_loss(drafter: Eagle3Drafter, batch: Batch, n_steps: int, decay: float, s
         u, ok = _targets(drafter, batch, j)
         n = int(ok.sum())
         if n == 0:
-            stats.append({"loss": float("nan"), "acc": float("nan"), "n": 0})
+            stats.append({"loss": float("nan"), "acc": float("nan"), "n": 0,
+                          **({"feature_loss": float("nan")} if feature > 0 else {})})
             continue
         rows, cols = ok.nonzero(as_tuple=True)
         uu = u[rows, cols]
@@ -118,14 +133,24 @@ def ttt_loss(drafter: Eagle3Drafter, batch: Batch, n_steps: int, decay: float, s
             ce = -(w * logp.gather(1, ids.clamp(min=0))).sum(-1).mean()
         else:
             ce = F.nll_loss(logp, label)
+        stat = {"loss": float(ce.detach()), "acc": float(acc), "n": n}
+        if feature > 0:
+            fl = F.smooth_l1_loss(out[rows, cols].float(), batch.last[rows, uu].float())  # mean over [n, H]
+            ce = ce + feature * fl
+            stat["feature_loss"] = float(fl.detach())
         total = total + decay ** j * ce
-        stats.append({"loss": float(ce.detach()), "acc": float(acc), "n": n})
+        stats.append(stat)
     return total, stats
 
 
-def _lr_at(step: int, total: int, base: float) -> float:
-    """Linear warm-up over 5% of the steps, then cosine decay to 10% of ``base``."""
-    warm = max(1, int(0.05 * total))
+def _lr_at(step: int, total: int, base: float, schedule: str = "cosine", warmup_frac: float = 0.05) -> float:
+    """``cosine``: linear warm-up over ``warmup_frac`` of the steps (at least one), then cosine
+    decay to 10% of ``base``; ``constant``: ``base`` at every step."""
+    if schedule == "constant":
+        return base
+    if schedule != "cosine":
+        raise ValueError(f"unknown lr schedule {schedule!r}: use 'cosine' or 'constant' (draft.lr_schedule)")
+    warm = max(1, int(warmup_frac * total))
     if step < warm:
         return base * (step + 1) / warm
     frac = (step - warm) / max(1, total - warm)
@@ -157,8 +182,9 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
                          f"not from the given target {target.fingerprint}; capture it with this target")
     out_dir = Path(out_dir)
     store = torch.bfloat16 if cfg.dtype == "bf16" else torch.float32
+    eval_depth = cfg.eval_depth or cfg.ttt_steps
     with threads(cfg.threads):
-        records = load_records(cache, layers, "train", dtype=store)
+        records = load_records(cache, layers, "train", dtype=store, last=cfg.feature_loss > 0)
         if not records:
             raise ValueError(f"cache {cache.path} has no train-split records to train a drafter on")
         if not 0.0 < records_fraction <= 1.0:
@@ -170,8 +196,9 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         vocab = target.vocab_size
         draft_ids = draft_vocab_for(records, vocab, cfg.draft_vocab, always=sorted(eos_ids(target)))
         device = next(target.model.parameters()).device
-        drafter = Eagle3Drafter.from_target(target.model, layers, draft_ids, seed=cfg.seed,
-                                            fused_norm=cfg.fused_norm).to(device).train()
+        drafter = Eagle3Drafter.from_target(target.model, layers, draft_ids, seed=cfg.seed, fused_norm=cfg.fused_norm,
+                                            head_init=cfg.head_init, norm_init=cfg.norm_init,
+                                            block_init=cfg.block_init).to(device).train()
         params = drafter.trainable_parameters()
         opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
         batches = make_batches([len(r) for r in records], cfg.batch_tokens)
@@ -197,13 +224,15 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         for epoch in range(cfg.epochs):
             order = torch.randperm(len(batches), generator=gen).tolist()
             sums = [[0.0, 0.0, 0] for _ in range(cfg.ttt_steps)]
+            feature_sums = [0.0] * cfg.ttt_steps
             t_epoch, tokens = time.time(), 0
             for bi in order:
                 batch = collate([records[i] for i in batches[bi]], cfg.ttt_steps).to(device)
                 for g in opt.param_groups:
-                    g["lr"] = _lr_at(step, total_steps, cfg.lr)
+                    g["lr"] = _lr_at(step, total_steps, cfg.lr, cfg.lr_schedule, cfg.warmup_frac)
                 with autocast:
-                    loss, stats = ttt_loss(drafter, batch, cfg.ttt_steps, cfg.step_decay, cfg.soft_targets)
+                    loss, stats = ttt_loss(drafter, batch, cfg.ttt_steps, cfg.step_decay, cfg.soft_targets,
+                                           cfg.feature_loss)
                 if not torch.isfinite(loss.detach()):
                     raise TrainingDiverged(
                         f"drafter training on layers {list(layers)} diverged: the loss is {float(loss.detach())} at "
@@ -224,6 +253,8 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
                         sums[j][0] += s["loss"] * s["n"]
                         sums[j][1] += s["acc"] * s["n"]
                         sums[j][2] += s["n"]
+                        if cfg.feature_loss > 0:
+                            feature_sums[j] += s["feature_loss"] * s["n"]
                 tokens += stats[0]["n"]
                 log["history"].append(round(float(loss.detach()), 5))
                 bar.update(1)
@@ -235,10 +266,14 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
                 "tokens_per_s": round(tokens / dt, 1),
                 "loss_by_step": [round(a / max(1, n), 4) for a, _, n in sums],
                 "acc_by_step": [round(c / max(1, n), 4) for _, c, n in sums],
+                "lr_last": opt.param_groups[0]["lr"],
             })
+            if cfg.feature_loss > 0:  # the regression term per step, before the lambda weight
+                log["epochs"][-1]["feature_loss_by_step"] = [round(f / max(1, n), 5)
+                                                             for f, (_, _, n) in zip(feature_sums, sums)]
             if cfg.eval_every and (epoch + 1) % cfg.eval_every == 0 and epoch + 1 < cfg.epochs and has_eval:
                 drafter.eval()
-                ev = offline_acceptance(drafter, cache, depth=cfg.ttt_steps, split="eval")
+                ev = offline_acceptance(drafter, cache, depth=eval_depth, split="eval", threshold=cfg.eval_threshold)
                 log["epochs"][-1]["eval_tau_offline"] = round(ev["tau_offline"], 4)
                 log["epochs"][-1]["eval_acceptance"] = [round(a, 4) for a in ev["acceptance_by_position"]]
                 drafter.train()
@@ -249,7 +284,8 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         # Response (loss) positions processed per second of training, all epochs.
         log["tokens_per_s"] = round(sum(e["loss_tokens"] for e in log["epochs"]) / max(1e-9, train_s), 1)
         if has_eval:
-            log["eval"] = offline_acceptance(drafter, cache, depth=cfg.ttt_steps, split="eval")
+            log["eval"] = offline_acceptance(drafter, cache, depth=eval_depth, split="eval",
+                                             threshold=cfg.eval_threshold)
         log["wall_s"] = round(time.time() - t_start, 2)
     provenance = {
         "target_fingerprint": target.fingerprint, "target": target.name, "target_provenance": target.provenance,

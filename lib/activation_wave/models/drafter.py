@@ -68,6 +68,12 @@ MIDLAYER_TENSORS = (
 )
 
 
+#: Warm starts of :meth:`Eagle3Drafter.from_target` (``draft.head_init`` etc.), default first.
+HEAD_INITS = ("random", "target", "target_frozen")
+NORM_INITS = ("ones", "target")
+BLOCK_INITS = ("random", "target_last")
+
+
 class DrafterError(RuntimeError):
     """A drafter checkpoint or its use is wrong; the message says how to fix it."""
 
@@ -337,22 +343,61 @@ class Eagle3Drafter(nn.Module):
 
     @classmethod
     def from_target(cls, model: Any, layers: Sequence[int], draft_ids: Sequence[int] | Tensor,
-                    *, seed: int = 0, fused_norm: bool = False) -> Eagle3Drafter:
+                    *, seed: int = 0, fused_norm: bool = False, head_init: str = "random",
+                    norm_init: str = "ones", block_init: str = "random") -> Eagle3Drafter:
         """A freshly initialised head for a transformers causal LM ``model``.
 
         ``fused_norm`` adds an RMSNorm per captured layer before ``fc`` (weights start at one;
         the other weights are the same as without it for the same ``seed``).
 
         Embeddings are copied from the target (frozen); everything else gets seeded default
-        initialisation (norms at one). Starting ``lm_head``/``norm`` from the target's own
-        head was tried and trains worse on small data: its confident, wrong first
-        predictions cost more than the warm start gives.
+        initialisation (norms at one), then the warm starts asked for overwrite parts of it
+        (the seeded draws do not change, so every other weight is the same with or without them):
+
+        * ``head_init="target"``: ``lm_head`` [Vd, H] = the target's output-embedding rows of
+          ``draft_ids`` (a copy, also when the target ties them to its input embeddings, as
+          SmolLM2 does); ``"target_frozen"``: the same, then excluded from
+          :meth:`trainable_parameters` (``requires_grad`` False); saved like any other weight.
+        * ``norm_init="target"``: ``norm`` [H] = the target's final norm as a Llama RMSNorm
+          weight (:func:`_effective_norm_weight`, so a Gemma norm's ``1 + w`` is taken whole).
+          With both, the untrained head on the target's pre-norm last hidden state ``h_N``
+          gives the target's own logits over the draft vocabulary.
+        * ``block_init="target_last"``: ``midlayer`` from the target's last decoder block
+          (index N-1) by :func:`copy_block`; see there for exactly what is copied.
+
+        Before the recipe benchmark these were not options: a throwaway trial of the head
+        and norm start had trained worse on small data, unmeasured in the book. The recipe
+        benchmark (``wave bench --only recipe``) measures each as an arm.
         """
+        for name, value, choices in (("head_init", head_init, HEAD_INITS), ("norm_init", norm_init, NORM_INITS),
+                                     ("block_init", block_init, BLOCK_INITS)):
+            if value not in choices:
+                raise DrafterError(f"{name} = {value!r} is not one of {list(choices)}; e.g. --set draft.{name}="
+                                   f"{choices[0]}")
         spec = DrafterSpec.from_target_config(model.config, layers, len(draft_ids), fused_norm=fused_norm)
         with torch.random.fork_rng():
             torch.manual_seed(seed)
             d = cls(spec, draft_ids)
         d.attach_target(model)
+        with torch.no_grad():
+            if head_init != "random":
+                head = model.get_output_embeddings()
+                if head is None or tuple(head.weight.shape) != (spec.vocab_size, spec.hidden_size):
+                    raise DrafterError(f"head_init = {head_init!r} needs the target's LM head of shape "
+                                       f"({spec.vocab_size}, {spec.hidden_size}), found "
+                                       f"{None if head is None else tuple(head.weight.shape)}; use head_init=random")
+                if getattr(head, "bias", None) is not None:
+                    raise DrafterError("head_init: the target's LM head has a bias, which the drafter's head lacks; "
+                                       "use --set draft.head_init=random")
+                d.lm_head.weight.copy_(head.weight.detach().float()[d.draft_to_target.to(head.weight.device)].cpu())
+            if norm_init == "target":
+                from activation_wave.models.capture import final_norm
+
+                d.norm.weight.copy_(_effective_norm_weight(final_norm(model), spec.hidden_size, spec.rms_norm_eps))
+            if block_init == "target_last":
+                copy_block(d, _decoder_blocks(model)[-1], model.config)
+        if head_init == "target_frozen":
+            d.lm_head.weight.requires_grad_(False)
         return d
 
     def attach_target(self, model: Any) -> None:
@@ -379,7 +424,8 @@ class Eagle3Drafter(nn.Module):
             self.attach_target(getattr(target, "model", target))
 
     def trainable_parameters(self) -> list[nn.Parameter]:
-        return [p for n, p in self.named_parameters() if not n.startswith("embed_tokens")]
+        """Every parameter but the frozen embeddings (and a ``target_frozen`` lm_head)."""
+        return [p for n, p in self.named_parameters() if p.requires_grad and not n.startswith("embed_tokens")]
 
     # ------------------------------------------------------------------ building blocks
 
@@ -524,6 +570,109 @@ class Eagle3Drafter(nn.Module):
             K, V = K.repeat_interleave(rep, dim=1), V.repeat_interleave(rep, dim=1)
         attn = F.scaled_dot_product_attention(q, K, V, attn_mask=None if mask is None else mask[None, None])
         return self._finish(attn, feature)
+
+
+# ----------------------------------------------------------------------------- warm starts
+
+
+def _decoder_blocks(model: Any) -> Sequence[nn.Module]:
+    """The decoder blocks of a transformers causal LM (``model.base_model.layers`` for Llama,
+    Qwen2, Mistral, Gemma). Raises :class:`DrafterError` when there is no such list."""
+    base = getattr(model, "base_model", model)
+    blocks = getattr(base, "layers", None)
+    if not isinstance(blocks, nn.ModuleList) or len(blocks) == 0:
+        raise DrafterError(f"{type(model).__name__}: no decoder blocks at model.base_model.layers, so block_init "
+                           "cannot copy one; use --set draft.block_init=random")
+    return blocks
+
+
+def _effective_norm_weight(norm: nn.Module, size: int, eps: float) -> Tensor:
+    """The Llama RMSNorm weight [size] equivalent to the target's norm module ``norm``.
+
+    Read by applying the norm to a row of ones (RMS 1): a Llama norm returns
+    ``w / sqrt(1 + eps)``, a Gemma norm ``(1 + w) / sqrt(1 + eps)``, so the same read gives
+    the weight our :class:`RMSNorm` (``w * x / rms``) needs for either family.
+    """
+    p = next(norm.parameters(), None)
+    ones = torch.ones(1, size, dtype=p.dtype if p is not None else torch.float32,
+                      device=p.device if p is not None else "cpu")
+    with torch.no_grad():
+        out = norm(ones).detach().float().reshape(-1).cpu()
+    if out.numel() != size:
+        raise DrafterError(f"the target's norm {type(norm).__name__} maps {size} features to {out.numel()}; "
+                           "it cannot start the drafter's norm (use ones)")
+    return out * math.sqrt(1.0 + eps)
+
+
+def copy_block(drafter: Eagle3Drafter, block: nn.Module, config: Any) -> None:
+    """Start the drafter's ``midlayer`` from a target decoder block (in place, no grad).
+
+    Copied, for a Llama-style block (Llama, Mistral, SmolLM2):
+
+    * ``self_attn.q_proj/k_proj/v_proj``: the target's [heads*hd, H] matrices go to the
+      *feature* half of the drafter's input columns, ``[:, H:2H]`` (the drafter's attention
+      reads ``[input_layernorm(embed) | hidden_norm(feature)]``, embedding first); the
+      embedding half ``[:, :H]`` keeps its seeded random init;
+    * ``self_attn.o_proj`` and ``mlp.gate_proj/up_proj/down_proj``: whole;
+    * norms, by role: the block's ``input_layernorm`` (on its residual stream) goes to the
+      drafter's ``hidden_norm`` (on the fused feature, which plays the residual's part);
+      ``post_attention_layernorm`` to ``post_attention_layernorm``. The drafter's
+      ``input_layernorm`` (on the token embedding) has no counterpart and stays at one.
+
+    Raises :class:`DrafterError` naming what differs when the block does not have this
+    layout: other shapes (heads, KV heads, head dim, hidden or intermediate size), biases
+    (Qwen2's q/k/v), an activation other than SiLU, or extra norms (Gemma 3's q/k norms
+    and pre/post feed-forward norms), any of which would make the copy compute something
+    else than the target's block.
+    """
+    from activation_wave.core.layers import text_config
+
+    m, s = drafter.midlayer, drafter.spec
+    H = s.hidden_size
+    problems = []
+    act = getattr(text_config(config), "hidden_act", "silu")
+    if act != "silu":
+        problems.append(f"activation {act!r} (the drafter's MLP uses silu)")
+    extra = sorted(n for n, _ in block.named_modules() if n.rsplit(".", 1)[-1] in
+                   ("q_norm", "k_norm", "pre_feedforward_layernorm", "post_feedforward_layernorm"))
+    if extra:
+        problems.append(f"norms the drafter's block lacks: {extra}")
+    names = {
+        "self_attn.q_proj": (m.self_attn.q_proj, True), "self_attn.k_proj": (m.self_attn.k_proj, True),
+        "self_attn.v_proj": (m.self_attn.v_proj, True), "self_attn.o_proj": (m.self_attn.o_proj, False),
+        "mlp.gate_proj": (m.mlp.gate_proj, False), "mlp.up_proj": (m.mlp.up_proj, False),
+        "mlp.down_proj": (m.mlp.down_proj, False)}
+    found = dict(block.named_modules())
+    pairs = []
+    for name, (mine, feature_half) in names.items():
+        theirs = found.get(name)  # an nn.Linear, or a decoding kernel's stand-in with the same weight
+        if not isinstance(getattr(theirs, "weight", None), Tensor) or theirs.weight.ndim != 2:
+            problems.append(f"no linear layer {name}")
+            continue
+        want = (mine.weight.shape[0], H) if feature_half else tuple(mine.weight.shape)
+        if tuple(theirs.weight.shape) != tuple(want):
+            problems.append(f"{name} is {list(theirs.weight.shape)}, the drafter needs {list(want)}")
+        if getattr(theirs, "bias", None) is not None:
+            problems.append(f"{name} has a bias")
+        pairs.append((mine, theirs, feature_half))
+    norms = [(m.hidden_norm, found.get("input_layernorm")), (m.post_attention_layernorm,
+                                                             found.get("post_attention_layernorm"))]
+    for mine, theirs in norms:
+        if theirs is None:
+            problems.append("no input_layernorm / post_attention_layernorm")
+    if problems:
+        raise DrafterError(f"block_init = target_last: the target's last block ({type(block).__name__}) does not "
+                           f"match the drafter's Llama-style block: {'; '.join(problems)}; use "
+                           "--set draft.block_init=random")
+    with torch.no_grad():
+        for mine, theirs, feature_half in pairs:
+            w = theirs.weight.detach().float().to(mine.weight.device)
+            if feature_half:
+                mine.weight[:, H:].copy_(w)
+            else:
+                mine.weight.copy_(w)
+        for mine, theirs in norms:
+            mine.weight.copy_(_effective_norm_weight(theirs, H, s.rms_norm_eps))
 
 
 # ----------------------------------------------------------------------------- draft vocabulary

@@ -35,6 +35,7 @@ class Record:
     top1: Tensor  # [T] long: target argmax next token
     topk_ids: Tensor  # [T, k] long
     topk_logprobs: Tensor  # [T, k]
+    last: Tensor | None = None  # [T, H] h_N, the last block's output before the final norm (feature loss)
 
     def __len__(self) -> int:
         return int(self.input_ids.numel())
@@ -54,19 +55,27 @@ class Batch:
     topk_logprobs: Tensor  # [B, T, k]
     sub: Tensor  # [B, S] positions where chains are anchored
     sub_ok: Tensor  # [B, S] bool: real (not padding) anchors
+    last: Tensor | None = None  # [B, T, H] h_N before the final norm, when the records carry it
 
     def to(self, device: torch.device | str) -> Batch:
-        return Batch(**{k: v.to(device) for k, v in vars(self).items()})
+        return Batch(**{k: None if v is None else v.to(device) for k, v in vars(self).items()})
 
 
 def load_records(cache: CaptureCache, layers: Sequence[int], split: str | None = "train",
-                 dtype: torch.dtype = torch.float32) -> list[Record]:
-    """All records of ``split`` with their concatenated hidden states ([T, k*H], ``dtype``)."""
+                 dtype: torch.dtype = torch.float32, *, last: bool = False) -> list[Record]:
+    """All records of ``split`` with their concatenated hidden states ([T, k*H], ``dtype``).
+
+    ``last`` also loads ``h.{N}`` into :attr:`Record.last`, in the same pass over the shards:
+    the cache's index N is the last block's output *before* the final norm (capture schema
+    2), the regression target of the feature loss.
+    """
+    n = cache.n_layers
+    read = list(layers) + ([n] if last and n not in layers else [])
     out = []
-    for r in cache.iter_records(layers, split=split):
+    for r in cache.iter_records(read, split=split):
         hidden = torch.cat([r.hidden[i] for i in layers], dim=-1).to(dtype)
         out.append(Record(r.index, r.id, r.prompt_len, r.input_ids, hidden, r.loss_mask, r.top1,
-                          r.topk_ids, r.topk_logprobs))
+                          r.topk_ids, r.topk_logprobs, r.hidden[n].to(dtype) if last else None))
     return out
 
 
@@ -109,4 +118,9 @@ def collate(recs: Sequence[Record], n_steps: int) -> Batch:
     ar = torch.arange(width)
     sub = (start[:, None] + ar[None]).clamp(max=T - 1)
     sub_ok = ar[None] < (stop - start)[:, None]
-    return Batch(ids, hid, lengths, plens, lm, top1, tki, tkl, sub, sub_ok)
+    last = None
+    if recs[0].last is not None:
+        last = torch.zeros(B, T, recs[0].last.shape[1], dtype=recs[0].last.dtype)
+        for b, r in enumerate(recs):
+            last[b, :len(r)] = r.last
+    return Batch(ids, hid, lengths, plens, lm, top1, tki, tkl, sub, sub_ok, last)

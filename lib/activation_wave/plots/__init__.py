@@ -2,12 +2,14 @@
 
 ``data_figures`` draws chapter 0; ``layer_figures`` chapters 1-5 (entropy, concatenation,
 CKA, filtering, selection); ``drafters`` the drafter and speculative-decoding chapters;
-``architectures`` chapter 7's side by side; ``speed_figures`` chapter 9. Shared style: ``_style``.
+``architectures`` chapter 7's side by side; ``speed_figures`` chapter 9; ``recipe_figures`` the
+drafter recipe study. Shared style: ``_style``.
 """
 
 from activation_wave.plots.data_figures import *  # noqa: F401,F403
 from activation_wave.plots.architectures import *  # noqa: F401,F403
 from activation_wave.plots.layer_figures import *  # noqa: F401,F403
 from activation_wave.plots.speed_figures import *  # noqa: F401,F403
+from activation_wave.plots.recipe_figures import *  # noqa: F401,F403
 
 from activation_wave.plots.drafters import *  # noqa: F401,F403

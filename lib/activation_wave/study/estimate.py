@@ -163,9 +163,10 @@ def estimate_peak_gib(cfg: StudyConfig, shape: Shape) -> dict[str, float]:
     t = m.token_budget
     metrics = t * (n + 1) * h * (4 + 16) + 2 * min(t, h) ** 2 * 8
     k = cfg.select.k
-    draft_params = (k + 4) * h * h + 3 * h * inter + dr.draft_vocab * h
+    vd = min(dr.draft_vocab, v)  # a draft vocabulary above V is all V tokens
+    draft_params = (k + 4) * h * h + 3 * h * inter + vd * h
     records = _records(cfg) * _tokens_per_response(cfg) * (k + 1) * h * 2
-    batch = dr.batch_tokens * dr.ttt_steps * (3 * dr.draft_vocab + (k + 6) * h) * 4
+    batch = dr.batch_tokens * dr.ttt_steps * (3 * vd + (k + 6) * h) * 4
     drafter = max(1, dr.workers) * (w + records + draft_params * 16 + batch)
     return {step: round(x / GiB, 2) for step, x in
             (("load", w), ("responses", responses), ("capture", capture), ("metrics", metrics), ("drafter", drafter))}
@@ -241,9 +242,10 @@ def check_memory(cfg: StudyConfig, shape: Shape, peaks: dict[str, float] | None 
 
 def check_fit(cfg: StudyConfig, shape: Shape, *, memory: bool = True) -> None:
     """Raise :class:`~activation_wave.core.config.ConfigError` for a value that its section's
-    bounds allow but this model does not: more layers than it has candidates, a top-k or a
-    draft vocabulary larger than its vocabulary, or (``memory``) a step whose estimated
-    peak exceeds the memory limit (:func:`check_memory`).
+    bounds allow but this model does not: more layers than it has candidates, a top-k
+    larger than its vocabulary, or (``memory``) a step whose estimated peak exceeds the
+    memory limit (:func:`check_memory`). A draft vocabulary at or above the model's
+    vocabulary is allowed: it takes every token.
 
     ``wave dry-run`` calls it with the model's shape, and every step once its model is known
     (:func:`activation_wave.study.steps.run_capture`, ``wave speculate``), so they reject alike.
@@ -264,12 +266,11 @@ def check_fit(cfg: StudyConfig, shape: Shape, *, memory: bool = True) -> None:
                           f"decoder blocks, so {n_cand} candidate layers (hidden_states 1..{shape.n_layers}), and a "
                           f"selection needs k below that; choose 1 <= k <= {n_cand - 1}, e.g. --set select.k={min(3, n_cand - 1)}",
                           key="select.k", expected=f"in [1, {n_cand - 1}]")
-    for key, value in (("capture.topk", cfg.capture.topk), ("draft.draft_vocab", cfg.draft.draft_vocab)):
-        if value > shape.vocab:
-            raise ConfigError(f"{key} = {value} is out of range for model {cfg.model}: its vocabulary has "
-                              f"{shape.vocab} tokens; choose at most {shape.vocab}, e.g. --set {key}="
-                              f"{min(shape.vocab, 8 if key == 'capture.topk' else 8192)}", key=key,
-                              expected=f"<= {shape.vocab}")
+    # draft.draft_vocab has no upper end: at or above the vocabulary size it takes every token
+    if cfg.capture.topk > shape.vocab:
+        raise ConfigError(f"capture.topk = {cfg.capture.topk} is out of range for model {cfg.model}: its vocabulary "
+                          f"has {shape.vocab} tokens; choose at most {shape.vocab}, e.g. --set capture.topk="
+                          f"{min(shape.vocab, 8)}", key="capture.topk", expected=f"<= {shape.vocab}")
     if memory:
         check_memory(cfg, shape)
 
@@ -312,7 +313,7 @@ def dry_run(cfg: StudyConfig, *, hardware: str | None = None, text: bool = False
     cap_disk = cap_tokens * (shape.n_layers + 1) * shape.hidden * 2
     full_disk = n_responses * min(cfg.capture.max_length, cfg.data.max_new_tokens + 200) * (shape.n_layers + 1) * shape.hidden * 2
     metrics_mem = (shape.n_layers + 1) * cfg.metrics.token_budget * shape.hidden * 4
-    draft_params = (cfg.select.k + 4) * shape.hidden * shape.hidden + 3 * shape.hidden * shape.intermediate + cfg.draft.draft_vocab * shape.hidden
+    draft_params = (cfg.select.k + 4) * shape.hidden * shape.hidden + 3 * shape.hidden * shape.intermediate + min(cfg.draft.draft_vocab, shape.vocab) * shape.hidden
     out = {
         "model": cfg.model, "profile": cfg.profile, "hardware": {"name": hw_name, **hw},
         "shape": asdict(shape), "params_billion": round(shape.params / 1e9, 2),

@@ -1,0 +1,71 @@
+"""Figures of the drafter recipe study (``recipe.json``, :mod:`activation_wave.benchmarks.recipe`).
+
+:func:`plot_recipe_forest` draws every arm's paired delta tau against the base with its
+95% interval; :func:`plot_recipe_curves` the learning curves (tau against cumulative
+training CPU-minutes) of the base and the best arm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from activation_wave.plots._style import CYCLE, _ax
+
+__all__ = ["plot_recipe_forest", "plot_recipe_curves"]
+
+
+def plot_recipe_forest(doc: Mapping[str, Any], *, ax: Axes | None = None, alpha: float = 0.05) -> Figure:
+    """Forest plot: each arm's delta tau (arm - base) with its 95% paired bootstrap interval,
+    sorted by delta (largest on top), a zero line; filled markers where the Holm-corrected
+    p is below ``alpha``, a square for the post-hoc combined arm."""
+    arms = sorted((a for a in doc["arms"] if None not in (a.get("delta"), a.get("delta_lo"), a.get("delta_hi"))),
+                  key=lambda a: a["delta"], reverse=True)  # an arm scored on < 2 prompts has no interval
+    fig, ax = _ax(ax, figsize=(6.4, 0.32 * len(arms) + 1.4))
+    y = np.arange(len(arms))
+    for yi, a in zip(y, arms):
+        sig = a.get("p_holm") is not None and a["p_holm"] < alpha
+        up = a["delta_lo"] > 0
+        color = "#1b9e77" if up else ("#d95f02" if a["delta_hi"] < 0 else "#555555")
+        ax.plot([a["delta_lo"], a["delta_hi"]], [yi, yi], color=color, lw=1.6)
+        ax.plot(a["delta"], yi, marker="s" if a.get("post_hoc") else "o", ms=6, color=color,
+                mfc=color if sig else "white", zorder=3)
+    ax.axvline(0.0, color="black", lw=0.8)
+    ax.set_yticks(y, [a["name"] + (" (post hoc)" if a.get("post_hoc") else "") for a in arms])
+    ax.invert_yaxis()
+    ax.set_xlabel(r"$\Delta\tau$ = arm $-$ base, per prompt (95% paired bootstrap interval)")
+    base = doc.get("base", {})
+    if base.get("tau") is not None:
+        ax.set_title(f"base ({base.get('name', 'base')}): tau {base['tau']:.3f}; filled: Holm p < {alpha:g}",
+                     fontsize=9)
+    return fig
+
+
+def plot_recipe_curves(doc: Mapping[str, Any], arms: Sequence[str] | None = None, *,
+                       break_even: Mapping[str, float] | None = None, ax: Axes | None = None) -> Figure:
+    """Eval tau against cumulative training CPU-minutes per drafter: the base and ``arms``
+    (default: the best arm, ``doc["best"]``); ``break_even`` draws labelled horizontal lines
+    (e.g. ``{"PyTorch loop": 1.4, "llama.cpp": 3.6}``)."""
+    fig, ax = _ax(ax)
+    by_name = {a["name"]: a for a in doc["arms"]}
+    names = list(arms) if arms is not None else ([doc["best"]] if doc.get("best") else [])
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise KeyError(f"arm(s) {missing} are not in the results; arms: {sorted(by_name)}")
+    curves = [("base", doc["base"]["curve"])] + [(n, by_name[n]["curve"]) for n in names]
+    for i, (name, curve) in enumerate(curves):
+        if not curve:
+            continue
+        x = [p["cpu_s"] / 60 for p in curve]
+        ax.plot(x, [p["tau_offline"] for p in curve], marker="o", ms=3, color="black" if i == 0 else CYCLE[i],
+                label=name)
+    for j, (label, tau) in enumerate((break_even or {}).items()):
+        ax.axhline(tau, color=CYCLE[(j + 5) % len(CYCLE)], ls="--", lw=0.9, label=f"break-even: {label}")
+    ax.set_xlabel("training CPU-minutes per drafter (cumulative)")
+    ax.set_ylabel(r"eval $\tau$ (offline, online depth and threshold)")
+    ax.legend(fontsize=8)
+    return fig
