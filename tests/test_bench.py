@@ -152,3 +152,13 @@ def test_decoding_figures_report_every_round_its_spread_and_distinct_prompts():
     # prompts are counted once; their runs once per round
     assert out["by_source"]["humaneval"]["prompts"] == 2 and out["by_source"]["humaneval"]["prompt_runs"] == 10
     assert out["by_source"]["team"]["prompts"] == 1 and out["lossless_t0_chain"].startswith("15/15 prompt runs (5 rounds)")
+
+
+def test_plain_bench_skips_the_opt_in_recipe_study(tmp_path, monkeypatch):
+    ran = []
+    monkeypatch.setattr(runner, "entries", lambda: {"fast": lambda cfg: ran.append("fast") or {},
+                                                    "recipe": lambda cfg: ran.append("recipe") or {}})
+    runner.run_benchmarks(load_config("smoke"), tmp_path / "b.json")
+    assert ran == ["fast"]
+    runner.run_benchmarks(load_config("smoke"), tmp_path / "b.json", only=["recipe"])
+    assert ran == ["fast", "recipe"]

@@ -379,7 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", action="append", help="run only these benchmarks (repeatable): capture_throughput, "
                    "memory_scaling, metrics, speculative_decoding, speculative_decoding_bf16, drafter_data_scaling, "
                    "default_profile, llamacpp (needs scripts/setup_llamacpp.sh), recipe (the drafter recipe study: "
-                   "many drafters, resumable; also writes data/results/<profile>/<model>/recipe.json)")
+                   "hours of drafter training, resumable, so it runs only when named; also writes "
+                   "data/results/<profile>/<model>/recipe.json)")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("dry-run", help="validate a config and estimate memory, disk and time without loading weights")

@@ -29,6 +29,10 @@ from activation_wave.benchmarks.peak import PeakRSS
 
 Entry = Callable[[StudyConfig], dict[str, Any]]
 
+#: Benchmarks a plain ``wave bench`` skips: they take hours (the recipe study trains about
+#: 40 drafters), so they run only when named, e.g. ``wave bench --only recipe``.
+OPT_IN = ("recipe",)
+
 
 def entries() -> dict[str, Entry]:
     """Every benchmark by name, in the order ``wave bench`` runs them."""
@@ -50,7 +54,8 @@ def entries() -> dict[str, Entry]:
 
 
 def run_benchmarks(cfg: StudyConfig, out: Path = BENCHMARKS_FILE, only: list[str] | None = None) -> dict[str, Any]:
-    """Run the benchmarks (or ``only`` some) with ``cfg`` and merge them into ``out``."""
+    """Run the benchmarks (or ``only`` some) with ``cfg`` and merge them into ``out``; without
+    ``only``, every benchmark except the :data:`OPT_IN` ones."""
     known = entries()
     unknown = sorted(set(only or []) - set(known))
     if unknown:
@@ -59,7 +64,7 @@ def run_benchmarks(cfg: StudyConfig, out: Path = BENCHMARKS_FILE, only: list[str
     doc["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
                       "torch_threads": torch.get_num_threads()}
     for name, fn in known.items():
-        if only and name not in only:
+        if (only and name not in only) or (not only and name in OPT_IN):
             continue
         print(f"[bench] {name} ...", flush=True)
         t0 = time.time()
