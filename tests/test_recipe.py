@@ -87,11 +87,13 @@ def test_paired_deltas_and_holm_on_synthetic_taus():
 
 
 def test_combined_arm_takes_the_best_of_exclusive_winners():
-    rows = [{"name": "head-target", "overrides": {"head_init": "target"}, "delta": 0.10, "delta_lo": 0.02},
-            {"name": "head-frozen", "overrides": {"head_init": "target_frozen"}, "delta": 0.15, "delta_lo": 0.05},
-            {"name": "vocab-1k", "overrides": {"draft_vocab": 1024}, "delta": 0.05, "delta_lo": 0.01},
-            {"name": "vocab-16k", "overrides": {"draft_vocab": 16384}, "delta": 0.04, "delta_lo": 0.001},
-            {"name": "lr-constant", "overrides": {"lr_schedule": "constant"}, "delta": 0.2, "delta_lo": -0.01}]
+    # "helps" is R1's verdict: delta > 0 at Holm p < 0.05 (an unadjusted interval above 0 is not enough)
+    rows = [{"name": "head-target", "overrides": {"head_init": "target"}, "delta": 0.10, "p_holm": 0.01},
+            {"name": "head-frozen", "overrides": {"head_init": "target_frozen"}, "delta": 0.15, "p_holm": 0.001},
+            {"name": "vocab-1k", "overrides": {"draft_vocab": 1024}, "delta": 0.05, "p_holm": 0.03},
+            {"name": "vocab-16k", "overrides": {"draft_vocab": 16384}, "delta": 0.04, "p_holm": 0.04},
+            {"name": "hard", "overrides": {"soft_targets": False}, "delta": 0.03, "delta_lo": 0.001, "p_holm": 0.2},
+            {"name": "lr-constant", "overrides": {"lr_schedule": "constant"}, "delta": 0.2, "p_holm": 0.3}]
     overrides, names = recipe.combine(rows)
     assert names == ["head-frozen", "vocab-1k"]
     assert overrides == {"head_init": "target_frozen", "draft_vocab": 1024}

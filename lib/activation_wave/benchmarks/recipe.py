@@ -182,19 +182,26 @@ def plan(arms: Sequence[str], base: Recipe, vocab_size: int) -> tuple[list[Recip
     return recipes, skipped
 
 
+def helps(row: Mapping[str, Any], alpha: float = 0.05) -> bool:
+    """R1's verdict "helps": delta > 0 with Holm-adjusted p < ``alpha`` (10_drafter_recipe)."""
+    return row.get("p_holm") is not None and row.get("delta") is not None and row["delta"] > 0 \
+        and row["p_holm"] < alpha
+
+
 def combine(rows: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], list[str]]:
-    """The combined arm's overrides and the arms it merges: every row whose ``delta_lo`` > 0,
+    """The combined arm's overrides and the arms it merges: every arm that *helps* as the
+    pre-registration defines it (:func:`helps`: delta > 0 at Holm-adjusted p < 0.05),
     largest ``delta`` first; a row that sets a field an earlier (better) row already set is
     left out (two vocabulary sizes, head-target vs head-frozen, two learning rates).
 
-    >>> combine([{"name": "a", "overrides": {"lr": 1}, "delta": 0.1, "delta_lo": 0.02},
-    ...          {"name": "b", "overrides": {"lr": 2}, "delta": 0.2, "delta_lo": 0.05},
-    ...          {"name": "c", "overrides": {"epochs": 5}, "delta": 0.05, "delta_lo": 0.01},
-    ...          {"name": "d", "overrides": {"ttt_steps": 1}, "delta": 0.3, "delta_lo": -0.01}])
+    >>> combine([{"name": "a", "overrides": {"lr": 1}, "delta": 0.1, "p_holm": 0.01},
+    ...          {"name": "b", "overrides": {"lr": 2}, "delta": 0.2, "p_holm": 0.001},
+    ...          {"name": "c", "overrides": {"epochs": 5}, "delta": 0.05, "p_holm": 0.04},
+    ...          {"name": "d", "overrides": {"ttt_steps": 1}, "delta": 0.3, "p_holm": 0.2},
+    ...          {"name": "e", "overrides": {"hard": 1}, "delta": -0.3, "p_holm": 0.001}])
     ({'lr': 2, 'epochs': 5}, ['b', 'c'])
     """
-    winners = sorted((r for r in rows if r.get("delta_lo") is not None and r["delta_lo"] > 0),
-                     key=lambda r: -r["delta"])
+    winners = sorted((r for r in rows if helps(r)), key=lambda r: -r["delta"])
     merged: dict[str, Any] = {}
     names = []
     for r in winners:
@@ -390,7 +397,7 @@ def summary(doc: Mapping[str, Any], path: Path | str) -> dict[str, Any]:
             "base": {k: doc["base"][k] for k in ("name", "tau", "lo", "hi", "cpu_s")},
             "best": doc["best"], "arms": [{k: a[k] for k in ("name", "tau", "delta", "delta_lo", "delta_hi", "p_holm",
                                                              "cpu_s")} for a in arms],
-            "improved": [a["name"] for a in arms if a["delta_lo"] is not None and a["delta_lo"] > 0],
+            "improved": [a["name"] for a in arms if helps(a)],
             "n_seeds": doc["base"]["n_seeds"], "eval_prompts": len(doc["prompt_ids"]), "seconds": doc["seconds"]})
 
 
