@@ -238,3 +238,42 @@ def test_the_cli_writes_responses_and_reports_agreement(tmp_path, monkeypatch, c
     assert cli.main(argv[:5] + ["--out", str(tmp_path / "r.txt")]) == 2
     assert cli.main(argv[:5] + ["--out", str(out), "--temperature", "0.7", "--check-against", str(ref)]) == 2
     assert "compares greedy responses" in capsys.readouterr().err
+
+
+def test_divergence_logits_read_the_target_at_the_first_difference(tiny_target):
+    import torch
+
+    prompt = [5, 6, 7]
+    with torch.no_grad():
+        out = tiny_target.model.generate(torch.tensor([prompt]), max_new_tokens=4, do_sample=False,
+                                         pad_token_id=0)[0, 3:].tolist()
+    ref = _resp("a", out, prompt_ids=prompt)
+    alt = (out[2] + 1) % 128
+    cand = _resp("a", out[:2] + [alt, alt], prompt_ids=prompt)
+    rows = G.divergence_logits(tiny_target, {"a": ref}, {"a": cand}, G.greedy_agreement([ref], [cand]))
+    assert len(rows) == 1 and rows[0]["position"] == 2 and rows[0]["candidate_token"] == alt
+    assert rows[0]["argmax_is_reference"] and rows[0]["gap"] >= 0 and rows[0]["top2_gap"] >= 0
+
+
+def test_a_dequantized_gguf_holds_the_same_values_in_f32(tmp_path):
+    import numpy as np
+    from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
+    from gguf.quants import dequantize, quantize
+
+    src = tmp_path / "q.gguf"
+    w = GGUFWriter(str(src), arch="llama")
+    w.add_block_count(2)
+    w.add_file_type(7)
+    w.add_token_list(["a", "b"])
+    q = quantize(np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32), GGMLQuantizationType.Q8_0)
+    w.add_tensor("blk.0.w", q, raw_shape=q.shape, raw_dtype=GGMLQuantizationType.Q8_0)
+    w.add_tensor("norm", np.ones(64, dtype=np.float32))
+    for step in (w.write_header_to_file, w.write_kv_data_to_file, w.write_tensors_to_file, w.close):
+        step()
+    out = G.dequantize_gguf(src, tmp_path / "f32.gguf")
+    r = GGUFReader(str(out))
+    t = {x.name: x for x in r.tensors}
+    assert t["blk.0.w"].tensor_type == GGMLQuantizationType.F32
+    np.testing.assert_array_equal(t["blk.0.w"].data.reshape(4, 64), dequantize(q, GGMLQuantizationType.Q8_0))
+    assert r.fields["general.file_type"].contents() == 0 and r.fields["llama.block_count"].contents() == 2
+    assert r.fields["tokenizer.ggml.tokens"].contents() == ["a", "b"]

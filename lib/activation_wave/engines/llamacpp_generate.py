@@ -292,12 +292,13 @@ def gguf_tokenizer(gguf: Path) -> Any:
 
 def generate_with_llamacpp(gguf: Path, prompts: Sequence[Prompt], tokenizer: Any, max_new_tokens: int, *,
                            slots: int = 1, threads: int = 1, temperature: float = 0.0, seed: int = 0,
-                           suffix: str = "", workdir: Path, llamacpp: Any = None,
+                           suffix: str = "", workdir: Path, llamacpp: Any = None, extra: Sequence[str] = (),
                            progress: bool = True) -> tuple[list[Response], GenerationRun, dict[str, Any]]:
     """Responses of the target in ``gguf`` to ``prompts`` by a ``llama-server`` with ``slots``
     slots and ``threads`` threads: (records in prompt order, the run, the header for
     :func:`~activation_wave.models.prompts.write_responses`). Response ids are the prompt ids
-    plus ``suffix`` (e.g. ``~s1`` for a sampled set). The server log goes to ``workdir``."""
+    plus ``suffix`` (e.g. ``~s1`` for a sampled set). ``extra``: more server flags (e.g.
+    ``--cache-type-k f32``), named in the engine string. The server log goes to ``workdir``."""
     from activation_wave.core.progress import progress_bar
     from activation_wave.engines.llamacpp import find_llamacpp, free_port, llama_server
     from activation_wave.models.prompts import chat_template_ids
@@ -308,10 +309,66 @@ def generate_with_llamacpp(gguf: Path, prompts: Sequence[Prompt], tokenizer: Any
     bar = progress_bar(total=len(items), desc=f"llama.cpp responses ({slots} slots)", unit="prompt",
                        disable=not progress)
     log = workdir / f"llama-server-np{slots}-t{threads}.log"
-    with llama_server(lc, gguf, free_port(), threads, log, ctx=slots * per_slot, slots=slots) as server:
-        engine = server_engine(server.url, gguf, slots=slots, threads=threads)
+    with llama_server(lc, gguf, free_port(), threads, log, ctx=slots * per_slot, slots=slots, extra=extra) as server:
+        engine = server_engine(server.url, gguf, slots=slots, threads=threads) + (f", {' '.join(extra)}" if extra else "")
         run = generate(server.url, [(rid, ids) for rid, _, ids in items], max_new_tokens, engine=engine,
                        slots=slots, temperature=temperature, seed=seed, progress=bar.update)
     bar.close()
     records = to_responses(run, items, lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
     return records, run, responses_header(gguf, run, items, max_new_tokens, temperature, seed)
+
+
+def divergence_logits(target: Any, reference: dict[str, Response], candidate: dict[str, Response],
+                      agreement: Agreement) -> list[dict[str, Any]]:
+    """Why two greedy responses part: at each prompt's first differing position, the PyTorch
+    target's logits (one forward of prompt + common prefix, batch 1) for the reference's
+    token and the candidate's, and the target's own arg max there. A small ``gap`` (the
+    reference token's logit minus the candidate's) means a near tie that rounding decides;
+    ``argmax_is_reference`` False means batch-1 PyTorch itself would not have picked the
+    reference token (the reference was made in left-padded batches)."""
+    import torch
+
+    rows = []
+    for a in agreement.per_prompt:
+        k = a.first_diff
+        r, c = reference[a.id], candidate[a.id]
+        if k is None or k >= len(r.response_ids) or k >= len(c.response_ids):
+            continue
+        ids = torch.tensor([list(r.prompt_ids) + list(r.response_ids[:k])], device=target.model.device)
+        with torch.no_grad():
+            logits = target.model(input_ids=ids).logits[0, -1].float()
+        top2 = torch.topk(logits, 2)
+        rt, ct = r.response_ids[k], c.response_ids[k]
+        rows.append({"id": a.id, "position": k, "reference_token": rt, "candidate_token": ct,
+                     "gap": round(float(logits[rt] - logits[ct]), 4),
+                     "top2_gap": round(float(top2.values[0] - top2.values[1]), 4),
+                     "argmax": int(top2.indices[0]), "argmax_is_reference": int(top2.indices[0]) == rt,
+                     "candidate_is_second": int(top2.indices[1]) == ct})
+    return rows
+
+
+def dequantize_gguf(src: Path, out: Path) -> Path:
+    """Write ``src`` with every tensor dequantized to F32 (metadata copied, ``general.file_type``
+    set to all-F32): the weights the PyTorch target runs (transformers dequantizes GGUFs with
+    the same ``gguf.quants.dequantize``), for llama.cpp to compute on like for like. Atomic."""
+    from gguf import GGUFReader, GGUFValueType, GGUFWriter
+    from gguf.quants import dequantize
+
+    reader = GGUFReader(str(src))
+    arch = reader.fields["general.architecture"].contents()
+    tmp = out.with_name(f".{out.name}.tmp")
+    writer = GGUFWriter(str(tmp), arch=arch)
+    for name, f in reader.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue  # written by the writer itself
+        value = 0 if name == "general.file_type" else f.contents()  # 0 = LLAMA_FTYPE_ALL_F32
+        sub = f.types[-1] if f.types[0] == GGUFValueType.ARRAY else None
+        writer.add_key_value(name, value, f.types[0], sub_type=sub)
+    for t in reader.tensors:
+        writer.add_tensor(t.name, dequantize(t.data, t.tensor_type).astype("float32"))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    tmp.replace(out)
+    return out
