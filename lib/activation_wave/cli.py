@@ -6,6 +6,8 @@
     wave train-draft --model M --layers 2,15,27 --out DIR
     wave speculate --model M --draft DIR --prompts FILE
     wave export    --engine llamacpp --draft DIR --out FILE.gguf   (needs scripts/setup_llamacpp.sh)
+    wave generate  --engine llamacpp --split eval --out FILE.jsonl [--check-against FILE]
+                                                     target responses from llama-server (same schema)
     wave study     --profile P                       every chapter, then the book
     wave bench     [--profile P] [--only NAME]       benchmarks -> data/results/benchmarks.json
     wave dry-run   --profile paper --model M         estimated memory / disk / time, no weights
@@ -211,6 +213,79 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_responses_out(out: Path, *, against: Path | None = None) -> Path:
+    """``generate --out``: a .jsonl file path in an existing folder, not the reference it is checked against."""
+    if out.is_dir() or out.suffix != ".jsonl":
+        raise ValueError(f"--out {out}: give a .jsonl file path, e.g. --out scratch/llamacpp-eval.jsonl")
+    if not out.parent.is_dir():
+        raise ValueError(f"--out {out}: the folder {out.parent} does not exist; create it (mkdir -p {out.parent})")
+    if against is not None and out.resolve() == against.resolve():
+        raise ValueError(f"--out {out} is the --check-against file; write the new responses elsewhere")
+    return out
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    import datetime
+    import shlex
+    import tempfile
+
+    from activation_wave.engines.llamacpp_generate import (generate_with_llamacpp, gguf_of_model, gguf_tokenizer,
+                                                           greedy_agreement)
+    from activation_wave.models.prompts import load_prompts, read_header, read_responses, write_responses
+
+    cfg = _config(args, flags={"data.max_new_tokens": ("--max-new-tokens", args.max_new_tokens)})
+    against = Path(args.check_against) if args.check_against else None
+    out = check_responses_out(Path(args.out), against=against)
+    if against is not None and not against.is_file():
+        raise FileNotFoundError(f"--check-against {against}: no such responses file (the committed ones are in "
+                                "data/responses/)")
+    if against is not None and args.temperature > 0:
+        raise ValueError(f"--check-against compares greedy responses; --temperature {args.temperature} samples "
+                         "(llama.cpp and torch draw different random numbers), use --temperature 0")
+    if args.slots < 1 or args.threads < 1 or args.temperature < 0:
+        raise ValueError(f"--slots {args.slots} --threads {args.threads} --temperature {args.temperature}: slots and "
+                         "threads must be >= 1, the temperature >= 0")
+    gguf = gguf_of_model(cfg.model)
+    prompts = [p for p in load_prompts(cfg.data) if args.split == "all" or p.split == args.split]
+    if not prompts:
+        raise ValueError(f"no {args.split}-split prompts in the {cfg.profile} profile's data sources")
+    with tempfile.TemporaryDirectory(prefix="wave-generate-") as work:
+        records, run, header = generate_with_llamacpp(
+            gguf, prompts, gguf_tokenizer(gguf), cfg.data.max_new_tokens, slots=args.slots, threads=args.threads,
+            temperature=args.temperature, seed=args.seed if args.seed is not None else cfg.data.seed,
+            workdir=Path(work), progress=not args.json)
+    header["command"] = "wave " + shlex.join(getattr(args, "argv", None) or [])
+    header["date"] = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+    write_responses(out, records, header)
+    doc: dict[str, Any] = {"out": str(out), "engine": run.engine, "model": cfg.model, "profile": cfg.profile,
+                           "split": args.split, "max_new_tokens": cfg.data.max_new_tokens,
+                           "temperature": args.temperature, "speed": run.speed(),
+                           "command": header["command"], "date": header["date"]}
+    if against is not None:
+        ref = read_responses(against)
+        agreement = greedy_agreement(ref, records)
+        doc["reference"] = {"file": str(against), "model": read_header(against).get("model"),
+                            "engine": next(iter(ref.values())).engine if ref else None}
+        doc["agreement"] = agreement.to_json()
+        if agreement.missing:
+            print(f"[generate] {len(agreement.missing)} prompts have no response in {against} (first: "
+                  f"{agreement.missing[0]!r}); was it made with another profile than {cfg.profile!r}?", file=sys.stderr)
+    if args.json:
+        print(json.dumps(doc, indent=1))
+        return 0
+    sp = doc["speed"]
+    print(f"responses  {out}  ({sp['responses']} prompts, {sp['new_tokens']} new tokens)")
+    print(f"engine     {run.engine}")
+    print(f"speed      {sp['tokens_per_s']} tokens/s over {sp['wall_s']} s wall ({args.slots} slots; "
+          f"{sp['per_sequence_tokens_per_s']} tokens/s per sequence)")
+    if against is not None:
+        a = doc["agreement"]
+        print(f"agreement  {a['identical']}/{a['compared']} identical to {against.name}; mean matching prefix "
+              f"{a['mean_prefix_share']}; median first difference at token {a['median_first_diff']}"
+              + (f"; {len(a['prompt_differs'])} prompts tokenized differently" if a["prompt_differs"] else ""))
+    return 0
+
+
 def _fmt(x: float | None, spec: str) -> str:
     """A number for the text report; ``-`` where it is undefined (JSON null)."""
     return "-" if x is None else format(x, spec)
@@ -363,6 +438,29 @@ def build_parser() -> argparse.ArgumentParser:
                    help="drafter weight type in the .gguf (default: f16)")
     p.set_defaults(func=cmd_export)
 
+    p = sub.add_parser("generate", help="the target's responses from another engine (llama.cpp's llama-server), "
+                       "optionally checked token by token against the PyTorch target's")
+    _add_common(p)
+    p.add_argument("--engine", required=True, choices=["llamacpp"],
+                   help="llamacpp: llama-server on the model's .gguf (needs scripts/setup_llamacpp.sh)")
+    p.add_argument("--split", choices=("train", "eval", "all"), default="all",
+                   help="which of the profile's prompts (default: all)")
+    p.add_argument("--out", required=True, help="responses .jsonl to write (the schema of data/responses/, each "
+                   "record naming its engine)")
+    p.add_argument("--slots", type=int, default=1, help="parallel sequences, batched continuously (-np; default 1)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads of the server (default 1)")
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="0 = greedy (default); > 0 samples with no top-k/top-p cut, as the PyTorch path does")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed of the first prompt, +1 per prompt "
+                   "(default: the profile's data.seed)")
+    p.add_argument("--max-new-tokens", default=None, help=">= 1 (default: the profile's data.max_new_tokens)")
+    p.add_argument("--check-against", default=None, metavar="FILE",
+                   help="a greedy responses .jsonl (e.g. the committed PyTorch one in data/responses/): report per "
+                        "prompt whether the new response is identical or where it first differs")
+    p.add_argument("--json", action="store_true", help="print one JSON object (speed, engine, agreement with "
+                   "per-prompt rows)")
+    p.set_defaults(func=cmd_generate)
+
     p = sub.add_parser("study", help="run every chapter notebook (papermill) and build the book")
     _add_common(p)
     p.add_argument("--book-dir", default=None, help="where executed chapters and the book go "
@@ -412,6 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one ``wave`` step; returns the exit code (0 ok, 2 bad input, 130 interrupted)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # as typed, for provenance
     if not sys.stderr.isatty():  # in a log, tqdm redraws are noise: our steps print plain progress lines
         from transformers.utils import logging as hf_logging
 

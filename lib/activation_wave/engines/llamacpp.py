@@ -274,11 +274,16 @@ class Server:
 
 
 def server_command(lc: LlamaCpp, model: Path, port: int, threads: int, *, draft: Path | None = None,
-                   settings: DraftSettings | None = None, ctx: int = 2048, extra: Sequence[str] = ()) -> list[str]:
-    """``llama-server`` with one slot, no web UI, the given threads (also for the draft) and,
-    with a ``draft``, its :class:`DraftSettings` (default ones when None) as flags."""
+                   settings: DraftSettings | None = None, ctx: int = 2048, slots: int = 1,
+                   extra: Sequence[str] = ()) -> list[str]:
+    """``llama-server`` with ``slots`` parallel sequences (one by default; the server batches
+    busy slots continuously) sharing a context of ``ctx`` tokens, no web UI, the given
+    threads (also for the draft) and, with a ``draft``, its :class:`DraftSettings` (default
+    ones when None) as flags."""
+    if slots < 1:
+        raise ValueError(f"slots={slots}: a server needs at least one slot (-np 1)")
     cmd = [str(lc.server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-t", str(threads),
-           "-tb", str(threads), "-c", str(ctx), "-np", "1", "--no-webui", "-lv", "4"]
+           "-tb", str(threads), "-c", str(ctx), "-np", str(slots), "--no-webui", "-lv", "4"]
     if draft is not None:
         cmd += ["-md", str(draft), "--spec-type", "draft-eagle3", "-td", str(threads), "-tbd", str(threads),
                 *(settings or DraftSettings()).args()]
@@ -287,14 +292,15 @@ def server_command(lc: LlamaCpp, model: Path, port: int, threads: int, *, draft:
 
 @contextmanager
 def llama_server(lc: LlamaCpp, model: Path, port: int, threads: int, log: Path, *, draft: Path | None = None,
-                 settings: DraftSettings | None = None, extra: Sequence[str] = (),
-                 timeout: float = 180.0) -> Iterator[Server]:
+                 settings: DraftSettings | None = None, extra: Sequence[str] = (), ctx: int = 2048,
+                 slots: int = 1, timeout: float = 180.0) -> Iterator[Server]:
     """Start ``llama-server``, wait until ``/health`` answers, stop it on exit. A draft server
     must report the requested ``settings`` (:func:`check_draft_settings`) or this raises."""
     log.parent.mkdir(parents=True, exist_ok=True)
     wanted = (settings or DraftSettings()) if draft is not None else None
     with open(log, "w") as fh:
-        proc = subprocess.Popen(server_command(lc, model, port, threads, draft=draft, settings=wanted, extra=extra),
+        proc = subprocess.Popen(server_command(lc, model, port, threads, draft=draft, settings=wanted, ctx=ctx,
+                                               slots=slots, extra=extra),
                                 stdout=fh, stderr=subprocess.STDOUT)
     server = Server(f"http://127.0.0.1:{port}", log, proc)
     try:

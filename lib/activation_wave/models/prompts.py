@@ -71,6 +71,15 @@ class Response:
     category: str = "general"
     split: str = "train"
     source: str = ""
+    # What generated it (e.g. ``transformers ... generate`` or ``llama.cpp llama-server ...``).
+    # Not part of any cache key: :func:`~activation_wave.models.capture.data_hash` hashes the
+    # tokens only, so naming the engine changes no committed key.
+    engine: str = ""
+
+
+#: The engine of records written before records named one: every such file was written by
+#: this module's PyTorch path (``_generate_cached``).
+LEGACY_ENGINE = "transformers generate (PyTorch target)"
 
 
 # ----------------------------------------------------------------------------- prompts
@@ -236,7 +245,11 @@ def check_context(target: Target, prompt_ids: Sequence[Sequence[int]], ids: Sequ
 
 def chat_ids(target: Target, text: str) -> list[int]:
     """Token ids of one user turn wrapped in the model's chat template (plain text if none)."""
-    tok = target.tokenizer
+    return chat_template_ids(target.tokenizer, text)
+
+
+def chat_template_ids(tok: Any, text: str) -> list[int]:
+    """:func:`chat_ids` with a tokenizer alone (what another engine is sent as its prompt)."""
     if getattr(tok, "chat_template", None):
         enc = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
         ids = enc["input_ids"] if isinstance(enc, dict) or hasattr(enc, "keys") else enc
@@ -310,9 +323,39 @@ def read_responses(path: Path) -> dict[str, Response]:
             raise
         if obj.get("schema") == RESPONSES_SCHEMA and "header" in obj:
             continue
+        obj.setdefault("engine", LEGACY_ENGINE)
         r = Response(**obj)
         out[r.id] = r
     return out
+
+
+def read_header(path: Path) -> dict[str, Any]:
+    """The header object of a responses JSONL (key, model provenance, ...); ``{}`` if it has none."""
+    with open(path, encoding="utf-8") as fh:
+        obj = json.loads(fh.readline() or "{}")
+    return obj["header"] if obj.get("schema") == RESPONSES_SCHEMA and "header" in obj else {}
+
+
+def write_responses(path: Path, responses: Sequence[Response], header: dict[str, Any]) -> Path:
+    """Write a responses JSONL (header line, then one record per line) atomically: a reader
+    never sees a half-written file, and a failed write leaves an existing ``path`` as it was."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps({"schema": RESPONSES_SCHEMA, "header": header}) + "\n")
+        for r in responses:
+            fh.write(json.dumps(asdict(r)) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def pytorch_engine(target: Target, batch_size: int) -> str:
+    """How the PyTorch path names its engine in each record it writes."""
+    import transformers
+
+    dtype = target.provenance.get("dtype", str(target.model.dtype).removeprefix("torch."))
+    return (f"transformers {transformers.__version__} generate, torch {torch.__version__}, {dtype}, "
+            f"batch {batch_size} left-padded")
 
 
 def generate_responses(target: Target, prompts: Sequence[Prompt], cfg: DataConfig, *,
@@ -393,13 +436,8 @@ def _generate_cached(target: Target, items: Sequence[tuple[str, Prompt]], path: 
         # Rewrite without a torn tail so appends stay line-aligned; atomically, so that a
         # process reading the same cache never sees a half-written file. A complete cache
         # is only read, never rewritten.
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps({"schema": RESPONSES_SCHEMA, "header": {"key": key, "model": target.provenance}}) + "\n")
-            for r in done.values():
-                fh.write(json.dumps(asdict(r)) + "\n")
-        os.replace(tmp, path)
+        write_responses(path, list(done.values()), {"key": key, "model": target.provenance})
+    engine = pytorch_engine(target, batch_size)
     bar = progress_bar(total=len(items), initial=len(items) - sum(len(batch) for _, batch in todo), desc=desc,
                unit="prompt", disable=not progress)
     for b, batch in todo:
@@ -411,7 +449,7 @@ def _generate_cached(target: Target, items: Sequence[tuple[str, Prompt]], path: 
                     continue
                 r = Response(id=rid, prompt_ids=encoded[p.id], response_ids=ids, finish=finish,
                              text=target.tokenizer.decode(ids, skip_special_tokens=True),
-                             category=p.category, split=p.split, source=p.source)
+                             category=p.category, split=p.split, source=p.source, engine=engine)
                 done[rid] = r
                 fh.write(json.dumps(asdict(r)) + "\n")
         bar.update(len(batch))
