@@ -112,3 +112,66 @@ profile = "default"
 model = ""
 results_root = ""
 overrides = "{}"
+
+# %% tags=["hide-input"]
+from IPython.display import Markdown, display
+
+from activation_wave.core.tables import format_table
+from activation_wave.plots import plot_recipe_curves, plot_recipe_forest
+from activation_wave.study.chapters import drafter_recipe as dr
+from activation_wave.study.glue import glue_values
+from activation_wave.study.steps import notebook_config
+
+cfg = notebook_config(profile, model, overrides)
+doc = dr.load_optional("recipe", cfg, results_root or None)
+planned = len([a for a in cfg.bench.recipe_arms if a != "combined"])
+glue_values(recipe_status=dr.status_text(doc, planned), **dr.agreement_values(
+    dr.load_optional("llamacpp_agreement", cfg, results_root or None)))
+
+# %% [markdown]
+# ## Where the study stands
+#
+# {glue:text}`recipe_status`
+
+# %% tags=["hide-input"]
+if doc is not None:
+    display(format_table(dr.arm_rows(doc)))
+    plot_recipe_forest(doc)
+    plot_recipe_curves(doc)
+else:
+    display(Markdown("*No arm has been measured on this machine yet: `wave bench --only recipe` runs the screen.*"))
+
+# %% [markdown]
+# When the screen has run, the table above lists each arm's outcome ($\tau$, the mean over
+# eval prompts of the seed-averaged per-prompt $\tau$, with its 95% bootstrap interval), its
+# paired $\Delta\tau$ against the base with the 95% paired bootstrap interval, the
+# Holm-adjusted $p$ and R1's verdict; the CPU columns are secondary measures. The first
+# figure shows the same deltas (filled markers: Holm $p$ < 0.05), the second the offline
+# $\tau$ after each epoch against the training CPU-minutes spent so far (pooled over the
+# eval records, so its points differ slightly from the outcome), with the $\tau$ at which
+# each engine breaks even.
+
+# %% [markdown]
+# (sec-recipe-llamacpp-data)=
+# ## Can llama.cpp generate the training data?
+#
+# Sampled responses are the data lever of chapter 9's scaling curve, and llama.cpp decodes
+# SmolLM2 several times faster than our PyTorch loop. Before any llama.cpp response trains a
+# drafter, its greedy responses were compared with the PyTorch target's on the eval prompts
+# (`wave generate --engine llamacpp --check-against ...`; `scripts/llamacpp_agreement.py`
+# reruns the check). Running the GGUF as shipped (Q4_1 weights, quantised activations),
+# llama.cpp produced {glue:text}`ag_identical:d` of {glue:text}`ag_compared:d` responses
+# identical to the PyTorch target's, with a mean matching prefix of
+# {glue:text}`ag_prefix:.0%` of a response. The prompts' tokens agree everywhere; at the
+# first differing token, llama.cpp's choice was the PyTorch target's second choice in
+# {glue:text}`ag_second:d` of {glue:text}`ag_div_n:d` cases, with a median logit gap of
+# {glue:text}`ag_gap_median:.2f`: near ties that the 8-bit rounding of activations decides.
+# On an all-F32 copy of the same weights, llama.cpp matched {glue:text}`ag_f32_identical:d`
+# of {glue:text}`ag_f32_compared:d` (mean matching prefix {glue:text}`ag_f32_prefix:.0%`),
+# but at about 11 tokens/s, no faster than PyTorch generating in batches. These speeds were
+# measured on a busy machine and are lower bounds.
+#
+# So the quantised engine's responses are a near-tie variant of the target's own, not the
+# same data: the recipe screen trains on the PyTorch target's responses only, and any
+# llama.cpp-generated data would carry its engine in its provenance (every response record
+# now names the engine that produced it).

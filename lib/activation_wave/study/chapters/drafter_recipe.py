@@ -1,0 +1,98 @@
+"""The drafter-recipe page (``notebooks/10_drafter_recipe.py``): what it shows of the recipe
+study's results file (``recipe.json``, written by ``wave bench --only recipe``) and of the
+llama.cpp agreement check (``llamacpp_agreement.json``).
+
+The page renders whether or not the study has run: without a results file it says so and
+shows only the pre-registered design.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from activation_wave.core.config import StudyConfig
+from activation_wave.core.results import results_dir
+
+__all__ = ["load_optional", "verdict", "arm_rows", "status_text", "agreement_values"]
+
+
+def load_optional(name: str, cfg: StudyConfig, root: str | Path | None = None) -> dict[str, Any] | None:
+    """The results file ``name`` of ``cfg``'s profile and model, or None when it was not written."""
+    path = results_dir(cfg, root) / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def verdict(arm: Mapping[str, Any], alpha: float = 0.05) -> str:
+    """R1's wording for one arm: helps / hurts at Holm p < ``alpha``, else within noise; the
+    post-hoc combined arm is labelled as such (it is outside the Holm family).
+
+    >>> verdict({"delta": 0.05, "p_holm": 0.01}), verdict({"delta": -0.02, "p_holm": 0.2})
+    ('helps', 'within noise')
+    >>> verdict({"delta": 0.05, "p_holm": None, "post_hoc": True})
+    'post hoc (no test)'
+    """
+    if arm.get("post_hoc") or arm.get("p_holm") is None:
+        return "post hoc (no test)"
+    if arm["p_holm"] < alpha:
+        return "helps" if arm["delta"] > 0 else "hurts"
+    return "within noise"
+
+
+def arm_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One table row per arm, in the order of the results file: the outcome with its interval,
+    the paired delta against the base with its interval, Holm p, R1's verdict, and (labelled
+    secondary) training CPU-minutes and delta per CPU-minute over the base's cost."""
+    base_cpu = float(doc["base"]["cpu_s"]) / 60
+    rows = []
+    for a in doc["arms"]:
+        cpu = float(a["cpu_s"]) / 60
+        extra = cpu - base_cpu
+        rows.append({
+            "arm": a["name"], "change": ", ".join(f"{k}={v}" for k, v in a.get("overrides", {}).items()),
+            "tau": a["tau"], "tau 95% CI": _ci(a.get("lo"), a.get("hi")),
+            "delta": a["delta"], "delta 95% CI": _ci(a.get("delta_lo"), a.get("delta_hi")),
+            "p (Holm)": a.get("p_holm"), "R1": verdict(a), "seeds": a["n_seeds"],
+            "train CPU-min (secondary)": round(cpu, 1),
+            "extra CPU-min vs base (secondary)": round(extra, 1)})
+    return rows
+
+
+def _ci(lo: float | None, hi: float | None) -> str:
+    return "n/a" if lo is None or hi is None else f"[{lo:+.3f}, {hi:+.3f}]" if lo < 0 else f"[{lo:.3f}, {hi:.3f}]"
+
+
+def status_text(doc: Mapping[str, Any] | None, planned: int) -> str:
+    """One sentence on how far the study has run: no results, or arms measured out of planned.
+
+    >>> status_text(None, 20)
+    'The screen has not run yet (no recipe.json): this page shows the pre-registered design only, and no recipe is adopted.'
+    """
+    if doc is None:
+        return ("The screen has not run yet (no recipe.json): this page shows the pre-registered design only, "
+                "and no recipe is adopted.")
+    screened = [a for a in doc["arms"] if not a.get("post_hoc")]
+    helped = [a["name"] for a in screened if verdict(a) == "helps"]
+    text = (f"{len(screened)} of the {planned} pre-registered arms have been measured ({doc['base']['n_seeds']} "
+            f"seeds each, {len(doc['prompt_ids'])} eval prompts); ")
+    text += (f"the arms that help under R1: {', '.join(helped)}." if helped
+             else "no arm helps under R1 so far (every interval covers 0 or lies below it at the Holm level).")
+    if len(screened) < planned:
+        text += " The rest of the screen, the combination (R2) and the adoption are still to run."
+    return text
+
+
+def agreement_values(ag: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Glue values of the llama.cpp greedy-agreement check (``llamacpp_agreement.json``)."""
+    if ag is None:
+        return {"ag_identical": 0, "ag_compared": 0, "ag_prefix": float("nan"), "ag_f32_identical": 0,
+                "ag_f32_compared": 0, "ag_f32_prefix": float("nan"), "ag_second": 0, "ag_div_n": 0,
+                "ag_gap_median": float("nan"), "ag_engine": "not measured"}
+    a, f, d = ag["agreement"], ag["like_with_like_f32"], ag["divergence"]
+    fv = f["vs_pytorch"]
+    return {"ag_identical": a["identical"], "ag_compared": a["compared"], "ag_prefix": a["mean_prefix_share"],
+            "ag_f32_identical": fv["identical"], "ag_f32_compared": fv["compared"],
+            "ag_f32_prefix": fv["mean_prefix_share"], "ag_second": d["llamacpp_token_is_pytorch_second"],
+            "ag_div_n": d["n"], "ag_gap_median": d["gap_median"], "ag_engine": ag["llamacpp"]["engine"]}
