@@ -35,7 +35,8 @@ def test_unknown_model_is_a_clear_error(tmp_path):
     assert model_shape(str(tmp_path)).n_layers == 4
 
 
-def test_sampled_responses_are_planned_for():
+def test_sampled_responses_are_planned_for(monkeypatch):
+    monkeypatch.setenv("WAVE_MEMORY_GIB", "24")  # two samples with fp32 training records pass 8 GiB (estimated)
     one = dry_run(load_config("default"))["steps"]
     more = dry_run(load_config("default", {"data.samples_per_prompt": 2}))["steps"]
     assert more["responses"]["responses"] == 3 * one["responses"]["responses"]

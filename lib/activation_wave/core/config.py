@@ -92,7 +92,7 @@ LEARNING_RATE = Bound(0, 1, low_open=True)
 #: shard's top-k tensors (8 bytes per entry per position) far below its hidden states.
 TOPK = Bound(1, 256)
 #: Fewer draft tokens than this leave nearly every target token outside the draft vocabulary.
-#: No upper end: a value at or above the target's vocabulary size takes every token.
+#: No upper end here: the target decides (its vocabulary size takes every token; above it, check_fit refuses).
 DRAFT_VOCAB = Bound(16)
 
 #: Selection methods (:func:`activation_wave.select.selection.select_layers`); listed here so that
@@ -387,7 +387,7 @@ class SelectConfig:
 class DraftConfig:
     """EAGLE-3-style draft head and its training."""
 
-    # draft vocabulary: the most frequent response tokens; a value >= the target's vocabulary
+    # draft vocabulary: the most frequent response tokens; the target's vocabulary size (no more)
     # size means all tokens (the full head, d2t all zero)
     draft_vocab: int = 8192
     ttt_steps: int = 7
@@ -398,7 +398,7 @@ class DraftConfig:
     seed: int = 0
     soft_targets: bool = True  # cached top-k log-probs renormalised over the draft vocab (False: top1 label)
     fused_norm: bool = False  # RMSNorm each captured layer before fc, so large-norm deep layers do not dominate
-    dtype: str = "bf16"  # matmul precision of training: bf16 (autocast, fp32 master weights) | fp32
+    dtype: str = "bf16"  # matmul precision of training: bf16 (autocast, fp32 master weights; fast only on CPUs with bf16 units) | fp32
     grad_clip: float = 0.5  # max gradient norm (0 = off)
     # Warm starts and loss / schedule variants (issue 25's recipe arms); the defaults are the
     # recipe every drafter trained before them, and leave its cache key unchanged.

@@ -140,7 +140,7 @@ def estimate_peak_gib(cfg: StudyConfig, shape: Shape) -> dict[str, float]:
       prepared stack and a work copy ``T (N+1) H x 16`` + two ``min(T, H)^2`` float64 Gram /
       covariance matrices.
     * ``drafter`` (``draft.workers`` processes, each): ``W`` + the train records' states of
-      ``k + 1`` layers in bf16 (``records x tokens x (k+1) H x 2``) + the drafter's parameters
+      ``k + 1`` layers in the training dtype (``records x tokens x (k+1) H x 2`` in bf16, ``x 4`` in fp32) + the drafter's parameters
       with gradients and AdamW moments (``params x 16``) + one batch unrolled
       ``draft.ttt_steps`` times with its graph kept: ``batch_tokens x ttt_steps x (3
       draft_vocab + (k + 6) H) x 4`` (logits, softmax, gradient; fused input and block
@@ -165,7 +165,7 @@ def estimate_peak_gib(cfg: StudyConfig, shape: Shape) -> dict[str, float]:
     k = cfg.select.k
     vd = min(dr.draft_vocab, v)  # a draft vocabulary above V is all V tokens
     draft_params = (k + 4) * h * h + 3 * h * inter + vd * h
-    records = _records(cfg) * _tokens_per_response(cfg) * (k + 1) * h * 2
+    records = _records(cfg) * _tokens_per_response(cfg) * (k + 1) * h * (2 if dr.dtype == "bf16" else 4)
     batch = dr.batch_tokens * dr.ttt_steps * (3 * vd + (k + 6) * h) * 4
     drafter = max(1, dr.workers) * (w + records + draft_params * 16 + batch)
     return {step: round(x / GiB, 2) for step, x in
@@ -242,10 +242,10 @@ def check_memory(cfg: StudyConfig, shape: Shape, peaks: dict[str, float] | None 
 
 def check_fit(cfg: StudyConfig, shape: Shape, *, memory: bool = True) -> None:
     """Raise :class:`~activation_wave.core.config.ConfigError` for a value that its section's
-    bounds allow but this model does not: more layers than it has candidates, a top-k
-    larger than its vocabulary, or (``memory``) a step whose estimated peak exceeds the
-    memory limit (:func:`check_memory`). A draft vocabulary at or above the model's
-    vocabulary is allowed: it takes every token.
+    bounds allow but this model does not: more layers than it has candidates, a top-k or a
+    draft vocabulary larger than its vocabulary, or (``memory``) a step whose estimated peak exceeds the
+    memory limit (:func:`check_memory`). A draft vocabulary equal to the model's vocabulary
+    takes every token; a larger one is refused (a typo, not a request).
 
     ``wave dry-run`` calls it with the model's shape, and every step once its model is known
     (:func:`activation_wave.study.steps.run_capture`, ``wave speculate``), so they reject alike.
@@ -266,11 +266,12 @@ def check_fit(cfg: StudyConfig, shape: Shape, *, memory: bool = True) -> None:
                           f"decoder blocks, so {n_cand} candidate layers (hidden_states 1..{shape.n_layers}), and a "
                           f"selection needs k below that; choose 1 <= k <= {n_cand - 1}, e.g. --set select.k={min(3, n_cand - 1)}",
                           key="select.k", expected=f"in [1, {n_cand - 1}]")
-    # draft.draft_vocab has no upper end: at or above the vocabulary size it takes every token
-    if cfg.capture.topk > shape.vocab:
-        raise ConfigError(f"capture.topk = {cfg.capture.topk} is out of range for model {cfg.model}: its vocabulary "
-                          f"has {shape.vocab} tokens; choose at most {shape.vocab}, e.g. --set capture.topk="
-                          f"{min(shape.vocab, 8)}", key="capture.topk", expected=f"<= {shape.vocab}")
+    for key, value in (("capture.topk", cfg.capture.topk), ("draft.draft_vocab", cfg.draft.draft_vocab)):
+        if value > shape.vocab:  # draft_vocab = the vocabulary size takes every token; above it is a typo
+            raise ConfigError(f"{key} = {value} is out of range for model {cfg.model}: its vocabulary has "
+                              f"{shape.vocab} tokens; choose at most {shape.vocab} (the whole vocabulary), e.g. "
+                              f"--set {key}={min(shape.vocab, 8 if key == 'capture.topk' else 8192)}", key=key,
+                              expected=f"<= {shape.vocab}")
     if memory:
         check_memory(cfg, shape)
 

@@ -521,6 +521,7 @@ def prose_values(res: Eagle3SpeedupResult, cfg: StudyConfig, pred: Any) -> dict[
         "train_min_total": float(np.sum(trained)) / 60 / max(1, cfg.draft.workers) if trained else nan,
         "training_records": res.training_records, "training_positions": res.training_positions,
         "samples_per_prompt": cfg.draft.samples_per_prompt, "epochs": cfg.draft.epochs,
+        "train_dtype": cfg.draft.dtype,
         "best_rule_set": f"{res.best_rule.set} {list(res.best_rule.layers)}",
         "lossless_default": f"{o_def.lossless_prompts}/{o_def.n_prompts}",
         "lossless_rule": f"{o_rule.lossless_prompts}/{o_rule.n_prompts}",
