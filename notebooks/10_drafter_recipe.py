@@ -40,7 +40,7 @@
 # training-time test with 3 steps and step decay 0.8, AdamW at learning rate 3e-3 with a
 # 5% linear warm-up and cosine decay to 10%, batches of about 2048 tokens, soft targets
 # from the target's top-8, a 4096-token draft vocabulary, a randomly initialised head,
-# bf16 matmuls) trained on the greedy train responses only (324 records, 39,361 response
+# bf16 matmuls; fp32 since the amendment below) trained on the greedy train responses only (324 records, 39,361 response
 # positions). Each *arm* changes one factor of the base:
 #
 # | family | arm | change |
@@ -99,6 +99,14 @@
 # 39 CPU-hours on a machine with 2 cores. The screen therefore runs at greedy-only data
 # (about 8 CPU-minutes per base drafter, offline $\tau$ 1.52 in chapter 9), and only the
 # combination is compared with today's recipe at full data.
+#
+# **Amendment, 2026-12-02, still before any drafter of this study trained.** The base
+# trains in fp32, not bf16: this machine's CPU has no bf16 units, and bf16 autocast trained
+# 13x slower than fp32 on it (0.42 vs 6.0 s per step, measured side by side), so every
+# profile's drafters now train in fp32. At fp32 speed here (about 380 response positions
+# per second per core) a base drafter costs about 17 CPU-minutes, not 8, and the screen
+# (42 drafters) about 12 CPU-hours: it runs over several sessions from its cache, and is
+# reported only when complete or shrunk by the order below.
 #
 # **If the design does not fit the compute budget**, the screen shrinks in this order
 # (the first named is dropped first): vocab-full, epochs-20, block-target, batch-4k,
