@@ -53,6 +53,24 @@ def entries() -> dict[str, Entry]:
             "recipe": recipe.run}
 
 
+def cpu_model(cpuinfo: str | None = None) -> dict[str, Any]:
+    r"""The CPU's model name and whether it has bf16 matrix units (``avx512_bf16`` / ``amx_bf16``
+    in ``/proc/cpuinfo``): bf16 training and decoding are fast only where it does.
+
+    >>> cpu_model("model name\t: AMD EPYC\nflags\t\t: fpu avx2\n")
+    {'cpu': 'AMD EPYC', 'bf16_units': False}
+    """
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return {"cpu": platform.processor() or "unknown", "bf16_units": None}
+    fields = dict(line.split(":", 1) for line in cpuinfo.splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    flags = set(fields.get("flags", "").split())
+    return {"cpu": fields.get("model name", "unknown"), "bf16_units": bool(flags & {"avx512_bf16", "amx_bf16"})}
+
+
 def run_benchmarks(cfg: StudyConfig, out: Path = BENCHMARKS_FILE, only: list[str] | None = None) -> dict[str, Any]:
     """Run the benchmarks (or ``only`` some) with ``cfg`` and merge them into ``out``; without
     ``only``, every benchmark except the :data:`OPT_IN` ones."""
@@ -62,7 +80,7 @@ def run_benchmarks(cfg: StudyConfig, out: Path = BENCHMARKS_FILE, only: list[str
         raise ValueError(f"unknown benchmark(s) {unknown}; choose from {sorted(known)}")
     doc = json.loads(out.read_text()) if out.exists() else {}
     doc["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
-                      "torch_threads": torch.get_num_threads()}
+                      "torch_threads": torch.get_num_threads(), **cpu_model()}
     for name, fn in known.items():
         if (only and name not in only) or (not only and name in OPT_IN):
             continue
