@@ -127,7 +127,7 @@ from IPython.display import Markdown, display
 from activation_wave.core.tables import format_table
 from activation_wave.plots import plot_recipe_curves, plot_recipe_forest
 from activation_wave.study.chapters import drafter_recipe as dr
-from activation_wave.study.glue import glue_values
+from activation_wave.study.glue import glue_figure, glue_values
 from activation_wave.study.steps import notebook_config
 
 cfg = notebook_config(profile, model, overrides)
@@ -144,20 +144,31 @@ glue_values(recipe_status=dr.status_text(doc, planned), **dr.agreement_values(
 # %% tags=["hide-input"]
 if doc is not None:
     display(format_table(dr.arm_rows(doc)))
-    plot_recipe_forest(doc)
-    plot_recipe_curves(doc)
-else:
-    display(Markdown("*No arm has been measured on this machine yet: `wave bench --only recipe` runs the screen.*"))
+glue_figure("fig_recipe_forest", plot_recipe_forest(doc) if doc else dr.not_run_figure())
+glue_figure("fig_recipe_curves", plot_recipe_curves(doc) if doc else dr.not_run_figure())
 
 # %% [markdown]
-# When the screen has run, the table above lists each arm's outcome ($\tau$, the mean over
+# ```{glue:figure} fig_recipe_forest
+# :name: fig-recipe-forest
+#
+# R1: each arm's paired $\Delta\tau$ against the base (seed-averaged per prompt, 95% paired
+# bootstrap interval over the eval prompts); filled markers where the Holm-adjusted $p$ is
+# below 0.05, a square for the post-hoc combined arm. Empty until the screen has run.
+# ```
+#
+# ```{glue:figure} fig_recipe_curves
+# :name: fig-recipe-curves
+#
+# Offline $\tau$ on the eval split after each epoch against the training CPU-minutes spent
+# so far, for the base and the best arm (a secondary measure: pooled over eval records).
+# Empty until the screen has run.
+# ```
+
+# %% [markdown]
+# When the screen has run, the table above the figures lists each arm's outcome ($\tau$, the mean over
 # eval prompts of the seed-averaged per-prompt $\tau$, with its 95% bootstrap interval), its
 # paired $\Delta\tau$ against the base with the 95% paired bootstrap interval, the
-# Holm-adjusted $p$ and R1's verdict; the CPU columns are secondary measures. The first
-# figure shows the same deltas (filled markers: Holm $p$ < 0.05), the second the offline
-# $\tau$ after each epoch against the training CPU-minutes spent so far (pooled over the
-# eval records, so its points differ slightly from the outcome), with the $\tau$ at which
-# each engine breaks even.
+# Holm-adjusted $p$ and R1's verdict; the CPU columns are secondary measures.
 
 # %% [markdown]
 # (sec-recipe-llamacpp-data)=

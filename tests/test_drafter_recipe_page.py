@@ -30,3 +30,11 @@ def test_status_counts_screened_arms_and_names_the_helpers():
 
 def test_agreement_values_without_a_file_are_marked_not_measured():
     assert dr.agreement_values(None)["ag_engine"] == "not measured"
+
+
+def test_no_arm_helps_on_a_handful_of_prompts():
+    from activation_wave.benchmarks.recipe import combine, helps
+
+    row = {"name": "a", "overrides": {"lr": 1}, "delta": 0.1, "p_holm": 0.001, "n_prompts": 2}
+    assert not helps(row) and combine([row]) == ({}, [])
+    assert helps({**row, "n_prompts": 96})

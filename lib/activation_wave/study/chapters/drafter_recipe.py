@@ -16,7 +16,11 @@ from typing import Any
 from activation_wave.core.config import StudyConfig
 from activation_wave.core.results import results_dir
 
-__all__ = ["load_optional", "verdict", "arm_rows", "status_text", "agreement_values"]
+#: Fewest eval prompts for an R1 verdict: below it a bootstrap over prompts takes a handful of
+#: distinct values and its p means little (the smoke profile scores 2).
+MIN_PROMPTS = 10
+
+__all__ = ["MIN_PROMPTS", "load_optional", "verdict", "arm_rows", "status_text", "not_run_figure", "agreement_values"]
 
 
 def load_optional(name: str, cfg: StudyConfig, root: str | Path | None = None) -> dict[str, Any] | None:
@@ -33,9 +37,13 @@ def verdict(arm: Mapping[str, Any], alpha: float = 0.05) -> str:
     ('helps', 'within noise')
     >>> verdict({"delta": 0.05, "p_holm": None, "post_hoc": True})
     'post hoc (no test)'
+    >>> verdict({"delta": 0.05, "p_holm": 0.01, "n_prompts": 2})
+    'no verdict (n = 2 prompts)'
     """
     if arm.get("post_hoc") or arm.get("p_holm") is None:
         return "post hoc (no test)"
+    if arm.get("n_prompts", MIN_PROMPTS) < MIN_PROMPTS:
+        return f"no verdict (n = {arm['n_prompts']} prompts)"
     if arm["p_holm"] < alpha:
         return "helps" if arm["delta"] > 0 else "hurts"
     return "within noise"
@@ -82,6 +90,17 @@ def status_text(doc: Mapping[str, Any] | None, planned: int) -> str:
     if len(screened) < planned:
         text += " The rest of the screen, the combination (R2) and the adoption are still to run."
     return text
+
+
+def not_run_figure() -> Any:
+    """A small figure that says the recipe screen has not run (the page glues it in place of
+    the results figures, so the book builds before the study has run)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 1.2))
+    ax.text(0.5, 0.5, "not measured yet: wave bench --only recipe", ha="center", va="center")
+    ax.set_axis_off()
+    return fig
 
 
 def agreement_values(ag: Mapping[str, Any] | None) -> dict[str, Any]:
