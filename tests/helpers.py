@@ -52,23 +52,56 @@ def captured(target: Target, tmp_path, name: str):
     return Captured(cfg=cfg, target=target, responses=rs, cache=cache, responses_path=rpath)
 
 
-def permutation_capture(target: Target, out_dir, *, n_prompts: int, max_new_tokens: int, seed: int,
-                        records_per_shard: int = 8):
-    """Greedy responses of ``target`` to seeded random prompts (every 4th held out as eval)
-    and their capture in ``out_dir``; returns the open cache."""
+def greedy_world(target: Target, out_dir, *, n: int, max_new: int, eval_every: int, records_per_shard: int = 8,
+                 seed: int = 1, max_prompt: int = 12):
+    """Greedy responses of ``target`` to ``n`` seeded random prompts of 4 to ``max_prompt - 1``
+    tokens (every ``eval_every``-th held out as eval) and their capture in ``out_dir``;
+    returns ``(responses, cache)``."""
     from activation_wave.models.capture import capture
     from activation_wave.core.config import CaptureConfig, SpecConfig
     from activation_wave.models.prompts import Response
     from activation_wave.decode.baselines import plain_generate
 
     g = torch.Generator().manual_seed(seed)
-    prompts = [torch.randint(2, 120, (int(torch.randint(4, 9, (1,), generator=g)),), generator=g).tolist()
-               for _ in range(n_prompts)]
-    res = plain_generate(target, prompts, SpecConfig(max_new_tokens=max_new_tokens, threads=1), impl="loop")
+    prompts = [torch.randint(2, 120, (int(torch.randint(4, max_prompt, (1,), generator=g)),), generator=g).tolist()
+               for _ in range(n)]
+    res = plain_generate(target, prompts, SpecConfig(max_new_tokens=max_new, threads=1), impl="loop")
     responses = [Response(id=f"p{i}", prompt_ids=p, response_ids=r, finish="length", text="",
-                          split="eval" if i % 4 == 3 else "train") for i, (p, r) in enumerate(zip(prompts, res.token_ids))]
-    return capture(target, responses, CaptureConfig(batch_size=8, max_length=64, records_per_shard=records_per_shard,
-                                                    topk=8), out_dir=out_dir, progress=False)
+                          split="eval" if i % eval_every == eval_every - 1 else "train")
+                 for i, (p, r) in enumerate(zip(prompts, res.token_ids))]
+    cache = capture(target, responses, CaptureConfig(batch_size=8, max_length=64, records_per_shard=records_per_shard,
+                                                     topk=8), out_dir=out_dir, progress=False)
+    return responses, cache
+
+
+def permutation_capture(target: Target, out_dir, *, n_prompts: int, max_new_tokens: int, seed: int,
+                        records_per_shard: int = 8):
+    """:func:`greedy_world` with prompts of 4 to 8 tokens, every 4th held out; the open cache."""
+    return greedy_world(target, out_dir, n=n_prompts, max_new=max_new_tokens, eval_every=4,
+                        records_per_shard=records_per_shard, seed=seed, max_prompt=9)[1]
+
+
+#: Source of a quiet HTTP handler for the fake llama-server scripts the tests run as
+#: subprocesses (``send(obj)`` answers 200 with ``obj`` as JSON): a script puts
+#: ``JSON_HANDLER`` on a line of its own and subclasses ``JsonHandler``; :func:`fake_script`
+#: fills it in.
+JSON_HANDLER_SRC = """class JsonHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+    def send(self, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+"""
+
+
+def fake_script(source: str) -> str:
+    """A fake server script: ``source`` (which imports http.server and json) with its
+    ``JSON_HANDLER`` line replaced by :data:`JSON_HANDLER_SRC`."""
+    return source.replace("JSON_HANDLER\n", JSON_HANDLER_SRC, 1)
 
 
 def tiny_drafter_config(**draft):

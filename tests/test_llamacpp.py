@@ -10,6 +10,7 @@ import textwrap
 
 import pytest
 
+from helpers import fake_script
 from activation_wave.benchmarks import llamacpp_speed as B
 from activation_wave.models.drafter import Eagle3Drafter, save_drafter
 from activation_wave.engines.llamacpp import (
@@ -264,17 +265,9 @@ FAKE_SERVER = textwrap.dedent('''
         print(f"spec common_specu: - n_max={n_max}, n_min=0, p_min={p_min:f}, backend_sampling=1", flush=True)
     calls = [0]
 
-    class H(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
+    JSON_HANDLER
 
-        def send(self, obj):
-            body = json.dumps(obj).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
+    class H(JsonHandler):
         def do_GET(self):
             self.send({"status": "ok"})
 
@@ -297,7 +290,7 @@ FAKE_SERVER = textwrap.dedent('''
 def _fake_server(root, ignore_flags):
     server = root / "build" / "bin" / "llama-server"
     server.parent.mkdir(parents=True, exist_ok=True)
-    server.write_text(f"#!{sys.executable}\n" + FAKE_SERVER.replace("IGNORE_FLAGS", str(ignore_flags)))
+    server.write_text(f"#!{sys.executable}\n" + fake_script(FAKE_SERVER).replace("IGNORE_FLAGS", str(ignore_flags)))
     server.chmod(0o755)
     return LlamaCpp(root)
 

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import pytest
 
+from helpers import fake_script
 from activation_wave.engines import llamacpp_generate as G
 from activation_wave.engines.llamacpp import LlamaCpp, server_command
 from activation_wave.models.capture import data_hash
@@ -148,17 +149,9 @@ FAKE_SERVER = textwrap.dedent('''
     opt = lambda name: args[args.index(name) + 1]
     slots = int(opt("-np"))
 
-    class H(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
+    JSON_HANDLER
 
-        def send(self, obj):
-            body = json.dumps(obj).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
+    class H(JsonHandler):
         def do_GET(self):
             self.send({"status": "ok"} if self.path == "/health" else {"build_info": f"b0-fake np{slots}"})
 
@@ -177,7 +170,7 @@ FAKE_SERVER = textwrap.dedent('''
 def fake_server(tmp_path):
     server = tmp_path / "lc" / "build" / "bin" / "llama-server"
     server.parent.mkdir(parents=True)
-    server.write_text(f"#!{sys.executable}\n" + FAKE_SERVER)
+    server.write_text(f"#!{sys.executable}\n" + fake_script(FAKE_SERVER))
     server.chmod(0o755)
     return LlamaCpp(tmp_path / "lc")
 

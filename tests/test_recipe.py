@@ -125,24 +125,10 @@ def _tiny_config(arms):
 
 def _world8(tokenizer, out_dir, n=20, max_new=16):
     """test_training's world on an 8-block permutation target (EAGLE-3 default [2, 4, 5])."""
-    import torch
-
-    from activation_wave.core.config import SpecConfig
-    from activation_wave.decode.baselines import plain_generate
-    from activation_wave.models.prompts import Response
-    from helpers import permutation_target
+    from helpers import greedy_world, permutation_target
 
     target = permutation_target(tokenizer, n_layers=8)
-    g = torch.Generator().manual_seed(1)
-    prompts = [torch.randint(2, 120, (int(torch.randint(4, 12, (1,), generator=g)),), generator=g).tolist()
-               for _ in range(n)]
-    res = plain_generate(target, prompts, SpecConfig(max_new_tokens=max_new, threads=1), impl="loop")
-    responses = [Response(id=f"p{i}", prompt_ids=p, response_ids=r, finish="length", text="",
-                          split="eval" if i % 4 == 3 else "train")
-                 for i, (p, r) in enumerate(zip(prompts, res.token_ids))]
-    cache = capture(target, responses, CaptureConfig(batch_size=8, max_length=64, records_per_shard=8, topk=8),
-                    out_dir=out_dir, progress=False)
-    return target, responses, cache
+    return (target, *greedy_world(target, out_dir, n=n, max_new=max_new, eval_every=4))
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from activation_wave.models.capture import capture
-from activation_wave.core.config import CaptureConfig, DraftConfig, SpecConfig
-from activation_wave.models.prompts import Response
-from activation_wave.decode.baselines import plain_generate
+from activation_wave.core.config import DraftConfig
 from activation_wave.models.records import collate, load_records, make_batches
 from activation_wave.draft.training import train_drafter
-from helpers import permutation_target
+from helpers import greedy_world, permutation_target
 
 LAYERS = [1, 2, 4]
 FAST = DraftConfig(draft_vocab=96, ttt_steps=3, epochs=30, lr=1e-2, batch_tokens=512, threads=1)
@@ -21,16 +18,7 @@ FAST = DraftConfig(draft_vocab=96, ttt_steps=3, epochs=30, lr=1e-2, batch_tokens
 def world(tokenizer, out_dir, n=40, max_new=24):
     """Target, its greedy responses to n random prompts (every 5th held out) and their capture."""
     target = permutation_target(tokenizer)
-    g = torch.Generator().manual_seed(1)
-    prompts = [torch.randint(2, 120, (int(torch.randint(4, 12, (1,), generator=g)),), generator=g).tolist()
-               for _ in range(n)]
-    res = plain_generate(target, prompts, SpecConfig(max_new_tokens=max_new, threads=1), impl="loop")
-    responses = [Response(id=f"p{i}", prompt_ids=p, response_ids=r, finish="length", text="",
-                          split="eval" if i % 5 == 4 else "train")
-                 for i, (p, r) in enumerate(zip(prompts, res.token_ids))]
-    cache = capture(target, responses, CaptureConfig(batch_size=8, max_length=64, records_per_shard=16, topk=8),
-                    out_dir=out_dir, progress=False)
-    return target, responses, cache
+    return (target, *greedy_world(target, out_dir, n=n, max_new=max_new, eval_every=5, records_per_shard=16))
 
 
 @pytest.fixture(scope="module")
