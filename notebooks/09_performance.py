@@ -234,7 +234,7 @@ if sweep:  # one row per setting, each on its own servers; depth and p_min as th
 # {glue:text}`lc_depth:d` tokens a round (set on its command line and reported back by
 # the server), at {glue:text}`lc_eagle_tps:.1f` tokens/s
 # ({glue:text}`lc_speedup:.2f`x; identical to plain greedy on {glue:text}`lc_identical`
-# prompts). The drafter is {glue:text}`lc_drafter_note`; in llama.cpp it reaches $\tau$ =
+# prompts{glue:text}`lc_identical_other`). The drafter is {glue:text}`lc_drafter_note`; in llama.cpp it reaches $\tau$ =
 # {glue:text}`lc_tau:.2f`. From llama.cpp's own timings, a round (draft, then verify)
 # costs {glue:text}`lc_round_steps:.2f` plain steps of {glue:text}`lc_step_ms:.1f` ms:
 # drafting {glue:text}`lc_draft_ms:.1f` ms, verifying and the rest
@@ -274,8 +274,8 @@ values |= perf.memory_values(mem)
 # ```
 #
 # Streaming {glue:text}`mem_tokens:d` tokens, resident memory ends at
-# {glue:text}`mem_last:.0f` MiB, {glue:text}`mem_growth:.0f` MiB above its level after the
-# first checkpoint.
+# {glue:text}`mem_last:.0f` MiB, {glue:text}`mem_change` its level after the first
+# checkpoint.
 #
 # ## How the metric code scales
 

@@ -186,7 +186,7 @@ def test_study_drafters_low_precision_and_memory_values():
     assert lw["low_identical"] == "3/8" and lw["low_identical_fp32"] == "8/8" and lw["low_v4"] == 1.05
     assert set(perf.low_precision_values(None)) == set(lw)
     m = perf.memory_values({"tokens": 100, "growth_mib_from_first_to_last": 2.0, "figure": {"10": 5.0, "100": 7.5}})
-    assert m == {"mem_tokens": 100, "mem_growth": 2.0, "mem_last": 7.5}
+    assert m == {"mem_tokens": 100, "mem_growth": 2.0, "mem_last": 7.5, "mem_change": "2 MiB above"}
 
 
 def test_ratio_rows_and_profile_timings(tmp_path):

@@ -240,8 +240,9 @@ def low_precision_values(low: Mapping[str, Any] | None) -> dict[str, Any]:
 def memory_values(mem: Mapping[str, Any] | None) -> dict[str, Any]:
     """Streaming memory: tokens streamed, the last resident size and its growth."""
     if not mem:
-        return {"mem_tokens": 0, "mem_growth": NAN, "mem_last": NAN}
-    return {"mem_tokens": mem["tokens"], "mem_growth": mem["growth_mib_from_first_to_last"],
+        return {"mem_tokens": 0, "mem_growth": NAN, "mem_last": NAN, "mem_change": "not measured"}
+    g = mem["growth_mib_from_first_to_last"]
+    return {"mem_tokens": mem["tokens"], "mem_growth": g, "mem_change": f"{abs(g):.0f} MiB {'above' if g >= 0 else 'below'}",
             "mem_last": float(list(mem["figure"].values())[-1]) if mem["figure"] else NAN}
 
 
@@ -312,12 +313,14 @@ def llamacpp_values(lc: Mapping[str, Any] | None, threads: str = "1") -> dict[st
         return {**_missing(("lc_plain_tps", "lc_eagle_tps", "lc_speedup", "lc_tau", "lc_round_steps", "lc_draft_ms",
                             "lc_verify_ms", "lc_step_ms", "lc_tau_1x", "lc_tau_15x", "lc_tau_max"),
                            ("lc_identical", "lc_drafter", "lc_best_setting", "lc_reach", "lc_sweep"), ("lc_depth",)),
+                "lc_identical_other": "",
                 "lc_threads": threads, "lc_note": "",
                 "lc_drafter_note": "not measured: run `wave bench --only llamacpp` after scripts/setup_llamacpp.sh"}
     e, rc = run["eagle3"], run["eagle3"]["round_costs"]
     depth = int((e.get("server_settings") or {}).get("n_max", LLAMACPP_DEFAULT_N_MAX))
     return {"lc_threads": threads, "lc_plain_tps": run["plain"]["tokens_per_s"], "lc_eagle_tps": e["tokens_per_s"],
             "lc_speedup": e["speedup"], "lc_tau": e["tau"], "lc_identical": f"{e['identical_to_plain']}/{e['prompts']}",
+            "lc_identical_other": other_threads_identity(lc, threads),
             "lc_round_steps": rc["round_in_plain_steps"], "lc_draft_ms": rc["draft_ms_per_round"],
             "lc_verify_ms": rc["verify_and_rest_ms_per_round"], "lc_step_ms": rc["plain_step_ms"],
             "lc_tau_1x": rc["tau_needed"]["1x"], "lc_tau_15x": rc["tau_needed"]["1.5x"],
@@ -329,6 +332,23 @@ def llamacpp_values(lc: Mapping[str, Any] | None, threads: str = "1") -> dict[st
                                 else f"a default-profile drafter reading layers {lc.get('drafter_layers', '?')}"
                                 f"{_training_text(lc.get('drafter_training'))}, folder {Path(str(lc.get('drafter'))).name}"),
             "lc_best_setting": _best_llamacpp_setting(lc), "lc_sweep": sweep_text(lc)}
+
+
+def other_threads_identity(lc: Mapping[str, Any], threads: str) -> str:
+    """How many EAGLE-3 outputs equalled plain llama.cpp at the other thread counts, and why
+    they can differ (an empty string when every count matched every prompt).
+
+    >>> other_threads_identity({"by_threads": {"1": {"eagle3": {"identical_to_plain": 16, "prompts": 16}},
+    ...                                        "2": {"eagle3": {"identical_to_plain": 15, "prompts": 16}}}}, "1")
+    "; with 2 threads 15/16: llama.cpp's speculative output is not always plain's (likely cause, not traced token by token: its multi-token verify rounds differently from its one-token steps, so a near tie can flip)"
+    """
+    others = {t: r["eagle3"] for t, r in (lc.get("by_threads") or {}).items() if t != threads}
+    if all(e["identical_to_plain"] == e["prompts"] for e in others.values()):
+        return ""
+    counts = ", ".join(f"with {t} thread{'s' if t != '1' else ''} {e['identical_to_plain']}/{e['prompts']}"
+                       for t, e in sorted(others.items()))
+    return (f"; {counts}: llama.cpp's speculative output is not always plain's (likely cause, not traced token by "
+            "token: its multi-token verify rounds differently from its one-token steps, so a near tie can flip)")
 
 
 def _training_text(tr: Mapping[str, Any] | None) -> str:
