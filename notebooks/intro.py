@@ -122,6 +122,7 @@ glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set fo
 # {doc}`../background` sets out the mathematics. Chapters 0-6 follow the pipeline
 # (data, entropy, concatenation, CKA, filtering, selection, drafters); the "Second
 # architecture" pages rerun chapters 1-4 on Gemma-3-270M, chapter 7 compares the two
-# architectures side by side, chapter 8 collects the numbers and chapter 9
-# measures the code. {doc}`../rerun` shows how to rerun everything, or one chapter on
+# architectures side by side, chapter 8 collects the numbers, chapter 9
+# measures the code, and {doc}`the recipe page <10_drafter_recipe>` pre-registers the search for drafters
+# strong enough to deploy and says how far that search has run. {doc}`../rerun` shows how to rerun everything, or one chapter on
 # another model; {doc}`../classroom` is a 60-90 minute session plan.
