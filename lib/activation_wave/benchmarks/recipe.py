@@ -354,8 +354,8 @@ def run_recipe(cfg: StudyConfig, target: Target, caches: CacheFor, *, progress: 
         overrides, names = combine(arms)
         combined = {"run": len(names) >= 2, "from": names, "overrides": overrides}
         if len(names) < 2:
-            combined["why"] = ("no arm's interval lies above 0" if not names else
-                               f"only {names[0]} improved: the combined arm would repeat it")
+            combined["why"] = ("no arm helps under R1 (delta > 0 at Holm p < 0.05)" if not names else
+                               f"only {names[0]} helps under R1: the combined arm would repeat it")
         else:
             rc = apply(COMBINED, overrides, base)
             trained.update(_train(target, [rc], b.recipe_seeds, layers, caches, workers, progress))

@@ -105,8 +105,14 @@ SELECTION_METHODS = ("entropy-greedy", "combined", "exhaustive", "cka-diverse", 
 RECIPE_ARMS = ("head-target", "head-frozen", "norm-target", "block-target", "vocab-1k", "vocab-4k", "vocab-16k",
                "vocab-full", "ttt-1", "ttt-5", "decay-1", "hard", "feature-reg", "lr-high", "lr-low", "lr-constant",
                "batch-1k", "batch-4k", "epochs-5", "epochs-20", "samples-1", "combined")
-#: The arms the default profile runs: every arm but vocab-4k, which is its base recipe (draft_vocab 4096).
-DEFAULT_RECIPE_ARMS = tuple(a for a in RECIPE_ARMS if a != "vocab-4k")
+#: The pre-registered shrink order of the screen (10_drafter_recipe): the first named is dropped first.
+RECIPE_SHRINK_ORDER = ("vocab-full", "epochs-20", "block-target", "batch-4k", "batch-1k", "lr-constant", "lr-low",
+                       "decay-1", "ttt-5")
+#: The arms the default profile runs: every arm but vocab-4k, which is its base recipe (draft_vocab 4096),
+#: the arms the shrink order keeps longest first, so a screen stopped by the budget (it resumes
+#: from its cache) has trained the arms the registration drops last.
+DEFAULT_RECIPE_ARMS = (tuple(a for a in RECIPE_ARMS if a not in ("vocab-4k", "combined", *RECIPE_SHRINK_ORDER))
+                       + tuple(reversed(RECIPE_SHRINK_ORDER)) + ("combined",))
 #: Prompt sources besides a .jsonl path and ``hub:<dataset>[:<split>]``.
 NAMED_SOURCES = ("humaneval", "team")
 _HUB_SOURCE = re.compile(r"hub:[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?(:[\w.-]+)?")
