@@ -63,7 +63,7 @@ from activation_wave.core.config import RECIPE_ARMS, ConfigError, DraftConfig, S
 from activation_wave.core.stats import holm, mean_ci, paired_bootstrap, seed_mean
 from activation_wave.models.capture import CaptureCache
 from activation_wave.models.targets import Target
-from activation_wave.study.chapters.drafter_recipe import MIN_PROMPTS
+from activation_wave.study.chapters.drafter_recipe import MIN_PROMPTS, verdict
 
 NAME = "recipe"
 BASE = "base"
@@ -184,10 +184,10 @@ def plan(arms: Sequence[str], base: Recipe, vocab_size: int) -> tuple[list[Recip
 
 
 def helps(row: Mapping[str, Any], alpha: float = 0.05) -> bool:
-    """R1's verdict "helps": delta > 0 with Holm-adjusted p < ``alpha`` (10_drafter_recipe),
-    on at least :data:`MIN_PROMPTS` prompts."""
-    return row.get("p_holm") is not None and row.get("delta") is not None and row["delta"] > 0 \
-        and row["p_holm"] < alpha and row.get("n_prompts", MIN_PROMPTS) >= MIN_PROMPTS
+    """R1's verdict "helps" (:func:`~activation_wave.study.chapters.drafter_recipe.verdict`, the
+    page's wording of the same rule): delta > 0 with Holm-adjusted p < ``alpha`` on at least
+    :data:`MIN_PROMPTS` prompts."""
+    return verdict(row, alpha) == "helps"
 
 
 def combine(rows: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], list[str]]:

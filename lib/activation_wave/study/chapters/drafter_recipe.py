@@ -8,13 +8,12 @@ shows only the pre-registered design.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from activation_wave.core.config import StudyConfig
-from activation_wave.core.results import results_dir
+from activation_wave.core.results import load_result
 
 #: Fewest eval prompts for an R1 verdict: below it a bootstrap over prompts takes a handful of
 #: distinct values and its p means little (the smoke profile scores 2).
@@ -24,9 +23,12 @@ __all__ = ["MIN_PROMPTS", "load_optional", "verdict", "arm_rows", "status_text",
 
 
 def load_optional(name: str, cfg: StudyConfig, root: str | Path | None = None) -> dict[str, Any] | None:
-    """The results file ``name`` of ``cfg``'s profile and model, or None when it was not written."""
-    path = results_dir(cfg, root) / f"{name}.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    """The results file ``name`` of ``cfg``'s profile and model (:func:`~activation_wave.core.results.load_result`),
+    or None when it was not written."""
+    try:
+        return load_result(name, cfg, root)
+    except FileNotFoundError:
+        return None
 
 
 def verdict(arm: Mapping[str, Any], alpha: float = 0.05) -> str:
