@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -102,3 +103,65 @@ def test_drafter_dir_keys_sorted_ids_as_before(tmp_path):
     assert drafter_dir(cache, [27, 2, 15], DraftConfig()) == drafter_dir(cache, [2, 15, 27], DraftConfig())
     cfg = DraftConfig(seed=1, fused_norm=True, records_fraction=0.25)
     assert drafter_dir(cache, (15, 27, 2), cfg).name == "L2-15-27-b9ad1abbe7b5"
+
+
+def test_ledger_resumes_without_the_drafter_cache(saved_world, tmp_path):
+    """The committed ledger stands in for a lost drafter cache: drafters in it count as trained,
+    their scores are read back, and a step that needs the weights trains them again, to the
+    same weights and the same scores."""
+    import shutil
+
+    from activation_wave.draft import ledger
+    from activation_wave.draft.experiment import ensure_weights, is_trained, score_drafters
+
+    target, cache, _ = saved_world
+    root = str(tmp_path / "ledger")
+    cfg = DraftConfig(draft_vocab=64, ttt_steps=2, epochs=1, lr=1e-2, batch_tokens=256, threads=1, seed=7,
+                      ledger=root)
+    assert drafter_dir(cache, [1, 3], cfg) == drafter_dir(cache, [1, 3], dataclasses.replace(cfg, ledger=""))
+    rows = run_sets(target, cache, {"x": [1, 3], "y": [2, 4]}, cfg, [7], progress=False)
+    paths = [r["path"] for r in rows]
+    first = score_drafters(target, cache, paths, depth=2, threshold=0.1, ledger=root)
+    entry = ledger.read(root, paths[0])
+    assert entry["layers"] == [1, 3] and entry["config"]["seed"] == 7
+    assert entry["train_log"] == json.loads((Path(paths[0]) / "train_log.json").read_text())
+    assert entry["scores"][ledger.score_key(cache.path, 2, 0.1)] == json.loads(json.dumps(first[0]))
+
+    for p in paths:  # the machine's drafter cache is lost; the ledger is not
+        shutil.rmtree(p)
+    assert is_trained(cache, [1, 3], cfg) and not is_trained(cache, [1, 3], dataclasses.replace(cfg, ledger=""))
+    again = run_sets(target, cache, {"x": [1, 3], "y": [2, 4]}, cfg, [7], progress=False)
+    assert not any(Path(p).exists() for p in paths)  # nothing trained
+    assert [r["tau"] for r in again] == [r["tau"] for r in rows]
+    read_back = score_drafters(target, cache, paths, depth=2, threshold=0.1, ledger=root)
+    assert not any(Path(p).exists() for p in paths)  # scores read back, nothing trained
+    assert json.dumps(read_back, sort_keys=True) == json.dumps(first, sort_keys=True)
+
+    # a score the ledger lacks needs the weights: trained again from the entry, bit-identical
+    other = score_drafters(target, cache, paths[:1], depth=1, threshold=0.0, ledger=root)
+    assert (Path(paths[0]) / "model.safetensors").exists() and not Path(paths[1]).exists()
+    assert ledger.read(root, paths[0])["weights_digest"] == entry["weights_digest"]
+    assert other[0]["tau_offline"] >= 1
+    ensure_weights(target, paths, root)
+    assert json.dumps(score_drafters(target, cache, paths, depth=2, threshold=0.1), sort_keys=True) == \
+        json.dumps(first, sort_keys=True)
+
+
+def test_corrupt_ledger_entry_is_set_aside_and_rebuilt(saved_world, tmp_path):
+    from activation_wave.draft import ledger
+
+    target, cache, _ = saved_world
+    root = str(tmp_path / "ledger")
+    cfg = DraftConfig(draft_vocab=64, ttt_steps=2, epochs=1, lr=1e-2, batch_tokens=256, threads=1, seed=3,
+                      ledger=root)
+    (row,) = run_sets(target, cache, {"x": [2, 3]}, cfg, [3], progress=False)
+    path = ledger.ledger_file(root, row["path"])
+    path.write_text('{"version": 1, "train_lo')  # cut off mid-write
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert ledger.read(root, row["path"]) is None
+    assert path.with_suffix(".json.corrupt").exists()
+    run_sets(target, cache, {"x": [2, 3]}, cfg, [3], progress=False)  # loads the cached drafter, re-enters it
+    assert ledger.read(root, row["path"])["train_log"]["config"]["seed"] == 3
+    with pytest.raises(FileNotFoundError, match="neither in the cache nor in the ledger"):
+        from activation_wave.draft.experiment import ensure_weights
+        ensure_weights(target, [Path(row["path"]).with_name("L9-000000000000")], root)

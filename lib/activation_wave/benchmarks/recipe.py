@@ -50,7 +50,6 @@ Writes ``data/results/<profile>/<model>/recipe.json`` and returns a compact summ
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -301,8 +300,7 @@ def _train(target: Target, recipes: Sequence[Recipe], seeds: int, layers: Sequen
         group = [r for r in recipes if r.samples_per_prompt == samples]
         jobs = [(r.name, list(layers), c) for r in group for c in r.seeds(seeds)]
         for row in run_jobs(target, caches(samples), jobs, workers, progress=progress):
-            log = json.loads((Path(row["path"]) / "train_log.json").read_text())
-            out[row["set"]].append((row["path"], log))
+            out[row["set"]].append((row["path"], row["train_log"]))
     return out
 
 
@@ -316,7 +314,7 @@ def _score(target: Target, base_cache: CaptureCache, trained: Mapping[str, Seque
              for name, runs in trained.items() for path, log in runs]
     ids, taus, _ = per_prompt_tau(target, base_cache, found, depth=cfg.bench.depth,
                                   threshold=cfg.bench.draft_threshold, workers=workers, threads=cfg.bench.threads,
-                                  progress=progress)
+                                  ledger=cfg.draft.ledger, progress=progress)
     return ids, taus
 
 

@@ -428,6 +428,9 @@ class DraftConfig:
     sweep_seed_every: int = 0  # chapter 6: a second seed on every n-th single layer (0 = none)
     norm_arm: bool = False  # chapter 6: each triple also once with a per-layer RMSNorm before fc (fused_norm)
     workers: int = 1  # chapter 6: drafters trained at once, each in its own process (use with threads: 1)
+    # committed folder of trained drafters' logs and scores, repo-relative ("" = none): a study
+    # resumes on a machine without the drafter cache (activation_wave.draft.ledger)
+    ledger: str = ""
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "draft_vocab": DRAFT_VOCAB, "ttt_steps": AT_LEAST_1, "step_decay": POSITIVE, "epochs": AT_LEAST_1,

@@ -5,6 +5,10 @@ offline on its eval split (accepted length of chain drafts at T = 0, from the ca
 greedy responses). Trained drafters are cached under the capture folder, keyed by the
 layer set, the draft config and the seed, so a rerun trains only what changed; a
 folder without its ``train_log.json`` (an interrupted training) is trained again.
+With ``DraftConfig.ledger`` set, each drafter's log and offline scores are also kept in
+the committed ledger (:mod:`activation_wave.draft.ledger`): a drafter found there counts
+as trained and its scores are read back, so only a step that needs its weights trains it
+again.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import dataclasses
 import hashlib
 import json
 import shutil
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -30,7 +35,7 @@ from activation_wave.core.progress import progress_bar
 #: Fields that choose *which* drafters the experiment trains, or how many at once, not how one
 #: is trained (``samples_per_prompt`` chooses the capture, whose folder holds the drafters).
 _NOT_IN_KEY = ("n_seeds", "control_seeds", "n_random", "sweep_stride", "sweep_fraction", "sweep_seed_every",
-               "norm_arm", "samples_per_prompt", "workers")
+               "norm_arm", "samples_per_prompt", "workers", "ledger")
 #: Fields added after drafters were cached: left out of the key at their default value, so
 #: those drafters keep their folders.
 _KEY_IF_SET = {"records_fraction": 1.0, "fused_norm": False, "head_init": "random", "norm_init": "ones",
@@ -59,13 +64,21 @@ def drafter_dir(cache: CaptureCache, layers: Sequence[int], cfg: DraftConfig) ->
 
 
 def train_or_load(target: Target, cache: CaptureCache, layers: Sequence[int], cfg: DraftConfig, *,
-                  progress: bool = False) -> tuple[Path, dict[str, Any]]:
-    """Train the drafter unless a finished one with the same key exists; return (folder, train log)."""
+                  progress: bool = False, weights: bool = True) -> tuple[Path, dict[str, Any]]:
+    """Train the drafter unless a finished one with the same key exists; return (folder, train log).
+
+    ``weights=False``: a drafter in the ledger (``cfg.ledger``) counts as finished without its
+    weights (the folder may not exist); its ledger log is returned. A trained or loaded drafter
+    missing from the ledger is entered."""
+    from activation_wave.draft import ledger
     from activation_wave.draft.training import train_drafter
 
     out = drafter_dir(cache, layers, cfg)
     log_path = out / "train_log.json"
     if not log_path.exists():
+        entry = ledger.read(cfg.ledger, out)
+        if entry is not None and not weights:
+            return out, entry["train_log"]
         if out.exists():
             shutil.rmtree(out)  # interrupted earlier: start over
         tmp = out.with_name(out.name + ".partial")
@@ -73,7 +86,48 @@ def train_or_load(target: Target, cache: CaptureCache, layers: Sequence[int], cf
             shutil.rmtree(tmp)
         train_drafter(target, cache, list(layers), cfg, tmp, progress=progress)
         tmp.rename(out)
-    return out, json.loads(log_path.read_text())
+        if entry is not None and entry.get("weights_digest") != ledger.weights_digest(out):
+            warnings.warn(f"drafter {out.name} trained again here has other weights than the ledger's (another CPU "
+                          "or thread count); the ledger now describes these weights and their scores are computed "
+                          "again", stacklevel=2)
+    log = json.loads(log_path.read_text())
+    entry = ledger.read(cfg.ledger, out)
+    if cfg.ledger and (entry is None or entry.get("weights_digest") != ledger.weights_digest(out)):
+        ledger.record_training(cfg.ledger, out, sorted(map(int, layers)), asdict(cfg), log)
+    return out, log
+
+
+def is_trained(cache: CaptureCache, layers: Sequence[int], cfg: DraftConfig) -> bool:
+    """Whether the drafter is finished in the cache or entered in the ledger."""
+    from activation_wave.draft import ledger
+
+    out = drafter_dir(cache, layers, cfg)
+    return (out / "train_log.json").exists() or ledger.read(cfg.ledger, out) is not None
+
+
+def ensure_weights(target: Target, paths: Sequence[str | Path], ledger_root: str, *, workers: int = 1,
+                   progress: bool = False) -> None:
+    """Train again, from their ledger entries, the drafters among ``paths`` whose weights are not
+    in the cache (each on the capture its folder lies in), ``workers`` at a time."""
+    from activation_wave.draft import ledger
+
+    jobs = []
+    for p in map(Path, paths):
+        if (p / "train_log.json").exists():
+            continue
+        entry = ledger.read(ledger_root, p)
+        if entry is None:
+            raise FileNotFoundError(f"drafter {p} is neither in the cache nor in the ledger {ledger_root!r}; "
+                                    "train it first (run_jobs)")
+        cfg = DraftConfig(**entry["config"])
+        cache = CaptureCache(p.parent.parent)
+        if drafter_dir(cache, entry["layers"], cfg) != p:
+            raise ValueError(f"ledger entry of {p.name} describes another drafter (its key is "
+                             f"{drafter_dir(cache, entry['layers'], cfg).name}); delete the entry to rebuild it")
+        jobs.append((cache, entry["layers"], cfg))
+    for cache in {str(c.path): c for c, _, _ in jobs}.values():
+        _train_missing(target, cache, [(ids, c) for cc, ids, c in jobs if cc.path == cache.path], workers, progress,
+                       weights=True)
 
 
 def tau_with_ci(eval_log: Mapping[str, Any], *, seed: int = 0) -> dict[str, float]:
@@ -121,8 +175,9 @@ def _dtype(target: Target) -> str:
 
 
 def _train_missing(target: Target, cache: CaptureCache, jobs: list[tuple[list[int], DraftConfig]], workers: int,
-                   progress: bool) -> None:
-    """Train the drafters of ``jobs`` that are not cached yet, ``workers`` processes at a time.
+                   progress: bool, *, weights: bool = False) -> None:
+    """Train the drafters of ``jobs`` that are not cached yet (nor in the ledger, unless
+    ``weights``), ``workers`` processes at a time.
 
     Each worker trains with ``cfg.threads`` threads, so ``workers=2, threads=1`` keeps
     two cores busy with two drafters; a drafter is bit-identical to one trained alone
@@ -130,7 +185,8 @@ def _train_missing(target: Target, cache: CaptureCache, jobs: list[tuple[list[in
     """
     from concurrent.futures import as_completed
 
-    todo = [(ids, c) for ids, c in jobs if not (drafter_dir(cache, ids, c) / "train_log.json").exists()]
+    todo = [(ids, c) for ids, c in jobs if not ((drafter_dir(cache, ids, c) / "train_log.json").exists()
+                                                 or (not weights and is_trained(cache, ids, c)))]
     todo = list({str(drafter_dir(cache, ids, c)): (ids, c) for ids, c in todo}.values())
     bar = progress_bar(total=len(todo), desc="training drafters", unit="drafter", disable=not progress or not todo)
     if workers <= 1 or len(todo) <= 1:
@@ -167,13 +223,14 @@ def run_jobs(target: Target, cache: CaptureCache, jobs: Sequence[tuple[str, Sequ
     rows = []
     for name, ids, c in jobs:
         ids, seed = list(ids), c.seed
-        path, log = train_or_load(target, cache, ids, c)
+        path, log = train_or_load(target, cache, ids, c, weights=False)
         ev = log.get("eval", {})
         row = {"set": name, "layers": ids, "k": len(ids), "seed": seed, "path": str(path),
                "train_s": log.get("train_wall_s"), "tokens_per_s": log.get("tokens_per_s"),
                "acceptance_by_position": ev.get("acceptance_by_position"),
                "final_loss_by_step": log["epochs"][-1]["loss_by_step"] if log.get("epochs") else None,
-               "final_acc_by_step": log["epochs"][-1]["acc_by_step"] if log.get("epochs") else None}
+               "final_acc_by_step": log["epochs"][-1]["acc_by_step"] if log.get("epochs") else None,
+               "train_log": log}
         if ev:
             row.update(tau_with_ci(ev, seed=seed))
         rows.append(row)
@@ -197,7 +254,7 @@ def _score_in_worker(model: str, dtype: str, cache_path: str, path: str, depth: 
 
 
 def score_drafters(target: Target, cache: CaptureCache, paths: Sequence[str | Path], *, depth: int,
-                   threshold: float = 0.0, workers: int = 1, threads: int = 1,
+                   threshold: float = 0.0, workers: int = 1, threads: int = 1, ledger: str = "",
                    progress: bool = False) -> list[dict[str, Any]]:
     """:func:`~activation_wave.decode.offline.offline_acceptance` of every drafter in ``paths`` on the
     eval split of ``cache`` (chain depth ``depth``, draft threshold ``threshold``), in order.
@@ -207,24 +264,40 @@ def score_drafters(target: Target, cache: CaptureCache, paths: Sequence[str | Pa
     second core idle). Each drafter is scored with ``threads`` threads wherever it runs, so
     the results equal serial scoring exactly. Each worker loads the target by name once
     (``target.name`` must load with :func:`~activation_wave.models.targets.load_target`).
+    With a ``ledger``, scores it holds are read back, the drafters it lacks scores for are
+    trained again where their weights are missing (:func:`ensure_weights`), and every new
+    score is entered.
     """
     from concurrent.futures import as_completed
 
+    from activation_wave.draft import ledger as ledger_mod
+
     paths = [str(p) for p in paths]
-    bar = progress_bar(total=len(paths), desc="scoring drafters", unit="drafter", disable=not progress or not paths)
-    if workers <= 1 or len(paths) <= 1:
-        out = []
-        for p in paths:
-            out.append(_score(target, cache, p, depth, threshold, threads))
-            bar.update()
+    key = ledger_mod.score_key(cache.path, depth, threshold)
+    results: dict[int, dict[str, Any]] = {}
+    for i, p in enumerate(paths):
+        kept = ledger_mod.read_score(ledger, p, key) if ledger else None
+        if kept is not None:
+            results[i] = kept
+    todo = [i for i in range(len(paths)) if i not in results]
+    if ledger:
+        ensure_weights(target, [paths[i] for i in todo], ledger, workers=workers, progress=progress)
+    bar = progress_bar(total=len(todo), desc="scoring drafters", unit="drafter", disable=not progress or not todo)
+
+    def done(i: int, ev: dict[str, Any]) -> None:
+        results[i] = ev
+        if ledger:
+            ledger_mod.record_score(ledger, paths[i], key, ev)
+        bar.update()
+
+    if workers <= 1 or len(todo) <= 1:
+        for i in todo:
+            done(i, _score(target, cache, paths[i], depth, threshold, threads))
     else:
-        results: dict[int, dict[str, Any]] = {}
         with _pool(workers) as pool:
-            futures = {pool.submit(_score_in_worker, target.name, _dtype(target), str(cache.path), p, depth,
-                                   threshold, threads): i for i, p in enumerate(paths)}
+            futures = {pool.submit(_score_in_worker, target.name, _dtype(target), str(cache.path), paths[i], depth,
+                                   threshold, threads): i for i in todo}
             for fut in as_completed(futures):
-                results[futures[fut]] = fut.result()  # re-raise a worker's error here
-                bar.update()
-        out = [results[i] for i in range(len(paths))]
+                done(futures[fut], fut.result())  # re-raise a worker's error here
     bar.close()
-    return out
+    return [results[i] for i in range(len(paths))]

@@ -139,7 +139,7 @@ def analyse(cfg: StudyConfig, target: Any, cache: CaptureCache, jobs: Sequence[D
     found = [dp.FoundDrafter(r["set"], tuple(r["layers"]), r["seed"], r["path"]) for r in rows]
     prompt_ids, taus, _ = dp.per_prompt_tau(target, cache, found, depth=cfg.spec.depth,
                                             threshold=cfg.spec.draft_threshold, workers=cfg.draft.workers,
-                                            threads=cfg.draft.threads)
+                                            threads=cfg.draft.threads, ledger=cfg.draft.ledger)
     sets = _set_taus(taus, jobs)
     comparison = None
     if DEFAULT_SET in taus and rule in taus and rule != DEFAULT_SET and _paired(taus[rule], taus[DEFAULT_SET]) >= 2:

@@ -187,12 +187,12 @@ class DrafterPredictors:
 def find_drafters(cache: CaptureCache, jobs: Sequence[Any]) -> tuple[list[FoundDrafter], list[str]]:
     """Finished drafters of chapter 6's design ``jobs`` (:func:`~.eagle3_speedup.design`)
     under ``cache``, and the ``set/seed`` names of those not trained yet. Only looks."""
-    from activation_wave.draft.experiment import drafter_dir
+    from activation_wave.draft.experiment import drafter_dir, is_trained
 
     found, missing = [], []
     for job in jobs:
         path = drafter_dir(cache, list(job.layers), job.config)
-        if (path / "train_log.json").exists():
+        if is_trained(cache, list(job.layers), job.config):
             found.append(FoundDrafter(job.set, tuple(job.layers), job.config.seed, str(path), job.arm))
         else:
             missing.append(f"{job.set}/seed{job.config.seed}")
@@ -203,13 +203,14 @@ def find_drafters(cache: CaptureCache, jobs: Sequence[Any]) -> tuple[list[FoundD
 
 
 def per_prompt_tau(target: Any, cache: CaptureCache, drafters: Sequence[FoundDrafter], *, depth: int,
-                   threshold: float, workers: int = 1, threads: int = 1,
+                   threshold: float, workers: int = 1, threads: int = 1, ledger: str = "",
                    progress: bool = False) -> tuple[tuple[str, ...], dict[str, np.ndarray], dict[str, float]]:
     """Offline tau per eval prompt of every drafter, grouped by set; ``workers`` drafters
     scored at once (:func:`~activation_wave.draft.experiment.score_drafters`, same results).
 
     Returns ``(prompt_ids, {set: [seeds, prompts]}, {set: pooled tau averaged over seeds})``;
-    a prompt without a verify round is NaN.
+    a prompt without a verify round is NaN. ``ledger``: the drafter ledger whose scores are
+    read back and extended (:func:`~activation_wave.draft.experiment.score_drafters`).
     """
     from activation_wave.draft.experiment import score_drafters
 
@@ -218,7 +219,7 @@ def per_prompt_tau(target: Any, cache: CaptureCache, drafters: Sequence[FoundDra
     rows: dict[str, list[np.ndarray]] = {}
     pooled: dict[str, list[float]] = {}
     scored = score_drafters(target, cache, [d.path for d in drafters], depth=depth, threshold=threshold,
-                            workers=workers, threads=threads, progress=progress)
+                            workers=workers, threads=threads, ledger=ledger, progress=progress)
     for d, ev in zip(drafters, scored):
         tau = np.full(len(ids), np.nan)
         for rec in ev["per_record"]:
@@ -434,7 +435,7 @@ def run(cfg: StudyConfig, cache: CaptureCache, target: Any, jobs: Sequence[Any],
                                 "run chapter 6 first (this analysis never trains)")
     prompt_ids, all_taus, pooled = per_prompt_tau(target, eval_cache or cache, drafters, depth=cfg.spec.depth,
                                                   threshold=cfg.spec.draft_threshold, workers=cfg.draft.workers,
-                                                  threads=cfg.draft.threads)
+                                                  threads=cfg.draft.threads, ledger=cfg.draft.ledger)
     normed = {d.set for d in drafters if d.arm == "norm"}
     taus = {s: v for s, v in all_taus.items() if s not in normed}
     sets = {j.set: tuple(j.layers) for j in jobs}

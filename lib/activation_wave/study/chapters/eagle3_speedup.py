@@ -30,7 +30,7 @@ from activation_wave.decode.comparison import OnlineComparison, compare_online, 
 from activation_wave.core.config import DraftConfig, StudyConfig
 from activation_wave.models.drafter import load_drafter
 from activation_wave.core.stats import bootstrap_mean_ci
-from activation_wave.draft.experiment import DrafterJob, run_jobs
+from activation_wave.draft.experiment import DrafterJob, ensure_weights, run_jobs
 from activation_wave.study.steps import Captured, run_capture
 from activation_wave.core.results import load_benchmarks
 from activation_wave.measure.layer_stats import LayerStats, stats_from_cache
@@ -431,6 +431,7 @@ def reconcile(target: Any, cache: Any, name: str, path: str, online: OnlineDraft
     online run ``online`` (same depth and draft threshold throughout): see :class:`Reconciliation`."""
     from activation_wave.decode.offline import offline_acceptance
 
+    ensure_weights(target, [path], cfg.draft.ledger)
     drafter = load_drafter(path, target)
     kw = {"threshold": cfg.spec.draft_threshold}
     full = offline_acceptance(drafter, cache, cfg.spec.depth, "eval", **kw)["tau_offline"]
@@ -474,6 +475,8 @@ def run(cfg: StudyConfig, cap: Captured, selected: Mapping[str, Sequence[int]], 
     prompts = [(p.id, ids) for p, ids in held_out_prompts(target, cfg.data, cfg.spec.max_prompts, cfg.spec.seed)]
     online_sets = list(dict.fromkeys([DEFAULT_SET, best_rule.set]))
     path = {r["set"]: r["path"] for r in reversed(rows)}  # the first seed's drafter
+    ensure_weights(target, [path[name] for name in online_sets], cfg.draft.ledger, workers=cfg.draft.workers,
+                   progress=progress)
     drafters = {name: load_drafter(path[name], target) for name in online_sets}
     cmp = compare_online(target, drafters, prompts, cfg.spec, progress=progress)
     online = {name: online_figures(cmp, name, by_name[name].layers, by_name[name].tau) for name in online_sets}
