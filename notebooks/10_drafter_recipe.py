@@ -171,6 +171,32 @@ glue_figure("fig_recipe_curves", plot_recipe_curves(doc) if doc else dr.not_run_
 # Holm-adjusted $p$ and R1's verdict; the CPU columns are secondary measures.
 
 # %% [markdown]
+# (sec-recipe-confirm)=
+# ## Stage 2: the combined recipe against today's, on the full data
+#
+# {glue:text}`recipe_confirm`
+
+# %% tags=["hide-input"]
+from activation_wave.plots import plot_recipe_confirm
+
+confirm = (doc or {}).get("confirm") or {}
+glue_values(recipe_confirm=dr.confirm_text(doc))
+glue_figure("fig_recipe_confirm", plot_recipe_confirm(confirm, break_even=dr.break_even_taus())
+            if confirm.get("run") else dr.not_run_figure())
+
+# %% [markdown]
+# ```{glue:figure} fig_recipe_confirm
+# :name: fig-recipe-confirm
+#
+# Stage 2's learning curves: offline $\tau$ on the eval split (online depth, no draft
+# threshold, as chapter 9's 1.74; pooled over records, seeds averaged, a secondary measure)
+# against the training CPU-minutes per drafter, log scale. Dashed: each curve's fit
+# $\tau = a + b \log_2(\text{minutes})$, an extrapolation beyond the last measured epoch,
+# out to the break-even lines of our PyTorch loop and of llama.cpp (chapter 9). Empty until
+# stage 2 has run.
+# ```
+
+# %% [markdown]
 # (sec-recipe-llamacpp-data)=
 # ## Can llama.cpp generate the training data?
 #

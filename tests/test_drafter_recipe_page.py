@@ -38,3 +38,43 @@ def test_no_arm_helps_on_a_handful_of_prompts():
     row = {"name": "a", "overrides": {"lr": 1}, "delta": 0.1, "p_holm": 0.001, "n_prompts": 2}
     assert not helps(row) and combine([row]) == ({}, [])
     assert helps({**row, "n_prompts": 96})
+
+
+def _confirm(run=True):
+    curve = lambda a, b: [{"epoch": e, "cpu_s": 600.0 * e, "tau_offline": a + b * e} for e in (1, 2, 4)]  # noqa: E731
+    return {"run": run, "from": ["head-target", "lr-constant"], "n_seeds": 2,
+            "arms": {"today": {"tau": 1.62, "curve": curve(1.5, 0.05), "fit": {"a": 1.3, "b": 0.1}},
+                     "combined": {"tau": 1.71, "curve": curve(1.6, 0.05), "fit": {"a": 1.4, "b": 0.1}}},
+            "r2": {"delta": 0.09, "delta_lo": 0.06, "delta_hi": 0.12, "p": 0.0002, "n_prompts": 96,
+                   "verdict": "supported"},
+            "r3": {"mark": 1.74, "today_cpu_min": None, "combined_cpu_min": 38.0, "half_of_today": None}}
+
+
+def test_confirm_text_states_r2_with_interval_and_n_and_r3_in_minutes():
+    text = dr.confirm_text({"confirm": _confirm()})
+    assert text.startswith("R2 (supported): the combined recipe (head-target, lr-constant) reaches tau 1.710")
+    assert "delta +0.090 [0.060, 0.120], p 0.0002, n = 96 prompts, 2 seeds each" in text
+    assert "today's curve reaches tau 1.74 after never, within the curve measured" in text
+    assert "the combined one after 38 CPU-minutes." in text
+    assert dr.confirm_text({}) == "Stage 2 has not run: it follows a complete screen."
+
+
+def test_break_even_taus_read_both_engines_and_skip_the_unmeasured():
+    bench = {"speculative_decoding": {"cost_model": {"predicted_chain_t0": {"break_even_tau": 1.3}}},
+             "llamacpp": {"by_threads": {"1": {"eagle3": {"round_costs": {"tau_needed": {"1x": 3.8}}}}}}}
+    assert dr.break_even_taus(bench) == {"our PyTorch loop": 1.3, "llama.cpp, 1 thread": 3.8}
+    assert dr.break_even_taus({"llamacpp": {}}) == {}
+
+
+def test_confirm_figure_draws_curves_fits_and_lines():
+    import matplotlib
+    matplotlib.use("Agg")
+    from activation_wave.plots import plot_recipe_confirm
+
+    fig = plot_recipe_confirm(_confirm(), break_even={"llama.cpp": 3.8})
+    ax = fig.axes[0]
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert "today (measured)" in labels and "combined (measured)" in labels
+    assert any("extrapolated" in lab for lab in labels) and "break-even: llama.cpp" in labels
+    fit = next(line for line in ax.get_lines() if line.get_label().startswith("combined: fit"))
+    assert max(fit.get_ydata()) <= 3.8 + 1e-6 and ax.get_xscale() == "log"

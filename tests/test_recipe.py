@@ -100,6 +100,19 @@ def test_combined_arm_takes_the_best_of_exclusive_winners():
     assert recipe.combine(rows[-1:]) == ({}, [])
 
 
+def test_stage_two_recipes_and_the_r3_reading():
+    cfg = _tiny_config(("head-target", "samples-1", "combined"))
+    today, comb = recipe.confirm_recipes(cfg, {"head_init": "target", "samples_per_prompt": 1})
+    assert today.samples_per_prompt == comb.samples_per_prompt == cfg.bench.samples_per_prompt
+    assert today.draft.eval_threshold == 0.0 and today.draft.epochs == cfg.bench.draft_epochs
+    assert comb.draft == dataclasses.replace(today.draft, head_init="target") and "samples_per_prompt" not in comb.overrides
+    curve = [{"cpu_s": 60.0, "tau_offline": 1.5}, {"cpu_s": 180.0, "tau_offline": 1.8}]
+    assert recipe.cpu_minutes_to(curve, 1.74) == pytest.approx(2.6)
+    assert recipe.cpu_minutes_to(curve, 1.4) == 1.0 and recipe.cpu_minutes_to(curve, 1.9) is None
+    fit = recipe.curve_fit([{"cpu_s": 60.0 * 2 ** i, "tau_offline": 1.2 + 0.1 * i} for i in range(4)])
+    assert fit["a"] == pytest.approx(1.2) and fit["b"] == pytest.approx(0.1)
+
+
 def test_cpu_seconds_and_learning_curve():
     logs = [{"threads": 2, "train_wall_s": 30.0, "eval": {"tau_offline": 1.6},
              "epochs": [{"epoch": 0, "wall_s": 10.0, "eval_tau_offline": 1.2},
@@ -120,7 +133,7 @@ def _tiny_config(arms):
         profile="smoke", model="perm-llama",
         draft=DraftConfig(draft_vocab=64, lr=1e-2, threads=1, workers=1),
         bench=BenchConfig(draft_epochs=2, draft_ttt_steps=2, draft_batch_tokens=256, depth=2, draft_threshold=0.0,
-                          threads=1, recipe_arms=arms, recipe_seeds=2))
+                          threads=1, recipe_arms=arms, recipe_seeds=2, samples_per_prompt=1))
 
 
 def _world8(tokenizer, out_dir, n=20, max_new=16):
@@ -189,6 +202,18 @@ def test_run_is_resumable_and_writes_the_results_file(tiny_caches, tmp_path, mon
     assert summary["base"]["tau"] == doc["base"]["tau"] and len(summary["arms"]) == 4
     # the final curve point is the drafter's eval at the online settings: the pooled outcome
     assert doc["base"]["curve"][-1]["tau_offline"] > 0
+    # stage 2: the combined overrides against today's recipe, both on the full data (1 sample here)
+    conf = doc["confirm"]
+    assert conf["run"] and conf["from"] == ["head-target", "lr-constant"] and conf["n_seeds"] == 2
+    today, comb = conf["arms"]["today"], conf["arms"]["combined"]
+    assert today["samples_per_prompt"] == comb["samples_per_prompt"] == 1 and today["overrides"] == {}
+    assert comb["overrides"] == {"head_init": "target", "lr_schedule": "constant"}
+    assert len(today["drafters"]) == len(comb["drafters"]) == 2
+    assert not set(today["drafters"]) & set(by["combined"]["drafters"] + doc["base"]["drafters"])
+    assert conf["r2"]["delta"] == pytest.approx(np.nanmean(np.array(comb["per_prompt_tau"], float))
+                                                - np.nanmean(np.array(today["per_prompt_tau"], float)))
+    assert conf["r2"]["verdict"] in ("supported", "not supported") and conf["r2"]["n_prompts"] == n_eval
+    assert [p["epoch"] for p in today["curve"]] == [1, 2] and conf["r3"]["mark"] == recipe.R3_TAU
 
     def no_training(*a, **k):
         raise AssertionError("a finished drafter was trained again")

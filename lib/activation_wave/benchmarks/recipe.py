@@ -31,6 +31,15 @@ same field (two vocabulary sizes, head-target vs head-frozen) the one with the l
 It is selected on the same eval prompts, so its p-value is reported raw and left out of
 the Holm family.
 
+**Stage 2, the confirmation (R2, R3)** (only with ``combined`` in ``bench.recipe_arms``, and
+at least one arm that helps): the combined overrides (the data arm's left out: stage 2's data
+is fixed) on today's benchmark data (``bench.samples_per_prompt`` sampled responses per train
+prompt), against today's benchmark recipe on the same data, ``bench.recipe_seeds`` seeds
+each (:func:`run_confirm`). R2: the paired delta combined - today on the outcome, one test at
+alpha 0.05. R3 (descriptive): the training CPU-minutes each learning curve needs to reach
+:data:`R3_TAU`, chapter 9's offline tau of today's benchmark drafter, whose curve is logged at
+the online depth with *no* draft threshold, as that tau was.
+
 **Cost:** per drafter, training CPU-seconds = ``train_wall_s x threads`` (optimisation
 only; the periodic evaluations are not counted), averaged over seeds; for a data arm also
 the capture of its added records (the capture's ``seconds_this_run`` x the added records'
@@ -67,6 +76,10 @@ from activation_wave.study.chapters.drafter_recipe import MIN_PROMPTS, verdict
 NAME = "recipe"
 BASE = "base"
 COMBINED = "combined"
+TODAY = "today"
+#: R3's mark: chapter 9's offline tau of today's benchmark drafter (depth 3, no draft
+#: threshold), fixed in the pre-registration.
+R3_TAU = 1.74
 PRE_REGISTRATION = "book/chapters/10_drafter_recipe (committed before training)"
 #: ``draft_vocab`` value of the full-vocabulary arm: the target's vocabulary size, known at run time.
 FULL_VOCAB = "full"
@@ -362,6 +375,11 @@ def run_recipe(cfg: StudyConfig, target: Target, caches: CacheFor, *, progress: 
             row["p_holm"] = None  # selected on these prompts: outside the Holm family, p is optimistic
             arms.append({**_arm_row(row, rc, trained[COMBINED], caches(rc.samples_per_prompt), base_cache),
                          "post_hoc": True})
+    confirm: dict[str, Any] = {"run": False, "why": "the combined arm is not in bench.recipe_arms"}
+    if COMBINED in b.recipe_arms:
+        names = combined["from"]
+        confirm = (run_confirm(cfg, target, caches, base_cache, combined["overrides"], names, progress=progress)
+                   if names else {"run": False, "why": "no arm helps under R1: today's recipe stays"})
     base_mean = seed_mean(taus[BASE])
     tau, lo, hi = mean_ci(list(base_mean))
     base_runs = trained[BASE]
@@ -377,7 +395,7 @@ def run_recipe(cfg: StudyConfig, target: Target, caches: CacheFor, *, progress: 
                  "hi": hi, "cpu_s": round(float(np.mean([train_cpu_s(log) for _, log in base_runs])), 2),
                  "cpu_s_data": 0.0, "curve": learning_curve([log for _, log in base_runs]),
                  "per_prompt_tau": _values(base_mean), "drafters": [p for p, _ in base_runs]},
-        "arms": arms, "skipped": skipped, "combined": combined, "prompt_ids": list(ids),
+        "arms": arms, "skipped": skipped, "combined": combined, "confirm": confirm, "prompt_ids": list(ids),
         "best": None if best is None else best["name"],
         "cost_note": ("cpu_s: training CPU-seconds per drafter (train_wall_s x threads, periodic evals excluded), "
                       "mean over seeds; cpu_s_data: capture seconds of a data arm's added records (share of its "
@@ -386,6 +404,78 @@ def run_recipe(cfg: StudyConfig, target: Target, caches: CacheFor, *, progress: 
         "curve_note": "curve: eval tau pooled over records at the online depth and threshold, seeds averaged",
         "seconds": round(time.time() - t0, 1),
     }
+
+
+def confirm_recipes(cfg: StudyConfig, overrides: Mapping[str, Any]) -> tuple[Recipe, Recipe]:
+    """Stage 2's two recipes: today's benchmark recipe on its full data and the combined
+    ``overrides`` (resolved; a data override is dropped, the data being fixed) on the same
+    data; both log their learning curve at the online depth with no draft threshold (R3)."""
+    base = base_recipe(cfg)
+    draft = dataclasses.replace(base.draft, epochs=cfg.bench.draft_epochs, eval_threshold=0.0)
+    today = Recipe(TODAY, {}, draft, cfg.bench.samples_per_prompt)
+    return today, apply(COMBINED, {k: v for k, v in overrides.items() if k != DATA_KEY}, today)
+
+
+def cpu_minutes_to(curve: Sequence[Mapping[str, float]], mark: float) -> float | None:
+    """Training CPU-minutes at which a learning curve first reaches ``mark`` (linear between
+    the evaluated epochs), or ``None`` if it never does.
+
+    >>> cpu_minutes_to([{"cpu_s": 60, "tau_offline": 1.5}, {"cpu_s": 180, "tau_offline": 1.8}], 1.74)
+    2.6
+    """
+    prev = None
+    for pt in curve:
+        if pt["tau_offline"] >= mark:
+            if prev is None or pt["tau_offline"] == prev["tau_offline"]:
+                return round(pt["cpu_s"] / 60, 3)
+            frac = (mark - prev["tau_offline"]) / (pt["tau_offline"] - prev["tau_offline"])
+            return round((prev["cpu_s"] + frac * (pt["cpu_s"] - prev["cpu_s"])) / 60, 3)
+        prev = pt
+    return None
+
+
+def curve_fit(curve: Sequence[Mapping[str, float]]) -> dict[str, float] | None:
+    """Least-squares fit tau = a + b log2(CPU-minutes) over a curve's points (None for fewer than 2)."""
+    pts = [(float(p["cpu_s"]) / 60, float(p["tau_offline"])) for p in curve if p["cpu_s"] > 0]
+    if len(pts) < 2:
+        return None
+    x, y = np.log2([m for m, _ in pts]), np.array([t for _, t in pts])
+    b, a = np.polyfit(x, y, 1)
+    return {"a": float(a), "b": float(b)}
+
+
+def run_confirm(cfg: StudyConfig, target: Target, caches: CacheFor, base_cache: CaptureCache,
+                overrides: Mapping[str, Any], names: Sequence[str], *, progress: bool = True) -> dict[str, Any]:
+    """Stage 2 (see the module docstring): train today's and the combined recipe on the full
+    data, score both on ``base_cache``'s eval split (the screen's prompts), R2 and R3."""
+    from activation_wave.core.layers import eagle3_default_layers
+
+    b = cfg.bench
+    today, comb = confirm_recipes(cfg, overrides)
+    layers = eagle3_default_layers(target.n_layers)
+    trained = _train(target, [today, comb], b.recipe_seeds, layers, caches, today.draft.workers, progress)
+    _, taus = _score(target, base_cache, trained, layers, cfg, today.draft.workers, progress)
+    row = compare(taus[TODAY], {COMBINED: taus[COMBINED]})[0]
+    t_mean = seed_mean(taus[TODAY])
+    t, lo, hi = mean_ci(list(t_mean))
+    arms = {}
+    for r in (today, comb):
+        logs = [log for _, log in trained[r.name]]
+        curve = learning_curve(logs)
+        arms[r.name] = {"overrides": r.overrides, "samples_per_prompt": r.samples_per_prompt,
+                        "cpu_s": round(float(np.mean([train_cpu_s(log) for log in logs])), 2), "curve": curve,
+                        "fit": curve_fit(curve), "cpu_min_to_mark": cpu_minutes_to(curve, R3_TAU),
+                        "drafters": [p for p, _ in trained[r.name]]}
+    arms[TODAY].update(tau=t, lo=lo, hi=hi, per_prompt_tau=_values(t_mean))
+    arms[COMBINED].update({k: row[k] for k in ("tau", "lo", "hi", "per_prompt_tau")})
+    supported = row["delta"] > 0 and row["p"] < 0.05 and row["n_prompts"] >= MIN_PROMPTS
+    reach_t, reach_c = arms[TODAY]["cpu_min_to_mark"], arms[COMBINED]["cpu_min_to_mark"]
+    return {"run": True, "from": list(names), "n_seeds": b.recipe_seeds, "arms": arms,
+            "r2": {k: row[k] for k in ("delta", "delta_lo", "delta_hi", "p", "n_prompts")} | {
+                "verdict": "supported" if supported else "not supported"},
+            "r3": {"mark": R3_TAU, "today_cpu_min": reach_t, "combined_cpu_min": reach_c,
+                   "half_of_today": (None if reach_t is None or reach_c is None else reach_c <= reach_t / 2),
+                   "note": "descriptive; curves at the online depth, no draft threshold, seeds averaged"}}
 
 
 def summary(doc: Mapping[str, Any], path: Path | str) -> dict[str, Any]:

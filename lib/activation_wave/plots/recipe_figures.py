@@ -2,7 +2,9 @@
 
 :func:`plot_recipe_forest` draws every arm's paired delta tau against the base with its
 95% interval; :func:`plot_recipe_curves` the learning curves (tau against cumulative
-training CPU-minutes) of the base and the best arm.
+training CPU-minutes) of the base and the best arm; :func:`plot_recipe_confirm` stage 2's
+curves (today's recipe and the combined one on the full data) with their log-linear fits
+extended to the break-even lines.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from matplotlib.figure import Figure
 
 from activation_wave.plots._style import CYCLE, _ax
 
-__all__ = ["plot_recipe_forest", "plot_recipe_curves"]
+__all__ = ["plot_recipe_forest", "plot_recipe_curves", "plot_recipe_confirm"]
 
 
 def plot_recipe_forest(doc: Mapping[str, Any], *, ax: Axes | None = None, alpha: float = 0.05) -> Figure:
@@ -68,4 +70,32 @@ def plot_recipe_curves(doc: Mapping[str, Any], arms: Sequence[str] | None = None
     ax.set_xlabel("training CPU-minutes per drafter (cumulative)")
     ax.set_ylabel(r"eval $\tau$ (offline, online depth and threshold)")
     ax.legend(fontsize=8)
+    return fig
+
+
+def plot_recipe_confirm(confirm: Mapping[str, Any], *, break_even: Mapping[str, float] | None = None,
+                        ax: Axes | None = None) -> Figure:
+    """Stage 2 (``doc["confirm"]``): each recipe's learning curve (eval tau at the online
+    depth, no draft threshold, against cumulative training CPU-minutes per drafter, log
+    scale), its fit tau = a + b log2(minutes) drawn dashed out to where it reaches the
+    highest ``break_even`` line (labelled as an extrapolation), and the R3 mark."""
+    fig, ax = _ax(ax)
+    top = max([confirm["r3"]["mark"], *(break_even or {}).values()])
+    for i, (name, arm) in enumerate(confirm["arms"].items()):
+        curve, color = arm["curve"], "black" if i == 0 else CYCLE[i]
+        x = [p["cpu_s"] / 60 for p in curve]
+        ax.plot(x, [p["tau_offline"] for p in curve], marker="o", ms=3, color=color, label=f"{name} (measured)")
+        fit = arm.get("fit")
+        if fit and fit["b"] > 0 and x:
+            end = min(2 ** ((top - fit["a"]) / fit["b"]), x[-1] * 2 ** 12)  # at most 12 more doublings drawn
+            xs = np.geomspace(x[-1], max(end, x[-1] * 1.01), 50)
+            ax.plot(xs, fit["a"] + fit["b"] * np.log2(xs), ls="--", lw=1.0, color=color,
+                    label=f"{name}: fit {fit['a']:.2f} + {fit['b']:.3f} log2(min), extrapolated")
+    ax.axhline(confirm["r3"]["mark"], color="#777777", ls=":", lw=1.0, label=f"R3 mark: tau {confirm['r3']['mark']}")
+    for j, (label, tau) in enumerate((break_even or {}).items()):
+        ax.axhline(tau, color=CYCLE[(j + 5) % len(CYCLE)], ls="--", lw=0.9, label=f"break-even: {label}")
+    ax.set_xscale("log")
+    ax.set_xlabel("training CPU-minutes per drafter (cumulative, log scale)")
+    ax.set_ylabel(r"eval $\tau$ (offline, online depth, no threshold)")
+    ax.legend(fontsize=7)
     return fig

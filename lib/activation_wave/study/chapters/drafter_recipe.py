@@ -19,7 +19,8 @@ from activation_wave.core.results import load_result
 #: distinct values and its p means little (the smoke profile scores 2).
 MIN_PROMPTS = 10
 
-__all__ = ["MIN_PROMPTS", "load_optional", "verdict", "arm_rows", "status_text", "not_run_figure", "agreement_values"]
+__all__ = ["MIN_PROMPTS", "load_optional", "verdict", "arm_rows", "status_text", "confirm_text", "not_run_figure",
+           "agreement_values", "break_even_taus"]
 
 
 def load_optional(name: str, cfg: StudyConfig, root: str | Path | None = None) -> dict[str, Any] | None:
@@ -94,6 +95,28 @@ def status_text(doc: Mapping[str, Any] | None, planned: int) -> str:
     return text
 
 
+def confirm_text(doc: Mapping[str, Any] | None) -> str:
+    """Stage 2's outcome in words: R2 with its interval and n, and R3's CPU-minutes, or why it did not run.
+
+    >>> confirm_text({"confirm": {"run": False, "why": "no arm helps under R1: today's recipe stays"}})
+    "Stage 2 did not run: no arm helps under R1: today's recipe stays."
+    """
+    c = (doc or {}).get("confirm")
+    if not c:
+        return "Stage 2 has not run: it follows a complete screen."
+    if not c["run"]:
+        return f"Stage 2 did not run: {c['why']}."
+    r2, r3, arms = c["r2"], c["r3"], c["arms"]
+    minutes = lambda v: "never, within the curve measured" if v is None else f"{v:.0f} CPU-minutes"  # noqa: E731
+    return (f"R2 ({r2['verdict']}): the combined recipe ({', '.join(c['from'])}) reaches tau "
+            f"{arms['combined']['tau']:.3f} against today's {arms['today']['tau']:.3f} on the full data, "
+            f"delta {r2['delta']:+.3f} {_ci(r2['delta_lo'], r2['delta_hi'])}, p {r2['p']:.3g}, n = {r2['n_prompts']} "
+            f"prompts, {c['n_seeds']} seeds each. R3 (descriptive): today's curve reaches tau {r3['mark']} after "
+            f"{minutes(r3['today_cpu_min'])}, the combined one after {minutes(r3['combined_cpu_min'])}"
+            + ("" if r3["half_of_today"] is None else
+               f": {'at most' if r3['half_of_today'] else 'more than'} half of today's") + ".")
+
+
 def not_run_figure() -> Any:
     """A small figure that says the recipe screen has not run (the page glues it in place of
     the results figures, so the book builds before the study has run)."""
@@ -117,3 +140,22 @@ def agreement_values(ag: Mapping[str, Any] | None) -> dict[str, Any]:
             "ag_f32_identical": fv["identical"], "ag_f32_compared": fv["compared"],
             "ag_f32_prefix": fv["mean_prefix_share"], "ag_second": d["llamacpp_token_is_pytorch_second"],
             "ag_div_n": d["n"], "ag_gap_median": d["gap_median"], "ag_engine": ag["llamacpp"]["engine"]}
+
+
+def break_even_taus(bench: Mapping[str, Any] | None = None) -> dict[str, float]:
+    """The tau at which each engine's speculation breaks even with its own plain decoding, from
+    ``benchmarks.json`` (chapter 9's cost models): our PyTorch loop (``speculative_decoding``)
+    and llama.cpp on 1 thread (``llamacpp``); an engine not measured is left out."""
+    from activation_wave.core.results import load_benchmarks
+
+    bench = load_benchmarks() if bench is None else bench
+    out = {}
+    try:
+        out["our PyTorch loop"] = float(bench["speculative_decoding"]["cost_model"]["predicted_chain_t0"]["break_even_tau"])
+    except (KeyError, TypeError):
+        pass
+    try:
+        out["llama.cpp, 1 thread"] = float(bench["llamacpp"]["by_threads"]["1"]["eagle3"]["round_costs"]["tau_needed"]["1x"])
+    except (KeyError, TypeError):
+        pass
+    return out
