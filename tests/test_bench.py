@@ -162,3 +162,34 @@ def test_plain_bench_skips_the_opt_in_recipe_study(tmp_path, monkeypatch):
     assert ran == ["fast"]
     runner.run_benchmarks(load_config("smoke"), tmp_path / "b.json", only=["recipe"])
     assert ran == ["fast", "recipe"]
+
+
+def test_training_precision_trains_each_dtype_it_reports(tiny_tokenizer, tmp_path, monkeypatch):
+    """The benchmark alternates fp32 and bf16 training; each reported speed comes from a drafter
+    trained in that precision (a test fails if the dtype setting never reaches training)."""
+    from helpers import greedy_world, permutation_target
+
+    from activation_wave.benchmarks import speedup
+    from activation_wave.draft import training
+    from activation_wave.study import steps
+
+    monkeypatch.setenv("WAVE_CACHE", str(tmp_path / "cache"))
+    target = permutation_target(tiny_tokenizer, n_layers=8)
+    responses, cache = greedy_world(target, tmp_path / "cap", n=12, max_new=12, eval_every=4)
+    monkeypatch.setattr(speedup, "run_capture", lambda c, progress=True: steps.Captured(
+        cfg=c, target=target, responses=responses, cache=cache, responses_path=tmp_path / "r.jsonl"))
+    seen, real = [], training.train_drafter
+
+    def spy(target, cache, layers, c, out, **k):
+        seen.append((c.dtype, c.records_fraction, c.epochs))
+        return real(target, cache, layers, c, out, **k)
+
+    monkeypatch.setattr(training, "train_drafter", spy)
+    cfg = dataclasses.replace(load_config("smoke"), draft=dataclasses.replace(load_config("smoke").draft,
+                                                                                 draft_vocab=64, threads=1))
+    out = speedup.run_training_precision(cfg, fraction=0.5, rounds=2, progress=False)
+    assert [d for d, _, _ in seen] == ["fp32", "bf16", "fp32", "bf16"]
+    assert {(f, e) for _, f, e in seen} == {(0.5, 1)}
+    assert len(out["tokens_per_s"]["fp32"]) == len(out["tokens_per_s"]["bf16"]) == 2
+    assert out["ratio"] == pytest.approx(out["figure"] / out["baseline"]) and out["loss_positions"] > 0
+    assert {"cpu", "bf16_units"} <= set(out)

@@ -287,6 +287,41 @@ def run_precision(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
 
 
 
+def run_training_precision(cfg: StudyConfig, *, fraction: float = 0.03, rounds: int = 2,
+                           progress: bool = True) -> dict[str, Any]:
+    """Why the profiles train drafters in fp32: bf16 autocast against fp32 training of the
+    benchmark drafter's recipe (one epoch, the EAGLE-3 default triple) on a ``fraction`` of
+    the greedy capture's train records, the two precisions alternating ``rounds`` times in one
+    run (fp32, bf16, fp32, ...). Reports each precision's median training tokens/s (loss
+    positions per second of optimisation, from the train logs), the ratio fp32 / bf16, and the
+    CPU (:func:`~activation_wave.benchmarks.suite.cpu_model`: bf16 is fast only with bf16 units)."""
+    import tempfile
+
+    from activation_wave.benchmarks.suite import cpu_model
+    from activation_wave.draft.training import train_drafter
+
+    cap = run_capture(bench_config(cfg.profile, 0, _overrides(cfg)), progress=progress)
+    layers = eagle3_default_layers(cap.target.n_layers)
+    base = dataclasses.replace(bench_draft(cfg), epochs=1, records_fraction=fraction, eval_every=0, ledger="")
+    runs: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    positions = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            for dtype in runs:
+                out = train_drafter(cap.target, cap.cache, layers, dataclasses.replace(base, dtype=dtype),
+                                    Path(tmp) / f"{dtype}-{r}", progress=False)
+                log = json.loads((out / "train_log.json").read_text())
+                runs[dtype].append(float(log["tokens_per_s"]))
+                positions = int(log["n_loss_tokens"])
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    return {"model": cap.target.name, "profile": cfg.profile, "layers": layers, **cpu_model(),
+            "threads": base.threads, "records_fraction": fraction, "loss_positions": positions, "rounds": rounds,
+            "tokens_per_s": runs, "figure": med["fp32"], "baseline": med["bf16"],
+            "ratio": med["fp32"] / med["bf16"],
+            "note": "training tokens/s (loss positions per second of optimisation, evals excluded); ratio = fp32 / "
+                    "bf16 autocast, alternated in one run"}
+
+
 def run_data_scaling(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
     """How the benchmark drafter's offline tau grows with its training data: the same
     recipe (:func:`bench_draft`) on seeded shares (``bench.scaling_fractions``) of the

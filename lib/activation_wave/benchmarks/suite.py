@@ -46,6 +46,7 @@ def entries() -> dict[str, Entry]:
             "default_profile": pipeline.bench_default_profile,
             "metrics": lambda cfg: metrics.run(threads=cfg.bench.threads),
             "speculative_decoding": decoding.run, "speculative_decoding_bf16": decoding.run_precision,
+            "training_precision": decoding.run_training_precision,
             "drafter_data_scaling": decoding.run_data_scaling,
             # needs the optional llama.cpp build (scripts/setup_llamacpp.sh)
             "llamacpp": lambda cfg: llamacpp.run(profile=cfg.profile, model=cfg.model),
