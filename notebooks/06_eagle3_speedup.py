@@ -103,9 +103,8 @@ display(format_table(plan.groupby(["arm", "set"], sort=False).agg(
 # prompt ({glue:text}`training_records:d` records, {glue:text}`training_positions:d`
 # response positions; the data-scaling benchmark of chapter 9 says that on this budget
 # more data beats more epochs), with {glue:text}`train_dtype` matmuls. (The first run of
-# this chapter, on 2026-12-01, trained in bf16 on a CPU with bf16 units; this machine's CPU
-# has none, and bf16 trained 13x slower than fp32 there, so the rerun trains in fp32. The
-# verdicts below are this rerun's.) The pre-registration asked for more than this machine's
+# this chapter, on 2026-12-01, trained in bf16 on a CPU with bf16 units. {glue:text}`precision_note`;
+# the verdicts below are those of the fp32 rerun.) The pre-registration asked for more than this machine's
 # budget allows; {ref}`sec-deviations` lists what was shrunk and what that costs.
 
 # %% [markdown]

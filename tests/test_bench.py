@@ -187,9 +187,31 @@ def test_training_precision_trains_each_dtype_it_reports(tiny_tokenizer, tmp_pat
     monkeypatch.setattr(training, "train_drafter", spy)
     cfg = dataclasses.replace(load_config("smoke"), draft=dataclasses.replace(load_config("smoke").draft,
                                                                                  draft_vocab=64, threads=1))
-    out = speedup.run_training_precision(cfg, fraction=0.5, rounds=2, progress=False)
+    out = speedup.run_training_precision(cfg, fraction=0.5, rounds=2, avx2_only=False, progress=False)
     assert [d for d, _, _ in seen] == ["fp32", "bf16", "fp32", "bf16"]
     assert {(f, e) for _, f, e in seen} == {(0.5, 1)}
-    assert len(out["tokens_per_s"]["fp32"]) == len(out["tokens_per_s"]["bf16"]) == 2
-    assert out["ratio"] == pytest.approx(out["figure"] / out["baseline"]) and out["loss_positions"] > 0
-    assert {"cpu", "bf16_units"} <= set(out)
+    native = out["native"]
+    assert len(native["tokens_per_s"]["fp32"]) == len(native["tokens_per_s"]["bf16"]) == 2
+    assert out["ratio"] == pytest.approx(out["figure"] / out["baseline"]) and native["loss_positions"] > 0
+    assert {"cpu", "bf16_units"} <= set(out) and "avx2_only" not in out
+
+
+def test_training_precision_runs_the_avx2_case_in_a_child_limited_to_avx2(monkeypatch):
+    import subprocess
+
+    from activation_wave.benchmarks import speedup
+
+    native = {"median": {"fp32": 300.0, "bf16": 700.0}, "ratio_fp32_over_bf16": 300 / 700}
+    monkeypatch.setattr(speedup, "precision_speeds", lambda cfg, fraction, rounds: native)
+    calls = []
+
+    def fake_run(cmd, env, **kw):
+        calls.append((cmd, env))
+        return subprocess.CompletedProcess(cmd, 0, stdout='noise\n{"ratio_fp32_over_bf16": 20.0}\n', stderr="")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    out = speedup.run_training_precision(load_config("smoke"), fraction=0.1, rounds=1, progress=False)
+    (cmd, env), = calls
+    assert env["ATEN_CPU_CAPABILITY"] == "avx2" and env["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+    assert json.loads(cmd[-1])["fraction"] == 0.1 and json.loads(cmd[-1])["profile"] == "smoke"
+    assert out["avx2_only"] == {"ratio_fp32_over_bf16": 20.0} and out["ratio"] == pytest.approx(300 / 700)

@@ -287,20 +287,20 @@ def run_precision(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
 
 
 
-def run_training_precision(cfg: StudyConfig, *, fraction: float = 0.03, rounds: int = 2,
-                           progress: bool = True) -> dict[str, Any]:
-    """Why the profiles train drafters in fp32: bf16 autocast against fp32 training of the
-    benchmark drafter's recipe (one epoch, the EAGLE-3 default triple) on a ``fraction`` of
-    the greedy capture's train records, the two precisions alternating ``rounds`` times in one
-    run (fp32, bf16, fp32, ...). Reports each precision's median training tokens/s (loss
-    positions per second of optimisation, from the train logs), the ratio fp32 / bf16, and the
-    CPU (:func:`~activation_wave.benchmarks.suite.cpu_model`: bf16 is fast only with bf16 units)."""
+#: Environment that makes torch and oneDNN use AVX2 kernels only, as on a CPU without bf16
+#: units: bf16 matmuls are then emulated (what chapter 6 met on an AVX2-only CPU).
+AVX2_ONLY = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+
+
+def precision_speeds(cfg: StudyConfig, fraction: float, rounds: int) -> dict[str, Any]:
+    """Training tokens/s of the benchmark drafter's recipe (one epoch, the EAGLE-3 default
+    triple, a ``fraction`` of the greedy capture's train records) in fp32 and in bf16
+    autocast, alternating ``rounds`` times (fp32, bf16, fp32, ...), in this process."""
     import tempfile
 
-    from activation_wave.benchmarks.suite import cpu_model
     from activation_wave.draft.training import train_drafter
 
-    cap = run_capture(bench_config(cfg.profile, 0, _overrides(cfg)), progress=progress)
+    cap = run_capture(bench_config(cfg.profile, 0, _overrides(cfg)), progress=False)
     layers = eagle3_default_layers(cap.target.n_layers)
     base = dataclasses.replace(bench_draft(cfg), epochs=1, records_fraction=fraction, eval_every=0, ledger="")
     runs: dict[str, list[float]] = {"fp32": [], "bf16": []}
@@ -314,12 +314,44 @@ def run_training_precision(cfg: StudyConfig, *, fraction: float = 0.03, rounds: 
                 runs[dtype].append(float(log["tokens_per_s"]))
                 positions = int(log["n_loss_tokens"])
     med = {k: statistics.median(v) for k, v in runs.items()}
-    return {"model": cap.target.name, "profile": cfg.profile, "layers": layers, **cpu_model(),
-            "threads": base.threads, "records_fraction": fraction, "loss_positions": positions, "rounds": rounds,
-            "tokens_per_s": runs, "figure": med["fp32"], "baseline": med["bf16"],
-            "ratio": med["fp32"] / med["bf16"],
-            "note": "training tokens/s (loss positions per second of optimisation, evals excluded); ratio = fp32 / "
-                    "bf16 autocast, alternated in one run"}
+    return {"model": cap.target.name, "layers": layers, "threads": base.threads, "loss_positions": positions,
+            "tokens_per_s": runs, "median": med, "ratio_fp32_over_bf16": med["fp32"] / med["bf16"]}
+
+
+def run_training_precision(cfg: StudyConfig, *, fraction: float = 0.03, rounds: int = 2,
+                           avx2_only: bool = True, progress: bool = True) -> dict[str, Any]:
+    """Why the profiles train drafters in fp32: bf16 autocast against fp32 training
+    (:func:`precision_speeds`), on this CPU as it is and, with ``avx2_only``, once more in a
+    child process limited to AVX2 kernels (:data:`AVX2_ONLY`), as on a CPU without bf16 units.
+    ``figure`` / ``baseline``: fp32 / bf16 tokens/s on this CPU as it is; ``ratio`` their ratio;
+    the CPU and whether it has bf16 units come from :func:`~activation_wave.benchmarks.suite.cpu_model`."""
+    import os
+    import subprocess
+    import sys
+
+    from activation_wave.benchmarks.suite import cpu_model
+
+    if progress:
+        print("[bench] training_precision: this CPU as it is", flush=True)
+    native = precision_speeds(cfg, fraction, rounds)
+    out = {"profile": cfg.profile, **cpu_model(), "records_fraction": fraction, "rounds": rounds, "native": native,
+           "figure": native["median"]["fp32"], "baseline": native["median"]["bf16"],
+           "ratio": native["ratio_fp32_over_bf16"],
+           "note": "training tokens/s (loss positions per second of optimisation, evals excluded), fp32 and bf16 "
+                   "autocast alternated in one run; ratio = fp32 / bf16 on this CPU as it is; avx2_only: the same "
+                   f"in a child process with {AVX2_ONLY} (bf16 emulated, as on a CPU without bf16 units)"}
+    if avx2_only:
+        if progress:
+            print("[bench] training_precision: limited to AVX2 kernels (a child process)", flush=True)
+        code = ("import json, sys; from activation_wave.core.config import load_config; "
+                "from activation_wave.benchmarks.speedup import precision_speeds; "
+                "a = json.loads(sys.argv[1]); "
+                "print(json.dumps(precision_speeds(load_config(a['profile'], a['overrides']), a['fraction'], a['rounds'])))")
+        arg = json.dumps({"profile": cfg.profile, "overrides": _overrides(cfg), "fraction": fraction, "rounds": rounds})
+        proc = subprocess.run([sys.executable, "-c", code, arg], env={**os.environ, **AVX2_ONLY}, capture_output=True,
+                              text=True, check=True)
+        out["avx2_only"] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
 
 
 def run_data_scaling(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:

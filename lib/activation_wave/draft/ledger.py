@@ -63,7 +63,7 @@ def read(root: str | Path, drafter_path: str | Path) -> dict[str, Any] | None:
 def _write(path: Path, doc: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
+    tmp.write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")))  # compact: ~40 KB per drafter
     os.replace(tmp, path)
 
 

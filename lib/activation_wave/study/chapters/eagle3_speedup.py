@@ -504,6 +504,28 @@ def _seed_pairs(runs: Sequence[DrafterRun], arm: str) -> list[tuple[DrafterRun, 
     return [(v[0], v[1]) for v in by_set.values() if len(v) >= 2]
 
 
+def precision_text(entry: Mapping[str, Any] | None) -> str:
+    """Why the drafters train in fp32, from the ``training_precision`` benchmark: bf16 against
+    fp32 training speed on the benchmark's CPU, and with AVX2 kernels only (as on a CPU
+    without bf16 units).
+
+    >>> precision_text(None)
+    'The training_precision benchmark has not run (wave bench --only training_precision).'
+    """
+    if not entry:
+        return "The training_precision benchmark has not run (wave bench --only training_precision)."
+    nat = entry["native"]["median"]
+    text = (f"In the training_precision benchmark on an {entry['cpu']} "
+            f"({'with' if entry['bf16_units'] else 'without'} bf16 units, {entry['measured'][:10]}), bf16 autocast "
+            f"trained at {nat['bf16']:.0f} loss positions per second and fp32 at {nat['fp32']:.0f}")
+    avx = entry.get("avx2_only")
+    if avx:
+        text += (f"; limited to AVX2 kernels, as on a CPU without bf16 units, bf16 fell to {avx['median']['bf16']:.0f} "
+                 f"against fp32's {avx['median']['fp32']:.0f}, {avx['ratio_fp32_over_bf16']:.0f}x slower")
+    return text + (". A CPU without bf16 units (an x86 CPU with AVX2 only, like this study's machine on the morning "
+                   "of 2026-12-02) pays that slowdown, so the profiles train in fp32 on every CPU")
+
+
 def prose_values(res: Eagle3SpeedupResult, cfg: StudyConfig, pred: Any) -> dict[str, Any]:
     """Every number the chapter's text cites, by glue name (NaN where a quantity is undefined).
 
@@ -524,7 +546,7 @@ def prose_values(res: Eagle3SpeedupResult, cfg: StudyConfig, pred: Any) -> dict[
         "train_min_total": float(np.sum(trained)) / 60 / max(1, cfg.draft.workers) if trained else nan,
         "training_records": res.training_records, "training_positions": res.training_positions,
         "samples_per_prompt": cfg.draft.samples_per_prompt, "epochs": cfg.draft.epochs,
-        "train_dtype": cfg.draft.dtype,
+        "train_dtype": cfg.draft.dtype, "precision_note": precision_text(load_benchmarks().get("training_precision")),
         "best_rule_set": f"{res.best_rule.set} {list(res.best_rule.layers)}",
         "lossless_default": f"{o_def.lossless_prompts}/{o_def.n_prompts}",
         "lossless_rule": f"{o_rule.lossless_prompts}/{o_rule.n_prompts}",
