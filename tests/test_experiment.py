@@ -165,3 +165,29 @@ def test_corrupt_ledger_entry_is_set_aside_and_rebuilt(saved_world, tmp_path):
     with pytest.raises(FileNotFoundError, match="neither in the cache nor in the ledger"):
         from activation_wave.draft.experiment import ensure_weights
         ensure_weights(target, [Path(row["path"]).with_name("L9-000000000000")], root)
+
+
+def test_pool_workers_die_with_their_parent(tmp_path):
+    """A study killed mid-training leaves no worker behind (they would keep training)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import os, time; from activation_wave.draft.experiment import _pool\n"
+            "p = _pool(1); pid = p.submit(os.getpid).result()\n"
+            "print(pid, flush=True); time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    worker = int(parent.stdout.readline())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    for _ in range(100):
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(worker, signal.SIGKILL)
+        raise AssertionError("the pool worker outlived its killed parent")

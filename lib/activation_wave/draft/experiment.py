@@ -158,16 +158,30 @@ def _train_in_worker(model: str, dtype: str, cache_path: str, layers: list[int],
     return str(path)
 
 
-def _pool(workers: int) -> Any:
-    """A pool of ``workers`` fresh processes (spawn: fork would copy torch's thread pools)
-    whose progress bars stay silent: the parent's bar counts their jobs."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+def _worker_init() -> None:
+    """A pool worker's start: its progress bars stay silent (the parent's bar counts its jobs),
+    and on Linux it is sent SIGTERM when its parent dies, so a killed study leaves no
+    orphan still training (which would spend the CPU a resumed run needs)."""
+    import ctypes
+    import signal
+    import sys
 
     from activation_wave.core.progress import silence_relay
 
+    silence_relay()
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _pool(workers: int) -> Any:
+    """A pool of ``workers`` fresh processes (spawn: fork would copy torch's thread pools),
+    started by :func:`_worker_init`."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=silence_relay)
+                               initializer=_worker_init)
 
 
 def _dtype(target: Target) -> str:
