@@ -324,12 +324,12 @@ def run_training_precision(cfg: StudyConfig, *, fraction: float = 0.03, rounds: 
     (:func:`precision_speeds`), on this CPU as it is and, with ``avx2_only``, once more in a
     child process limited to AVX2 kernels (:data:`AVX2_ONLY`), as on a CPU without bf16 units.
     ``figure`` / ``baseline``: fp32 / bf16 tokens/s on this CPU as it is; ``ratio`` their ratio;
-    the CPU and whether it has bf16 units come from :func:`~activation_wave.benchmarks.suite.cpu_model`."""
+    the CPU and whether it has bf16 units come from :func:`~activation_wave.benchmarks.peak.cpu_model`."""
     import os
     import subprocess
     import sys
 
-    from activation_wave.benchmarks.suite import cpu_model
+    from activation_wave.benchmarks.peak import cpu_model
 
     if progress:
         print("[bench] training_precision: this CPU as it is", flush=True)

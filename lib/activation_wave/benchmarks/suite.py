@@ -24,7 +24,7 @@ import torch
 
 from activation_wave.core.config import StudyConfig
 from activation_wave.core.results import BENCHMARKS_FILE, without_cache_root
-from activation_wave.benchmarks.peak import PeakRSS
+from activation_wave.benchmarks.peak import PeakRSS, cpu_model
 
 
 Entry = Callable[[StudyConfig], dict[str, Any]]
@@ -52,24 +52,6 @@ def entries() -> dict[str, Entry]:
             "llamacpp": lambda cfg: llamacpp.run(profile=cfg.profile, model=cfg.model),
             # the recipe study (issue 25): many drafters, resumable; writes <results>/recipe.json too
             "recipe": recipe.run}
-
-
-def cpu_model(cpuinfo: str | None = None) -> dict[str, Any]:
-    r"""The CPU's model name and whether it has bf16 matrix units (``avx512_bf16`` / ``amx_bf16``
-    in ``/proc/cpuinfo``): bf16 training and decoding are fast only where it does.
-
-    >>> cpu_model("model name\t: AMD EPYC\nflags\t\t: fpu avx2\n")
-    {'cpu': 'AMD EPYC', 'bf16_units': False}
-    """
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return {"cpu": platform.processor() or "unknown", "bf16_units": None}
-    fields = dict(line.split(":", 1) for line in cpuinfo.splitlines() if ":" in line)
-    fields = {k.strip(): v.strip() for k, v in fields.items()}
-    flags = set(fields.get("flags", "").split())
-    return {"cpu": fields.get("model name", "unknown"), "bf16_units": bool(flags & {"avx512_bf16", "amx_bf16"})}
 
 
 def run_benchmarks(cfg: StudyConfig, out: Path = BENCHMARKS_FILE, only: list[str] | None = None) -> dict[str, Any]:
