@@ -75,8 +75,8 @@ def train_or_load(target: Target, cache: CaptureCache, layers: Sequence[int], cf
 
     out = drafter_dir(cache, layers, cfg)
     log_path = out / "train_log.json"
+    entry = ledger.read(cfg.ledger, out)
     if not log_path.exists():
-        entry = ledger.read(cfg.ledger, out)
         if entry is not None and not weights:
             return out, entry["train_log"]
         if out.exists():
@@ -86,14 +86,15 @@ def train_or_load(target: Target, cache: CaptureCache, layers: Sequence[int], cf
             shutil.rmtree(tmp)
         train_drafter(target, cache, list(layers), cfg, tmp, progress=progress)
         tmp.rename(out)
-        if entry is not None and entry.get("weights_digest") != ledger.weights_digest(out):
-            warnings.warn(f"drafter {out.name} trained again here has other weights than the ledger's (another CPU "
-                          "or thread count); the ledger now describes these weights and their scores are computed "
-                          "again", stacklevel=2)
     log = json.loads(log_path.read_text())
-    entry = ledger.read(cfg.ledger, out)
-    if cfg.ledger and (entry is None or entry.get("weights_digest") != ledger.weights_digest(out)):
-        ledger.record_training(cfg.ledger, out, sorted(map(int, layers)), asdict(cfg), log)
+    if cfg.ledger:
+        digest = ledger.weights_digest(out)
+        if entry is None or entry.get("weights_digest") != digest:
+            if entry is not None:
+                warnings.warn(f"drafter {out.name} here has other weights than the ledger's (trained on another CPU "
+                              "or thread count); the ledger now describes these weights and their scores are "
+                              "computed again", stacklevel=2)
+            ledger.record_training(cfg.ledger, out, sorted(map(int, layers)), asdict(cfg), log, digest)
     return out, log
 
 

@@ -84,13 +84,14 @@ def weights_digest(drafter_path: str | Path) -> str:
 
 
 def record_training(root: str | Path, drafter_path: str | Path, layers: Sequence[int], config: Mapping[str, Any],
-                    train_log: Mapping[str, Any]) -> None:
-    """Enter a trained drafter (its folder must hold its weights); scores already in the
-    ledger for the same weights are kept."""
+                    train_log: Mapping[str, Any], digest: str | None = None) -> None:
+    """Enter a trained drafter (its folder must hold its weights; ``digest``, its
+    :func:`weights_digest`, is computed when not given); scores already in the ledger for
+    the same weights are kept."""
     path = ledger_file(root, drafter_path)
     if path is None:
         return
-    digest = weights_digest(drafter_path)
+    digest = digest or weights_digest(drafter_path)
     old = read(root, drafter_path) or {}
     same = old.get("weights_digest") == digest
     _write(path, {"version": LEDGER_VERSION, "layers": [int(i) for i in layers], "config": dict(config),
