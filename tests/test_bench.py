@@ -52,6 +52,8 @@ def test_run_benchmarks_merges_entries_and_passes_the_config(tmp_path, monkeypat
     saved = json.loads(out.read_text())
     assert saved["kept"] == {"figure": 1} and saved["fast"]["ratio"] == 1.5 == doc["fast"]["ratio"]
     assert "peak_rss_mib" in saved["fast"] and "wall_s" in saved["fast"] and "machine" in saved
+    assert saved["fast"]["machine"] == saved["machine"] and "bf16_units" in saved["fast"]["machine"]
+    assert "machine" not in saved["kept"]  # an entry not run keeps what it had
     assert seen == [cfg] and seen[0].bench.rounds == 3
     with pytest.raises(ValueError, match="unknown benchmark.*'nope'"):
         runner.run_benchmarks(cfg, out, only=["nope"])

@@ -74,6 +74,7 @@ def run_benchmarks(cfg: StudyConfig, out: Path = BENCHMARKS_FILE, only: list[str
         result.setdefault("peak_rss_mib", round(mem.peak))
         result["wall_s"] = round(time.time() - t0, 1)
         result["measured"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+        result["machine"] = doc["machine"]  # entries of one file may come from different machines
         doc[name] = without_cache_root(result)  # drafter folders as cache keys, not this machine's paths
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=1))
