@@ -125,7 +125,7 @@ overrides = "{}"
 from IPython.display import Markdown, display
 
 from activation_wave.core.tables import format_table
-from activation_wave.plots import plot_recipe_curves, plot_recipe_forest
+from activation_wave.plots import plot_recipe_confirm, plot_recipe_curves, plot_recipe_forest
 from activation_wave.study.chapters import drafter_recipe as dr
 from activation_wave.study.glue import glue_figure, glue_values
 from activation_wave.study.steps import notebook_config
@@ -177,8 +177,6 @@ glue_figure("fig_recipe_curves", plot_recipe_curves(doc) if doc else dr.not_run_
 # {glue:text}`recipe_confirm`
 
 # %% tags=["hide-input"]
-from activation_wave.plots import plot_recipe_confirm
-
 confirm = (doc or {}).get("confirm") or {}
 glue_values(recipe_confirm=dr.confirm_text(doc))
 glue_figure("fig_recipe_confirm", plot_recipe_confirm(confirm, break_even=dr.break_even_taus())
