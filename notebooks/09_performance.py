@@ -30,6 +30,7 @@ from IPython.display import display
 from activation_wave.benchmarks import llamacpp_speed as llamacpp_bench
 from activation_wave.study.glue import glue_figure, glue_values
 from activation_wave.study.chapters import performance as perf
+from activation_wave.study.chapters.eagle3_speedup import precision_text
 from activation_wave.study.steps import load_results, notebook_config
 from activation_wave.core.tables import format_table
 from activation_wave.plots import (plot_data_scaling, plot_decoding_costs, plot_memory_curve, plot_metric_scaling,
@@ -38,7 +39,8 @@ from activation_wave.plots import (plot_data_scaling, plot_decoding_costs, plot_
 cfg = notebook_config(profile, model, overrides)
 target = cfg.bench.speedup_target
 bench = perf.load_benchmarks()
-print("benchmarks measured on:", bench.get("machine"))
+display(pd.DataFrame([{"benchmark": name, "measured on": perf.measured_on(entry)} for name, entry in bench.items()
+                      if isinstance(entry, dict) and "measured" in entry]))
 
 # %% [markdown]
 # ## Each step against its baseline
@@ -50,6 +52,7 @@ display(table.round(3))
 glue_figure("fig_ratios", plot_ratios(list(table.benchmark), list(table.ratio),
                                       [None if pd.isna(t) else t for t in table.target]))
 values = perf.capture_values(bench.get("capture_throughput"))
+values["precision_note"] = precision_text(bench.get("training_precision"))
 
 # %% [markdown]
 # ```{glue:figure} fig_ratios
@@ -68,6 +71,10 @@ values = perf.capture_values(bench.get("capture_throughput"))
 # while `model(...)` computes logits everywhere. Against the decoder alone, with no LM head at all, it runs at
 # {glue:text}`capture_vs_decoder:.2f`: that is the whole cost of copying out every
 # layer, the entropy and top-k, and writing the shard.
+#
+# **Why drafters train in fp32.** {glue:text}`precision_note`. The two
+# "drafter training" rows of the figure are this benchmark (`training_precision`): fp32's
+# training speed relative to bf16 autocast's, on the CPU as it is and limited to AVX2 kernels.
 #
 # ## Speculative decoding: what the speedup is made of
 

@@ -196,6 +196,12 @@ def test_ratio_rows_and_profile_timings(tmp_path):
     assert [r["benchmark"] for r in rows] == ["capture (all hidden states) vs plain forward",
                                               "speculative decoding: speedup_vs_plain_t0"]
     assert rows[0]["target"] == 0.85 and rows[1]["target"] == 1.2
+    run = lambda fp32, bf16: {"median": {"fp32": fp32, "bf16": bf16}, "ratio_fp32_over_bf16": fp32 / bf16}  # noqa: E731
+    bench["training_precision"] = {"native": run(200.0, 500.0), "avx2_only": run(200.0, 20.0), "peak_rss_mib": 9}
+    extra = perf.ratio_rows(bench, 1.2)[2:]
+    assert [(r["benchmark"], r["ratio"], r["figure"], r["baseline"]) for r in extra] == [
+        ("drafter training, fp32 vs bf16 autocast (this CPU)", 0.4, 200.0, 500.0),
+        ("drafter training, fp32 vs bf16 autocast (AVX2 kernels only)", 10.0, 200.0, 20.0)]
     (tmp_path / "smoke").mkdir()
     (tmp_path / "smoke" / "timings.json").write_text('{"notebooks": {"06": 30.5, "00": 2.0}, '
                                                      '"longest": {"06": {"seconds": 300.0, "finished": "x"}}}')

@@ -92,7 +92,32 @@ def ratio_rows(bench: Mapping[str, Any], speedup_target: float) -> list[dict[str
         if spec and spec.get(key) is not None:
             rows.append({"benchmark": f"speculative decoding: {key}", "ratio": spec[key], "target": target,
                          "figure": None, "baseline": None, "peak MiB": spec.get("peak_rss_mib")})
+    tp = bench.get("training_precision")
+    if tp:
+        for label, run in (("this CPU", tp["native"]), ("AVX2 kernels only", tp.get("avx2_only"))):
+            if run:
+                rows.append({"benchmark": f"drafter training, fp32 vs bf16 autocast ({label})",
+                             "ratio": run["ratio_fp32_over_bf16"], "target": None, "figure": run["median"]["fp32"],
+                             "baseline": run["median"]["bf16"], "peak MiB": tp.get("peak_rss_mib")})
     return rows
+
+
+def measured_on(entry: Mapping[str, Any] | None) -> str:
+    """When and on which CPU a benchmark entry was measured (entries written before they
+    recorded their machine give the date only).
+
+    >>> measured_on({"measured": "2026-12-02T12:27:16", "machine": {"cpu": "AMD EPYC", "bf16_units": True}})
+    '2026-12-02, AMD EPYC with bf16 units'
+    >>> measured_on({"measured": "2026-12-01T09:00:00"})
+    '2026-12-01'
+    """
+    if not entry:
+        return "not measured"
+    when = str(entry.get("measured", "?"))[:10]
+    m = entry.get("machine")
+    if not m:
+        return when
+    return f"{when}, {m.get('cpu', '?')} {'with' if m.get('bf16_units') else 'without'} bf16 units"
 
 
 def capture_values(cap: Mapping[str, Any] | None) -> dict[str, Any]:
