@@ -331,14 +331,18 @@ def _score(target: Target, base_cache: CaptureCache, trained: Mapping[str, Seque
     return ids, taus
 
 
+def _runs_summary(runs: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """What a results file keeps of one recipe's drafters (``(folder, train log)`` per seed):
+    training CPU-seconds (seed mean), the learning curve, the folders."""
+    logs = [log for _, log in runs]
+    return {"cpu_s": round(float(np.mean([train_cpu_s(log) for log in logs])), 2), "curve": learning_curve(logs),
+            "drafters": [path for path, _ in runs]}
+
+
 def _arm_row(row: dict[str, Any], recipe: Recipe, runs: Sequence[tuple[str, dict[str, Any]]], cache: CaptureCache,
              base_cache: CaptureCache) -> dict[str, Any]:
-    row = {"name": recipe.name, "overrides": recipe.overrides, **{k: v for k, v in row.items() if k != "name"}}
-    row["cpu_s"] = round(float(np.mean([train_cpu_s(log) for _, log in runs])), 2)
-    row["cpu_s_data"] = round(data_cpu_s(cache, base_cache), 2)
-    row["curve"] = learning_curve([log for _, log in runs])
-    row["drafters"] = [path for path, _ in runs]
-    return row
+    return {"name": recipe.name, "overrides": recipe.overrides, **{k: v for k, v in row.items() if k != "name"},
+            **_runs_summary(runs), "cpu_s_data": round(data_cpu_s(cache, base_cache), 2)}
 
 
 def run_recipe(cfg: StudyConfig, target: Target, caches: CacheFor, *, progress: bool = True) -> dict[str, Any]:
@@ -392,9 +396,7 @@ def run_recipe(cfg: StudyConfig, target: Target, caches: CacheFor, *, progress: 
                     "arms (the combined arm is post hoc: raw p only)"),
         "base": {"name": b.recipe_base, "config": dataclasses.asdict(base.draft),
                  "samples_per_prompt": base.samples_per_prompt, "n_seeds": b.recipe_seeds, "tau": tau, "lo": lo,
-                 "hi": hi, "cpu_s": round(float(np.mean([train_cpu_s(log) for _, log in base_runs])), 2),
-                 "cpu_s_data": 0.0, "curve": learning_curve([log for _, log in base_runs]),
-                 "per_prompt_tau": _values(base_mean), "drafters": [p for p, _ in base_runs]},
+                 "hi": hi, **_runs_summary(base_runs), "cpu_s_data": 0.0, "per_prompt_tau": _values(base_mean)},
         "arms": arms, "skipped": skipped, "combined": combined, "confirm": confirm, "prompt_ids": list(ids),
         "best": None if best is None else best["name"],
         "cost_note": ("cpu_s: training CPU-seconds per drafter (train_wall_s x threads, periodic evals excluded), "
@@ -460,12 +462,9 @@ def run_confirm(cfg: StudyConfig, target: Target, caches: CacheFor, base_cache: 
     t, lo, hi = mean_ci(list(t_mean))
     arms = {}
     for r in (today, comb):
-        logs = [log for _, log in trained[r.name]]
-        curve = learning_curve(logs)
-        arms[r.name] = {"overrides": r.overrides, "samples_per_prompt": r.samples_per_prompt,
-                        "cpu_s": round(float(np.mean([train_cpu_s(log) for log in logs])), 2), "curve": curve,
-                        "fit": curve_fit(curve), "cpu_min_to_mark": cpu_minutes_to(curve, R3_TAU),
-                        "drafters": [p for p, _ in trained[r.name]]}
+        runs = _runs_summary(trained[r.name])
+        arms[r.name] = {"overrides": r.overrides, "samples_per_prompt": r.samples_per_prompt, **runs,
+                        "fit": curve_fit(runs["curve"]), "cpu_min_to_mark": cpu_minutes_to(runs["curve"], R3_TAU)}
     arms[TODAY].update(tau=t, lo=lo, hi=hi, per_prompt_tau=_values(t_mean))
     arms[COMBINED].update({k: row[k] for k in ("tau", "lo", "hi", "per_prompt_tau")})
     supported = row["delta"] > 0 and row["p"] < 0.05 and row["n_prompts"] >= MIN_PROMPTS

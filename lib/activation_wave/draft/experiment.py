@@ -200,8 +200,9 @@ def _train_missing(target: Target, cache: CaptureCache, jobs: list[tuple[list[in
     """
     from concurrent.futures import as_completed
 
-    todo = [(ids, c) for ids, c in jobs if not ((drafter_dir(cache, ids, c) / "train_log.json").exists()
-                                                 or (not weights and is_trained(cache, ids, c)))]
+    done = ((lambda ids, c: (drafter_dir(cache, ids, c) / "train_log.json").exists()) if weights
+            else (lambda ids, c: is_trained(cache, ids, c)))
+    todo = [(ids, c) for ids, c in jobs if not done(ids, c)]
     todo = list({str(drafter_dir(cache, ids, c)): (ids, c) for ids, c in todo}.values())
     bar = progress_bar(total=len(todo), desc="training drafters", unit="drafter", disable=not progress or not todo)
     if workers <= 1 or len(todo) <= 1:
