@@ -21,6 +21,12 @@ from activation_wave.plots._style import CYCLE, _ax
 __all__ = ["plot_recipe_forest", "plot_recipe_curves", "plot_recipe_confirm"]
 
 
+def _break_even_lines(ax: Axes, break_even: Mapping[str, float] | None) -> None:
+    """A labelled dashed line at each engine's break-even tau."""
+    for j, (label, tau) in enumerate((break_even or {}).items()):
+        ax.axhline(tau, color=CYCLE[(j + 5) % len(CYCLE)], ls="--", lw=0.9, label=f"break-even: {label}")
+
+
 def plot_recipe_forest(doc: Mapping[str, Any], *, ax: Axes | None = None, alpha: float = 0.05) -> Figure:
     """Forest plot: each arm's delta tau (arm - base) with its 95% paired bootstrap interval,
     sorted by delta (largest on top), a zero line; filled markers where the Holm-corrected
@@ -65,8 +71,7 @@ def plot_recipe_curves(doc: Mapping[str, Any], arms: Sequence[str] | None = None
         x = [p["cpu_s"] / 60 for p in curve]
         ax.plot(x, [p["tau_offline"] for p in curve], marker="o", ms=3, color="black" if i == 0 else CYCLE[i],
                 label=name)
-    for j, (label, tau) in enumerate((break_even or {}).items()):
-        ax.axhline(tau, color=CYCLE[(j + 5) % len(CYCLE)], ls="--", lw=0.9, label=f"break-even: {label}")
+    _break_even_lines(ax, break_even)
     ax.set_xlabel("training CPU-minutes per drafter (cumulative)")
     ax.set_ylabel(r"eval $\tau$ (offline, online depth and threshold)")
     ax.legend(fontsize=8)
@@ -92,8 +97,7 @@ def plot_recipe_confirm(confirm: Mapping[str, Any], *, break_even: Mapping[str, 
             ax.plot(xs, fit["a"] + fit["b"] * np.log2(xs), ls="--", lw=1.0, color=color,
                     label=f"{name}: fit {fit['a']:.2f} + {fit['b']:.3f} log2(min), extrapolated")
     ax.axhline(confirm["r3"]["mark"], color="#777777", ls=":", lw=1.0, label=f"R3 mark: tau {confirm['r3']['mark']}")
-    for j, (label, tau) in enumerate((break_even or {}).items()):
-        ax.axhline(tau, color=CYCLE[(j + 5) % len(CYCLE)], ls="--", lw=0.9, label=f"break-even: {label}")
+    _break_even_lines(ax, break_even)
     ax.set_xscale("log")
     ax.set_xlabel("training CPU-minutes per drafter (cumulative, log scale)")
     ax.set_ylabel(r"eval $\tau$ (offline, online depth, no threshold)")
