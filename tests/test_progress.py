@@ -96,3 +96,20 @@ def test_the_study_relays_while_a_notebook_runs(tmp_path, monkeypatch, capsys):
     assert study.run_study("smoke", book_dir=tmp_path / "b" / "book", only=["09"], build=False) == 0
     err = capsys.readouterr().err
     assert "[study] 09_performance: [training drafters] 35/70 drafter (50%), 1500 s, ~1500 s left" in err
+
+
+def test_online_decoding_reaches_the_relay_without_a_visible_bar(tmp_path, monkeypatch):
+    """Chapter 6's online runs (prompt by prompt, every method) report through the relay even
+    when the caller asked for no bar, so ``wave study`` does not sit silent for half an hour."""
+    from activation_wave.decode.timing import run_interleaved
+    from activation_wave.decode.rounds import summarise
+
+    relay = tmp_path / "relay.log"
+    monkeypatch.setenv(P.RELAY_ENV, str(relay))
+
+    def method(ids, adjust):
+        return summarise("plain-loop", 0.0, 0, [{"token_ids": list(ids), "wall_s": 0.1, "rounds": 2}], [], [], [])
+
+    run_interleaved({"plain": method}, [(f"q{i}", [1, 2]) for i in range(10)])
+    lines = relay.read_text().splitlines()
+    assert lines and lines[-1].startswith("[decoding] 10/10 prompt (100%)")

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from activation_wave.core.config import SpecConfig
+from activation_wave.core.progress import progress_bar
 from activation_wave.decode.rounds import SpecResult, _crop, _cache_kw, _forward, _new_cache, merge_results
 from activation_wave.models.drafter import Eagle3Drafter
 from activation_wave.decode.kernels import PackedLinear, set_kernels, threads
@@ -54,15 +55,14 @@ def run_interleaved(methods: Mapping[str, Method], prompts: Sequence[tuple[str, 
     ``i``, so load from other processes on a shared machine slows every method alike and
     the ratios of tokens/s stay meaningful. Returns each method's pooled result.
     """
-    from tqdm import tqdm
-
     names = list(methods)
     if not prompts or not names:
         raise ValueError("run_interleaved needs at least one prompt and one method")
     for name in names:  # untimed warm-up: one-time allocations and kernel packing
         methods[name](prompts[0][1], lambda c: dataclasses.replace(c, max_new_tokens=warmup_tokens))
     runs: dict[str, list[SpecResult]] = {name: [] for name in names}
-    for i, (pid, ids) in enumerate(tqdm(prompts, desc="decoding", unit="prompt", disable=not progress)):
+    for i, (pid, ids) in enumerate(progress_bar(prompts, desc="decoding", unit="prompt",
+                                                             disable=not progress)):
         for name in names[i % len(names):] + names[:i % len(names)]:
             res = methods[name](ids, lambda c, i=i: dataclasses.replace(c, seed=c.seed + i))
             res.per_prompt[0]["id"] = pid
