@@ -42,6 +42,16 @@ def test_scores_vs_tau_draws_one_panel_per_score_with_its_rho():
     assert again is fig and len(fig.axes) == 2
 
 
+def test_labels_of_two_close_points_do_not_overlap():
+    """Two sets with nearly the same score and tau (chapter 6's entropy-greedy and exhaustive)
+    get their labels on opposite sides of their points."""
+    fig = plots.plot_scores_vs_tau({"S2": [4.44, 4.465, 4.0]}, [1.287, 1.2868, 1.32],
+                                   ["entropy-greedy", "exhaustive", "eagle3-default"])
+    offsets = {t.get_text(): t.xyann for t in fig.axes[0].texts}
+    assert offsets["entropy-greedy"][1] > 0 > offsets["exhaustive"][1]
+    assert offsets["eagle3-default"][1] > 0
+
+
 def test_key_figure_has_the_selection_map_and_the_tau_bars():
     s = _summary("m", 12)
     fig = plots.plot_key_figure(s.ids, {"combined": [1, 3, 12], "eagle3-default": [2, 6, 9]},

@@ -152,10 +152,17 @@ def plot_score_vs_tau(scores: Sequence[float], tau: Sequence[float], names: Sequ
     fig, ax = _ax(ax)
     s, t = np.asarray(scores, dtype=float), np.asarray(tau, dtype=float)
     names = list(names) if names is not None else [""] * len(s)
+    placed: list[tuple[float, float]] = []  # label anchors in axis-fraction units
+    span = [(float(np.nanmin(v)), float(np.nanmax(v) - np.nanmin(v)) or 1.0) if np.isfinite(v).any() else (0.0, 1.0)
+            for v in (s, t)]
     for i, (a, b, n) in enumerate(zip(s, t, names)):
         ax.scatter([a], [b], color=method_color(n, i) if n else "C0", zorder=3)
         if n:
-            ax.annotate(n, (a, b), textcoords="offset points", xytext=(4, 4), fontsize="small")
+            u, v = (a - span[0][0]) / span[0][1], (b - span[1][0]) / span[1][1]
+            crowded = any(abs(u - pu) < 0.15 and abs(v - pv) < 0.05 for pu, pv in placed)
+            placed.append((u, v))  # a label near an earlier one goes below its point, not over it
+            ax.annotate(n, (a, b), textcoords="offset points", xytext=(4, -11) if crowded else (4, 4),
+                        fontsize="small")
     ok = np.isfinite(s) & np.isfinite(t)
     rho = spearmanr(s[ok], t[ok]).statistic if ok.sum() >= 3 else float("nan")
     ax.set_xlabel(xlabel)
