@@ -140,7 +140,8 @@ values["study_epochs"] = cfg.draft.epochs
 # token.
 #
 # Training that drafter took {glue:text}`spec_train_min:.0f` minutes at
-# {glue:text}`spec_train_tps:.0f` response positions per second (all unrolled steps);
+# {glue:text}`spec_train_tps:.0f` response positions per second (all unrolled steps, in
+# {glue:text}`spec_train_dtype`; the table at the top of this chapter names the CPU);
 # each of chapter 6's {glue:text}`study_drafters_n:d` drafters took
 # {glue:text}`study_drafter_s:.0f` s on average under this profile,
 # {glue:text}`study_workers:d` trained at once: about {glue:text}`study_drafters_min:.0f`

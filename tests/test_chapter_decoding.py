@@ -143,7 +143,7 @@ def _spec_entry():
             "by_round": [{"speedup_vs_plain_t0": 1.15}, {"speedup_vs_plain_t0": 1.25}],
             "drafter_training": {"tokens_per_s": 500.0, "train_wall_s": 600.0, "n_loss_tokens": 1000},
             "drafter_data": {"samples_per_prompt": 6, "train_records": 700, "sampled_train_records": 600},
-            "drafter_config": {"epochs": 10}}
+            "drafter_config": {"epochs": 10, "dtype": "bf16"}}
 
 
 def test_cost_model_derivation_from_the_benchmark_entry():
@@ -154,6 +154,7 @@ def test_cost_model_derivation_from_the_benchmark_entry():
     assert v["spec_train_prompts"] == 100 and v["spec_train_min"] == 10.0 and v["spec_speedup_chat"] != v["spec_speedup_chat"]
     assert v["spec_rounds"].startswith("2 interleaved rounds over the prompts (per round 1.150x to 1.250x")
     assert v["spec_verdict"].startswith("within noise of the study's target of 1.2x") and v["spec_epochs"] == 10
+    assert v["spec_train_dtype"] == "bf16"  # the benchmark's drafter may train in another precision than chapter 6's
     missing = perf.decoding_values(None, 1.2)
     assert set(missing) == set(v) and math.isnan(missing["spec_tau"]) and missing["spec_lossless"] == "(not measured)"
 

@@ -168,7 +168,8 @@ def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
     out["study_drafters"] = _study_drafters(cfg)
     out["command"] = f"wave bench --profile {cfg.profile} --only speculative_decoding" + "".join(
         f" --set {k}={v}" for k, v in _overrides(cfg).items())
-    out["drafter_config"] = {k: train_log.get("config", {}).get(k) for k in ("draft_vocab", "ttt_steps", "epochs", "lr")}
+    out["drafter_config"] = {k: train_log.get("config", {}).get(k)
+                             for k in ("draft_vocab", "ttt_steps", "epochs", "lr", "dtype")}
     out["drafter_eval_offline"] = {k: (train_log.get("eval") or {}).get(k) for k in ("tau_offline",
                                                                                      "acceptance_by_position")}
     out["drafter_data"] = _data_summary(cap.cfg, cache)

@@ -140,7 +140,7 @@ def decoding_values(spec: Mapping[str, Any] | None, speedup_target: float) -> di
                          "spec_break_even", "spec_step_ms", "spec_round_ms", "obs_step_ms", "obs_round_ms",
                          "obs_round_rel", "obs_tau_needed", "spec_speedup_code", "spec_speedup_chat",
                          "spec_verify_rel", "spec_marginal_ms", "spec_train_tps", "spec_train_min"],
-                        ["spec_layers", "spec_lossless", "spec_rounds", "spec_verdict"],
+                        ["spec_layers", "spec_lossless", "spec_rounds", "spec_verdict", "spec_train_dtype"],
                         ["spec_n_prompts", "spec_depth", "spec_depth_plus", "spec_samples", "spec_train_prompts",
                          "spec_positions", "spec_epochs"])
     costs, pred = spec["cost_model"]["components_ms"], spec["cost_model"]["predicted_chain_t0"]
@@ -170,6 +170,7 @@ def decoding_values(spec: Mapping[str, Any] | None, speedup_target: float) -> di
         "spec_positions": spec["drafter_training"].get("n_loss_tokens") or 0,
         "spec_rounds": rounds_text([r["speedup_vs_plain_t0"] for r in rounds]),
         "spec_epochs": (spec.get("drafter_config") or {}).get("epochs") or 0,
+        "spec_train_dtype": (spec.get("drafter_config") or {}).get("dtype") or "unrecorded",
         "spec_verdict": speedup_verdict(spec["speedup_vs_plain_t0"], [r["speedup_vs_plain_t0"] for r in rounds],
                                         speedup_target),
     }
