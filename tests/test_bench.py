@@ -99,6 +99,9 @@ def test_benchmark_drafter_keeps_its_cache_key():
     assert bench_spec(cfg) == dataclasses.replace(cfg.spec, threads=1, depth=3, draft_threshold=0.15,
                                                   max_new_tokens=96)
     assert load_config("default").bench.samples_per_prompt == 6
+    # training may use more cores than the one-core timing: only the drafter's threads change
+    more = load_config("default", {"bench.train_threads": 2})
+    assert bench_draft(more) == dataclasses.replace(before, threads=2) and bench_spec(more) == bench_spec(cfg)
 
 
 def test_overrides_round_trip_a_config():

@@ -83,8 +83,8 @@ def bench_config(profile: str = "default", samples_per_prompt: int | None = None
 def bench_draft(cfg: StudyConfig) -> DraftConfig:
     """The benchmark drafter's training config: the profile's ``draft`` with the ``bench`` recipe."""
     b = cfg.bench
-    return dataclasses.replace(cfg.draft, threads=b.threads, epochs=b.draft_epochs, ttt_steps=b.draft_ttt_steps,
-                               batch_tokens=b.draft_batch_tokens)
+    return dataclasses.replace(cfg.draft, threads=b.train_threads or b.threads, epochs=b.draft_epochs,
+                               ttt_steps=b.draft_ttt_steps, batch_tokens=b.draft_batch_tokens)
 
 
 def bench_spec(cfg: StudyConfig) -> SpecConfig:

@@ -514,7 +514,9 @@ class BenchConfig:
     machine trains in minutes, while chapter 6 compares sets at equal budget), trained on
     the greedy responses plus ``samples_per_prompt`` sampled ones per train prompt; it
     decodes with the profile's ``spec`` section with ``depth``, ``draft_threshold`` and
-    ``max_new_tokens``, one thread per process (``threads``)."""
+    ``max_new_tokens``, one thread per process (``threads``). The drafter trains with
+    ``train_threads`` torch threads (0 = ``threads``): timing decodes on one core says
+    nothing about how many cores training may use."""
 
     draft_epochs: int = 10
     draft_ttt_steps: int = 3
@@ -526,6 +528,7 @@ class BenchConfig:
     n_prompts: int = 16  # held-out prompts of the decoding benchmark
     rounds: int = 5  # interleaved runs over all prompts: pooled, and their spread and interval
     threads: int = 1
+    train_threads: int = 0  # the benchmark drafter's training threads (0 = threads)
     speedup_target: float = 1.2  # the study's target for the best drafter at T = 0 (issue 5)
     precision_dtype: str = "bfloat16"  # the lower-precision lever
     precision_prompts: int = 8
@@ -548,6 +551,7 @@ class BenchConfig:
         "draft_epochs": AT_LEAST_1, "draft_ttt_steps": AT_LEAST_1, "draft_batch_tokens": AT_LEAST_1,
         "samples_per_prompt": NON_NEGATIVE, "depth": AT_LEAST_1, "draft_threshold": PROBABILITY,
         "max_new_tokens": AT_LEAST_1, "n_prompts": AT_LEAST_1, "rounds": AT_LEAST_1, "threads": AT_LEAST_1,
+        "train_threads": NON_NEGATIVE,
         "speedup_target": POSITIVE, "precision_prompts": AT_LEAST_1, "scaling_fractions": FRACTION,
         "scaling_samples": AT_LEAST_1, "memory_tokens": AT_LEAST_1, "capture_records": AT_LEAST_1,
         "capture_batch_size": AT_LEAST_1, "capture_repeats": AT_LEAST_1, "recipe_seeds": AT_LEAST_1,
