@@ -12,8 +12,9 @@
 # # Which recipe makes the strongest drafter per CPU-minute?
 #
 # Every drafter in this study is far weaker than one that serves: chapter 6's one-epoch
-# drafters reach an offline $\tau$ of about 1.31 on the pre-registered outcome, the
-# benchmark drafter of chapter 9 about 1.7, and released EAGLE-3 drafters for 8B targets
+# drafters reach an offline $\tau$ of {glue:text}`ch6_tau:.2f` on the pre-registered outcome, the
+# benchmark drafter of chapter 9 {glue:text}`bench_tau:.2f` (its training-time evaluation:
+# depth 3, no draft threshold), and released EAGLE-3 drafters for 8B targets
 # 2.5 to 6 {cite}`li2025eagle3`. Chapter 9's data-scaling curve gains about +0.09 $\tau$ per
 # doubling of the training positions, so data alone is a slow lever on this 2-core
 # machine. This page measures the other levers (initialisation, loss, optimiser, draft
@@ -124,6 +125,7 @@ overrides = "{}"
 # %% tags=["hide-input"]
 from IPython.display import Markdown, display
 
+from activation_wave.core.results import load_benchmarks
 from activation_wave.core.tables import format_table
 from activation_wave.plots import plot_recipe_confirm, plot_recipe_curves, plot_recipe_forest
 from activation_wave.study.chapters import drafter_recipe as dr
@@ -134,7 +136,8 @@ cfg = notebook_config(profile, model, overrides)
 doc = dr.load_optional("recipe", cfg, results_root or None)
 planned = len([a for a in cfg.bench.recipe_arms if a != "combined"])
 glue_values(recipe_status=dr.status_text(doc, planned), **dr.agreement_values(
-    dr.load_optional("llamacpp_agreement", cfg, results_root or None)))
+    dr.load_optional("llamacpp_agreement", cfg, results_root or None)),
+            **dr.strength_values(dr.load_optional("06_predictors", cfg, results_root or None), load_benchmarks()))
 
 # %% [markdown]
 # ## Where the study stands

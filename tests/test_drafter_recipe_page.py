@@ -78,3 +78,13 @@ def test_confirm_figure_draws_curves_fits_and_lines():
     assert any("extrapolated" in lab for lab in labels) and "break-even: llama.cpp" in labels
     fit = next(line for line in ax.get_lines() if line.get_label().startswith("combined: fit"))
     assert max(fit.get_ydata()) <= 3.8 + 1e-6 and ax.get_xscale() == "log"
+
+
+def test_doctests_of_the_page_helpers():
+    """The docstring examples of the page's helpers (status, strength of today's drafters) hold."""
+    import doctest
+
+    from activation_wave.study.chapters import drafter_recipe
+
+    result = doctest.testmod(drafter_recipe)
+    assert result.failed == 0 and result.attempted > 0

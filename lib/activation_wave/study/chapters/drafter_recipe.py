@@ -128,6 +128,23 @@ def not_run_figure() -> Any:
     return fig
 
 
+def strength_values(pred: Mapping[str, Any] | None, bench: Mapping[str, Any]) -> dict[str, float]:
+    """Where today's drafters stand, for the page's opening: chapter 6's default triple on its
+    pre-registered outcome (``06_predictors``) and the benchmark drafter's training-time
+    offline tau (``speculative_decoding`` in benchmarks.json); NaN where not measured.
+
+    >>> strength_values({"reference": "d", "sets": [{"set": "d", "tau": 1.32}]},
+    ...                 {"speculative_decoding": {"drafter_eval_offline": {"tau_offline": 1.74}}})
+    {'ch6_tau': 1.32, 'bench_tau': 1.74}
+    """
+    ref = (pred or {}).get("reference", "eagle3-default")
+    ch6 = next((s.get("tau") for s in (pred or {}).get("sets", []) if s.get("set") == ref), None)
+    spec = (bench.get("speculative_decoding") or {}).get("drafter_eval_offline") or {}
+    nan = float("nan")
+    return {"ch6_tau": nan if ch6 is None else float(ch6),
+            "bench_tau": nan if spec.get("tau_offline") is None else float(spec["tau_offline"])}
+
+
 def agreement_values(ag: Mapping[str, Any] | None) -> dict[str, Any]:
     """Glue values of the llama.cpp greedy-agreement check (``llamacpp_agreement.json``)."""
     if ag is None:
