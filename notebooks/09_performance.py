@@ -141,14 +141,12 @@ values["study_epochs"] = cfg.draft.epochs
 #
 # Training that drafter took {glue:text}`spec_train_min:.0f` minutes at
 # {glue:text}`spec_train_tps:.0f` response positions per second (all unrolled steps, in
-# {glue:text}`spec_train_dtype`; the table at the top of this chapter names the CPU);
-# each of chapter 6's {glue:text}`study_drafters_n:d` drafters took
+# {glue:text}`spec_train_dtype` on {glue:text}`spec_train_threads:d` thread(s); the table at the top of
+# this chapter names the CPU); each of chapter 6's {glue:text}`study_drafters_n:d` drafters took
 # {glue:text}`study_drafter_s:.0f` s on average under this profile,
 # {glue:text}`study_workers:d` trained at once: about {glue:text}`study_drafters_min:.0f`
-# minutes of training when none is cached yet. That is part of chapter 6's longest
-# (cold-cache) execution, {glue:text}`ch6_longest_min:.0f` minutes in the
-# {ref}`timings below <sec-profile-timings>`, which also captures the drafters' training
-# data and scores every drafter.
+# minutes of training when none is cached yet. {glue:text}`ch6_cold_cost` ({ref}`timings
+# <sec-profile-timings>`).
 #
 # ## How $\tau$ grows with training data
 
@@ -311,6 +309,7 @@ rows = perf.profile_timings()
 timings = pd.DataFrame(rows, columns=["profile", "notebook", "seconds", "longest seconds"])
 display(timings.pivot(index="notebook", columns="profile", values=["seconds", "longest seconds"]).round(1))
 values |= perf.timing_values(rows)
+values["ch6_cold_cost"] = perf.cold_cost_text(values["study_drafters_min"], values["ch6_longest_min"])
 glue_values(**values)
 
 # %% [markdown]

@@ -302,3 +302,10 @@ def test_layer_profile_reads_entropy_norms_and_neighbour_cka(stats):
     assert prof.ids == tuple(st.ids) and prof.median_norm == pytest.approx(tuple(med))
     assert prof.norm_ratio[0] is None and prof.norm_ratio[2] == pytest.approx(med[2] / med[1])
     assert prof.cka_prev[1] == pytest.approx(float(st.cka[1, 0]))
+
+
+def test_cold_cost_text_never_calls_more_training_part_of_a_shorter_run():
+    assert perf.cold_cost_text(40.0, 79.0).startswith("That is part of chapter 6's longest (cold-cache) execution, 79")
+    longer = perf.cold_cost_text(114.0, 79.0)
+    assert "more than chapter 6's longest recorded execution, 79 minutes" in longer and "part of" not in longer
+    assert "no recorded time" in perf.cold_cost_text(float("nan"), 79.0)

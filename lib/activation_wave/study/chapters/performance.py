@@ -34,7 +34,7 @@ NOT_MEASURED = "(not measured)"
 
 __all__ = ["load_benchmarks", "speedup_verdict", "rounds_text", "ratio_rows", "capture_values", "decoding_values",
            "study_drafter_values", "data_scaling_values", "low_precision_values", "memory_values", "profile_timings",
-           "timing_values", "paper_estimates", "llamacpp_values", "reach_text", "sweep_rows", "sweep_text"]
+           "timing_values", "cold_cost_text", "paper_estimates", "llamacpp_values", "reach_text", "sweep_rows", "sweep_text"]
 
 
 def _missing(numbers: Sequence[str], texts: Sequence[str] = (), zeros: Sequence[str] = ()) -> dict[str, Any]:
@@ -142,7 +142,7 @@ def decoding_values(spec: Mapping[str, Any] | None, speedup_target: float) -> di
                          "spec_verify_rel", "spec_marginal_ms", "spec_train_tps", "spec_train_min"],
                         ["spec_layers", "spec_lossless", "spec_rounds", "spec_verdict", "spec_train_dtype"],
                         ["spec_n_prompts", "spec_depth", "spec_depth_plus", "spec_samples", "spec_train_prompts",
-                         "spec_positions", "spec_epochs"])
+                         "spec_positions", "spec_epochs", "spec_train_threads"])
     costs, pred = spec["cost_model"]["components_ms"], spec["cost_model"]["predicted_chain_t0"]
     depth = spec["spec"]["depth"]
     verify = float(costs["verify_ms"][str(depth + 1)])
@@ -165,6 +165,7 @@ def decoding_values(spec: Mapping[str, Any] | None, speedup_target: float) -> di
         "obs_tau_needed": speedup_target * spec["tau_t0"] / spec["speedup_vs_plain_t0"],
         "spec_train_tps": spec["drafter_training"]["tokens_per_s"] or NAN,
         "spec_train_min": (spec["drafter_training"]["train_wall_s"] or NAN) / 60,
+        "spec_train_threads": spec["drafter_training"].get("threads") or 0,
         "spec_samples": (data or {}).get("samples_per_prompt", 0),
         "spec_train_prompts": data["train_records"] - data["sampled_train_records"] if data else 0,
         "spec_positions": spec["drafter_training"].get("n_loss_tokens") or 0,
@@ -303,6 +304,24 @@ def timing_values(rows: Sequence[Mapping[str, Any]], profiles: Sequence[str] = (
     out["ch6_longest_min"] = ch["longest seconds"] / 60 if ch else NAN
     out["ch6_last_min"] = ch["seconds"] / 60 if ch else NAN
     return out
+
+
+def cold_cost_text(training_min: float, longest_min: float) -> str:
+    """How chapter 6's drafter training relates to the chapter's longest recorded execution.
+
+    >>> cold_cost_text(40.0, 79.0)[:60]
+    "That is part of chapter 6's longest (cold-cache) execution, "
+    >>> "a cold run with these drafters takes longer" in cold_cost_text(114.0, 79.0)
+    True
+    """
+    if math.isnan(training_min) or math.isnan(longest_min):
+        return "Chapter 6's cold-cache execution has no recorded time yet"
+    if training_min <= longest_min:
+        return (f"That is part of chapter 6's longest (cold-cache) execution, {longest_min:.0f} minutes in the "
+                "timings below, which also captures the drafters' training data and scores every drafter")
+    return (f"That is more than chapter 6's longest recorded execution, {longest_min:.0f} minutes in the timings "
+            "below: that record is from an earlier run whose drafters trained faster (chapter 6 says in which "
+            "precision they train now, and why), so a cold run with these drafters takes longer than it")
 
 
 def paper_estimates(models: Sequence[str]) -> list[dict[str, Any]]:
