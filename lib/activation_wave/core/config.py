@@ -200,7 +200,7 @@ def validate(section: Any) -> None:
 
 _INT_TEXT = re.compile(r"[+-]?[0-9]+")
 _FLOAT_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)", re.IGNORECASE)
-_TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
+_TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0", "-0")  # -0: JSON reads it as 0
 
 
 def value_text(value: Any) -> str:
@@ -226,8 +226,8 @@ def parse_value(value: Any, typ: Any, where: str) -> Any:
     (:func:`value_text`: ``true``, ``2.0``, ``null``), then every value is parsed as text:
     ints are ASCII digits with an optional sign (no ``1_5``, no ``2.0``, no ``true``: a bool
     or a float is never truncated to an int), floats are decimal or ``inf``/``nan`` (the
-    bounds then reject those), bools are true/false/yes/no or an integer 1/0 (``-0`` too, as
-    JSON reads it), lists are comma-separated
+    bounds then reject those), bools are true/false/yes/no/1/0 (and ``-0``, which JSON reads as
+    0), lists are comma-separated
     (or a YAML / JSON list) with no empty item.
 
     >>> parse_value("16", int, "k"), parse_value(" 0.5 ", float, "q"), parse_value("a,b", tuple[str, ...], "s")
@@ -261,8 +261,6 @@ def parse_value(value: Any, typ: Any, where: str) -> Any:
         return text
     if typ is bool and text.lower() in _TRUE + _FALSE:
         return text.lower() in _TRUE
-    if typ is bool and _INT_TEXT.fullmatch(text) and int(text) in (0, 1):  # "-0", "+1": the JSON 0 / 1 they mean
-        return bool(int(text))
     if typ is int and _INT_TEXT.fullmatch(text):
         return int(text)
     if typ is float and (_FLOAT_TEXT.fullmatch(text) or _INT_TEXT.fullmatch(text)):

@@ -61,8 +61,8 @@ def run_interleaved(methods: Mapping[str, Method], prompts: Sequence[tuple[str, 
     for name in names:  # untimed warm-up: one-time allocations and kernel packing
         methods[name](prompts[0][1], lambda c: dataclasses.replace(c, max_new_tokens=warmup_tokens))
     runs: dict[str, list[SpecResult]] = {name: [] for name in names}
-    for i, (pid, ids) in enumerate(progress_bar(prompts, desc="decoding", unit="prompt",
-                                                             disable=not progress)):
+    bar = progress_bar(prompts, desc="decoding", unit="prompt", disable=not progress)
+    for i, (pid, ids) in enumerate(bar):
         for name in names[i % len(names):] + names[:i % len(names)]:
             res = methods[name](ids, lambda c, i=i: dataclasses.replace(c, seed=c.seed + i))
             res.per_prompt[0]["id"] = pid

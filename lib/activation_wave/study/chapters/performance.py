@@ -34,7 +34,8 @@ NOT_MEASURED = "(not measured)"
 
 __all__ = ["load_benchmarks", "speedup_verdict", "rounds_text", "ratio_rows", "capture_values", "decoding_values",
            "study_drafter_values", "data_scaling_values", "low_precision_values", "memory_values", "profile_timings",
-           "timing_values", "cold_cost_text", "paper_estimates", "llamacpp_values", "reach_text", "sweep_rows", "sweep_text"]
+           "timing_values", "cold_cost_text", "paper_estimates", "llamacpp_values", "reach_text", "sweep_rows",
+           "sweep_text"]
 
 
 def _missing(numbers: Sequence[str], texts: Sequence[str] = (), zeros: Sequence[str] = ()) -> dict[str, Any]:
