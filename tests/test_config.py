@@ -65,3 +65,29 @@ def test_second_architecture_pages_share_the_cross_model_capture(profile, tmp_pa
     # a study run on the cross model itself shows the profile's own model as the second one
     swapped = [r for r in _runs(profile, cfg.cross.model, tmp_path, {}, None) if r[0].startswith("second/")]
     assert {r[3]["model"] for r in swapped} == {cfg.model}
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_third_architecture_pages_share_its_capture(profile, tmp_path):
+    """A profile with a ``third`` model gets chapters 1-5 on it, with exactly the config
+    :func:`third_config` gives (so chapter 7 reads the same capture); one without gets none."""
+    from activation_wave.select.across_models import extra_architectures, third_config, third_overrides
+    from activation_wave.study.notebooks import THIRD_ARCH
+    from activation_wave.study.runner import _runs
+
+    cfg = load_config(profile)
+    runs = _runs(profile, None, tmp_path, {"profile": profile, "model": "", "overrides": "{}"}, None)
+    third = [r for r in runs if r[0].startswith("third/")]
+    if not cfg.third.model:
+        assert third == [] and len(extra_architectures(cfg)) == 1
+        with pytest.raises(ValueError, match="names no third architecture"):
+            third_config(cfg)
+        return
+    assert load_config(profile, third_overrides(cfg), model=cfg.third.model) == third_config(cfg)
+    assert third_config(cfg).data.engine == cfg.third.engine
+    assert [r[0].split("/")[1] for r in third] == THIRD_ARCH
+    assert all(r[2].parent == tmp_path / "third" and cfg.third.model in r[4] and "compares the three." in r[4]
+               for r in third)
+    assert [c.model for c in extra_architectures(cfg)] == [cfg.cross.model, cfg.third.model]
+    # naming the third model as the study's model shows no third page of it
+    assert not [r for r in _runs(profile, cfg.third.model, tmp_path, {}, None) if r[0].startswith("third/")]

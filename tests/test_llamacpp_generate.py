@@ -270,3 +270,45 @@ def test_a_dequantized_gguf_holds_the_same_values_in_f32(tmp_path):
     np.testing.assert_array_equal(t["blk.0.w"].data.reshape(4, 64), dequantize(q, GGMLQuantizationType.Q8_0))
     assert r.fields["general.file_type"].contents() == 0 and r.fields["llama.block_count"].contents() == 2
     assert r.fields["tokenizer.ggml.tokens"].contents() == ["a", "b"]
+
+
+# ----------------------------------------------------------------------------- data.engine: llamacpp
+
+
+PROMPTS3 = [Prompt(id=f"q{i}", text="abc"[: i + 1], split="train" if i else "eval") for i in range(3)]
+
+
+def test_the_llamacpp_engine_fills_the_responses_cache(fake_server, tiny_target, tmp_path):
+    """``data.engine: llamacpp``: the cache is written by the server (each record naming it),
+    under a key of its own; a second call reads it without starting a server."""
+    from activation_wave.core.config import DataConfig
+    from activation_wave.models.prompts import generate_responses, responses_key
+
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF fake")
+    cfg = DataConfig(max_new_tokens=6, batch_size=2, engine="llamacpp")
+    assert responses_key(tiny_target, PROMPTS3, cfg) != responses_key(tiny_target, PROMPTS3, replace(cfg, engine="pytorch"))
+    assert responses_key(tiny_target, PROMPTS3, cfg) != responses_key(tiny_target, PROMPTS3, replace(cfg, engine_slots=2))
+    with G.ServerGenerator(gguf, slots=2, threads=1, workdir=tmp_path / "w", llamacpp=fake_server) as gen:
+        recs, path = generate_responses(tiny_target, PROMPTS3, cfg, progress=False, generator=gen)
+    assert [r.id for r in recs] == ["q0", "q1", "q2"]
+    assert recs[2].response_ids[:3] == [recs[2].prompt_ids[-1]] * 3 and recs[2].finish == "eos"
+    assert all(r.engine.startswith("llama.cpp llama-server b0-fake np2") for r in recs)
+    assert gen._stack is None  # stopped at the end of the block
+    idle = G.ServerGenerator(gguf, workdir=tmp_path / "w2", llamacpp=LlamaCpp(tmp_path / "nowhere"))
+    again, _ = generate_responses(tiny_target, PROMPTS3, cfg, progress=False, generator=idle)
+    assert again == recs and idle._stack is None  # all cached: no server was needed
+
+
+def test_an_engine_the_config_does_not_name_is_refused(tiny_target, tmp_path):
+    from activation_wave.core.config import DataConfig
+    from activation_wave.models.prompts import TorchGenerator, generate_responses
+
+    with pytest.raises(ValueError, match="data.engine is 'llamacpp' but no llamacpp generator"):
+        generate_responses(tiny_target, PROMPTS3, DataConfig(engine="llamacpp"), progress=False)
+    with pytest.raises(ValueError, match="data.engine is 'llamacpp' but the generator is a TorchGenerator"):
+        generate_responses(tiny_target, PROMPTS3, DataConfig(engine="llamacpp"), progress=False,
+                           generator=TorchGenerator(tiny_target, 8))
+    gen = G.ServerGenerator(tmp_path / "m.gguf", workdir=tmp_path)
+    with pytest.raises(ValueError, match="data.engine is 'pytorch' but the generator is a ServerGenerator"):
+        generate_responses(tiny_target, PROMPTS3, DataConfig(), progress=False, generator=gen)

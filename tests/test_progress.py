@@ -77,6 +77,22 @@ def test_a_relayed_bar_writes_between_shares_when_a_step_takes_long(tmp_path, mo
     assert relay.read_text().splitlines() == ["[scoring drafters] 1/100 drafter (1%), 61 s, ~6039 s left"]
 
 
+def test_a_plain_log_gets_a_line_per_slow_step(monkeypatch):
+    """Outside a study (``wave bench > log``): a step that takes over a minute prints its line
+    even when it completes no new 10% share; quick steps between shares print nothing."""
+    monkeypatch.delenv(P.RELAY_ENV, raising=False)
+    clock = iter([0.0, 1800.0, 1800.0, 1810.0, 3600.0, 3600.0])  # start; step 1 (check, line); step 2; step 3
+    monkeypatch.setattr(P, "_now", lambda: next(clock))
+    out = io.StringIO()
+    bar = P.LineProgress(total=40, desc="training drafters", unit="drafter", file=out)
+    bar.update()  # half an hour for 1 of 40 (2.5%): a line
+    bar.update()  # ten seconds later: nothing
+    bar.update()  # another half hour: a line
+    bar.close()
+    assert [line.split(",")[0] for line in out.getvalue().splitlines()] == [
+        "[training drafters] 1/40 drafter (2%)", "[training drafters] 3/40 drafter (8%)"]
+
+
 def test_the_study_relays_while_a_notebook_runs(tmp_path, monkeypatch, capsys):
     """``wave study`` executes each notebook inside :func:`relay`: what the kernel writes to
     the relay file reaches the study's stderr, prefixed with the notebook's name."""

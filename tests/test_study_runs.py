@@ -6,6 +6,7 @@ before anything is copied or written."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 import activation_wave.study.runner as study
 from activation_wave import cli
@@ -67,3 +68,18 @@ def test_the_cli_reports_a_bad_set_in_one_line_and_leaves_no_files(repo, capsys)
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "batch_size" in err[0]
     assert not (repo / "scratch").exists()
+
+
+def test_a_run_without_the_third_architecture_drops_its_pages_from_the_toc(tmp_path):
+    toc = tmp_path / "_toc.yml"
+    toc.write_text("format: jb-book\nroot: chapters/intro\nparts:\n"
+                   "  - caption: Study\n    chapters:\n      - file: chapters/01_layer_entropy\n"
+                   "  - caption: Second architecture\n    chapters:\n      - file: chapters/second/01_layer_entropy\n"
+                   "  - caption: Third architecture\n    chapters:\n      - file: chapters/third/01_layer_entropy\n"
+                   "        title: Third\n      - file: chapters/third/05_layer_selection\n")
+    study.drop_toc_folders(toc, ["third"])
+    doc = yaml.safe_load(toc.read_text())
+    assert [p["caption"] for p in doc["parts"]] == ["Study", "Second architecture"]
+    assert doc["root"] == "chapters/intro" and doc["format"] == "jb-book"
+    study.drop_toc_folders(toc, [])  # nothing to drop: the file is left as it is
+    assert yaml.safe_load(toc.read_text()) == doc

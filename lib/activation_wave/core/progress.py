@@ -77,7 +77,7 @@ class LineProgress:
         self.desc, self.unit, self.n, self.every = desc, unit, initial, every
         self.file, self.quiet = file, quiet
         self.postfix = ""
-        self.t0 = self._relayed_at = _now()
+        self.t0 = self._relayed_at = self._said_at = _now()
         self._last = self._bucket(initial)
         self.closed = False
         self.relay = Path(relay) if relay and not any(b.relay and not b.done for b in _OPEN) else None
@@ -109,28 +109,33 @@ class LineProgress:
             self._last = bucket
         elif self.relay is not None and _now() - self._relayed_at >= RELAY_EVERY_S:
             self._print(to_file=False)
+        elif self.relay is None and not self.quiet and _now() - self._said_at >= RELAY_EVERY_S:
+            # slow steps (a drafter every half hour) in a plain log: a line per step once a minute has passed
+            self._print(to_file=True)
 
     def set_postfix(self, **kwargs: Any) -> None:
         self.postfix = ", ".join(f"{k}={v}" for k, v in kwargs.items())
 
-    def line(self) -> str:
-        """The current progress line."""
+    def line(self, now: float | None = None) -> str:
+        """The current progress line (at time ``now``, default the clock's)."""
         pct = f" ({100 * self.n / self.total:.0f}%)" if self.total else ""
         extra = f", {self.postfix}" if self.postfix else ""
-        elapsed = _now() - self.t0
+        elapsed = (_now() if now is None else now) - self.t0
         return f"[{self.desc}] {self.n}/{self.total} {self.unit}{pct}, {elapsed:.0f} s{_eta(elapsed, self.n, self.total)}{extra}"
 
     def _print(self, to_file: bool) -> None:
-        text = self.line()
+        now = _now()
+        text = self.line(now)
         if to_file and not self.quiet:
             print(text, file=self.file or sys.stderr, flush=True)
+            self._said_at = now
         if self.relay is not None:
             try:
                 with open(self.relay, "a") as fh:
                     fh.write(text + "\n")
             except OSError:  # the study is gone or moved on: progress is never worth an error
                 self.relay = None
-            self._relayed_at = _now()
+            self._relayed_at = now
 
     def close(self) -> None:
         """Forget the bar (every line it printed is already complete)."""

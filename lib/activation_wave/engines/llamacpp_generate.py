@@ -181,6 +181,65 @@ def responses_header(gguf: Path, run: GenerationRun, items: Sequence[tuple[str, 
             "engine": run.engine, **settings, "speed": run.speed()}
 
 
+class ServerGenerator:
+    """``data.engine: llamacpp``: a llama-server on ``gguf`` as the responses cache's
+    :class:`~activation_wave.models.prompts.BatchGenerator`. The server starts on the first
+    batch (a fully cached response set starts nothing) and stops on :meth:`close` (or at
+    the end of a ``with`` block). Each batch is sent ``slots`` requests at a time; request
+    ``i`` of a batch with seed ``s`` samples with seed ``s + i``. ``ctx_per_slot`` bounds
+    prompt plus response."""
+
+    def __init__(self, gguf: Path, *, slots: int = 1, threads: int = 2, workdir: Path,
+                 ctx_per_slot: int = 4096, llamacpp: Any = None) -> None:
+        self.gguf, self.slots, self.threads, self.workdir = gguf, slots, threads, workdir
+        self.ctx_per_slot, self._lc = ctx_per_slot, llamacpp
+        self._stack: Any = None
+        self._url = ""
+        self._engine = ""
+
+    @property
+    def engine(self) -> str:
+        self._start()
+        return self._engine
+
+    def _start(self) -> None:
+        if self._stack is not None:
+            return
+        from contextlib import ExitStack
+
+        from activation_wave.engines.llamacpp import find_llamacpp, free_port, llama_server
+
+        lc = self._lc or find_llamacpp()
+        stack = ExitStack()
+        log = self.workdir / f"llama-server-np{self.slots}-t{self.threads}.log"
+        server = stack.enter_context(llama_server(lc, self.gguf, free_port(), self.threads, log,
+                                                  ctx=self.slots * self.ctx_per_slot, slots=self.slots))
+        self._stack, self._url = stack, server.url
+        self._engine = server_engine(server.url, self.gguf, slots=self.slots, threads=self.threads)
+
+    def __call__(self, prompt_ids: list[list[int]], max_new_tokens: int, *, temperature: float = 0.0,
+                 seed: int = 0) -> list[tuple[list[int], str]]:
+        longest = max(len(ids) for ids in prompt_ids) + max_new_tokens
+        if longest > self.ctx_per_slot:
+            raise ValueError(f"a prompt plus {max_new_tokens} new tokens is {longest} tokens, over the llama.cpp "
+                             f"context of {self.ctx_per_slot} per slot; lower data.max_new_tokens")
+        self._start()
+        run = generate(self._url, [(str(i), ids) for i, ids in enumerate(prompt_ids)], max_new_tokens,
+                       engine=self._engine, slots=self.slots, temperature=temperature, seed=seed)
+        return [(run.tokens[str(i)], run.finish[str(i)]) for i in range(len(prompt_ids))]
+
+    def close(self) -> None:
+        if self._stack is not None:
+            self._stack.close()
+            self._stack = None
+
+    def __enter__(self) -> ServerGenerator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 # ----------------------------------------------------------------------------- agreement
 
 

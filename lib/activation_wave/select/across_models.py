@@ -36,6 +36,33 @@ def cross_overrides(cfg: StudyConfig) -> dict[str, Any]:
             "data.batch_size": c.data.batch_size, "capture.batch_size": c.capture.batch_size}
 
 
+def third_config(cfg: StudyConfig) -> StudyConfig:
+    """The config of the third architecture's run (``cfg.third``; raises if it names none)."""
+    t = cfg.third
+    if not t.model:
+        raise ValueError(f"the {cfg.profile} profile names no third architecture (third.model); "
+                         "e.g. --set third.model=qwen2.5-coder-1.5b")
+    data = dataclasses.replace(cfg.data, max_prompts_per_source=t.max_prompts_per_source,
+                               max_new_tokens=t.max_new_tokens, engine=t.engine)
+    capture = dataclasses.replace(cfg.capture, batch_size=min(cfg.capture.batch_size, t.capture_batch_size))
+    # one drafter at a time: a larger target's drafter step does not fit twice in the memory limit
+    draft = dataclasses.replace(cfg.draft, workers=1)
+    return dataclasses.replace(cfg, model=t.model, data=data, capture=capture, draft=draft)
+
+
+def third_overrides(cfg: StudyConfig) -> dict[str, Any]:
+    """:func:`third_config`'s changes as dotted overrides (the third architecture's pages)."""
+    c = third_config(cfg)
+    return {"data.max_prompts_per_source": c.data.max_prompts_per_source, "data.max_new_tokens": c.data.max_new_tokens,
+            "data.engine": c.data.engine, "capture.batch_size": c.capture.batch_size, "draft.workers": 1}
+
+
+def extra_architectures(cfg: StudyConfig) -> list[StudyConfig]:
+    """The configs of the architectures compared with the study's model: ``cross`` (the
+    second) and, when the profile names one, ``third``."""
+    return [cross_config(cfg), *([third_config(cfg)] if cfg.third.model else [])]
+
+
 @dataclass(frozen=True)
 class ModelSummary:
     """One model's statistics for the side-by-side comparison: entropy ``[L]`` (order 1),

@@ -131,7 +131,8 @@ def estimate_peak_gib(cfg: StudyConfig, shape: Shape) -> dict[str, float]:
     * ``responses`` (generation, ``B = data.batch_size``, ``S = capture.max_length +
       data.max_new_tokens``): ``W`` + the KV cache ``2 N B kv_heads head_dim S x 4`` + the
       prefill's activations ``B S (4 H + 3 I) x 4`` and attention scores ``B heads S^2 x 4``
-      + one step's logits ``2 B V x 4``.
+      + one step's logits ``2 B V x 4``; with ``data.engine: llamacpp`` only ``W`` (llama-server
+      generates, in a process of its own with the quantized GGUF mapped).
     * ``capture`` (``B = capture.batch_size``, ``L = capture.max_length``): ``W`` + every
       layer's hidden states twice (transformers' tuple and the stacked float copy),
       ``2 (N+2) B L H x 4``, + the LM head's logits of every position ``B L V x 4`` + one
@@ -156,7 +157,7 @@ def estimate_peak_gib(cfg: StudyConfig, shape: Shape) -> dict[str, float]:
     d, c, m, dr = cfg.data, cfg.capture, cfg.metrics, cfg.draft
     b, s = d.batch_size, c.max_length + d.max_new_tokens
     responses = (w + 2 * n * b * shape.kv_heads * head_dim * s * 4 + b * s * (4 * h + 3 * inter) * 4
-                 + b * shape.heads * s * s * 4 + 2 * b * v * 4)
+                 + b * shape.heads * s * s * 4 + 2 * b * v * 4) if d.engine == "pytorch" else w
     b, seq = c.batch_size, c.max_length
     capture = (w + 2 * (n + 2) * b * seq * h * 4 + b * seq * v * 4 + b * seq * 3 * inter * 4
                + b * shape.heads * seq * seq * 4)

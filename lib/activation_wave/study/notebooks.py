@@ -25,6 +25,11 @@ ORDER = ["00_data_and_capture", "01_layer_entropy", "02_concat_entropy", "03_cka
 #: Chapters the book also shows for a second architecture (see :func:`_runs`), on the
 #: cross-model chapter's prompt set; executed into ``chapters/second/``.
 SECOND_ARCH = ["01_layer_entropy", "02_concat_entropy", "03_cka_compartments", "04_token_filtering"]
+#: Chapters the book shows for a third architecture (the profile's ``third`` section), on its
+#: own prompt set; executed into ``chapters/third/``.
+THIRD_ARCH = [*SECOND_ARCH, "05_layer_selection"]
+#: The other architectures' folders under ``chapters/`` and the chapters each holds.
+ARCH_FOLDERS: dict[str, list[str]] = {"second": SECOND_ARCH, "third": THIRD_ARCH}
 
 
 def notebooks() -> list[Path]:

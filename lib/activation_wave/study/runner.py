@@ -21,14 +21,15 @@ import shutil
 import subprocess
 import sys
 import time
+from typing import Any
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from activation_wave.core.paths import REPO_ROOT
 from activation_wave.core.progress import relay
 from activation_wave.study.keys import chapter_key, keys_file
-from activation_wave.study.notebooks import (NOTEBOOK_DIR, SECOND_ARCH, inherit_parameter_tags, notebooks,
-                                            to_ipynb)
+from activation_wave.study.notebooks import (ARCH_FOLDERS, NOTEBOOK_DIR, SECOND_ARCH, THIRD_ARCH,
+                                            inherit_parameter_tags, notebooks, to_ipynb)
 
 
 class StudyError(RuntimeError):
@@ -97,11 +98,33 @@ def prepare_book_dir(profile: str, book_dir: str | Path | None, model: str | Non
         toc_link.symlink_to("../_toc.yml")
     for name in ("_config.yml", "_toc.yml"):
         shutil.copyfile(REPO_ROOT / name, root / name)
+    shown = {folder for folder, *_ in architecture_runs(profile, model)}
+    drop_toc_folders(root / "_toc.yml", [f for f in ARCH_FOLDERS if f not in shown])
     # Folders the config refers to relative to the repo (e.g. build/mathjax) are linked in.
     link = root / "build"
     if not link.exists():
         link.symlink_to(REPO_ROOT / "build", target_is_directory=True)
     return book, root / "results"
+
+
+def drop_toc_folders(toc: Path, folders: Sequence[str]) -> None:
+    """Remove from the table of contents ``toc`` every page under ``chapters/<folder>/`` for
+    ``folders`` (architectures this run does not show), and any part left empty."""
+    import yaml
+
+    if not folders:
+        return
+    doc = yaml.safe_load(toc.read_text()) or {}
+    if not doc.get("parts"):
+        return
+    gone = tuple(f"chapters/{f}/" for f in folders)
+    parts = []
+    for part in doc.get("parts", []):
+        part["chapters"] = [c for c in part.get("chapters", []) if not str(c.get("file", "")).startswith(gone)]
+        if part["chapters"]:
+            parts.append(part)
+    doc["parts"] = parts
+    toc.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
 def root_parameter(results_root: Path) -> str:
@@ -166,7 +189,8 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
     # papermill's own warnings (an unknown parameter, black not installed) would be extra
     # lines on stderr; a failing chapter is reported as one line below instead.
     logging.getLogger("papermill").setLevel(logging.ERROR)
-    check_only(only, [src.stem for src in notebooks()] + [f"second/{stem}" for stem in SECOND_ARCH])
+    check_only(only, [src.stem for src in notebooks()] + [f"{folder}/{stem}" for folder, stems in ARCH_FOLDERS.items()
+                                                         for stem in stems])
     check_config(profile, model, overrides)  # before anything is copied or written
     book, results_root = prepare_book_dir(profile, book_dir, model)
     chapters = book / "chapters"
@@ -187,7 +211,7 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
             continue
         sub = name.split("/")[0] if "/" in name else None
         nb = to_ipynb(src, REPO_ROOT / "build" / "notebooks" / f"{name}.ipynb", banner, subfolder=sub,
-                      siblings=SECOND_ARCH)
+                      siblings=ARCH_FOLDERS.get(sub or "", ()))
         print(f"[study] {name}: executing ({profile})", flush=True)
         t0 = time.time()
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -218,29 +242,50 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
 def _runs(profile: str, model: str | None, chapters: Path, params: dict[str, str],
           overrides: Mapping[str, str] | None) -> list[tuple[str, Path, Path, dict[str, str], str | None]]:
     """(name, source, executed copy, papermill parameters, banner) of every notebook run:
-    the chapters in :data:`~activation_wave.study.notebooks.ORDER`, then :data:`~activation_wave.study.notebooks.SECOND_ARCH` on a second architecture,
-    executed into ``chapters/second/``: the profile's ``cross.model``, or the profile's
-    own model when the study already runs on ``cross.model``."""
-    from activation_wave.core.config import load_config
-    from activation_wave.select.across_models import cross_overrides
-
+    the chapters in :data:`~activation_wave.study.notebooks.ORDER`, then the other architectures'
+    pages (:func:`architecture_runs`) into ``chapters/<folder>/``."""
     runs: list[tuple[str, Path, Path, dict[str, str], str | None]] = [
         (src.stem, src, chapters / f"{src.stem}.ipynb", params, None) for src in notebooks()]
-    cfg = load_config(profile, dict(overrides or {}), model=model)
-    second = cfg.cross.model if cfg.cross.model != cfg.model else load_config(profile).model
-    if second == cfg.model:
-        return runs
-    extra = {**dict(overrides or {}), **cross_overrides(cfg)}
-    second_params = {**params, "model": second, "overrides": json.dumps(extra, sort_keys=True)}
-    banner = (f"```{{note}}\nThis page is the chapter of the same name rerun on **{second}**, the study's second "
-              f"architecture, on the smaller prompt set of {{doc}}`07_cross_model`. Every number and figure "
-              f"is this model's; sentences that interpret them were written for {cfg.model} and may not hold "
-              f"here: the cross-model chapter compares the two.\n```")
-    for stem in SECOND_ARCH:
-        src = NOTEBOOK_DIR / f"{stem}.py"
-        if src.exists():
-            runs.append((f"second/{stem}", src, chapters / "second" / f"{stem}.ipynb", second_params, banner))
+    for folder, arch_model, extra, stems, banner in architecture_runs(profile, model, overrides):
+        arch_params = {**params, "model": arch_model, "overrides": json.dumps(extra, sort_keys=True)}
+        for stem in stems:
+            src = NOTEBOOK_DIR / f"{stem}.py"
+            if src.exists():
+                runs.append((f"{folder}/{stem}", src, chapters / folder / f"{stem}.ipynb", arch_params, banner))
     return runs
+
+
+def architecture_runs(profile: str, model: str | None, overrides: Mapping[str, str] | None = None
+                      ) -> list[tuple[str, str, dict[str, Any], list[str], str]]:
+    """(folder, model, overrides, chapter stems, banner) of each other architecture the book
+    shows: ``second/`` (:data:`SECOND_ARCH` on the profile's ``cross.model``, or on the
+    profile's own model when the study already runs on ``cross.model``) and ``third/``
+    (:data:`THIRD_ARCH` on ``third.model``, when the profile names one that is not already
+    shown), each on its own prompt set."""
+    from activation_wave.core.config import load_config
+    from activation_wave.select.across_models import cross_overrides, third_overrides
+
+    cfg = load_config(profile, dict(overrides or {}), model=model)
+    out: list[tuple[str, str, dict[str, Any], list[str], str]] = []
+    n_models = 3 if cfg.third.model else 2
+    second = cfg.cross.model if cfg.cross.model != cfg.model else load_config(profile).model
+    if second != cfg.model:
+        out.append(("second", second, {**dict(overrides or {}), **cross_overrides(cfg)}, SECOND_ARCH,
+                    _banner(second, "second", "the smaller prompt set of {doc}`07_cross_model`", cfg.model, n_models)))
+    third = cfg.third.model
+    if third and third not in (cfg.model, second):
+        out.append(("third", third, {**dict(overrides or {}), **third_overrides(cfg)}, THIRD_ARCH,
+                    _banner(third, "third", f"its own prompt set (the profile's `third` section; responses "
+                                            f"generated by {cfg.third.engine})", cfg.model, n_models)))
+    return out
+
+
+def _banner(model: str, which: str, prompts: str, study_model: str, n_models: int) -> str:
+    """The note at the top of another architecture's page."""
+    return (f"```{{note}}\nThis page is the chapter of the same name rerun on **{model}**, the study's {which} "
+            f"architecture, on {prompts}. Every number and figure is this model's; sentences that interpret "
+            f"them were written for {study_model} and may not hold here: the cross-model chapter compares the "
+            f"{ {2: 'two', 3: 'three'}.get(n_models, str(n_models))}.\n```")
 
 
 def _record_timings(results_root: Path, profile: str, model: str | None, timings: dict[str, float], total: float) -> None:

@@ -7,6 +7,7 @@ always see the same cache. Results are small JSON files under a results folder
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,7 +17,9 @@ from typing import Any
 
 from activation_wave.models.capture import CaptureCache, capture
 from activation_wave.core.config import ConfigError, StudyConfig, load_config
-from activation_wave.models.prompts import Response, generate_responses, load_prompts, sampled_responses
+from activation_wave.core.paths import cache_root
+from activation_wave.models.prompts import (Response, TorchGenerator, generate_responses, load_prompts,
+                                           sampled_responses)
 from activation_wave.models.targets import Target, load_target
 from activation_wave.core.results import load_result, save_result
 
@@ -54,6 +57,19 @@ class Captured:
     responses_path: Path
 
 
+def response_generator(cfg: StudyConfig, target: Target) -> contextlib.AbstractContextManager[Any]:
+    """What ``data.engine`` names as a context: the PyTorch target's generator, or a
+    llama-server on the model's GGUF (started only if a response is missing)."""
+    if cfg.data.engine == "pytorch":
+        return contextlib.nullcontext(TorchGenerator(target, cfg.data.batch_size))
+    from activation_wave.engines.llamacpp_generate import ServerGenerator, gguf_of_model
+
+    work = cache_root() / "llamacpp-responses"
+    work.mkdir(parents=True, exist_ok=True)
+    return ServerGenerator(gguf_of_model(cfg.model), slots=cfg.data.engine_slots, threads=cfg.data.engine_threads,
+                           workdir=work)
+
+
 def run_capture(cfg: StudyConfig, *, regenerate: bool = False, progress: bool = True) -> Captured:
     """Prompts -> target responses (cached) -> hidden-state capture (cached).
 
@@ -64,9 +80,12 @@ def run_capture(cfg: StudyConfig, *, regenerate: bool = False, progress: bool = 
     target = get_target(cfg)
     check_fit(cfg, shape_of(target.model.config))
     prompts = load_prompts(cfg.data)
-    responses, rpath = generate_responses(target, prompts, cfg.data, regenerate=regenerate, progress=progress)
-    # sampled responses (train split only, if the config asks for any) go after the greedy ones
-    sampled, _ = sampled_responses(target, prompts, cfg.data, regenerate=regenerate, progress=progress)
+    with response_generator(cfg, target) as gen:
+        responses, rpath = generate_responses(target, prompts, cfg.data, regenerate=regenerate, progress=progress,
+                                              generator=gen)
+        # sampled responses (train split only, if the config asks for any) go after the greedy ones
+        sampled, _ = sampled_responses(target, prompts, cfg.data, regenerate=regenerate, progress=progress,
+                                       generator=gen)
     records = responses + sampled
     captured = records[: cfg.capture.max_records] if cfg.capture.max_records > 0 else records
     cache = capture(target, captured, cfg.capture, progress=progress)

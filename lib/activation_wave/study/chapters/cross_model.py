@@ -1,5 +1,6 @@
-"""Chapter 7, two architectures side by side: the same statistics and selections on the
-study's model and on the profile's second architecture (``cfg.cross``).
+"""Chapter 7, architectures side by side: the same statistics and selections on the
+study's model, the profile's second architecture (``cfg.cross``) and, when it names one,
+its third (``cfg.third``).
 
 :func:`run` returns a :class:`CrossModelResult`.
 """
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from activation_wave.core.config import StudyConfig
-from activation_wave.select.across_models import ModelSummary, cross_config, layer_summary
+from activation_wave.select.across_models import ModelSummary, extra_architectures, layer_summary
 from activation_wave.core.layers import span_text
 from activation_wave.study.steps import run_capture
 
@@ -24,9 +25,9 @@ class CrossModelResult:
 
 
 def run(cfg: StudyConfig) -> CrossModelResult:
-    """Capture (cached) and summarise the study's model and ``cross_config(cfg)``'s."""
+    """Capture (cached) and summarise the study's model and each of :func:`extra_architectures`."""
     out = []
-    for c in (cfg, cross_config(cfg)):
+    for c in (cfg, *extra_architectures(cfg)):
         cap = run_capture(c, progress=False)
         print(cap.cache.summary())
         out.append(layer_summary(cap.cache, c))
@@ -45,3 +46,30 @@ def overview_table(result: CrossModelResult) -> pd.DataFrame:
                           "EAGLE-3 default": str(s.default), "exhaustive (S2)": str(s.sets.get("exhaustive")),
                           "default's S2 percentile": s.percentile.get("eagle3-default", float("nan"))}
                          for s in result.summaries])
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def models_text(result: CrossModelResult) -> str:
+    """One sentence naming the models compared, with their depth and width."""
+    return (f"This run compares {len(result.summaries)} models: "
+            + _join([f"{s.model} ($N$ = {s.n_layers}, width {s.hidden_size}, {s.n_tokens:,} filtered positions)"
+                     for s in result.summaries]) + ".")
+
+
+def compartments_text(result: CrossModelResult) -> str:
+    """The compartment counts and the default triple's S2 percentile, per model, as prose.
+
+    >>> s = ModelSummary("m", 4, 8, [1, 2], [0.25, 0.5], [1.0], [[1.0]], [(1, 2)], {}, [1, 2, 3],
+    ...                  {"eagle3-default": 87.5}, 10, True)
+    >>> compartments_text(CrossModelResult([s, s]))
+    "The CKA map splits into 1 compartment on m and 1 compartment on m. The EAGLE-3 default triple's concatenation entropy ($S_2$) is above 88% of all triples on m and 88% on m."
+    """
+    ss = result.summaries
+    comps = [f"{len(s.compartments)} compartment{'s' if len(s.compartments) != 1 else ''} on {s.model}" for s in ss]
+    pct = [f"{s.percentile.get('eagle3-default', float('nan')):.0f}% on {s.model}" for s in ss]
+    pct[0] = pct[0].replace(" on ", " of all triples on ", 1)
+    return (f"The CKA map splits into {_join(comps)}. The EAGLE-3 default triple's concatenation entropy ($S_2$) "
+            f"is above {_join(pct)}.")
