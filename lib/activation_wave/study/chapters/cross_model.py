@@ -54,9 +54,10 @@ def _join(items: list[str]) -> str:
 
 def models_text(result: CrossModelResult) -> str:
     """One sentence naming the models compared, with their depth and width."""
-    return (f"This run compares {len(result.summaries)} models: "
-            + _join([f"{s.model} ($N$ = {s.n_layers}, width {s.hidden_size}, {s.n_tokens:,} filtered positions)"
-                     for s in result.summaries]) + ".")
+    n = len(result.summaries)
+    return (f"This run compares {({2: 'two', 3: 'three'}).get(n, str(n))} models: "
+            + _join([f"{s.model} (N = {s.n_layers} blocks, width {s.hidden_size}; statistics over {s.n_tokens:,} "
+                     "filtered response positions)" for s in result.summaries]) + ".")
 
 
 def compartments_text(result: CrossModelResult) -> str:
@@ -65,11 +66,11 @@ def compartments_text(result: CrossModelResult) -> str:
     >>> s = ModelSummary("m", 4, 8, [1, 2], [0.25, 0.5], [1.0], [[1.0]], [(1, 2)], {}, [1, 2, 3],
     ...                  {"eagle3-default": 87.5}, 10, True)
     >>> compartments_text(CrossModelResult([s, s]))
-    "The CKA map splits into 1 compartment on m and 1 compartment on m. The EAGLE-3 default triple's concatenation entropy ($S_2$) is above 88% of all triples on m and 88% on m."
+    "The CKA map splits into 1 compartment on m and 1 compartment on m. The EAGLE-3 default triple's concatenation entropy (S2) is above 88% of all triples on m and 88% on m."
     """
     ss = result.summaries
     comps = [f"{len(s.compartments)} compartment{'s' if len(s.compartments) != 1 else ''} on {s.model}" for s in ss]
     pct = [f"{s.percentile.get('eagle3-default', float('nan')):.0f}% on {s.model}" for s in ss]
     pct[0] = pct[0].replace(" on ", " of all triples on ", 1)
-    return (f"The CKA map splits into {_join(comps)}. The EAGLE-3 default triple's concatenation entropy ($S_2$) "
+    return (f"The CKA map splits into {_join(comps)}. The EAGLE-3 default triple's concatenation entropy (S2) "
             f"is above {_join(pct)}.")
