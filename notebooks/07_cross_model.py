@@ -52,7 +52,7 @@ from activation_wave.core.tables import format_table
 cfg, _ = open_chapter(profile, model, overrides, capture=False)
 r = ch.run(cfg)  # every model's statistics and selections: activation_wave/study/chapters/cross_model.py
 _ = save_result("07_cross_model", r, cfg, results_root or None)
-glue_values(cross_models_text=ch.models_text(r))
+glue_values(cross_models_text=ch.models_text(r) + ch.responses_text(cfg, results_root or None))
 display(format_table(ch.overview_table(r), {"default's S2 percentile": "{:.1f}"}))
 
 # %% [markdown]

@@ -81,3 +81,24 @@ def test_results_record_cache_keys_not_machine_paths(tmp_path, monkeypatch):
     # files written before keys hold another machine's absolute path: re-rooted under this cache
     assert cache_path("/root/.cache/activation_wave/capture/m-1/drafters/L2-x") == drafter
     assert cache_path(tmp_path) == tmp_path  # an existing absolute path stays as it is
+
+
+def test_chapter_7_names_where_the_third_models_responses_come_from(tmp_path):
+    """The agreement check is quoted when the third model's responses come from llama.cpp,
+    and its absence is said; a profile without a third model says nothing."""
+    import json
+
+    from activation_wave.core.config import load_config
+    from activation_wave.core.results import results_dir
+    from activation_wave.select.across_models import third_config
+    from activation_wave.study.chapters.cross_model import responses_text
+
+    assert responses_text(load_config("smoke"), tmp_path) == ""
+    cfg = load_config("smoke", {"third.model": "qwen2.5-coder-1.5b", "third.engine": "llamacpp"})
+    assert "no check of its greedy tokens" in responses_text(cfg, tmp_path)
+    folder = results_dir(third_config(cfg), tmp_path)
+    folder.mkdir(parents=True)
+    (folder / "llamacpp_agreement.json").write_text(json.dumps(
+        {"agreement": {"identical": 7, "compared": 8, "mean_prefix_share": 0.9844}}))
+    text = responses_text(cfg, tmp_path)
+    assert "on 7 of 8 prompts" in text and "covers 98% of a response" in text

@@ -8,6 +8,7 @@ its third (``cfg.third``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -74,3 +75,26 @@ def compartments_text(result: CrossModelResult) -> str:
     pct[0] = pct[0].replace(" on ", " of all triples on ", 1)
     return (f"The CKA map splits into {_join(comps)}. The EAGLE-3 default triple's concatenation entropy (S2) "
             f"is above {_join(pct)}.")
+
+
+def responses_text(cfg: StudyConfig, root: str | Path | None = None) -> str:
+    """Where the third architecture's responses come from, with the greedy-agreement check of
+    llama.cpp against the PyTorch target (``llamacpp_agreement.json`` of the third model) when
+    llama.cpp wrote them; empty when the profile names no third model."""
+    from activation_wave.select.across_models import third_config
+    from activation_wave.study.chapters.drafter_recipe import load_optional
+
+    if not cfg.third.model:
+        return ""
+    if cfg.third.engine != "llamacpp":
+        return f" The responses of {cfg.third.model} come from the PyTorch target, as the other models' do."
+    ag = load_optional("llamacpp_agreement", third_config(cfg), root)
+    if ag is None:
+        return (f" The responses of {cfg.third.model} come from llama.cpp on the same GGUF; no check of its greedy "
+                "tokens against the PyTorch target's is recorded.")
+    a = ag["agreement"]
+    return (f" The responses of {cfg.third.model} come from llama.cpp on the same GGUF (the PyTorch target generates "
+            f"about one token per second here). Checked first on a sample: its greedy responses equal the PyTorch "
+            f"target's on {a['identical']} of {a['compared']} prompts, and their common prefix covers "
+            f"{100 * a['mean_prefix_share']:.0f}% of a response on average (`llamacpp_agreement.json`). Where they part, the text is still the model's, decoded with other "
+            "rounding; the statistics below read hidden states of the PyTorch target on that text.")
