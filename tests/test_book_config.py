@@ -26,6 +26,9 @@ CHAPTERS = [
     "03_cka_compartments", "04_token_filtering", "05_layer_selection", "06_eagle3_speedup",
     # chapters 1-4 again on the second architecture (activation_wave.study.notebooks.SECOND_ARCH)
     "second/01_layer_entropy", "second/02_concat_entropy", "second/03_cka_compartments", "second/04_token_filtering",
+    # chapters 1-5 on the third (THIRD_ARCH)
+    "third/01_layer_entropy", "third/02_concat_entropy", "third/03_cka_compartments", "third/04_token_filtering",
+    "third/05_layer_selection",
     "07_cross_model", "08_results_summary", "09_performance", "10_drafter_recipe",
 ]
 
