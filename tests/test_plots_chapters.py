@@ -82,3 +82,12 @@ def test_sweep_marks_the_single_seeds_when_given():
     assert len(top.collections) >= 1 and "single seeds" in [t.get_text() for t in top.get_legend().get_texts()]
     plain = plots.plot_sweep(*args, reference=1.3)
     assert "single seeds" not in [t.get_text() for t in plain.axes[0].get_legend().get_texts()]
+
+
+def test_narrow_panels_get_fewer_layer_ticks_than_a_wide_figure():
+    ss = [_summary(f"m{i}", 30) for i in range(3)]
+    narrow = plots.plot_selection_models(ss)
+    panel = next(ax for ax in narrow.axes if ax.get_title() == "m0")
+    wide = plots.plot_selection_map(ss[0].ids, ss[0].sets, compartments=ss[0].compartments)
+    n_narrow, n_wide = len(panel.get_xticks()), len(wide.axes[0].get_xticks())
+    assert n_narrow <= 8 < n_wide <= 16

@@ -60,9 +60,13 @@ def method_color(name: str, i: int = 0) -> str | tuple:
 
 
 def layer_axis(ax: Axes, ids: Sequence[int], axis: str = "x", label: str = "layer (hidden_states index)") -> None:
-    """Label a depth axis with ``hidden_states`` indices; at most ~16 ticks."""
+    """Label a depth axis with ``hidden_states`` indices, as many ticks as the axis's
+    length holds (about 3 per inch, at most 16), so narrow panels stay legible."""
     ids = list(ids)
-    step = max(1, len(ids) // 16 + (len(ids) % 16 > 0))
+    box = ax.get_position()
+    inches = (box.width if axis == "x" else box.height) * ax.figure.get_size_inches()[0 if axis == "x" else 1]
+    most = int(min(16, max(4, 3 * inches)))
+    step = max(1, -(-len(ids) // most))
     ticks = ids[::step]
     if axis == "x":
         ax.set_xlabel(label)
