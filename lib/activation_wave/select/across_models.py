@@ -50,6 +50,18 @@ def third_config(cfg: StudyConfig) -> StudyConfig:
     return dataclasses.replace(cfg, model=t.model, data=data, capture=capture, draft=draft)
 
 
+def third_drafter_config(cfg: StudyConfig) -> StudyConfig:
+    """The config of the third architecture's drafters (chapter 11): :func:`third_config` on
+    the study's prompt sources with the ``third.drafter_*`` prompt count, length, engine
+    slots and epochs, greedy responses only."""
+    c, t = third_config(cfg), cfg.third
+    data = dataclasses.replace(c.data, max_prompts_per_source=t.drafter_prompts_per_source,
+                               max_new_tokens=t.drafter_max_new_tokens, samples_per_prompt=0,
+                               engine_slots=t.drafter_engine_slots)
+    draft = dataclasses.replace(c.draft, samples_per_prompt=0, epochs=t.drafter_epochs)
+    return dataclasses.replace(c, data=data, draft=draft)
+
+
 def third_overrides(cfg: StudyConfig) -> dict[str, Any]:
     """:func:`third_config`'s changes as dotted overrides (the third architecture's pages)."""
     c = third_config(cfg)
