@@ -260,7 +260,9 @@ if sweep:  # one row per setting, each on its own servers; depth and p_min as th
 # size is decided by that fixed cost per round as much as by the drafter; the first
 # table puts plain llama.cpp beside this study's lossless
 # PyTorch path (the two paths were timed in separate runs, each against its own plain
-# decoding in the same run). {glue:text}`lc_note`
+# decoding in the same run). {glue:text}`lc_note` Whether a larger target changes that
+# balance, measured with the third architecture's 1.5B target and its own drafters on one
+# machine, is the question of {doc}`11_cpu_payoff`.
 #
 # ## Memory as the token count grows
 

@@ -83,3 +83,125 @@
 # and committed, not counted); the llama.cpp measurement is a benchmark
 # (`wave bench --only llamacpp_1.5b`), not part of the book's command. If the drafters do
 # not fit, the second epoch goes first.
+
+# %% tags=["parameters", "hide-input"]
+profile = "default"
+model = ""
+results_root = ""
+overrides = "{}"
+
+# %% tags=["hide-input"]
+import pandas as pd
+from IPython.display import display
+
+from activation_wave.core.results import save_result
+from activation_wave.core.tables import format_table
+from activation_wave.plots import plot_break_even_by_size, plot_round_costs
+from activation_wave.study.chapters import cpu_payoff as cpu
+from activation_wave.study.chapters import performance as perf
+from activation_wave.study.glue import glue_figure, glue_values
+from activation_wave.study.steps import notebook_config
+
+cfg = notebook_config(profile, model, overrides)
+bench = perf.load_benchmarks()
+entry = bench.get(cpu.BENCH)
+
+# %% [markdown]
+# ## The drafters
+#
+# The command: `wave study --profile default --only 11` (this page; the responses are
+# committed, the capture and the drafters are cached, and the drafters' scores are kept in
+# the ledger `data/drafters/`, so a clone scores them without training).
+
+# %% tags=["hide-input"]
+drafters = cpu.run_drafters(cfg, results_root or None) if cpu.has_drafters(cfg) else None
+if drafters is not None:
+    _ = save_result(cpu.NAME, drafters, cfg, results_root or None)
+    display(format_table(cpu.cd.triples_frame(drafters)))
+glue_values(cpu_drafters_text=cpu.drafters_text(drafters, cfg.draft.workers))
+
+# %% [markdown]
+# {glue:text}`cpu_drafters_text`
+
+# %% [markdown]
+# ## llama.cpp, side by side
+#
+# The command: `wave bench --only llamacpp_1.5b` (after `bash scripts/setup_llamacpp.sh`;
+# it trains the drafters first if this machine has no weights for them). Plain llama.cpp,
+# EAGLE-3 with each drafter (converted to f16 GGUF by llama.cpp's converter, draft depth 3,
+# no probability cut-off) and llama.cpp's model-free n-gram lookup run as one server each
+# on the same 4-bit target GGUF, one slot, prompt by prompt in rotating order. The 135M
+# rows re-measure the study's model on the same machine in the same run, with the
+# benchmark recipe's drafter, for the cost model below.
+
+# %% tags=["hide-input"]
+if entry:
+    display(format_table(cpu.speed_frame(entry), {"tokens/s": "{:.2f}", "speedup": "{:.3f}", "tau": "{:.2f}"}))
+glue_values(cpu_speed_text=cpu.speed_text(entry))
+
+# %% [markdown]
+# {glue:text}`cpu_speed_text`
+#
+# ## Where the round's time goes
+
+# %% tags=["hide-input"]
+rounds = cpu.round_frame(entry or {})
+if len(rounds):
+    display(format_table(rounds, {"plain step (ms)": "{:.1f}", "verify and rest (steps)": "{:.2f}",
+                                  "drafting (steps)": "{:.2f}", "round = break-even tau": "{:.2f}",
+                                  "measured tau": "{:.2f}"}))
+glue_figure("fig_round_costs", plot_round_costs(rounds.to_dict("records")))
+
+# %% [markdown]
+# ```{glue:figure} fig_round_costs
+# :name: fig-round-costs
+#
+# An EAGLE-3 round inside llama.cpp in plain decoding steps of the same target at the same
+# thread count, from llama.cpp's own timings: the target's verify of 1 + 3 tokens with the
+# hidden-state extraction and sampling (bottom) and the drafter's calls (top). The bar's
+# height is the tau at which EAGLE-3 breaks even; the diamond is the tau it reached.
+# Speculation pays where the diamond is above the bar.
+# ```
+#
+# ## The cost model across sizes
+#
+# The line of the pre-registration is drawn through the *overhead* of a round above the one
+# plain step it replaces (break-even tau minus 1), not through the break-even tau itself: a
+# round never costs less than one step, so a line on the break-even tau would cross 1 and
+# promise rounds cheaper than a step. A drafter pays where its gain, tau minus 1 tokens per
+# round, exceeds that overhead. (This choice was committed on 2026-12-03, while the
+# benchmark was running and before its figures were read.)
+
+# %% tags=["hide-input"]
+cm = cpu.cost_model(entry or {}, threads="1")
+glue_values(cpu_cost_text=cpu.cost_text(cm))
+glue_figure("fig_cost_model", plot_break_even_by_size(cm))
+if cm is not None:
+    display(pd.DataFrame([{"input": "round cost at 135M and 1.5B (plain steps)", "source": "measured, this run"},
+                          {"input": "tau of the 1.5B drafter in llama.cpp", "source": "measured, this run"},
+                          {"input": "GGUF sizes", "source": "measured (file sizes)"},
+                          {"input": "round cost at any other size", "source": "extrapolated: a line through two points"}]))
+
+# %% [markdown]
+# {glue:text}`cpu_cost_text`
+#
+# ```{glue:figure} fig_cost_model
+# :name: fig-cost-model
+#
+# Break-even tau (an EAGLE-3 round's cost in plain steps) against the target's size at 1
+# thread: the two measured targets (dots), the curve through them whose overhead above one
+# step is a straight line in log-log coordinates (dashed where it extrapolates), and the
+# taus the two drafters reached in llama.cpp (horizontal lines; dotted verticals where the
+# curve meets them). Two points fix the curve; they do not test its shape.
+# ```
+#
+# ## Verdicts
+
+# %% tags=["remove-input"]
+display(format_table(pd.DataFrame([{"hypothesis": h.name, "claim": h.claim, "primary statistic": h.statistic,
+                                    "supported": h.supported} for h in cpu.evaluate_hypotheses(entry, drafters)])))
+
+# %% [markdown]
+# The table evaluates the tests of {ref}`sec-cpu-prereg` by their verdict rules (`supported`
+# is None where these results cannot test it). A speedup interval that covers 1 is within
+# noise, not evidence that speculation costs nothing.

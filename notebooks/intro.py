@@ -56,7 +56,7 @@ glue_values(model_name=k.model, n_layers=k.n_layers, n_prompts=k.n_prompts, n_po
             h1_word=VERDICT_WORD[k.h1_supported], second_model=k.second_model, g1_text=k.g1,
             g1_word=VERDICT_WORD[k.g1_supported], g2_text=k.g2, g2_word=VERDICT_WORD[k.g2_supported],
             speedup_default=k.speedup_default, speedup_best=k.speedup_best,
-            bench_speedup=k.bench_speedup, bench_tau=k.bench_tau,
+            bench_speedup=k.bench_speedup, bench_tau=k.bench_tau, cpu_text=k.cpu_text,
             lossless_word="exactly" if k.lossless else "not always")
 tri = landing.ranked_triples(R)
 glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set for r in tri], [r.tau for r in tri],
@@ -116,13 +116,19 @@ glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set fo
 #   {glue:text}`bench_speedup:.2f`x at $\tau$ = {glue:text}`bench_tau:.2f`, pooled over
 #   its interleaved rounds. $\tau$ stays far below the paper-scale figures, and the
 #   chapters say why.
+# - **Where EAGLE-3 pays on a CPU.** At 135M parameters a speculative round costs more
+#   plain steps in llama.cpp than any of these drafters can win back. With the third
+#   architecture's 1.5B target and its own drafters (chapter 11):
+#   {glue:text}`cpu_text`.
 #
 # ## How to read this book
 #
 # {doc}`../background` sets out the mathematics. Chapters 0-6 follow the pipeline
 # (data, entropy, concatenation, CKA, filtering, selection, drafters); the "Second
-# architecture" pages rerun chapters 1-4 on Gemma-3-270M, chapter 7 compares the two
-# architectures side by side, chapter 8 collects the numbers, chapter 9
-# measures the code, and {doc}`the recipe page <10_drafter_recipe>` pre-registers the search for drafters
-# strong enough to deploy and says how far that search has run. {doc}`../rerun` shows how to rerun everything, or one chapter on
+# architecture" pages rerun chapters 1-4 on Gemma-3-270M and the "Third architecture"
+# pages chapters 1-5 on Qwen2.5-Coder-1.5B, chapter 7 compares the architectures side by
+# side, chapter 8 collects the numbers, chapter 9
+# measures the code, {doc}`the recipe page <10_drafter_recipe>` pre-registers the search for drafters
+# strong enough to deploy and says how far that search has run, and chapter 11 asks
+# {doc}`where EAGLE-3 pays on a CPU <11_cpu_payoff>`. {doc}`../rerun` shows how to rerun everything, or one chapter on
 # another model; {doc}`../classroom` is a 60-90 minute session plan.

@@ -29,7 +29,7 @@ CHAPTERS = [
     # chapters 1-5 on the third (THIRD_ARCH)
     "third/01_layer_entropy", "third/02_concat_entropy", "third/03_cka_compartments", "third/04_token_filtering",
     "third/05_layer_selection",
-    "07_cross_model", "08_results_summary", "09_performance", "10_drafter_recipe",
+    "07_cross_model", "08_results_summary", "09_performance", "10_drafter_recipe", "11_cpu_payoff",
 ]
 
 

@@ -352,3 +352,34 @@ def test_patch_layer_inputs_adds_the_assignment_once(tmp_path):
     graph.write_text("for (int i = 0; i < n; ++i) {\n")
     with pytest.raises(LlamaCppError, match="expected one block loop"):
         patch_layer_inputs(tmp_path)
+
+
+def test_a_model_free_method_runs_beside_eagle3_with_its_own_flags(tmp_path):
+    from activation_wave.engines.llamacpp import DraftSettings
+
+    lc = _fake_server(tmp_path / "lc", False)
+    prompts = [("a", [5, 6]), ("b", [7]), ("c", [8])]
+    r = B.measure(lc, tmp_path / "t.gguf", None, prompts, threads=1, max_new=6, workdir=tmp_path / "w",
+                  drafts={"eagle3": (tmp_path / "d.gguf", DraftSettings())}, model_free={"ngram": B.NGRAM_FLAGS})
+    assert r["ngram"]["server_flags"][:2] == ["--spec-type", "ngram-simple"]
+    for name in ("ngram", "eagle3"):
+        assert r[name]["identical_to_plain"] == 3 and r[name]["first_difference"] == {}
+        lo, hi = r[name]["speedup_ci"]
+        assert lo <= r[name]["speedup"] <= hi
+
+
+def test_pooled_speedup_interval_resamples_prompts_in_pairs():
+    plain = [{"predicted_n": 10, "predicted_ms": 100.0}, {"predicted_n": 10, "predicted_ms": 200.0}]
+    same = B.speedup_interval(plain, plain)
+    assert same == (1.0, 1.0)  # every resample pairs a prompt with itself
+    faster = [{"predicted_n": 10, "predicted_ms": 50.0}, {"predicted_n": 10, "predicted_ms": 200.0}]
+    lo, hi = B.speedup_interval(plain, faster, n_boot=2000)
+    assert 1.0 <= lo < hi <= 2.0  # between the two prompts' own ratios (2x and 1x)
+    with pytest.raises(ValueError, match="paired timings needed"):
+        B.speedup_interval(plain, faster[:1])
+
+
+def test_first_difference_names_the_position():
+    assert B.first_difference([1, 2, 3], [1, 2, 3]) is None
+    assert B.first_difference([1, 2, 3], [1, 5, 3]) == 1
+    assert B.first_difference([1, 2], [1, 2, 3]) == 2

@@ -163,23 +163,62 @@ def check_drafting(name: str, settings: Any, stats: Mapping[str, Any] | None) ->
                             "reach the server")
 
 
-def measure(lc: Any, target_gguf: Path, draft_gguf: Path, prompts: Sequence[tuple[str, list[int]]], *,
+def speedup_interval(plain: Sequence[Mapping[str, Any]], spec: Sequence[Mapping[str, Any]], *,
+                     n_boot: int = 10_000, seed: int = 0) -> tuple[float, float]:
+    """95% paired-bootstrap interval of the pooled speedup (total tokens over total decoding
+    time of ``spec``, divided by the same for ``plain``), resampling prompts: ``plain`` and
+    ``spec`` are the two methods' ``timings`` on the same prompts, in the same order."""
+    import numpy as np
+
+    if len(plain) != len(spec) or not plain:
+        raise ValueError(f"paired timings needed: {len(plain)} plain vs {len(spec)} speculative prompts")
+    arr = np.array([[float(p["predicted_n"]), float(p["predicted_ms"]), float(s["predicted_n"]),
+                     float(s["predicted_ms"])] for p, s in zip(plain, spec)])
+    idx = np.random.default_rng(seed).integers(0, len(arr), size=(n_boot, len(arr)))
+    tot = arr[idx].sum(axis=1)
+    ratio = (tot[:, 2] / tot[:, 3]) / (tot[:, 0] / tot[:, 1])
+    lo, hi = np.percentile(ratio, [2.5, 97.5])
+    return round(float(lo), 4), round(float(hi), 4)
+
+
+def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """The first token position where two outputs differ (the shorter one's length when one
+    is a prefix of the other), None when they are identical."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+#: llama.cpp's model-free speculation compared beside EAGLE-3: prompt-lookup n-grams with
+#: this build's defaults, passed explicitly (the defaults have changed between versions).
+NGRAM_FLAGS = ("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "12", "--spec-ngram-simple-size-m", "48",
+               "--spec-ngram-simple-min-hits", "1")
+
+
+def measure(lc: Any, target_gguf: Path, draft_gguf: Path | None, prompts: Sequence[tuple[str, list[int]]], *,
             threads: int, max_new: int, workdir: Path, settings: Any = None,
-            drafts: Mapping[str, tuple[Path, Any]] | None = None) -> dict[str, Any]:
+            drafts: Mapping[str, tuple[Path, Any]] | None = None,
+            model_free: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """Plain llama.cpp and EAGLE-3 llama.cpp side by side at ``threads``: one server each,
     or one per entry of ``drafts`` (name -> (draft GGUF, :class:`~activation_wave.engines.llamacpp.DraftSettings`));
     without ``drafts``, ``draft_gguf`` with ``settings`` (default ones when None).
+    ``model_free``: name -> server flags of a speculation without a draft model (e.g.
+    :data:`NGRAM_FLAGS`), interleaved with the others.
 
     Every draft server is started with its settings as flags and must report them back
     (:func:`~activation_wave.engines.llamacpp.check_draft_settings`), and its counters must agree
     (:func:`check_drafting`); otherwise this raises instead of timing the wrong thing.
     Returns per-method summaries (with the settings each server reported), identical
-    counts and round costs."""
+    counts, the first differing position of each prompt that differs, the pooled speedup's
+    paired-bootstrap interval and round costs."""
     from contextlib import ExitStack
 
     from activation_wave.engines.llamacpp import DraftSettings, free_port, llama_server
 
-    drafts = dict(drafts or {"eagle3": (draft_gguf, settings or DraftSettings())})
+    if drafts is None and draft_gguf is not None:
+        drafts = {"eagle3": (draft_gguf, settings or DraftSettings())}
+    drafts, model_free = dict(drafts or {}), dict(model_free or {})
     with ExitStack() as stack:
         servers = {"plain": stack.enter_context(llama_server(lc, target_gguf, free_port(), threads,
                                                              workdir / f"plain-t{threads}.log"))}
@@ -187,6 +226,9 @@ def measure(lc: Any, target_gguf: Path, draft_gguf: Path, prompts: Sequence[tupl
             log = workdir / f"{name}-n{st.n_max}-p{st.p_min:g}-t{threads}.log"
             servers[name] = stack.enter_context(llama_server(lc, target_gguf, free_port(), threads, log,
                                                              draft=path, settings=st))
+        for name, flags in model_free.items():
+            servers[name] = stack.enter_context(llama_server(lc, target_gguf, free_port(), threads,
+                                                             workdir / f"{name}-t{threads}.log", extra=flags))
         _interleaved(servers, prompts[:1], 8)  # warm-up: first-call allocations
         before = {n: (parse_spec_stats(servers[n].log_text()) or [None])[-1] for n in drafts}
         res = _interleaved(servers, prompts, max_new)
@@ -195,21 +237,33 @@ def measure(lc: Any, target_gguf: Path, draft_gguf: Path, prompts: Sequence[tupl
     plain = summarize_timings([r["timings"] for r in res["plain"]])
     out: dict[str, Any] = {"threads": threads, "plain": plain}
     plain_tps = [_tps(r["timings"]) for r in res["plain"]]
+    for n in model_free:
+        spec = summarize_timings([r["timings"] for r in res[n]])
+        out[n] = {**spec, **_paired_figures(res["plain"], res[n], plain, spec, plain_tps),
+                  "server_flags": list(model_free[n])}
     for n in drafts:
         spec = summarize_timings([r["timings"] for r in res[n]], draft=True)
         st = stats_delta(before[n], after[n]) if after[n] else None
         check_drafting(n, reported[n], st)
-        same = sum(a["tokens"] == b["tokens"] for a, b in zip(res["plain"], res[n]))
-        out[n] = {**spec, "speedup": round(spec["tokens_per_s"] / plain["tokens_per_s"], 3),
-                  "identical_to_plain": same, "prompts": len(prompts),
+        out[n] = {**spec, **_paired_figures(res["plain"], res[n], plain, spec, plain_tps),
                   "server_settings": {"n_max": reported[n].n_max, "p_min": reported[n].p_min},
                   "settings_checked": True,  # reported by the server as requested; counters agree
                   "drafted_per_round": round(spec["draft_n"] / spec["rounds"], 3) if spec.get("rounds") else None,
                   "acceptance_by_position": st["rate_pos"] if st else None,
-                  "round_costs": round_costs(plain, spec, st, n_max=reported[n].n_max) if spec.get("rounds") else None,
-                  "median_prompt_speedup": round(statistics.median(
-                      _tps(r["timings"]) / b for r, b in zip(res[n], plain_tps)), 3)}
+                  "round_costs": round_costs(plain, spec, st, n_max=reported[n].n_max) if spec.get("rounds") else None}
     return out
+
+
+def _paired_figures(plain_runs: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]],
+                    plain: Mapping[str, Any], spec: Mapping[str, Any], plain_tps: Sequence[float]) -> dict[str, Any]:
+    """A method against plain on the same prompts: pooled speedup and its interval, the
+    median per-prompt speedup, identical outputs and where the others first differ."""
+    diffs = {a["id"]: first_difference(a["tokens"], b["tokens"]) for a, b in zip(plain_runs, runs)}
+    return {"speedup": round(spec["tokens_per_s"] / plain["tokens_per_s"], 3),
+            "speedup_ci": list(speedup_interval([r["timings"] for r in plain_runs], [r["timings"] for r in runs])),
+            "identical_to_plain": sum(d is None for d in diffs.values()), "prompts": len(runs),
+            "first_difference": {k: v for k, v in diffs.items() if v is not None},
+            "median_prompt_speedup": round(statistics.median(_tps(r["timings"]) / b for r, b in zip(runs, plain_tps)), 3)}
 
 
 def _tps(timings: Mapping[str, Any]) -> float:
@@ -390,3 +444,74 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _size_run(lc: Any, model: str, drafters: Mapping[str, str | Path], profile: str, *, n_prompts: int,
+              max_new_tokens: int, threads: Sequence[int], work: Path, ngram: bool) -> dict[str, Any]:
+    """Plain, EAGLE-3 with each of ``drafters`` (name -> folder; f16 GGUFs) and, with
+    ``ngram``, llama.cpp's n-gram speculation on ``model``'s GGUF at each thread count."""
+    from activation_wave.engines.llamacpp import DraftSettings, export_llamacpp, gguf_path_of
+    from activation_wave.models.targets import load_target
+
+    target = load_target(model)
+    tg = gguf_path_of(target)
+    sub = work / model
+    sub.mkdir(parents=True, exist_ok=True)
+    st = DraftSettings()
+    drafts = {name: (export_llamacpp(d, sub / f"{name}.gguf", target, outtype="f16", llamacpp=lc), st)
+              for name, d in drafters.items()}
+    prompts = held_out_prompts(target, profile, n_prompts)
+    runs = {str(t): measure(lc, tg, None, prompts, threads=t, max_new=max_new_tokens, workdir=sub, drafts=drafts,
+                            model_free={"ngram": NGRAM_FLAGS} if ngram else None) for t in threads}
+    return {"model": model, "target_gguf": tg.name, "gguf_mib": round(tg.stat().st_size / 2**20, 1),
+            "params": int(sum(p.numel() for p in target.model.parameters())),
+            "drafters": {n: {"path": str(d), "layers": drafter_layers(d), "training": drafter_training(d)}
+                         for n, d in drafters.items()},
+            "prompt_ids": [p for p, _ in prompts], "by_threads": runs}
+
+
+def run_sizes(cfg: Any, *, n_prompts: int = 12, max_new_tokens: int = 96, threads: Sequence[int] = (1, 2),
+              small_drafter: str | Path | None = None, workdir: str | Path | None = None) -> dict[str, Any]:
+    """The ``llamacpp_1.5b`` entry (chapter 11, pre-registered there): on the profile's third
+    architecture (``third.model``, the 1.5B target) plain llama.cpp, EAGLE-3 with the
+    default triple's drafter (C1 of the pre-registration) and n-gram speculation, interleaved prompt by prompt on
+    ``n_prompts`` held-out prompts at each thread count; and, for the cost model, the study's
+    model (the 135M target) re-measured on this machine with ``small_drafter`` (default:
+    ``$WAVE_LLAMACPP_SMALL_DRAFTER``, else the ``speculative_decoding`` benchmark's drafter).
+    The figure is EAGLE-3 (default triple) at the largest thread count."""
+    import os
+
+    from activation_wave.engines.llamacpp import find_llamacpp
+    from activation_wave.study.chapters import cpu_payoff as cpu
+
+    lc = find_llamacpp()
+    small_drafter = small_drafter or os.environ.get("WAVE_LLAMACPP_SMALL_DRAFTER")
+    if small_drafter is None:
+        key = load_benchmarks().get("speculative_decoding", {}).get("drafter")
+        small_drafter = cache_path(key) if key else None
+    if small_drafter is None or not Path(small_drafter).exists():
+        raise FileNotFoundError(f"no drafter for the small target on disk ({small_drafter}): set "
+                                "WAVE_LLAMACPP_SMALL_DRAFTER to a drafter folder of the study's model, or run "
+                                "`wave bench --only speculative_decoding` first")
+    work = Path(workdir or tempfile.mkdtemp(prefix="wave-llamacpp-sizes-"))
+    trained = cpu.trained_drafters(cfg)
+    large = _size_run(lc, cfg.third.model, {"eagle3": trained[cpu.DEFAULT_SET]},
+                      cfg.profile, n_prompts=n_prompts, max_new_tokens=max_new_tokens, threads=threads, work=work,
+                      ngram=True)
+    small = _size_run(lc, cfg.model, {"eagle3": small_drafter}, cfg.profile, n_prompts=n_prompts,
+                      max_new_tokens=max_new_tokens, threads=threads, work=work, ngram=False)
+    top = large["by_threads"][str(max(threads))]
+    return {"figure": top["eagle3"]["tokens_per_s"],
+            "unit": f"tokens/s, llama.cpp + EAGLE-3 drafter ({cfg.third.model}, default triple), {max(threads)} threads",
+            "baseline": top["plain"]["tokens_per_s"], "baseline_unit": "tokens/s, plain llama.cpp (same build, threads)",
+            "ratio": top["eagle3"]["speedup"], "ratio_ci": top["eagle3"]["speedup_ci"],
+            "target": ">= 1.3 (goal, issue 27); C1 of chapter 11: interval above 1",
+            "model": cfg.third.model, "speedup_by_threads": {t: r["eagle3"]["speedup"] for t, r in
+                                                              large["by_threads"].items()},
+            "tau_by_threads": {t: r["eagle3"]["tau"] for t, r in large["by_threads"].items()},
+            "identical_to_plain": {t: f"{r['eagle3']['identical_to_plain']}/{r['eagle3']['prompts']}"
+                                   for t, r in large["by_threads"].items()},
+            "tokens_per_s_by_threads": {t: {m: r[m]["tokens_per_s"] for m in r if isinstance(r[m], dict)}
+                                        for t, r in large["by_threads"].items()},
+            "large": large, "small": small, "profile": cfg.profile, "max_new_tokens": max_new_tokens,
+            "temperature": 0.0, "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg)"}

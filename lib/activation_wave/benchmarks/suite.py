@@ -30,8 +30,9 @@ from activation_wave.benchmarks.peak import PeakRSS, cpu_model
 Entry = Callable[[StudyConfig], dict[str, Any]]
 
 #: Benchmarks a plain ``wave bench`` skips: they take hours (the recipe study trains about
-#: 40 drafters), so they run only when named, e.g. ``wave bench --only recipe``.
-OPT_IN = ("recipe",)
+#: 40 drafters; the 1.5B llama.cpp runs need its drafters and about half an hour), so they
+#: run only when named, e.g. ``wave bench --only recipe``.
+OPT_IN = ("recipe", "llamacpp_1.5b")
 
 
 def entries() -> dict[str, Entry]:
@@ -50,6 +51,8 @@ def entries() -> dict[str, Entry]:
             "drafter_data_scaling": decoding.run_data_scaling,
             # needs the optional llama.cpp build (scripts/setup_llamacpp.sh)
             "llamacpp": lambda cfg: llamacpp.run(profile=cfg.profile, model=cfg.model),
+            # chapter 11: the third architecture's target (1.5B) and the study's, side by side
+            "llamacpp_1.5b": llamacpp.run_sizes,
             # the recipe study (issue 25): many drafters, resumable; writes <results>/recipe.json too
             "recipe": recipe.run}
 

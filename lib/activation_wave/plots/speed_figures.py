@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from activation_wave.plots._style import _ax
 
 __all__ = ["plot_ratios", "plot_memory_curve", "plot_scaling", "plot_data_scaling", "plot_decoding_costs",
-           "plot_metric_scaling"]
+           "plot_metric_scaling", "plot_round_costs", "plot_break_even_by_size"]
 
 
 def plot_ratios(names: Sequence[str], ratios: Sequence[float], targets: Sequence[float | None], *,
@@ -158,4 +158,58 @@ def plot_metric_scaling(scaling: Mapping[str, Any] | None, *, axes: Sequence[Axe
             ax.text(0.5, 0.5, "not measured yet: wave bench --only metrics", ha="center", va="center",
                     transform=ax.transAxes)
             ax.set_xlabel(label)
+    return fig
+
+
+def plot_round_costs(rows: Sequence[Mapping[str, Any]], *, ax: Axes | None = None) -> Figure:
+    """One stacked bar per (target size, threads): an EAGLE-3 round in plain decoding steps,
+    split into verify-and-rest and drafting (its height is the break-even tau), with the
+    measured tau as a black diamond. ``rows``: chapter 11's ``round_frame`` records."""
+    fig, ax = _ax(ax, figsize=(6.4, 3.6))
+    labels = [f"{r['target']}, {r['threads']} thr." for r in rows]
+    x = np.arange(len(rows))
+    verify = np.array([r["verify and rest (steps)"] or 0.0 for r in rows], float)
+    draft = np.array([r["drafting (steps)"] or 0.0 for r in rows], float)
+    ax.bar(x, verify, color="#7570b3", label="verify and the rest")
+    ax.bar(x, draft, bottom=verify, color="#e7298a", label="drafting")
+    tau = [r["measured tau"] for r in rows]
+    ax.scatter([xi for xi, t in zip(x, tau) if t], [t for t in tau if t], marker="D", color="black", zorder=3,
+               label="measured tau (tokens per round)")
+    ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+    ax.set_xticks(x, labels)
+    ax.set_ylabel("plain decoding steps per round")
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
+
+
+def plot_break_even_by_size(model: Any, *, ax: Axes | None = None) -> Figure:
+    """Break-even tau against the target's weight size (log x): the two measured sizes, the
+    cost model's curve through them (dashed where it extrapolates), each measured drafter
+    tau as a horizontal line and, where the curve meets it, a dotted vertical line.
+    ``model``: chapter 11's ``CostModel`` (None: a panel that says it was not measured)."""
+    fig, ax = _ax(ax, figsize=(6.4, 3.8))
+    if model is None:
+        ax.text(0.5, 0.5, "not measured: both target sizes are needed\n(wave bench --only llamacpp_1.5b)",
+                ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return fig
+    s0, s1 = model.sizes_mib
+    b0, b1 = model.break_even
+    ax.scatter([s0, s1], [b0, b1], color="#d95f02", zorder=3, label="measured (llama.cpp round costs)")
+    crossings = [c for c in (model.size_for(t) for t in model.taus.values()) if c]
+    right = min(max([s1 * 10, *crossings]) * 1.5, s1 * 1e4)
+    xs = np.geomspace(s0, right, 80)
+    ys = np.array([model.break_even_at(x) for x in xs])
+    inside = xs <= s1
+    ax.plot(xs[inside], ys[inside], color="#d95f02")
+    ax.plot(xs[~inside], ys[~inside], color="#d95f02", ls="--", label="overhead line through both (extrapolated)")
+    for (label, t), color in zip(model.taus.items(), ("black", "#1b9e77")):
+        ax.axhline(t, color=color, lw=1, label=f"tau of the {label} in llama.cpp")
+        c = model.size_for(t)
+        if c and c <= right:
+            ax.axvline(c, color=color, ls=":", lw=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("target GGUF size (MiB, 4-bit weights)")
+    ax.set_ylabel("break-even tau (round cost in plain steps)")
+    ax.legend(fontsize=8)
     return fig

@@ -53,12 +53,14 @@ def third_config(cfg: StudyConfig) -> StudyConfig:
 def third_drafter_config(cfg: StudyConfig) -> StudyConfig:
     """The config of the third architecture's drafters (chapter 11): :func:`third_config` on
     the study's prompt sources with the ``third.drafter_*`` prompt count, length, engine
-    slots and epochs, greedy responses only."""
+    slots and epochs, greedy responses only. Its drafters train one at a time
+    (:func:`third_config`) on the threads the study's ``draft.workers`` would have used."""
     c, t = third_config(cfg), cfg.third
     data = dataclasses.replace(c.data, max_prompts_per_source=t.drafter_prompts_per_source,
                                max_new_tokens=t.drafter_max_new_tokens, samples_per_prompt=0,
                                engine_slots=t.drafter_engine_slots)
-    draft = dataclasses.replace(c.draft, samples_per_prompt=0, epochs=t.drafter_epochs)
+    draft = dataclasses.replace(c.draft, samples_per_prompt=0, epochs=t.drafter_epochs,
+                                threads=cfg.draft.threads * max(1, cfg.draft.workers))
     return dataclasses.replace(c, data=data, draft=draft)
 
 

@@ -38,7 +38,7 @@ from activation_wave.study.chapters.eagle3_speedup import DEFAULT_SET, LayerProf
 
 NAME = "07_cross_drafters"
 
-__all__ = ["SingleLayerTau", "CrossDrafterResult", "drafter_config", "design", "analyse", "run",
+__all__ = ["SingleLayerTau", "CrossDrafterResult", "drafter_config", "design", "analyse", "run", "run_drafters",
            "evaluate_hypotheses", "peak_relative_depth", "sweep_frame", "triples_frame", "prose_values", "NAME"]
 
 
@@ -174,13 +174,20 @@ def run(cfg: StudyConfig, sets: Mapping[str, Sequence[int]], rule: str, *, n_boo
         progress: bool = False) -> CrossDrafterResult:
     """Chapter 7's drafters end to end: the second model's responses and capture (cached;
     the default profile's responses are committed), :func:`design`, :func:`analyse`."""
+    return run_drafters(drafter_config(cfg), sets, rule, seeds=cfg.cross.drafter_seeds,
+                        sweep_stride=cfg.cross.drafter_sweep_stride, n_boot=n_boot, progress=progress)
+
+
+def run_drafters(dcfg: StudyConfig, sets: Mapping[str, Sequence[int]], rule: str, *, seeds: int, sweep_stride: int,
+                 n_boot: int = 10_000, progress: bool = False) -> CrossDrafterResult:
+    """Another model's drafters under ``dcfg`` (its drafter config: chapter 7's
+    :func:`drafter_config`, chapter 11's ``third_drafter_config``): responses and capture
+    (cached), :func:`design` with ``seeds`` and ``sweep_stride``, :func:`analyse`."""
     from activation_wave.study.steps import run_capture
 
-    dcfg = drafter_config(cfg)
     cap = run_capture(dcfg, progress=progress)
     print(cap.cache.summary())
-    jobs = design(sets, rule, cap.cache.n_layers, dcfg.draft, seeds=cfg.cross.drafter_seeds,
-                  sweep_stride=cfg.cross.drafter_sweep_stride)
+    jobs = design(sets, rule, cap.cache.n_layers, dcfg.draft, seeds=seeds, sweep_stride=sweep_stride)
     res = analyse(dcfg, cap.target, cap.cache, jobs, rule, n_boot=n_boot, progress=progress)
     return dataclasses.replace(res, n_responses=len(cap.responses),
                                responses_at_limit=sum(r.finish == "length" for r in cap.responses))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from activation_wave.core.config import StudyConfig
 from activation_wave.core.results import load_benchmarks
+from activation_wave.study.chapters import cpu_payoff
 from activation_wave.study.chapters import drafter_predictors as dp
 from activation_wave.study.chapters.cross_drafters import evaluate_hypotheses as cross_hypotheses
 from activation_wave.study.chapters.eagle3_speedup import evaluate_hypotheses
@@ -58,6 +59,7 @@ class LandingResult:
     lossless: bool
     bench_speedup: float | None  # the decoding benchmark (chapter 9), pooled over its rounds, T = 0
     bench_tau: float | None
+    cpu_text: str = ""  # chapter 11: EAGLE-3 against plain llama.cpp at 1.5B (and 135M), from benchmarks.json
 
 
 def key_sets(ch: Chapters) -> dict[str, list[int]]:
@@ -76,7 +78,8 @@ def run(cfg: StudyConfig, root: str | Path | None = None) -> tuple[LandingResult
     sink, sel, d6 = ch.filtering.sink, ch.selection, ch.drafters
     online = d6.online
     default_row = sel.default_row
-    bench = load_benchmarks().get("speculative_decoding", {})
+    benchmarks = load_benchmarks()
+    bench = benchmarks.get("speculative_decoding", {})
     rho = {p.name: p for p in ch.paired.predictors if p.units == "triples"}
     h1 = evaluate_hypotheses(ch.paired)[0]
     default = next((r for r in ranked_triples(ch) if r.set == ch.paired.reference), None)
@@ -98,4 +101,5 @@ def run(cfg: StudyConfig, root: str | Path | None = None) -> tuple[LandingResult
         speedup_default=online["eagle3-default"].speedup_vs_plain_t0 if "eagle3-default" in online else None,
         speedup_best=max(v.speedup_vs_plain_t0 for v in online.values()),
         lossless=all(v.lossless_prompts == v.n_prompts for v in online.values()),
-        bench_speedup=bench.get("speedup_vs_plain_t0"), bench_tau=bench.get("tau_t0")), ch
+        bench_speedup=bench.get("speedup_vs_plain_t0"), bench_tau=bench.get("tau_t0"),
+        cpu_text=cpu_payoff.landing_text(benchmarks.get(cpu_payoff.BENCH))), ch

@@ -1,0 +1,299 @@
+"""Chapter 11, "Where does EAGLE-3 pay on a CPU?": the third architecture's drafters and
+the llama.cpp figures at two target sizes.
+
+Pre-registered in ``notebooks/11_cpu_payoff.py`` (``sec-cpu-prereg``). :func:`run_drafters`
+trains (or reads from the ledger) the default and the best rule's triple on the third
+model (``third.drafter_*``), scored like chapters 6 and 7; :func:`trained_drafters` gives
+their weight folders to the ``llamacpp_1.5b`` benchmark. The rest reads that benchmark's
+entry of ``data/results/benchmarks.json``: the speed rows (:func:`speed_frame`), the round
+costs (:func:`round_frame`) and the two-point cost model (:func:`cost_model`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from activation_wave.core.config import StudyConfig
+from activation_wave.core.results import load_result
+from activation_wave.select.across_models import third_config, third_drafter_config
+from activation_wave.study.chapters import cross_drafters as cd
+from activation_wave.study.chapters.eagle3_speedup import DEFAULT_SET, Eagle3SpeedupResult
+from activation_wave.study.hypotheses import Hypothesis
+
+NAME = "11_cpu_drafters"
+BENCH = "llamacpp_1.5b"
+
+__all__ = ["NAME", "BENCH", "has_drafters", "drafter_sets", "run_drafters", "trained_drafters", "speed_frame",
+           "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "drafters_text", "speed_text", "cost_text", "landing_text"]
+
+
+def has_drafters(cfg: StudyConfig) -> bool:
+    """Whether the profile trains third-architecture drafters (``third.model`` and ``third.drafter_seeds``)."""
+    return bool(cfg.third.model and cfg.third.drafter_seeds)
+
+
+def drafter_sets(cfg: StudyConfig, results_root: str | None = None) -> tuple[dict[str, list[int]], str]:
+    """The third model's layer sets (its chapter 5 results, ``third/05_layer_selection``) and
+    the rule chapter 6 found best by its paired delta tau (its results file)."""
+    sel = load_result("05_layer_selection", third_config(cfg), results_root)
+    six = load_result("06_eagle3_speedup", cfg, results_root, cls=Eagle3SpeedupResult)
+    sets = {name: [int(i) for i in ids] for name, ids in sel["sets"].items()}
+    sets.setdefault(DEFAULT_SET, [int(i) for i in sel["default_layers"]])
+    return sets, six.best_rule.set
+
+
+def _config(cfg: StudyConfig) -> StudyConfig:
+    """The drafters' config: :func:`~activation_wave.select.across_models.third_drafter_config`."""
+    return third_drafter_config(cfg)
+
+
+def run_drafters(cfg: StudyConfig, results_root: str | None = None, *, n_boot: int = 10_000,
+                 progress: bool = False) -> cd.CrossDrafterResult:
+    """The pre-registered drafters of the third model end to end (responses and capture
+    cached, drafters cached per set and seed, scores from the ledger where it has them)."""
+    if not has_drafters(cfg):
+        raise ValueError(f"the {cfg.profile} profile trains no third-architecture drafters "
+                         "(third.model and third.drafter_seeds); e.g. --set third.drafter_seeds=1")
+    sets, rule = drafter_sets(cfg, results_root)
+    return cd.run_drafters(_config(cfg), sets, rule, seeds=cfg.third.drafter_seeds, sweep_stride=0, n_boot=n_boot,
+                           progress=progress)
+
+
+def trained_drafters(cfg: StudyConfig, results_root: str | None = None,
+                     names: Sequence[str] = (DEFAULT_SET,)) -> dict[str, str]:
+    """Set name -> weight folder of the first seed of the pre-registered drafters of the
+    sets ``names`` (trained here when the cache has no weights, e.g. on a clone whose
+    ledger holds only scores)."""
+    from activation_wave.draft.experiment import train_or_load
+    from activation_wave.study.steps import run_capture
+
+    dcfg = _config(cfg)
+    sets, rule = drafter_sets(cfg, results_root)
+    cap = run_capture(dcfg, progress=False)
+    jobs = cd.design(sets, rule, cap.cache.n_layers, dcfg.draft, seeds=1, sweep_stride=0)
+    out = {}
+    for job in (j for j in jobs if j.set in names):
+        path, _ = train_or_load(cap.target, cap.cache, list(job.layers), job.config, weights=True)
+        out[job.set] = str(path)
+    return out
+
+
+def _method_rows(size: str, model: str, threads: str, run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    plain = run["plain"]
+    rows = [{"target": size, "model": model, "threads": int(threads), "method": "plain",
+             "tokens/s": plain["tokens_per_s"], "speedup": 1.0, "95% interval": "", "tau": None,
+             "identical": None}]
+    for name, r in run.items():
+        if not isinstance(r, dict) or "speedup" not in r:
+            continue
+        ci = r.get("speedup_ci")
+        rows.append({"target": size, "model": model, "threads": int(threads), "method": name,
+                     "tokens/s": r["tokens_per_s"], "speedup": r["speedup"],
+                     "95% interval": f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "", "tau": r.get("tau"),
+                     "identical": f"{r['identical_to_plain']}/{r['prompts']}"})
+    return rows
+
+
+def speed_frame(entry: Mapping[str, Any]) -> pd.DataFrame:
+    """Every method at every thread count and target size of the ``llamacpp_1.5b`` entry:
+    tokens/s, pooled speedup over plain with its paired-bootstrap interval, tau, identical outputs."""
+    rows = []
+    for key, label in (("small", "135M"), ("large", "1.5B")):
+        part = entry.get(key) or {}
+        for threads, run in (part.get("by_threads") or {}).items():
+            rows += _method_rows(label, part.get("model", ""), threads, run)
+    return pd.DataFrame(rows)
+
+
+def round_frame(entry: Mapping[str, Any], method: str = "eagle3") -> pd.DataFrame:
+    """The round-cost decomposition of ``method`` at each size and thread count, in plain
+    steps: verify and the rest, drafting, the whole round (= the break-even tau), with the
+    measured tau beside it."""
+    rows = []
+    for key, label in (("small", "135M"), ("large", "1.5B")):
+        part = entry.get(key) or {}
+        for threads, run in (part.get("by_threads") or {}).items():
+            r = run.get(method) or {}
+            rc = r.get("round_costs") or {}
+            if not rc:
+                continue
+            step = rc["plain_step_ms"]
+            rows.append({"target": label, "threads": int(threads), "plain step (ms)": step,
+                         "verify and rest (steps)": rc.get("verify_in_plain_steps"),
+                         "drafting (steps)": round(rc["draft_ms_per_round"] / step, 3)
+                         if rc.get("draft_ms_per_round") is not None else None,
+                         "round = break-even tau": rc["round_in_plain_steps"], "measured tau": r.get("tau"),
+                         "draft calls per round": round(rc["draft_calls"] / max(1, r.get("rounds") or 1), 2)
+                         if rc.get("draft_calls") else None})
+    return pd.DataFrame(rows)
+
+
+@dataclasses.dataclass(frozen=True)
+class CostModel:
+    """The two-point cost model (secondary, an extrapolation). A round always costs at least
+    the one plain step it replaces, so the model is on the *overhead* above it: ``b - 1``
+    (``b``: the round's cost in plain steps, the break-even tau) against the target's weight
+    bytes ``s`` as a line in log-log coordinates through the two measured sizes,
+    ``log(b - 1) = log(b1 - 1) + slope (log s - log s1)``. A drafter of tau pays where its
+    gain, ``tau - 1`` tokens per round, exceeds that overhead: :meth:`size_for` solves for
+    the size. ``taus``: the measured taus to solve for, by label."""
+
+    threads: int
+    sizes_mib: tuple[float, float]
+    break_even: tuple[float, float]
+    slope: float
+    taus: dict[str, float]
+    bytes_per_param: float = 0.7  # of the larger target's GGUF (4-bit weights and their scales)
+
+    def break_even_at(self, size_mib: float) -> float:
+        """The line's break-even tau at ``size_mib``."""
+        s1, b1 = self.sizes_mib[1], self.break_even[1]
+        return 1.0 + math.exp(math.log(b1 - 1.0) + self.slope * (math.log(size_mib) - math.log(s1)))
+
+    def size_for(self, tau: float) -> float | None:
+        """The size (MiB) at which a drafter of ``tau`` breaks even; None when it never does
+        on this line (tau <= 1, or an overhead that does not fall with size)."""
+        s1, b1 = self.sizes_mib[1], self.break_even[1]
+        if not tau > 1.0 or not self.slope < 0 or not b1 > 1.0:
+            return None
+        return math.exp(math.log(s1) + (math.log(tau - 1.0) - math.log(b1 - 1.0)) / self.slope)
+
+    def params_for(self, tau: float) -> float | None:
+        """:meth:`size_for` in billions of parameters at the larger target's bytes per parameter."""
+        size = self.size_for(tau)
+        return None if size is None else size * 2**20 / self.bytes_per_param / 1e9
+
+
+def cost_model(entry: Mapping[str, Any], threads: str = "1", method: str = "eagle3") -> CostModel | None:
+    """:class:`CostModel` at ``threads`` from the entry's two sizes (None when either is
+    missing, or a round costs no more than a step at either), solving for the taus of
+    both sizes' drafters as measured in llama.cpp."""
+    pts = []
+    for key in ("small", "large"):
+        part = entry.get(key) or {}
+        r = ((part.get("by_threads") or {}).get(threads) or {}).get(method) or {}
+        rc = r.get("round_costs")
+        if not rc or not part.get("gguf_mib") or not rc["round_in_plain_steps"] > 1.0:
+            return None
+        pts.append((float(part["gguf_mib"]), float(rc["round_in_plain_steps"]), r.get("tau"), part.get("params")))
+    (s0, b0, tau0, _), (s1, b1, tau1, p1) = pts
+    slope = (math.log(b1 - 1.0) - math.log(b0 - 1.0)) / (math.log(s1) - math.log(s0))
+    taus = {label: float(t) for label, t in (("1.5B drafter", tau1), ("135M drafter", tau0)) if t}
+    return CostModel(int(threads), (s0, s1), (b0, b1), slope, taus, (s1 * 2**20 / p1) if p1 else 0.7)
+
+
+def evaluate_hypotheses(entry: Mapping[str, Any] | None, drafters: cd.CrossDrafterResult | None,
+                        alpha: float = 0.05) -> list[Hypothesis]:
+    """C1 and C2 of chapter 11's pre-registration by their verdict rules (None: not testable
+    with these results, e.g. no benchmark entry or no drafters)."""
+    large = ((entry or {}).get("large") or {}).get("by_threads") or {}
+    top = large.get(max(large, key=int)) if large else None
+    e = (top or {}).get("eagle3")
+    if not e or not e.get("speedup_ci"):
+        c1 = Hypothesis("C1", "EAGLE-3 in llama.cpp beats plain llama.cpp at 2 threads (1.5B target)",
+                        "not measured (wave bench --only llamacpp_1.5b)", None, "")
+    else:
+        lo, hi = e["speedup_ci"]
+        c1 = Hypothesis("C1", f"EAGLE-3 in llama.cpp beats plain llama.cpp at {top['threads']} threads (1.5B target)",
+                        f"pooled speedup {e['speedup']:.3f}x [{lo:.3f}, {hi:.3f}], n = {e['prompts']} prompts, "
+                        f"tau {e['tau']:.2f}, identical to plain {e['identical_to_plain']}/{e['prompts']}",
+                        lo > 1.0, "paired bootstrap over prompts, one test")
+    if drafters is None:
+        c2 = Hypothesis("C2", "the best rule's set beats the default (1.5B drafters)", "no drafters in this profile",
+                        None, "")
+    else:
+        (g1, *_) = cd.evaluate_hypotheses(drafters, alpha)
+        c2 = dataclasses.replace(g1, name="C2", claim="the best rule's set beats the default (1.5B drafters, one "
+                                 "seed each)")
+    return [c1, c2]
+
+
+def drafters_text(res: cd.CrossDrafterResult | None, workers: int = 1) -> str:
+    """The drafters' paragraph: data, training time and each set's tau (plain text)."""
+    if res is None:
+        return ("This profile trains no drafters for a third architecture (its third section names no model or no "
+                "drafter seeds); the figures below come from the committed benchmark file.")
+    v = cd.prose_values(res, workers)
+    sets = "; ".join(f"{s.set} {list(s.layers)}: tau {s.tau:.3f} [{s.lo:.3f}, {s.hi:.3f}]" for s in res.sets)
+    return (f"{v['xd_n_drafters']} drafters of {res.model} trained on {v['xd_records']} train-split records "
+            f"({v['xd_positions']:,} response positions), {v['xd_train_min']:.0f} minutes of training on this machine, "
+            f"scored on {v['xd_eval_prompts']} eval prompts ({v['xd_at_limit']} of {v['xd_n_responses']} responses "
+            f"ran to the token limit). Offline tau on the pre-registered outcome, mean over prompts with its 95% "
+            f"bootstrap interval: {sets}.")
+
+
+def speed_text(entry: Mapping[str, Any] | None) -> str:
+    """The side-by-side paragraph: tokens/s and speedups of the 1.5B target at each thread count."""
+    large = ((entry or {}).get("large") or {}).get("by_threads") or {}
+    if not large:
+        return "The llama.cpp side by side has not been measured (wave bench --only llamacpp_1.5b)."
+    parts = []
+    for t, r in sorted(large.items(), key=lambda kv: int(kv[0])):
+        e = r["eagle3"]
+        lo, hi = e["speedup_ci"]
+        ngram = r.get("ngram")
+        parts.append(f"at {t} thread(s) plain llama.cpp decodes {r['plain']['tokens_per_s']:.1f} tokens/s and EAGLE-3 "
+                     f"{e['tokens_per_s']:.1f} ({e['speedup']:.2f}x [{lo:.2f}, {hi:.2f}], tau {e['tau']:.2f}, "
+                     f"{e['identical_to_plain']}/{e['prompts']} identical to plain)"
+                     + (f", n-gram lookup {ngram['tokens_per_s']:.1f} ({ngram['speedup']:.2f}x)" if ngram else ""))
+    n = next(iter(large.values()))["eagle3"]["prompts"]
+    return (f"On {n} held-out prompts (96 new tokens, T = 0, interleaved prompt by prompt), "
+            + "; ".join(parts) + ". Intervals: 95% paired bootstrap over prompts of the pooled speedup.")
+
+
+def cost_text(cm: CostModel | None) -> str:
+    """The cost model's paragraph, saying what is measured and what is extrapolated."""
+    if cm is None:
+        return "The cost model needs both target sizes measured in one benchmark run."
+    s0, s1 = cm.sizes_mib
+    b0, b1 = cm.break_even
+    taus = ", ".join(f"{label} {t:.2f}" for label, t in cm.taus.items())
+    out = (f"Measured at {cm.threads} thread(s): an EAGLE-3 round costs {b0:.2f} plain steps with the {s0:.0f} MiB "
+           f"target and {b1:.2f} with the {s1:.0f} MiB one, so break-even needs tau {b0:.2f} and {b1:.2f}; the "
+           f"drafters' taus in llama.cpp: {taus}. ")
+    if not cm.slope < 0:
+        return out + ("The overhead above one step does not fall as the target grows, so the two points predict no "
+                      "size at which these drafters break even.")
+    out += (f"Extrapolated (the overhead above one step, break-even tau minus 1, on a straight line in log-log "
+            f"coordinates through these two points, slope {cm.slope:.2f}; nothing checks its shape): ")
+    parts = []
+    for label, t in cm.taus.items():
+        size = cm.size_for(t)
+        if size is None:
+            parts.append(f"the {label} (tau {t:.2f}) breaks even at no size, since it gains no token per round")
+        else:
+            parts.append(f"the {label} (tau {t:.2f}) would break even at about {size:,.0f} MiB of 4-bit weights, "
+                         f"about {cm.params_for(t):.1f}B parameters")
+    return out + "; ".join(parts) + "."
+
+
+def landing_text(entry: Mapping[str, Any] | None) -> str:
+    """The landing page's sentence on where EAGLE-3 pays on a CPU (plain text)."""
+    large = ((entry or {}).get("large") or {}).get("by_threads") or {}
+    small = ((entry or {}).get("small") or {}).get("by_threads") or {}
+    if not large:
+        return "not measured yet (wave bench --only llamacpp_1.5b)"
+    t = max(large, key=int)
+    e = large[t]["eagle3"]
+    lo, hi = e["speedup_ci"]
+    out = (f"inside llama.cpp on this CPU, EAGLE-3 runs the 1.5B target at {e['speedup']:.2f}x the speed of plain "
+           f"llama.cpp on {t} threads (95% interval {lo:.2f} to {hi:.2f}, n = {e['prompts']} prompts, tau "
+           f"{e['tau']:.2f}, {e['identical_to_plain']}/{e['prompts']} outputs identical to plain)")
+    s = (small.get(t) or {}).get("eagle3")
+    if s:
+        out += f", against {s['speedup']:.2f}x for the 135M target in the same run"
+    rc = e.get("round_costs") or {}
+    if rc:
+        out += f"; a round costs {rc['round_in_plain_steps']:.2f} plain steps at 1.5B, the tau break-even needs"
+    cm = cost_model(entry or {}, threads="1")
+    found = {label: cm.params_for(t) for label, t in cm.taus.items()} if cm is not None else {}
+    found = {label: b for label, b in found.items() if b is not None}
+    if found:
+        out += "; a two-point extrapolation (1 thread) puts break-even at about " + " and ".join(
+            f"{b:.1f}B parameters for the {label}'s tau" for label, b in found.items())
+    return out

@@ -1,0 +1,148 @@
+"""Chapter 11 ("Where does EAGLE-3 pay on a CPU?"): the third model's drafter config, and
+the tables, cost model, verdicts and texts read from a canned ``llamacpp_1.5b`` entry."""
+
+import math
+
+import pytest
+
+from activation_wave.core.config import ConfigError, load_config
+from activation_wave.plots import plot_break_even_by_size, plot_round_costs
+from activation_wave.select.across_models import third_config, third_drafter_config
+from activation_wave.study.chapters import cpu_payoff as cpu
+
+
+def test_third_drafter_config_takes_the_third_sections_drafter_settings():
+    cfg = load_config("default")
+    d = third_drafter_config(cfg)
+    t = cfg.third
+    assert d.model == t.model and d.data.engine == t.engine == "llamacpp"
+    assert (d.data.max_prompts_per_source, d.data.max_new_tokens, d.data.engine_slots) == (
+        t.drafter_prompts_per_source, t.drafter_max_new_tokens, t.drafter_engine_slots)
+    assert d.data.samples_per_prompt == 0 and d.draft.samples_per_prompt == 0
+    assert d.draft.epochs == t.drafter_epochs and d.draft.workers == 1
+    assert d.draft.threads == cfg.draft.threads * cfg.draft.workers  # the cores the workers would have used
+    # the layer study's capture of the third model is untouched by the drafter settings
+    assert third_config(cfg).data.max_prompts_per_source == t.max_prompts_per_source
+    assert third_config(cfg).data.engine_slots == cfg.data.engine_slots
+    assert cpu.has_drafters(cfg) and not cpu.has_drafters(load_config("smoke"))
+
+
+def test_bad_drafter_settings_are_refused():
+    with pytest.raises(ConfigError, match="drafter_epochs"):
+        load_config("default", {"third.drafter_epochs": 0})
+    with pytest.raises(ConfigError, match="drafter_seeds"):
+        load_config("default", {"third.drafter_seeds": -1})
+
+
+def test_run_drafters_refuses_a_profile_without_them():
+    with pytest.raises(ValueError, match="trains no third-architecture drafters"):
+        cpu.run_drafters(load_config("smoke"))
+
+
+def _method(tps, speedup, ci, tau, same=12, n=12, rc=None, **extra):
+    return {"tokens_per_s": tps, "speedup": speedup, "speedup_ci": ci, "tau": tau, "identical_to_plain": same,
+            "prompts": n, "round_costs": rc, "rounds": 400, **extra}
+
+
+def _rc(step, verify, draft_ms, round_steps, calls=1100):
+    return {"plain_step_ms": step, "verify_in_plain_steps": verify, "draft_ms_per_round": draft_ms,
+            "round_in_plain_steps": round_steps, "draft_calls": calls}
+
+
+ENTRY = {
+    "small": {"model": "smollm2-135m", "gguf_mib": 100.0, "params": 135_000_000, "by_threads": {
+        "1": {"threads": 1, "plain": {"tokens_per_s": 70.0},
+              "eagle3": _method(25.0, 0.36, [0.33, 0.39], 1.5, rc=_rc(14.0, 3.4, 6.0, 3.83))}}},
+    "large": {"model": "qwen2.5-coder-1.5b", "gguf_mib": 1000.0, "params": 1_540_000_000, "by_threads": {
+        "1": {"threads": 1, "plain": {"tokens_per_s": 6.0},
+              "eagle3": _method(7.0, 1.17, [1.05, 1.30], 2.2, rc=_rc(160.0, 1.5, 48.0, 1.8)),
+              "ngram": _method(6.2, 1.03, [0.98, 1.08], 1.1, same=11, first_difference={"p7": 40})},
+        "2": {"threads": 2, "plain": {"tokens_per_s": 10.0},
+              "eagle3": _method(9.0, 0.9, [0.8, 0.99], 2.2, same=11, rc=_rc(100.0, 1.9, 40.0, 2.3))}}},
+}
+
+
+def test_speed_and_round_tables_read_the_entry():
+    speed = cpu.speed_frame(ENTRY)
+    assert set(speed.target) == {"135M", "1.5B"}
+    row = speed[(speed.target == "1.5B") & (speed.threads == 1) & (speed.method == "eagle3")].iloc[0]
+    assert row["95% interval"] == "[1.05, 1.30]" and row.identical == "12/12"
+    rounds = cpu.round_frame(ENTRY)
+    assert list(rounds["round = break-even tau"]) == [3.83, 1.8, 2.3]
+    assert rounds.iloc[1]["drafting (steps)"] == pytest.approx(0.3)
+    fig = plot_round_costs(rounds.to_dict("records"))
+    assert fig.axes[0].get_ylabel() == "plain decoding steps per round"
+
+
+def test_cost_model_is_a_two_point_line_of_the_overhead_solved_for_each_tau():
+    cm = cpu.cost_model(ENTRY, threads="1")
+    # the overhead above one step: 2.83 at 100 MiB, 0.8 at 1000 MiB
+    assert cm.slope == pytest.approx(math.log(0.8 / 2.83) / math.log(10.0))
+    assert cm.break_even_at(100.0) == pytest.approx(3.83) and cm.break_even_at(1000.0) == pytest.approx(1.8)
+    assert cm.taus == {"1.5B drafter": 2.2, "135M drafter": 1.5}
+    at = cm.size_for(1.5)  # a gain of 0.5 tokens per round pays where the overhead falls to 0.5
+    assert at > 1000.0 and cm.break_even_at(at) == pytest.approx(1.5)
+    assert cm.size_for(2.2) < 1000.0  # this drafter already pays at 1.5B on this line
+    assert cm.size_for(1.0) is None  # a drafter that gains nothing never pays
+    assert cm.params_for(1.5) == pytest.approx(at * 2**20 / (1000.0 * 2**20 / 1.54e9) / 1e9)
+    text = cpu.cost_text(cm)
+    assert "Extrapolated" in text and "135M drafter (tau 1.50) would break even at about" in text
+    assert cpu.cost_model(ENTRY, threads="2") is None  # no 135M point at 2 threads
+    rising = {**ENTRY, "large": {**ENTRY["large"], "by_threads": {"1": {
+        **ENTRY["large"]["by_threads"]["1"], "eagle3": _method(5, 0.8, [0.7, 0.9], 2.0, rc=_rc(160.0, 4.0, 48.0, 4.5))}}}}
+    flat = cpu.cost_model(rising, threads="1")
+    assert flat.size_for(2.0) is None and "predict no size" in cpu.cost_text(flat)
+    assert plot_break_even_by_size(cm).axes[0].get_xscale() == "log"
+    assert plot_break_even_by_size(None).axes  # a panel that says it was not measured
+
+
+def test_verdicts_follow_the_preregistered_rules():
+    c1, c2 = cpu.evaluate_hypotheses(ENTRY, None)
+    assert c1.name == "C1" and "2 threads" in c1.claim and c1.supported is False  # [0.8, 0.99] is below 1
+    assert "11/12" in c1.statistic and c2.supported is None
+    up = {**ENTRY, "large": {**ENTRY["large"], "by_threads": {"2": ENTRY["large"]["by_threads"]["1"] | {"threads": 2}}}}
+    assert cpu.evaluate_hypotheses(up, None)[0].supported is True  # [1.05, 1.30] is above 1
+    assert cpu.evaluate_hypotheses(None, None)[0].supported is None
+
+
+def test_texts_say_what_was_not_measured():
+    assert "has not been measured" in cpu.speed_text(None)
+    text = cpu.speed_text(ENTRY)
+    assert "at 1 thread(s) plain llama.cpp decodes 6.0 tokens/s and EAGLE-3 7.0 (1.17x [1.05, 1.30]" in text
+    assert "n-gram lookup 6.2 (1.03x)" in text
+    assert "trains no drafters" in cpu.drafters_text(None)
+    assert "needs both target sizes" in cpu.cost_text(None)
+
+
+def test_landing_sentence_quotes_the_largest_thread_count_with_its_interval():
+    text = cpu.landing_text(ENTRY)
+    assert "0.90x the speed of plain llama.cpp on 2 threads (95% interval 0.80 to 0.99, n = 12 prompts" in text
+    assert "11/12 outputs identical" in text and "2.30 plain steps" in text
+    assert cpu.landing_text(None).startswith("not measured yet")
+
+
+def test_the_benchmark_entry_holds_what_the_issue_asks_for(monkeypatch, tmp_path):
+    """``llamacpp_1.5b``: plain and EAGLE-3 tokens/s per thread count, the speedup with its
+    interval, tau and the identical count of the 1.5B target, the 135M target beside it."""
+    from activation_wave.benchmarks import llamacpp_speed as B
+    from activation_wave.engines import llamacpp
+
+    monkeypatch.setattr(llamacpp, "find_llamacpp", lambda: "lc")
+    monkeypatch.setattr(cpu, "trained_drafters", lambda cfg: {cpu.DEFAULT_SET: "d-large"})
+    seen = []
+
+    def fake_size_run(lc, model, drafters, profile, **kw):
+        seen.append((model, dict(drafters), kw["ngram"]))
+        return ENTRY["large" if "qwen" in model else "small"] | {"model": model}
+
+    monkeypatch.setattr(B, "_size_run", fake_size_run)
+    cfg = load_config("default")
+    with pytest.raises(FileNotFoundError, match="WAVE_LLAMACPP_SMALL_DRAFTER"):
+        B.run_sizes(cfg, small_drafter=tmp_path / "missing")
+    small = tmp_path / "small"
+    small.mkdir()
+    out = B.run_sizes(cfg, small_drafter=small, threads=(1, 2))
+    assert seen == [("qwen2.5-coder-1.5b", {"eagle3": "d-large"}, True), ("smollm2-135m", {"eagle3": small}, False)]
+    assert "1.5b" in out["model"] and out["ratio"] == 0.9 and out["ratio_ci"] == [0.8, 0.99]
+    assert out["tokens_per_s_by_threads"]["2"] == {"plain": 10.0, "eagle3": 9.0}
+    assert out["identical_to_plain"] == {"1": "12/12", "2": "11/12"} and out["tau_by_threads"]["1"] == 2.2
