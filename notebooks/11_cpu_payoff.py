@@ -118,7 +118,8 @@ drafters = cpu.run_drafters(cfg, results_root or None) if cpu.has_drafters(cfg) 
 if drafters is not None:
     _ = save_result(cpu.NAME, drafters, cfg, results_root or None)
     display(format_table(cpu.cd.triples_frame(drafters)))
-glue_values(cpu_drafters_text=cpu.drafters_text(drafters, cfg.draft.workers))
+glue_values(cpu_drafters_text=cpu.drafters_text(drafters, 1, epochs=cfg.third.drafter_epochs,
+                                                threshold=cfg.spec.draft_threshold))
 
 # %% [markdown]
 # {glue:text}`cpu_drafters_text`
@@ -128,7 +129,7 @@ glue_values(cpu_drafters_text=cpu.drafters_text(drafters, cfg.draft.workers))
 #
 # The command: `wave bench --only llamacpp_1.5b` (after `bash scripts/setup_llamacpp.sh`;
 # it trains the drafters first if this machine has no weights for them). Plain llama.cpp,
-# EAGLE-3 with each drafter (converted to f16 GGUF by llama.cpp's converter, draft depth 3,
+# EAGLE-3 with the default triple's drafter (converted to f16 GGUF by llama.cpp's converter, draft depth 3,
 # no probability cut-off) and llama.cpp's model-free n-gram lookup run as one server each
 # on the same 4-bit target GGUF, one slot, prompt by prompt in rotating order. The 135M
 # rows re-measure the study's model on the same machine in the same run, with the
@@ -137,10 +138,12 @@ glue_values(cpu_drafters_text=cpu.drafters_text(drafters, cfg.draft.workers))
 # %% tags=["hide-input"]
 if entry:
     display(format_table(cpu.speed_frame(entry), {"tokens/s": "{:.2f}", "speedup": "{:.3f}", "tau": "{:.2f}"}))
-glue_values(cpu_speed_text=cpu.speed_text(entry))
+glue_values(cpu_speed_text=cpu.speed_text(entry), cpu_reading_text=cpu.reading_text(entry))
 
 # %% [markdown]
 # {glue:text}`cpu_speed_text`
+#
+# {glue:text}`cpu_reading_text`
 #
 # ## Where the round's time goes
 
@@ -175,7 +178,7 @@ glue_figure("fig_round_costs", plot_round_costs(rounds.to_dict("records")))
 # %% tags=["hide-input"]
 cm = cpu.cost_model(entry or {}, threads="1")
 glue_values(cpu_cost_text=cpu.cost_text(cm))
-glue_figure("fig_cost_model", plot_break_even_by_size(cm))
+glue_figure("fig_break_even_by_size", plot_break_even_by_size(cm))
 if cm is not None:
     display(pd.DataFrame([{"input": "round cost at 135M and 1.5B (plain steps)", "source": "measured, this run"},
                           {"input": "tau of the 1.5B drafter in llama.cpp", "source": "measured, this run"},
@@ -185,8 +188,8 @@ if cm is not None:
 # %% [markdown]
 # {glue:text}`cpu_cost_text`
 #
-# ```{glue:figure} fig_cost_model
-# :name: fig-cost-model
+# ```{glue:figure} fig_break_even_by_size
+# :name: fig-break-even-by-size
 #
 # Break-even tau (an EAGLE-3 round's cost in plain steps) against the target's size at 1
 # thread: the two measured targets (dots), the curve through them whose overhead above one

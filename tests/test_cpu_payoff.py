@@ -1,6 +1,7 @@
 """Chapter 11 ("Where does EAGLE-3 pay on a CPU?"): the third model's drafter config, and
 the tables, cost model, verdicts and texts read from a canned ``llamacpp_1.5b`` entry."""
 
+import dataclasses
 import math
 
 import pytest
@@ -108,7 +109,7 @@ def test_verdicts_follow_the_preregistered_rules():
 def test_texts_say_what_was_not_measured():
     assert "has not been measured" in cpu.speed_text(None)
     text = cpu.speed_text(ENTRY)
-    assert "at 1 thread(s) plain llama.cpp decodes 6.0 tokens/s and EAGLE-3 7.0 (1.17x [1.05, 1.30]" in text
+    assert "at 1 thread plain llama.cpp decodes 6.0 tokens/s and EAGLE-3 7.0 (1.17x [1.05, 1.30]" in text
     assert "n-gram lookup 6.2 (1.03x)" in text
     assert "trains no drafters" in cpu.drafters_text(None)
     assert "needs both target sizes" in cpu.cost_text(None)
@@ -119,6 +120,9 @@ def test_landing_sentence_quotes_the_largest_thread_count_with_its_interval():
     assert "0.90x the speed of plain llama.cpp on 2 threads (95% interval 0.80 to 0.99, n = 12 prompts" in text
     assert "11/12 outputs identical" in text and "2.30 plain steps" in text
     assert cpu.landing_text(None).startswith("not measured yet")
+    assert "n-gram" not in text  # no n-gram run at 2 threads in the canned entry
+    two = {**ENTRY, "large": {**ENTRY["large"], "by_threads": {"1": ENTRY["large"]["by_threads"]["1"]}}}
+    assert "n-gram lookup runs at 1.03x (0.98 to 1.08, 11/12 identical)" in cpu.landing_text(two)
 
 
 def test_the_benchmark_entry_holds_what_the_issue_asks_for(monkeypatch, tmp_path):
@@ -146,3 +150,38 @@ def test_the_benchmark_entry_holds_what_the_issue_asks_for(monkeypatch, tmp_path
     assert "1.5b" in out["model"] and out["ratio"] == 0.9 and out["ratio_ci"] == [0.8, 0.99]
     assert out["tokens_per_s_by_threads"]["2"] == {"plain": 10.0, "eagle3": 9.0}
     assert out["identical_to_plain"] == {"1": "12/12", "2": "11/12"} and out["tau_by_threads"]["1"] == 2.2
+
+
+def test_drafters_text_says_when_the_drafters_are_too_weak_to_rank_layers():
+    from activation_wave.study.chapters import drafter_predictors as dp
+    from activation_wave.study.chapters.eagle3_speedup import LayerProfile
+
+    sets = (cpu.cd.SingleLayerTau("eagle3-default", (2, 14, 25), 1, 1.0, 1.0, 1.0, (1.0,) * 4),
+            cpu.cd.SingleLayerTau("combined", (2, 25, 27), 1, 1.006, 1.004, 1.008, (1.0, 1.01, 1.0, 1.014)))
+    cmp_ = dp.Comparison("combined", (2, 25, 27), "rules", 0.006, 0.004, 0.008, 0.0002, 0.0002, 0.0002, 4, 0.005,
+                         0.003, 0.003)
+    res = cpu.cd.CrossDrafterResult(model="q", n_layers=28, rule="combined", prompt_ids=("a", "b", "c", "d"), sets=sets,
+                                    comparison=cmp_, depth=None, entropy=None, entropy_vs_depth=None,
+                                    profile=LayerProfile((), (), (), (), ()), training_records=128,
+                                    training_positions=10_000, train_s=1000.0, n_drafters=2)
+    text = cpu.drafters_text(res, epochs=2, threshold=0.15)
+    assert "about 40 response positions per second" in text and "delta tau = +0.006 [+0.004, +0.008]" in text
+    assert "Both drafters barely draft" in text and "threshold (0.15)" in text
+    strong = dataclasses.replace(res, sets=tuple(dataclasses.replace(s, tau=1.5) for s in sets))
+    assert "barely draft" not in cpu.drafters_text(strong, epochs=2)
+
+
+def test_reading_names_what_pays_and_where_outputs_differ():
+    entry = {**ENTRY, "large": {**ENTRY["large"], "by_threads": {"2": {
+        "threads": 2, "plain": {"tokens_per_s": 10.0},
+        "eagle3": _method(4.7, 0.48, [0.46, 0.49], 1.05, same=10, rc=_rc(100.0, 1.9, 32.0, 2.23), acceptance=0.018,
+                          first_difference={"b": 31, "a": 5}),
+        "ngram": _method(15.0, 1.52, [1.14, 2.15], 1.87, first_difference={})}}}}
+    text = cpu.reading_text(entry)
+    assert text.startswith("At 2 threads, ngram pays")
+    assert "would need tau 2.23 to break even" in text and "drafting 0.32" in text and "1.8% of its drafts" in text
+    assert "10 of 12 prompts; the others first differ at a at token 5, b at token 31" in text
+    assert "The ngram method" in text and cpu.reading_text(None) == ""
+    cm = cpu.cost_model(ENTRY, threads="1")
+    assert "where the line says nothing" in cpu.cost_text(dataclasses.replace(cm, taus={"weak": 1.01}))
+    assert "far beyond what two points support" in cpu.cost_text(dataclasses.replace(cm, taus={"fair": 1.1}))

@@ -141,3 +141,14 @@ def test_responses_from_llamacpp_cost_the_weights_only():
     lc = estimate_peak_gib(load_config("default", {"data.engine": "llamacpp"}), shape)
     assert lc["responses"] == lc["load"] < torch_gen["responses"]
     assert {k: v for k, v in lc.items() if k != "responses"} == {k: v for k, v in torch_gen.items() if k != "responses"}
+
+
+def test_chapter_9_plans_the_paper_profile_whatever_the_memory_limit(monkeypatch):
+    """scripts/study.sh sets WAVE_MEMORY_GIB for the default profile; chapter 9's paper-profile
+    plan must still report (it stopped the default run with a memory error before)."""
+    from activation_wave.study.chapters import performance as perf
+
+    monkeypatch.setenv("WAVE_MEMORY_GIB", "17")
+    (row,) = perf.paper_estimates(["meta-llama/Llama-3.1-8B-Instruct"])
+    assert row["GPUs (80 GB)"] >= 1 and row["params (B)"] > 7
+

@@ -451,9 +451,9 @@ def _size_run(lc: Any, model: str, drafters: Mapping[str, str | Path], profile: 
     """Plain, EAGLE-3 with each of ``drafters`` (name -> folder; f16 GGUFs) and, with
     ``ngram``, llama.cpp's n-gram speculation on ``model``'s GGUF at each thread count."""
     from activation_wave.engines.llamacpp import DraftSettings, export_llamacpp, gguf_path_of
-    from activation_wave.models.targets import load_target
+    from activation_wave.study.steps import target_named
 
-    target = load_target(model)
+    target = target_named(model)  # the copy the drafters' step loaded, not a second one (peak 21 GB before)
     tg = gguf_path_of(target)
     sub = work / model
     sub.mkdir(parents=True, exist_ok=True)

@@ -208,6 +208,8 @@ def plot_break_even_by_size(model: Any, *, ax: Axes | None = None) -> Figure:
         c = model.size_for(t)
         if c and c <= right:
             ax.axvline(c, color=color, ls=":", lw=1)
+    ax.axhline(1.0, color="grey", lw=0.8, ls=":")  # a round never costs less than the step it replaces
+    ax.set_ylim(bottom=min([1.0, *model.taus.values()]) - 0.05)
     ax.set_xscale("log")
     ax.set_xlabel("target GGUF size (MiB, 4-bit weights)")
     ax.set_ylabel("break-even tau (round cost in plain steps)")

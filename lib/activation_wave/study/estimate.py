@@ -277,7 +277,7 @@ def check_fit(cfg: StudyConfig, shape: Shape, *, memory: bool = True) -> None:
         check_memory(cfg, shape)
 
 
-def dry_run(cfg: StudyConfig, *, hardware: str | None = None, text: bool = False) -> Any:
+def dry_run(cfg: StudyConfig, *, hardware: str | None = None, text: bool = False, plan: bool = False) -> Any:
     """Estimated memory, disk and time of each step of ``cfg`` (no weights loaded).
 
     Rejects, as every step does, a config that does not fit the model (:func:`check_fit`),
@@ -285,7 +285,8 @@ def dry_run(cfg: StudyConfig, *, hardware: str | None = None, text: bool = False
     exception, so that a GPU run can be planned from a small machine: for the ``paper``
     profile with ``WAVE_MEMORY_GIB`` unset, dry-run reports the steps above the 8 GiB
     default (``memory.over_limit``) instead of refusing; the steps themselves still refuse
-    until ``WAVE_MEMORY_GIB`` is set."""
+    until ``WAVE_MEMORY_GIB`` is set. ``plan``: report instead of refusing for any profile
+    and limit (chapter 9 plans the paper profile whatever this machine's limit is)."""
     from activation_wave.core.layers import eagle3_default_layers
 
     hw_name = hardware or ("cpu-2core" if cfg.profile != "paper" else "gpu-80g")
@@ -294,7 +295,7 @@ def dry_run(cfg: StudyConfig, *, hardware: str | None = None, text: bool = False
     check_fit(cfg, shape, memory=False)
     limit = memory_limit_gib()
     peaks = estimate_peak_gib(cfg, shape)
-    plan_only = cfg.profile == "paper" and not os.environ.get("WAVE_MEMORY_GIB", "").strip()
+    plan_only = plan or (cfg.profile == "paper" and not os.environ.get("WAVE_MEMORY_GIB", "").strip())
     if not plan_only:
         check_memory(cfg, shape, peaks)
     over = [step for step, gib in peaks.items() if gib > limit]

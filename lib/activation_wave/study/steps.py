@@ -45,6 +45,11 @@ def get_target(cfg: StudyConfig) -> Target:
     return _target(cfg.model)
 
 
+def target_named(name: str) -> Target:
+    """The loaded target of a model name (memoised per process, shared with :func:`get_target`)."""
+    return _target(name)
+
+
 @dataclass
 class Captured:
     """Everything the analysis chapters need: target, (greedy) responses and the capture cache

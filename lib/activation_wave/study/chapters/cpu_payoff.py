@@ -29,7 +29,7 @@ NAME = "11_cpu_drafters"
 BENCH = "llamacpp_1.5b"
 
 __all__ = ["NAME", "BENCH", "has_drafters", "drafter_sets", "run_drafters", "trained_drafters", "speed_frame",
-           "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "drafters_text", "speed_text", "cost_text", "landing_text"]
+           "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "drafters_text", "speed_text", "cost_text", "reading_text", "landing_text"]
 
 
 def has_drafters(cfg: StudyConfig) -> bool:
@@ -81,6 +81,10 @@ def trained_drafters(cfg: StudyConfig, results_root: str | None = None,
         path, _ = train_or_load(cap.target, cap.cache, list(job.layers), job.config, weights=True)
         out[job.set] = str(path)
     return out
+
+
+def _threads(n: int | str) -> str:
+    return f"{n} thread" + ("" if int(n) == 1 else "s")
 
 
 def _method_rows(size: str, model: str, threads: str, run: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -213,18 +217,35 @@ def evaluate_hypotheses(entry: Mapping[str, Any] | None, drafters: cd.CrossDraft
     return [c1, c2]
 
 
-def drafters_text(res: cd.CrossDrafterResult | None, workers: int = 1) -> str:
-    """The drafters' paragraph: data, training time and each set's tau (plain text)."""
+def drafters_text(res: cd.CrossDrafterResult | None, workers: int = 1, *, epochs: int = 1,
+                  threshold: float | None = None, weak_below: float = 1.1) -> str:
+    """The drafters' paragraph: data, training time, each set's tau, C2's paired difference
+    and, when every set's tau is below ``weak_below``, what so weak a difference can and
+    cannot say (plain text)."""
     if res is None:
         return ("This profile trains no drafters for a third architecture (its third section names no model or no "
                 "drafter seeds); the figures below come from the committed benchmark file.")
     v = cd.prose_values(res, workers)
     sets = "; ".join(f"{s.set} {list(s.layers)}: tau {s.tau:.3f} [{s.lo:.3f}, {s.hi:.3f}]" for s in res.sets)
-    return (f"{v['xd_n_drafters']} drafters of {res.model} trained on {v['xd_records']} train-split records "
-            f"({v['xd_positions']:,} response positions), {v['xd_train_min']:.0f} minutes of training on this machine, "
-            f"scored on {v['xd_eval_prompts']} eval prompts ({v['xd_at_limit']} of {v['xd_n_responses']} responses "
-            f"ran to the token limit). Offline tau on the pre-registered outcome, mean over prompts with its 95% "
-            f"bootstrap interval: {sets}.")
+    rate = res.training_positions * epochs * res.n_drafters / res.train_s if res.train_s else float("nan")
+    out = (f"{v['xd_n_drafters']} drafters of {res.model} trained on {v['xd_records']} train-split records "
+           f"({v['xd_positions']:,} response positions, {epochs} epoch(s)), {res.train_s / 60:.0f} minutes of "
+           f"training for all of them on this machine (about {rate:.0f} response positions per second), scored on "
+           f"{v['xd_eval_prompts']} eval prompts ({v['xd_at_limit']} of {v['xd_n_responses']} responses ran to the "
+           f"token limit). Offline tau on the pre-registered outcome, mean over prompts with its 95% bootstrap "
+           f"interval: {sets}.")
+    c = res.comparison
+    if c is not None:
+        out += (f" C2, {c.set} minus the default, paired over prompts: delta tau = {c.delta:+.3f} "
+                f"[{c.lo:+.3f}, {c.hi:+.3f}], p = {c.p:.2g}, n = {c.n}; the smallest difference this design detects "
+                f"at 80% power is {c.mde:.3f}.")
+    if res.sets and max(s.tau for s in res.sets) < weak_below:
+        at = f" at the outcome's draft threshold ({threshold:g})" if threshold is not None else ""
+        out += (f" Both drafters barely draft: {at.strip() + ', ' if at else ''}a draft is rarely proposed or accepted, "
+                f"and tau stays within {max(s.tau for s in res.sets) - 1:.3f} tokens of 1. A difference this small "
+                "says which of two nearly untrained drafters clears the threshold more often, not which layers serve "
+                "a drafter one would deploy: the budget buys too few training positions at this target size.")
+    return out
 
 
 def speed_text(entry: Mapping[str, Any] | None) -> str:
@@ -237,7 +258,7 @@ def speed_text(entry: Mapping[str, Any] | None) -> str:
         e = r["eagle3"]
         lo, hi = e["speedup_ci"]
         ngram = r.get("ngram")
-        parts.append(f"at {t} thread(s) plain llama.cpp decodes {r['plain']['tokens_per_s']:.1f} tokens/s and EAGLE-3 "
+        parts.append(f"at {_threads(t)} plain llama.cpp decodes {r['plain']['tokens_per_s']:.1f} tokens/s and EAGLE-3 "
                      f"{e['tokens_per_s']:.1f} ({e['speedup']:.2f}x [{lo:.2f}, {hi:.2f}], tau {e['tau']:.2f}, "
                      f"{e['identical_to_plain']}/{e['prompts']} identical to plain)"
                      + (f", n-gram lookup {ngram['tokens_per_s']:.1f} ({ngram['speedup']:.2f}x)" if ngram else ""))
@@ -253,7 +274,7 @@ def cost_text(cm: CostModel | None) -> str:
     s0, s1 = cm.sizes_mib
     b0, b1 = cm.break_even
     taus = ", ".join(f"{label} {t:.2f}" for label, t in cm.taus.items())
-    out = (f"Measured at {cm.threads} thread(s): an EAGLE-3 round costs {b0:.2f} plain steps with the {s0:.0f} MiB "
+    out = (f"Measured at {_threads(cm.threads)}: an EAGLE-3 round costs {b0:.2f} plain steps with the {s0:.0f} MiB "
            f"target and {b1:.2f} with the {s1:.0f} MiB one, so break-even needs tau {b0:.2f} and {b1:.2f}; the "
            f"drafters' taus in llama.cpp: {taus}. ")
     if not cm.slope < 0:
@@ -266,10 +287,51 @@ def cost_text(cm: CostModel | None) -> str:
         size = cm.size_for(t)
         if size is None:
             parts.append(f"the {label} (tau {t:.2f}) breaks even at no size, since it gains no token per round")
+        elif size > 1000 * s1:
+            parts.append(f"the {label} (tau {t:.2f}) would break even only more than a thousand times beyond the "
+                         "larger measured size, where the line says nothing: read it as 'at no size'")
+        elif size > 10 * s1:
+            parts.append(f"the {label} (tau {t:.2f}) would break even only at about {cm.params_for(t):,.0f}B "
+                         f"parameters, {size / s1:,.0f} times the larger measured size: far beyond what two points "
+                         "support, so read it as 'at no size this CPU serves', not as a prediction")
         else:
             parts.append(f"the {label} (tau {t:.2f}) would break even at about {size:,.0f} MiB of 4-bit weights, "
                          f"about {cm.params_for(t):.1f}B parameters")
     return out + "; ".join(parts) + "."
+
+
+def reading_text(entry: Mapping[str, Any] | None) -> str:
+    """What the 1.5B side by side shows, in plain text: which methods pay (interval above 1),
+    the tau EAGLE-3 needed against the tau it reached, and where outputs differ from plain."""
+    large = ((entry or {}).get("large") or {}).get("by_threads") or {}
+    if not large:
+        return ""
+    t = max(large, key=int)
+    run = large[t]
+    e, rc = run["eagle3"], run["eagle3"].get("round_costs") or {}
+    methods = [m for m, r in run.items() if isinstance(r, dict) and r.get("speedup_ci")]
+    paying = [m for m in methods if run[m]["speedup_ci"][0] > 1.0]
+    verb = "pays" if len(paying) == 1 else "pay"
+    out = (f"At {_threads(t)}, " + (f"{' and '.join(paying)} {verb}: the interval of the pooled speedup lies above 1. "
+                                    if paying else "no method pays: every speedup interval reaches 1 or below. "))
+    if rc:
+        out += (f"EAGLE-3 would need tau {rc['round_in_plain_steps']:.2f} to break even (its round: verify and the rest "
+                f"{rc.get('verify_in_plain_steps', float('nan')):.2f} plain steps, drafting "
+                f"{rc.get('draft_ms_per_round', float('nan')) / rc['plain_step_ms']:.2f}) and reached {e['tau']:.2f}, "
+                f"with {100 * (e.get('acceptance') or 0):.1f}% of its drafts accepted. ")
+    diff = e.get("first_difference") or {}
+    if diff:
+        where = ", ".join(f"{k} at token {v}" for k, v in sorted(diff.items(), key=lambda kv: kv[1]))
+        out += (f"EAGLE-3's outputs equal plain decoding on {e['identical_to_plain']} of {e['prompts']} prompts; the "
+                f"others first differ at {where}. With so few drafts accepted, nearly every token there comes from the "
+                "target's verify of 1 + 3 tokens, which llama.cpp computes with batched kernels instead of its "
+                "one-token ones, so a greedy near-tie can break the other way: the outputs are the target's own "
+                "under other rounding, not a drafter's error. ")
+    for m in methods:
+        if m != "eagle3" and not run[m].get("first_difference"):
+            out += (f"The {m} method, which verifies a batch only when its lookup finds a match, is identical on all "
+                    f"{run[m]['prompts']} prompts. ")
+    return out.strip()
 
 
 def landing_text(entry: Mapping[str, Any] | None) -> str:
@@ -290,10 +352,16 @@ def landing_text(entry: Mapping[str, Any] | None) -> str:
     rc = e.get("round_costs") or {}
     if rc:
         out += f"; a round costs {rc['round_in_plain_steps']:.2f} plain steps at 1.5B, the tau break-even needs"
+    ngram = large[t].get("ngram")
+    if ngram and ngram.get("speedup_ci"):
+        nlo, nhi = ngram["speedup_ci"]
+        out += (f"; llama.cpp's model-free n-gram lookup runs at {ngram['speedup']:.2f}x ({nlo:.2f} to {nhi:.2f}, "
+                f"{ngram['identical_to_plain']}/{ngram['prompts']} identical)")
     cm = cost_model(entry or {}, threads="1")
-    found = {label: cm.params_for(t) for label, t in cm.taus.items()} if cm is not None else {}
-    found = {label: b for label, b in found.items() if b is not None}
-    if found:
-        out += "; a two-point extrapolation (1 thread) puts break-even at about " + " and ".join(
-            f"{b:.1f}B parameters for the {label}'s tau" for label, b in found.items())
+    s1 = cm.sizes_mib[1] if cm is not None else 0.0
+    near = {label: cm.params_for(t) for label, t in cm.taus.items()
+            if cm.size_for(t) is not None and cm.size_for(t) <= 1000 * s1} if cm is not None else {}
+    if near:
+        out += ("; a two-point extrapolation (1 thread, labelled as such in chapter 11) would put break-even at about "
+                + " and ".join(f"{b:.0f}B parameters for the {label}'s tau" for label, b in near.items()))
     return out

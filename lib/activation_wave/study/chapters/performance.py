@@ -332,7 +332,7 @@ def paper_estimates(models: Sequence[str]) -> list[dict[str, Any]]:
 
     rows = []
     for m in models:
-        d = dry_run(load_config("paper", model=m))
+        d = dry_run(load_config("paper", model=m), plan=True)  # a plan, whatever WAVE_MEMORY_GIB says here
         s = d["steps"]
         rows.append({"model": m, "params (B)": d["params_billion"], "weights (GiB)": s["load"]["weights_gib"],
                      "GPUs (80 GB)": s["load"]["devices"], "responses (h)": s["responses"]["hours"],
