@@ -478,7 +478,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "memory_scaling, metrics, speculative_decoding, speculative_decoding_bf16, "
                    "training_precision (bf16 vs fp32 drafter training on this CPU), drafter_data_scaling, default_profile, llamacpp (needs scripts/setup_llamacpp.sh), recipe (the drafter recipe study: "
                    "hours of drafter training, resumable, so it runs only when named; also writes "
-                   "data/results/<profile>/<model>/recipe.json)")
+                   "data/results/<profile>/<model>/recipe.json), llamacpp_1.5b (chapter 11: the third architecture's "
+                   "1.5B target and the study's model in llama.cpp, plain / EAGLE-3 / n-gram at 1 and 2 threads; "
+                   "about 30 minutes, runs only when named; WAVE_LLAMACPP_SMALL_DRAFTER names the 135M drafter)")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("dry-run", help="validate a config and estimate memory, disk and time without loading weights")
