@@ -33,7 +33,7 @@
 # speculative llama.cpp run on it was timed (issue 27); the commit that adds this section
 # is named in the results. Known at that time: chapter 9's llama.cpp figures for SmolLM2
 # (measured on another machine), the 1.5B target's chapters 1-5 (its layer selections,
-# {doc}`third/05_layer_selection`), its greedy agreement with llama.cpp (chapter 7), and one
+# the "Third architecture: layer selection" page), its greedy agreement with llama.cpp (chapter 7), and one
 # smoke drafter (one epoch on the 80 prompts of its layer study) that showed the pipeline
 # runs; nothing about the drafters below or their speed.
 #
@@ -205,6 +205,7 @@ display(format_table(pd.DataFrame([{"hypothesis": h.name, "claim": h.claim, "pri
                                     "supported": h.supported} for h in cpu.evaluate_hypotheses(entry, drafters)])))
 
 # %% [markdown]
-# The table evaluates the tests of {ref}`sec-cpu-prereg` by their verdict rules (`supported`
-# is None where these results cannot test it). A speedup interval that covers 1 is within
+# The table evaluates the tests of {ref}`sec-cpu-prereg` (fixed in commit `e5f017b`, before
+# any drafter of the 1.5B target was trained or any speculative run on it was timed) by
+# their verdict rules (`supported` is None where these results cannot test it). A speedup interval that covers 1 is within
 # noise, not evidence that speculation costs nothing.
