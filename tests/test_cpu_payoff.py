@@ -181,7 +181,10 @@ def test_reading_names_what_pays_and_where_outputs_differ():
     assert text.startswith("At 2 threads, ngram pays")
     assert "would need tau 2.23 to break even" in text and "drafting 0.32" in text and "1.8% of its drafts" in text
     assert "10 of 12 prompts; the others first differ at a at token 5, b at token 31" in text
-    assert "The ngram method" in text and cpu.reading_text(None) == ""
+    assert "The ngram method" in text and cpu.reading_text(None) == "" and "near-ties" not in text
+    entry["large"]["by_threads"]["2"]["eagle3"]["first_difference_margins"] = {
+        "a": {"margin_nats": 0.02, "median_margin_before": 3.3}, "b": {"margin_nats": 0.15, "median_margin_before": 1.7}}
+    assert "lie 0.02 to 0.15 nats apart in log-probability, against a median of 1.7 to 3.3" in cpu.reading_text(entry)
     cm = cpu.cost_model(ENTRY, threads="1")
     assert "where the line says nothing" in cpu.cost_text(dataclasses.replace(cm, taus={"weak": 1.01}))
     assert "far beyond what two points support" in cpu.cost_text(dataclasses.replace(cm, taus={"fair": 1.1}))

@@ -281,7 +281,12 @@ FAKE_SERVER = textwrap.dedent('''
                 print(f"spec print_stats: statistics     draft-eagle3: #calls(b,g,a) =    1 {calls[0]:6d} {calls[0]:6d}, "
                       f"#gen drafts = {calls[0]:6d}, #acc drafts =     0, #gen tokens = {calls[0] * n_max:6d}, "
                       f"#acc tokens =     0, dur(b,g,a) = 0.100, 1.000, 0.100 ms", flush=True)
-            self.send({"tokens": [req["prompt"][0]] * n, "timings": timings})
+            out = {"tokens": [req["prompt"][0]] * n, "timings": timings}
+            if req.get("n_probs"):  # the top-2 log-probabilities, 1 nat apart except 0.05 at the last position
+                out["completion_probabilities"] = [
+                    {"id": 1, "top_logprobs": [{"id": 1, "logprob": -0.5}, {"id": 2, "logprob": -0.55 if i == n - 1 else -1.5}]}
+                    for i in range(n)]
+            self.send(out)
 
     http.server.HTTPServer(("127.0.0.1", int(opt("--port", "0"))), H).serve_forever()
 ''')
@@ -383,3 +388,12 @@ def test_first_difference_names_the_position():
     assert B.first_difference([1, 2, 3], [1, 2, 3]) is None
     assert B.first_difference([1, 2, 3], [1, 5, 3]) == 1
     assert B.first_difference([1, 2], [1, 2, 3]) == 2
+
+
+def test_tie_margins_read_plain_decodings_top_two_where_outputs_part(tmp_path):
+    lc = _fake_server(tmp_path / "lc", False)
+    prompts = [("a", [5, 6]), ("b", [7])]
+    m = B.tie_margins(lc, tmp_path / "t.gguf", prompts, {"b": 3}, threads=1, workdir=tmp_path / "w")
+    assert set(m) == {"b"} and m["b"]["position"] == 3 and m["b"]["margin_nats"] == pytest.approx(0.05)
+    assert m["b"]["median_margin_before"] == pytest.approx(1.0) and (m["b"]["top1"], m["b"]["top2"]) == (1, 2)
+    assert B.tie_margins(lc, tmp_path / "t.gguf", prompts, {}, threads=1, workdir=tmp_path / "w") == {}

@@ -446,6 +446,36 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
+def tie_margins(lc: Any, target_gguf: Path, prompts: Sequence[tuple[str, list[int]]], diffs: Mapping[str, int], *,
+                threads: int, workdir: Path) -> dict[str, dict[str, Any]]:
+    """Why an output differs from plain decoding: for each prompt id in ``diffs`` (id -> first
+    differing position), plain llama.cpp's two most likely tokens at that position (natural
+    log-probabilities from the target's logits, llama-server ``n_probs``) and their margin. A
+    margin near 0 is a near-tie that other rounding can flip; ``median_margin_before`` (the
+    median margin over the positions before it) gives the scale."""
+    from activation_wave.engines.llamacpp import complete, free_port, llama_server
+
+    ids = dict(prompts)
+    out: dict[str, dict[str, Any]] = {}
+    if not diffs:
+        return out
+    with llama_server(lc, target_gguf, free_port(), threads, workdir / f"margins-t{threads}.log") as srv:
+        for pid, pos in sorted(diffs.items()):
+            r = complete(srv, ids[pid], pos + 1, n_probs=2)
+            probs = r.get("completion_probabilities") or []
+            if len(probs) <= pos or len(probs[pos].get("top_logprobs") or []) < 2:
+                continue
+            margins = [p["top_logprobs"][0]["logprob"] - p["top_logprobs"][1]["logprob"]
+                       for p in probs[:pos] if len(p.get("top_logprobs") or []) >= 2]
+            first, second = probs[pos]["top_logprobs"][:2]
+            out[pid] = {"position": pos, "top1": first["id"], "top2": second["id"],
+                        "logprob_top1": round(first["logprob"], 5), "logprob_top2": round(second["logprob"], 5),
+                        "margin_nats": round(first["logprob"] - second["logprob"], 5),
+                        # the same prompt's earlier positions, for scale
+                        "median_margin_before": round(statistics.median(margins), 4) if margins else None}
+    return out
+
+
 def _size_run(lc: Any, model: str, drafters: Mapping[str, str | Path], profile: str, *, n_prompts: int,
               max_new_tokens: int, threads: Sequence[int], work: Path, ngram: bool) -> dict[str, Any]:
     """Plain, EAGLE-3 with each of ``drafters`` (name -> folder; f16 GGUFs) and, with
@@ -463,6 +493,10 @@ def _size_run(lc: Any, model: str, drafters: Mapping[str, str | Path], profile: 
     prompts = held_out_prompts(target, profile, n_prompts)
     runs = {str(t): measure(lc, tg, None, prompts, threads=t, max_new=max_new_tokens, workdir=sub, drafts=drafts,
                             model_free={"ngram": NGRAM_FLAGS} if ngram else None) for t in threads}
+    for t, run in runs.items():  # why outputs differ: plain decoding's top-2 margin where they part
+        for name in drafts:
+            run[name]["first_difference_margins"] = tie_margins(lc, tg, prompts, run[name]["first_difference"],
+                                                                threads=int(t), workdir=sub)
     return {"model": model, "target_gguf": tg.name, "gguf_mib": round(tg.stat().st_size / 2**20, 1),
             "params": int(sum(p.numel() for p in target.model.parameters())),
             "drafters": {n: {"path": str(d), "layers": drafter_layers(d), "training": drafter_training(d)}

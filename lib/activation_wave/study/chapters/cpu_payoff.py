@@ -327,6 +327,14 @@ def reading_text(entry: Mapping[str, Any] | None) -> str:
                 "target's verify of 1 + 3 tokens, which llama.cpp computes with batched kernels instead of its "
                 "one-token ones, so a greedy near-tie can break the other way: the outputs are the target's own "
                 "under other rounding, not a drafter's error. ")
+        m = e.get("first_difference_margins") or {}
+        if m:
+            gaps = [v["margin_nats"] for v in m.values()]
+            scale = [v["median_margin_before"] for v in m.values() if v.get("median_margin_before") is not None]
+            out += (f"Measured: where they part, plain decoding's two most likely tokens lie {min(gaps):.2f} to "
+                    f"{max(gaps):.2f} nats apart in log-probability"
+                    + (f", against a median of {min(scale):.1f} to {max(scale):.1f} nats over the same prompts' earlier "
+                       "positions" if scale else "") + " (llama-server's n_probs on the plain server): near-ties. ")
     for m in methods:
         if m != "eagle3" and not run[m].get("first_difference"):
             out += (f"The {m} method, which verifies a batch only when its lookup finds a match, is identical on all "
