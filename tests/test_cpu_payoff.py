@@ -66,7 +66,7 @@ ENTRY = {
 def test_speed_and_round_tables_read_the_entry():
     speed = cpu.speed_frame(ENTRY)
     assert set(speed.target) == {"135M", "1.5B"}
-    row = speed[(speed.target == "1.5B") & (speed.threads == 1) & (speed.method == "eagle3")].iloc[0]
+    row = speed[(speed.target == "1.5B") & (speed.threads == 1) & (speed.method == "EAGLE-3")].iloc[0]
     assert row["95% interval"] == "[1.05, 1.30]" and row.identical == "12/12"
     rounds = cpu.round_frame(ENTRY)
     assert list(rounds["round = break-even tau"]) == [3.83, 1.8, 2.3]
@@ -136,7 +136,7 @@ def test_the_benchmark_entry_holds_what_the_issue_asks_for(monkeypatch, tmp_path
     seen = []
 
     def fake_size_run(lc, model, drafters, profile, **kw):
-        seen.append((model, dict(drafters), kw["ngram"]))
+        seen.append((model, dict(drafters), kw["ngram"], kw.get("diagnose", False)))
         return ENTRY["large" if "qwen" in model else "small"] | {"model": model}
 
     monkeypatch.setattr(B, "_size_run", fake_size_run)
@@ -146,7 +146,9 @@ def test_the_benchmark_entry_holds_what_the_issue_asks_for(monkeypatch, tmp_path
     small = tmp_path / "small"
     small.mkdir()
     out = B.run_sizes(cfg, small_drafter=small, threads=(1, 2))
-    assert seen == [("qwen2.5-coder-1.5b", {"eagle3": "d-large"}, True), ("smollm2-135m", {"eagle3": small}, False)]
+    assert seen == [("qwen2.5-coder-1.5b", {"eagle3": "d-large"}, True, True),
+                    ("smollm2-135m", {"eagle3": small}, False, False)]
+    assert out["server_flags"] == ["--no-repack"] and "--no-repack" in out["baseline_unit"]
     assert "1.5b" in out["model"] and out["ratio"] == 0.9 and out["ratio_ci"] == [0.8, 0.99]
     assert out["tokens_per_s_by_threads"]["2"] == {"plain": 10.0, "eagle3": 9.0}
     assert out["identical_to_plain"] == {"1": "12/12", "2": "11/12"} and out["tau_by_threads"]["1"] == 2.2
@@ -178,13 +180,43 @@ def test_reading_names_what_pays_and_where_outputs_differ():
                           first_difference={"b": 31, "a": 5}),
         "ngram": _method(15.0, 1.52, [1.14, 2.15], 1.87, first_difference={})}}}}
     text = cpu.reading_text(entry)
-    assert text.startswith("At 2 threads, ngram pays")
+    assert text.startswith("At 2 threads, n-gram lookup pays")
     assert "would need tau 2.23 to break even" in text and "drafting 0.32" in text and "1.8% of its drafts" in text
     assert "10 of 12 prompts; the others first differ at a at token 5, b at token 31" in text
-    assert "The ngram method" in text and cpu.reading_text(None) == "" and "near-ties" not in text
+    assert "The n-gram lookup method" in text and cpu.reading_text(None) == "" and "near-ties" not in text
     entry["large"]["by_threads"]["2"]["eagle3"]["first_difference_margins"] = {
         "a": {"margin_nats": 0.02, "median_margin_before": 3.3}, "b": {"margin_nats": 0.15, "median_margin_before": 1.7}}
     assert "lie 0.02 to 0.15 nats apart in log-probability, against a median of 1.7 to 3.3" in cpu.reading_text(entry)
     cm = cpu.cost_model(ENTRY, threads="1")
     assert "where the line says nothing" in cpu.cost_text(dataclasses.replace(cm, taus={"weak": 1.01}))
     assert "far beyond what two points support" in cpu.cost_text(dataclasses.replace(cm, taus={"fair": 1.1}))
+
+
+def test_lossless_check_explains_the_flag_and_its_cost():
+    """The entry's ``lossless_check`` (default flags) beside the identical counts under the
+    entry's flags, and plain decoding with repacked weights as a second reference."""
+    runs = {"2": {"threads": 2, "plain": {"tokens_per_s": 28.0},
+                  "eagle3": _method(8.4, 0.3, [0.29, 0.31], 1.05, against={
+                      "plain_repack": {"speedup": 0.24, "speedup_ci": [0.23, 0.25]}}),
+                  "plain_repack": _method(35.0, 1.25, [1.2, 1.3], None)}}
+    check = {"threads": 2, "plain": {"tokens_per_s": 35.0},
+             "eagle3": {"identical_to_plain": 9, "prompts": 12, "first_difference": {"b": 35, "a": 21}},
+             "eagle3_never_drafts": {"identical_to_plain": 12, "prompts": 12, "first_difference": {}}}
+    entry = {"server_flags": ["--no-repack"], "large": {"model": "q", "server_flags": ["--no-repack"],
+                                                          "by_threads": runs, "lossless_check": check}}
+    text = cpu.lossless_text(entry)
+    assert "EAGLE-3's outputs equal plain decoding on 9 of 12 prompts (first differences: a at token 21, b at " in text
+    assert "never drafts" in text and "equals plain on 12 of 12" in text and "the batched verify does" in text
+    assert "With --no-repack on every server, plain included, EAGLE-3 equals plain on 2 threads: 12/12" in text
+    assert "plain runs at 0.80x of its speed with repacked weights" in text
+    assert text in cpu.reading_text(entry)
+    speed = cpu.speed_frame(entry)
+    assert list(speed.method) == ["plain", "EAGLE-3", "plain, repacked weights (llama.cpp's default)"]
+    assert speed.iloc[1]["vs repacked plain"] == "0.24x [0.23, 0.25]"
+    assert "plain with llama.cpp's default repacked weights 35.0, against which EAGLE-3 runs at 0.24x" in \
+        cpu.speed_text(entry)
+    assert "every server started with --no-repack" in cpu.speed_text(entry)
+    assert "0.24x (0.23 to 0.25) the speed of plain llama.cpp with its default repacked weights" in \
+        cpu.landing_text(entry)
+    assert "reached" in cpu.reading_text(entry) or cpu.reading_text(entry)
+    assert cpu.lossless_text(ENTRY) == ""  # an entry without the check says nothing about it

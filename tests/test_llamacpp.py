@@ -260,6 +260,7 @@ FAKE_SERVER = textwrap.dedent('''
     n_max = 3 if ignore else int(opt("--spec-draft-n-max", "3"))
     p_min = 0.0 if ignore else float(opt("--spec-draft-p-min", "0"))
     draft = "-md" in args
+    print("argv:", *args, flush=True)
     if draft:
         print("spec common_specu: adding speculative implementation 'draft-eagle3'")
         print(f"spec common_specu: - n_max={n_max}, n_min=0, p_min={p_min:f}, backend_sampling=1", flush=True)
@@ -371,6 +372,29 @@ def test_a_model_free_method_runs_beside_eagle3_with_its_own_flags(tmp_path):
         assert r[name]["identical_to_plain"] == 3 and r[name]["first_difference"] == {}
         lo, hi = r[name]["speedup_ci"]
         assert lo <= r[name]["speedup"] <= hi
+
+
+def test_flags_reach_every_server_plain_included(tmp_path):
+    from activation_wave.engines.llamacpp import DraftSettings
+
+    lc = _fake_server(tmp_path / "lc", False)
+    r = B.measure(lc, tmp_path / "t.gguf", None, [("a", [5, 6])], threads=1, max_new=4, workdir=tmp_path / "w",
+                  drafts={"eagle3": (tmp_path / "d.gguf", DraftSettings())}, model_free={"ngram": B.NGRAM_FLAGS},
+                  flags=("--no-repack",))
+    logs = sorted((tmp_path / "w").glob("*.log"))
+    assert len(logs) == 3 and all("--no-repack" in f.read_text() for f in logs)
+    assert r["ngram"]["server_flags"][0] == "--no-repack" and r["eagle3"]["identical_to_plain"] == 1
+
+
+def test_lossless_check_runs_default_flags_with_a_server_that_never_drafts(tmp_path):
+    lc = _fake_server(tmp_path / "lc", False)
+    chk = B.diagnose_lossless(lc, tmp_path / "t.gguf", tmp_path / "d.gguf", [("a", [5, 6]), ("b", [7])], threads=1,
+                              max_new=4, workdir=tmp_path / "w")
+    assert set(chk) == {"flags", "threads", "plain", "eagle3", "eagle3_never_drafts"}
+    assert chk["eagle3"]["identical_to_plain"] == chk["eagle3_never_drafts"]["prompts"] == 2
+    logs = {f.name: f.read_text() for f in (tmp_path / "w" / "default-flags").glob("*.log")}
+    assert len(logs) == 3 and not any("--no-repack" in t for t in logs.values())
+    assert any("--spec-draft-p-min 1" in t for t in logs.values())  # the server that never drafts
 
 
 def test_pooled_speedup_interval_resamples_prompts_in_pairs():

@@ -199,12 +199,16 @@ NGRAM_FLAGS = ("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "12"
 def measure(lc: Any, target_gguf: Path, draft_gguf: Path | None, prompts: Sequence[tuple[str, list[int]]], *,
             threads: int, max_new: int, workdir: Path, settings: Any = None,
             drafts: Mapping[str, tuple[Path, Any]] | None = None,
-            model_free: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+            model_free: Mapping[str, Sequence[str]] | None = None, flags: Sequence[str] = (),
+            baselines: Sequence[str] = ()) -> dict[str, Any]:
     """Plain llama.cpp and EAGLE-3 llama.cpp side by side at ``threads``: one server each,
     or one per entry of ``drafts`` (name -> (draft GGUF, :class:`~activation_wave.engines.llamacpp.DraftSettings`));
     without ``drafts``, ``draft_gguf`` with ``settings`` (default ones when None).
     ``model_free``: name -> server flags of a speculation without a draft model (e.g.
-    :data:`NGRAM_FLAGS`), interleaved with the others.
+    :data:`NGRAM_FLAGS`), interleaved with the others. ``flags`` go to every server, plain included
+    (e.g. :data:`LOSSLESS_FLAGS`). ``baselines``: model-free methods that are also references
+    (e.g. plain decoding under other flags): every other method gets its speedup over each,
+    with a paired interval, under ``against``.
 
     Every draft server is started with its settings as flags and must report them back
     (:func:`~activation_wave.engines.llamacpp.check_draft_settings`), and its counters must agree
@@ -220,15 +224,17 @@ def measure(lc: Any, target_gguf: Path, draft_gguf: Path | None, prompts: Sequen
         drafts = {"eagle3": (draft_gguf, settings or DraftSettings())}
     drafts, model_free = dict(drafts or {}), dict(model_free or {})
     with ExitStack() as stack:
+        tag = "".join(f.strip("-")[:2] for f in flags)
         servers = {"plain": stack.enter_context(llama_server(lc, target_gguf, free_port(), threads,
-                                                             workdir / f"plain-t{threads}.log"))}
+                                                             workdir / f"plain{tag}-t{threads}.log", extra=flags))}
         for name, (path, st) in drafts.items():
-            log = workdir / f"{name}-n{st.n_max}-p{st.p_min:g}-t{threads}.log"
+            log = workdir / f"{name}{tag}-n{st.n_max}-p{st.p_min:g}-t{threads}.log"
             servers[name] = stack.enter_context(llama_server(lc, target_gguf, free_port(), threads, log,
-                                                             draft=path, settings=st))
-        for name, flags in model_free.items():
+                                                             draft=path, settings=st, extra=flags))
+        for name, own in model_free.items():
             servers[name] = stack.enter_context(llama_server(lc, target_gguf, free_port(), threads,
-                                                             workdir / f"{name}-t{threads}.log", extra=flags))
+                                                             workdir / f"{name}{tag}-t{threads}.log",
+                                                             extra=[*flags, *own]))
         _interleaved(servers, prompts[:1], 8)  # warm-up: first-call allocations
         before = {n: (parse_spec_stats(servers[n].log_text()) or [None])[-1] for n in drafts}
         res = _interleaved(servers, prompts, max_new)
@@ -240,7 +246,7 @@ def measure(lc: Any, target_gguf: Path, draft_gguf: Path | None, prompts: Sequen
     for n in model_free:
         spec = summarize_timings([r["timings"] for r in res[n]])
         out[n] = {**spec, **_paired_figures(res["plain"], res[n], plain, spec, plain_tps),
-                  "server_flags": list(model_free[n])}
+                  "server_flags": [*flags, *model_free[n]]}
     for n in drafts:
         spec = summarize_timings([r["timings"] for r in res[n]], draft=True)
         st = stats_delta(before[n], after[n]) if after[n] else None
@@ -251,6 +257,12 @@ def measure(lc: Any, target_gguf: Path, draft_gguf: Path | None, prompts: Sequen
                   "drafted_per_round": round(spec["draft_n"] / spec["rounds"], 3) if spec.get("rounds") else None,
                   "acceptance_by_position": st["rate_pos"] if st else None,
                   "round_costs": round_costs(plain, spec, st, n_max=reported[n].n_max) if spec.get("rounds") else None}
+    for n in [*drafts, *model_free]:
+        if n not in baselines:
+            out[n]["against"] = {b: {"speedup": round(out[n]["tokens_per_s"] / out[b]["tokens_per_s"], 3),
+                                     "speedup_ci": list(speedup_interval([r["timings"] for r in res[b]],
+                                                                         [r["timings"] for r in res[n]]))}
+                                 for b in baselines}
     return out
 
 
@@ -447,19 +459,20 @@ if __name__ == "__main__":
 
 
 def tie_margins(lc: Any, target_gguf: Path, prompts: Sequence[tuple[str, list[int]]], diffs: Mapping[str, int], *,
-                threads: int, workdir: Path) -> dict[str, dict[str, Any]]:
+                threads: int, workdir: Path, flags: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
     """Why an output differs from plain decoding: for each prompt id in ``diffs`` (id -> first
     differing position), plain llama.cpp's two most likely tokens at that position (natural
     log-probabilities from the target's logits, llama-server ``n_probs``) and their margin. A
     margin near 0 is a near-tie that other rounding can flip; ``median_margin_before`` (the
-    median margin over the positions before it) gives the scale."""
+    median margin over the positions before it) gives the scale. ``flags``: the plain server's,
+    as in the run whose outputs differed."""
     from activation_wave.engines.llamacpp import complete, free_port, llama_server
 
     ids = dict(prompts)
     out: dict[str, dict[str, Any]] = {}
     if not diffs:
         return out
-    with llama_server(lc, target_gguf, free_port(), threads, workdir / f"margins-t{threads}.log") as srv:
+    with llama_server(lc, target_gguf, free_port(), threads, workdir / f"margins-t{threads}.log", extra=flags) as srv:
         for pid, pos in sorted(diffs.items()):
             r = complete(srv, ids[pid], pos + 1, n_probs=2)
             probs = r.get("completion_probabilities") or []
@@ -476,10 +489,44 @@ def tie_margins(lc: Any, target_gguf: Path, prompts: Sequence[tuple[str, list[in
     return out
 
 
+#: Every server of the ``llamacpp_1.5b`` comparison, plain included, runs with these flags. On x86
+#: llama.cpp repacks 4-bit weights by default and then multiplies a batch of tokens with other
+#: kernels (gemm) than one token (gemv), so a verify of 1 + n tokens rounds differently from a
+#: one-token step and a greedy near-tie can break the other way. Without repacking both go
+#: through the same per-row dot products (:func:`diagnose_lossless` records the check).
+LOSSLESS_FLAGS = ("--no-repack",)
+#: Plain decoding with llama.cpp's default (repacked) weights, run beside servers started with
+#: :data:`LOSSLESS_FLAGS` (``--repack`` after ``--no-repack``: the later flag wins).
+FASTEST_PLAIN = {"plain_repack": ("--repack",)}
+
+
+def diagnose_lossless(lc: Any, target_gguf: Path, draft_gguf: Path, prompts: Sequence[tuple[str, list[int]]], *,
+                      threads: int, max_new: int, workdir: Path) -> dict[str, Any]:
+    """Why EAGLE-3's outputs part from plain decoding under llama.cpp's default flags: plain,
+    EAGLE-3, and an EAGLE-3 server that never drafts (``p_min`` 1: every round verifies one
+    token, with the target's hidden-state extraction on), interleaved with default flags. If the
+    never-drafting server matches plain and EAGLE-3 does not, the batched verify is the cause,
+    not the extraction; the main run's identical counts under :data:`LOSSLESS_FLAGS` then show
+    whether the repacked kernels are."""
+    from activation_wave.engines.llamacpp import DraftSettings
+
+    st = DraftSettings()
+    sub = workdir / "default-flags"
+    sub.mkdir(parents=True, exist_ok=True)
+    r = measure(lc, target_gguf, None, prompts, threads=threads, max_new=max_new, workdir=sub,
+                drafts={"eagle3": (draft_gguf, st), "eagle3_never_drafts": (draft_gguf, DraftSettings(st.n_max, 1.0))})
+    keep = ("tokens_per_s", "tau", "draft_n", "speedup", "identical_to_plain", "prompts", "first_difference")
+    return {"flags": "llama.cpp defaults (repacked 4-bit weights)", "threads": threads,
+            **{m: {k: r[m][k] for k in keep if k in r[m]} for m in ("plain", "eagle3", "eagle3_never_drafts")}}
+
+
 def _size_run(lc: Any, model: str, drafters: Mapping[str, str | Path], profile: str, *, n_prompts: int,
-              max_new_tokens: int, threads: Sequence[int], work: Path, ngram: bool) -> dict[str, Any]:
-    """Plain, EAGLE-3 with each of ``drafters`` (name -> folder; f16 GGUFs) and, with
-    ``ngram``, llama.cpp's n-gram speculation on ``model``'s GGUF at each thread count."""
+              max_new_tokens: int, threads: Sequence[int], work: Path, ngram: bool, diagnose: bool = False
+              ) -> dict[str, Any]:
+    """Plain, EAGLE-3 with each of ``drafters`` (name -> folder; f16 GGUFs), plain with repacked
+    weights (:data:`FASTEST_PLAIN`) and, with ``ngram``, llama.cpp's n-gram speculation on
+    ``model``'s GGUF at each thread count, every server with :data:`LOSSLESS_FLAGS`; with
+    ``diagnose``, :func:`diagnose_lossless` at the largest thread count."""
     from activation_wave.engines.llamacpp import DraftSettings, export_llamacpp, gguf_path_of
     from activation_wave.study.steps import target_named
 
@@ -491,17 +538,23 @@ def _size_run(lc: Any, model: str, drafters: Mapping[str, str | Path], profile: 
     drafts = {name: (export_llamacpp(d, sub / f"{name}.gguf", target, outtype="f16", llamacpp=lc), st)
               for name, d in drafters.items()}
     prompts = held_out_prompts(target, profile, n_prompts)
+    model_free = {**({"ngram": NGRAM_FLAGS} if ngram else {}), **FASTEST_PLAIN}
     runs = {str(t): measure(lc, tg, None, prompts, threads=t, max_new=max_new_tokens, workdir=sub, drafts=drafts,
-                            model_free={"ngram": NGRAM_FLAGS} if ngram else None) for t in threads}
-    for t, run in runs.items():  # why outputs differ: plain decoding's top-2 margin where they part
+                            model_free=model_free, flags=LOSSLESS_FLAGS, baselines=tuple(FASTEST_PLAIN))
+            for t in threads}
+    for t, run in runs.items():  # where outputs still differ: plain decoding's top-2 margin there
         for name in drafts:
             run[name]["first_difference_margins"] = tie_margins(lc, tg, prompts, run[name]["first_difference"],
-                                                                threads=int(t), workdir=sub)
-    return {"model": model, "target_gguf": tg.name, "gguf_mib": round(tg.stat().st_size / 2**20, 1),
-            "params": int(sum(p.numel() for p in target.model.parameters())),
-            "drafters": {n: {"path": str(d), "layers": drafter_layers(d), "training": drafter_training(d)}
-                         for n, d in drafters.items()},
-            "prompt_ids": [p for p, _ in prompts], "by_threads": runs}
+                                                                threads=int(t), workdir=sub, flags=LOSSLESS_FLAGS)
+    out = {"model": model, "target_gguf": tg.name, "gguf_mib": round(tg.stat().st_size / 2**20, 1),
+           "params": int(sum(p.numel() for p in target.model.parameters())), "server_flags": list(LOSSLESS_FLAGS),
+           "drafters": {n: {"path": str(d), "layers": drafter_layers(d), "training": drafter_training(d)}
+                        for n, d in drafters.items()},
+           "prompt_ids": [p for p, _ in prompts], "by_threads": runs}
+    if diagnose and "eagle3" in drafts:
+        out["lossless_check"] = diagnose_lossless(lc, tg, drafts["eagle3"][0], prompts, threads=max(threads),
+                                                  max_new=max_new_tokens, workdir=sub)
+    return out
 
 
 def run_sizes(cfg: Any, *, n_prompts: int = 12, max_new_tokens: int = 96, threads: Sequence[int] = (1, 2),
@@ -509,7 +562,9 @@ def run_sizes(cfg: Any, *, n_prompts: int = 12, max_new_tokens: int = 96, thread
     """The ``llamacpp_1.5b`` entry (chapter 11, pre-registered there): on the profile's third
     architecture (``third.model``, the 1.5B target) plain llama.cpp, EAGLE-3 with the
     default triple's drafter (C1 of the pre-registration) and n-gram speculation, interleaved prompt by prompt on
-    ``n_prompts`` held-out prompts at each thread count; and, for the cost model, the study's
+    ``n_prompts`` held-out prompts at each thread count, every server with :data:`LOSSLESS_FLAGS`,
+    beside plain decoding with llama.cpp's default repacked weights (:data:`FASTEST_PLAIN`), and
+    :func:`diagnose_lossless` at the largest thread count; and, for the cost model, the study's
     model (the 135M target) re-measured on this machine with ``small_drafter`` (default:
     ``$WAVE_LLAMACPP_SMALL_DRAFTER``, else the ``speculative_decoding`` benchmark's drafter).
     The figure is EAGLE-3 (default triple) at the largest thread count."""
@@ -531,21 +586,25 @@ def run_sizes(cfg: Any, *, n_prompts: int = 12, max_new_tokens: int = 96, thread
     trained = cpu.trained_drafters(cfg)
     large = _size_run(lc, cfg.third.model, {"eagle3": trained[cpu.DEFAULT_SET]},
                       cfg.profile, n_prompts=n_prompts, max_new_tokens=max_new_tokens, threads=threads, work=work,
-                      ngram=True)
+                      ngram=True, diagnose=True)
     small = _size_run(lc, cfg.model, {"eagle3": small_drafter}, cfg.profile, n_prompts=n_prompts,
                       max_new_tokens=max_new_tokens, threads=threads, work=work, ngram=False)
     top = large["by_threads"][str(max(threads))]
     return {"figure": top["eagle3"]["tokens_per_s"],
             "unit": f"tokens/s, llama.cpp + EAGLE-3 drafter ({cfg.third.model}, default triple), {max(threads)} threads",
-            "baseline": top["plain"]["tokens_per_s"], "baseline_unit": "tokens/s, plain llama.cpp (same build, threads)",
+            "baseline": top["plain"]["tokens_per_s"],
+            "baseline_unit": f"tokens/s, plain llama.cpp (same build, threads and flags: {' '.join(LOSSLESS_FLAGS)})",
             "ratio": top["eagle3"]["speedup"], "ratio_ci": top["eagle3"]["speedup_ci"],
             "target": ">= 1.3 (goal, issue 27); C1 of chapter 11: interval above 1",
             "model": cfg.third.model, "speedup_by_threads": {t: r["eagle3"]["speedup"] for t, r in
                                                               large["by_threads"].items()},
             "tau_by_threads": {t: r["eagle3"]["tau"] for t, r in large["by_threads"].items()},
+            "speedup_vs_repacked_plain_by_threads": {t: (r["eagle3"].get("against") or {}).get("plain_repack")
+                                                     for t, r in large["by_threads"].items()},
             "identical_to_plain": {t: f"{r['eagle3']['identical_to_plain']}/{r['eagle3']['prompts']}"
                                    for t, r in large["by_threads"].items()},
             "tokens_per_s_by_threads": {t: {m: r[m]["tokens_per_s"] for m in r if isinstance(r[m], dict)}
                                         for t, r in large["by_threads"].items()},
             "large": large, "small": small, "profile": cfg.profile, "max_new_tokens": max_new_tokens,
-            "temperature": 0.0, "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg)"}
+            "temperature": 0.0, "server_flags": list(LOSSLESS_FLAGS),
+            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, and its amendment)"}

@@ -87,25 +87,36 @@ def _threads(n: int | str) -> str:
     return f"{n} thread" + ("" if int(n) == 1 else "s")
 
 
+#: Table labels of the methods in the ``llamacpp_1.5b`` entry (others keep their key).
+METHOD_LABELS = {"plain": "plain", "plain_repack": "plain, repacked weights (llama.cpp's default)",
+                 "eagle3": "EAGLE-3", "ngram": "n-gram lookup"}
+#: The entry's reference run under llama.cpp's default flags (``benchmarks.llamacpp_speed.FASTEST_PLAIN``).
+REPACKED = "plain_repack"
+
+
 def _method_rows(size: str, model: str, threads: str, run: Mapping[str, Any]) -> list[dict[str, Any]]:
     plain = run["plain"]
-    rows = [{"target": size, "model": model, "threads": int(threads), "method": "plain",
+    rows = [{"target": size, "model": model, "threads": int(threads), "method": METHOD_LABELS["plain"],
              "tokens/s": plain["tokens_per_s"], "speedup": 1.0, "95% interval": "", "tau": None,
-             "identical": None}]
+             "identical": None, "vs repacked plain": ""}]
     for name, r in run.items():
         if not isinstance(r, dict) or "speedup" not in r:
             continue
         ci = r.get("speedup_ci")
-        rows.append({"target": size, "model": model, "threads": int(threads), "method": name,
+        vs = (r.get("against") or {}).get(REPACKED)
+        rows.append({"target": size, "model": model, "threads": int(threads), "method": METHOD_LABELS.get(name, name),
                      "tokens/s": r["tokens_per_s"], "speedup": r["speedup"],
                      "95% interval": f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "", "tau": r.get("tau"),
-                     "identical": f"{r['identical_to_plain']}/{r['prompts']}"})
+                     "identical": f"{r['identical_to_plain']}/{r['prompts']}",
+                     "vs repacked plain": (f"{vs['speedup']:.2f}x [{vs['speedup_ci'][0]:.2f}, {vs['speedup_ci'][1]:.2f}]"
+                                           if vs else "")})
     return rows
 
 
 def speed_frame(entry: Mapping[str, Any]) -> pd.DataFrame:
     """Every method at every thread count and target size of the ``llamacpp_1.5b`` entry:
-    tokens/s, pooled speedup over plain with its paired-bootstrap interval, tau, identical outputs."""
+    tokens/s, pooled speedup over plain (same flags) with its paired-bootstrap interval, tau,
+    identical outputs, and the speedup over plain with repacked weights where measured."""
     rows = []
     for key, label in (("small", "135M"), ("large", "1.5B")):
         part = entry.get(key) or {}
@@ -205,7 +216,8 @@ def evaluate_hypotheses(entry: Mapping[str, Any] | None, drafters: cd.CrossDraft
         lo, hi = e["speedup_ci"]
         c1 = Hypothesis("C1", f"EAGLE-3 in llama.cpp beats plain llama.cpp at {top['threads']} threads (1.5B target)",
                         f"pooled speedup {e['speedup']:.3f}x [{lo:.3f}, {hi:.3f}], n = {e['prompts']} prompts, "
-                        f"tau {e['tau']:.2f}, identical to plain {e['identical_to_plain']}/{e['prompts']}",
+                        f"tau {e['tau']:.2f}, identical to plain {e['identical_to_plain']}/{e['prompts']}"
+                        + (f", every server {' '.join(entry['server_flags'])}" if (entry or {}).get("server_flags") else ""),
                         lo > 1.0, "paired bootstrap over prompts, one test")
     if drafters is None:
         c2 = Hypothesis("C2", "the best rule's set beats the default (1.5B drafters)", "no drafters in this profile",
@@ -258,12 +270,18 @@ def speed_text(entry: Mapping[str, Any] | None) -> str:
         e = r["eagle3"]
         lo, hi = e["speedup_ci"]
         ngram = r.get("ngram")
+        vs = (e.get("against") or {}).get(REPACKED)
         parts.append(f"at {_threads(t)} plain llama.cpp decodes {r['plain']['tokens_per_s']:.1f} tokens/s and EAGLE-3 "
                      f"{e['tokens_per_s']:.1f} ({e['speedup']:.2f}x [{lo:.2f}, {hi:.2f}], tau {e['tau']:.2f}, "
                      f"{e['identical_to_plain']}/{e['prompts']} identical to plain)"
-                     + (f", n-gram lookup {ngram['tokens_per_s']:.1f} ({ngram['speedup']:.2f}x)" if ngram else ""))
+                     + (f", n-gram lookup {ngram['tokens_per_s']:.1f} ({ngram['speedup']:.2f}x)" if ngram else "")
+                     + (f"; plain with llama.cpp's default repacked weights {r[REPACKED]['tokens_per_s']:.1f}, against "
+                        f"which EAGLE-3 runs at {vs['speedup']:.2f}x [{vs['speedup_ci'][0]:.2f}, {vs['speedup_ci'][1]:.2f}]"
+                        if vs and REPACKED in r else ""))
     n = next(iter(large.values()))["eagle3"]["prompts"]
-    return (f"On {n} held-out prompts (96 new tokens, T = 0, interleaved prompt by prompt), "
+    flags = " ".join((entry or {}).get("server_flags") or ())
+    return (f"On {n} held-out prompts (96 new tokens, T = 0, interleaved prompt by prompt"
+            + (f", every server started with {flags} unless named otherwise" if flags else "") + "), "
             + "; ".join(parts) + ". Intervals: 95% paired bootstrap over prompts of the pooled speedup.")
 
 
@@ -309,10 +327,10 @@ def reading_text(entry: Mapping[str, Any] | None) -> str:
     t = max(large, key=int)
     run = large[t]
     e, rc = run["eagle3"], run["eagle3"].get("round_costs") or {}
-    methods = [m for m, r in run.items() if isinstance(r, dict) and r.get("speedup_ci")]
+    methods = [m for m, r in run.items() if isinstance(r, dict) and r.get("speedup_ci") and m != REPACKED]
     paying = [m for m in methods if run[m]["speedup_ci"][0] > 1.0]
     verb = "pays" if len(paying) == 1 else "pay"
-    out = (f"At {_threads(t)}, " + (f"{' and '.join(paying)} {verb}: the interval of the pooled speedup lies above 1. "
+    out = (f"At {_threads(t)}, " + (f"{' and '.join(METHOD_LABELS.get(m, m) for m in paying)} {verb}: the interval of the pooled speedup lies above 1. "
                                     if paying else "no method pays: every speedup interval reaches 1 or below. "))
     if rc:
         out += (f"EAGLE-3 would need tau {rc['round_in_plain_steps']:.2f} to break even (its round: verify and the rest "
@@ -337,9 +355,41 @@ def reading_text(entry: Mapping[str, Any] | None) -> str:
                        "positions" if scale else "") + " (llama-server's n_probs on the plain server): near-ties. ")
     for m in methods:
         if m != "eagle3" and not run[m].get("first_difference"):
-            out += (f"The {m} method, which verifies a batch only when its lookup finds a match, is identical on all "
-                    f"{run[m]['prompts']} prompts. ")
-    return out.strip()
+            out += (f"The {METHOD_LABELS.get(m, m)} method, which verifies a batch only when its lookup finds a match, "
+                    f"is identical on all {run[m]['prompts']} prompts. ")
+    return (out + lossless_text(entry)).strip()
+
+
+def lossless_text(entry: Mapping[str, Any] | None) -> str:
+    """Why the servers run with ``--no-repack``: the entry's ``lossless_check`` (llama.cpp's
+    default flags: EAGLE-3 and an EAGLE-3 server that never drafts, against plain) beside the
+    identical counts under the entry's flags, and what the flag costs plain decoding (plain text)."""
+    large = (entry or {}).get("large") or {}
+    chk, runs = large.get("lossless_check"), large.get("by_threads") or {}
+    if not chk or not runs:
+        return ""
+    e, never = chk["eagle3"], chk["eagle3_never_drafts"]
+    where = ", ".join(f"{k} at token {v}" for k, v in sorted((e.get("first_difference") or {}).items(),
+                                                             key=lambda kv: kv[1]))
+    flags = " ".join(large.get("server_flags") or ())
+    same = "; ".join(f"{_threads(t)}: {r['eagle3']['identical_to_plain']}/{r['eagle3']['prompts']}"
+                     for t, r in sorted(runs.items(), key=lambda kv: int(kv[0])))
+    out = (f"Lossless, checked. With llama.cpp's default flags ({_threads(chk['threads'])}, same prompts) EAGLE-3's "
+           f"outputs equal plain decoding on {e['identical_to_plain']} of {e['prompts']} prompts"
+           + (f" (first differences: {where})" if where else "")
+           + f", while an EAGLE-3 server that never drafts (p_min 1: every round verifies one token, with the target's "
+           f"hidden-state extraction on) equals plain on {never['identical_to_plain']} of {never['prompts']}. ")
+    if never["identical_to_plain"] == never["prompts"] and e["identical_to_plain"] < e["prompts"]:
+        out += ("So the extraction changes nothing; the batched verify does. On x86 llama.cpp repacks 4-bit weights "
+                "by default and multiplies a batch of tokens with other kernels (gemm) than a single token (gemv); "
+                "they round differently, and a greedy near-tie can break the other way. ")
+    out += f"With {flags} on every server, plain included, EAGLE-3 equals plain on {same}. " if flags else ""
+    t = max(runs, key=int)
+    if REPACKED in runs[t]:
+        cost = runs[t]["plain"]["tokens_per_s"] / runs[t][REPACKED]["tokens_per_s"]
+        out += (f"The flag costs plain decoding speed: at {_threads(t)} plain runs at {cost:.2f}x of its speed with "
+                "repacked weights, which is why the table also gives each method against that faster plain.")
+    return out
 
 
 def landing_text(entry: Mapping[str, Any] | None) -> str:
@@ -353,7 +403,12 @@ def landing_text(entry: Mapping[str, Any] | None) -> str:
     lo, hi = e["speedup_ci"]
     out = (f"inside llama.cpp on this CPU, EAGLE-3 runs the 1.5B target at {e['speedup']:.2f}x the speed of plain "
            f"llama.cpp on {t} threads (95% interval {lo:.2f} to {hi:.2f}, n = {e['prompts']} prompts, tau "
-           f"{e['tau']:.2f}, {e['identical_to_plain']}/{e['prompts']} outputs identical to plain)")
+           f"{e['tau']:.2f}, {e['identical_to_plain']}/{e['prompts']} outputs identical to plain"
+           + (f", every server with {' '.join(entry['server_flags'])}" if (entry or {}).get("server_flags") else "") + ")")
+    vs = (e.get("against") or {}).get(REPACKED)
+    if vs:
+        out += (f" and {vs['speedup']:.2f}x ({vs['speedup_ci'][0]:.2f} to {vs['speedup_ci'][1]:.2f}) the speed of plain "
+                "llama.cpp with its default repacked weights")
     s = (small.get(t) or {}).get("eagle3")
     if s:
         out += f", against {s['speedup']:.2f}x for the 135M target in the same run"
