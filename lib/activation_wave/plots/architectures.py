@@ -79,7 +79,7 @@ def plot_cka_models(summaries: Sequence[Any], *, fig: Figure | None = None) -> F
     fig, axes = _model_axes(len(summaries), (11, 4.6), fig)
     for ax, s in zip(axes, summaries):
         plot_cka(s.ids, s.cka, compartments=s.compartments, ax=ax,
-                 title=f"{s.model}: {len(s.compartments)} compartments")
+                 title=f"{s.model}\n{len(s.compartments)} compartments")
     return fig
 
 

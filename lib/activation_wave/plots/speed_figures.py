@@ -197,7 +197,7 @@ def plot_break_even_by_size(model: Any, *, ax: Axes | None = None) -> Figure:
     b0, b1 = model.break_even
     ax.scatter([s0, s1], [b0, b1], color="#d95f02", zorder=3, label="measured (llama.cpp round costs)")
     crossings = [c for c in (model.size_for(t) for t in model.taus.values()) if c]
-    right = min(max([s1 * 10, *crossings]) * 1.5, s1 * 1e4)
+    right = min(max([s1 * 10, *crossings]) * 1.5, s1 * 100)  # beyond 100x the larger size the line says nothing
     xs = np.geomspace(s0, right, 80)
     ys = np.array([model.break_even_at(x) for x in xs])
     inside = xs <= s1

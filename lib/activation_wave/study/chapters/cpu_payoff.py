@@ -242,7 +242,8 @@ def drafters_text(res: cd.CrossDrafterResult | None, workers: int = 1, *, epochs
     rate = res.training_positions * epochs * res.n_drafters / res.train_s if res.train_s else float("nan")
     out = (f"{v['xd_n_drafters']} drafters of {res.model} trained on {v['xd_records']} train-split records "
            f"({v['xd_positions']:,} response positions, {epochs} epoch(s)), {res.train_s / 60:.0f} minutes of "
-           f"training for all of them on this machine (about {rate:.0f} response positions per second), scored on "
+           f"training for all of them (each as its ledger entry records it, on the machine that trained it; about "
+           f"{rate:.0f} response positions per second), scored on "
            f"{v['xd_eval_prompts']} eval prompts ({v['xd_at_limit']} of {v['xd_n_responses']} responses ran to the "
            f"token limit). Offline tau on the pre-registered outcome, mean over prompts with its 95% bootstrap "
            f"interval: {sets}.")
@@ -337,6 +338,14 @@ def reading_text(entry: Mapping[str, Any] | None) -> str:
                 f"{rc.get('verify_in_plain_steps', float('nan')):.2f} plain steps, drafting "
                 f"{rc.get('draft_ms_per_round', float('nan')) / rc['plain_step_ms']:.2f}) and reached {e['tau']:.2f}, "
                 f"with {100 * (e.get('acceptance') or 0):.1f}% of its drafts accepted. ")
+        per = e.get("drafted_per_round")
+        v = rc.get("verify_in_plain_steps")
+        if per and v is not None:
+            extra = (v - 1.0) / per
+            out += (f"Its verify of 1 + {per:.1f} tokens costs {v:.2f} plain steps, {extra:.2f} of a step for each "
+                    "drafted token" + (": close to a full step each, so on this CPU the target's batch of tokens is "
+                                       "paid nearly token by token, not read once as a memory-bound target's would be. "
+                                       if extra > 0.5 else ", far below a step each, as a memory-bound target's. "))
     diff = e.get("first_difference") or {}
     if diff:
         where = ", ".join(f"{k} at token {v}" for k, v in sorted(diff.items(), key=lambda kv: kv[1]))
@@ -384,7 +393,21 @@ def lossless_text(entry: Mapping[str, Any] | None) -> str:
                 "by default and multiplies a batch of tokens with other kernels (gemm) than a single token (gemv); "
                 "they round differently, and a greedy near-tie can break the other way. ")
     out += f"With {flags} on every server, plain included, EAGLE-3 equals plain on {same}. " if flags else ""
+    small = (entry or {}).get("small") or {}
+    for ts, r in sorted((small.get("by_threads") or {}).items(), key=lambda kv: int(kv[0])):
+        e135 = r.get("eagle3") or {}
+        for pid, m in sorted((e135.get("first_difference_margins") or {}).items()):
+            out += (f"The {small.get('target_gguf') or small.get('model', 'smaller')} target still parts from plain on "
+                    f"{pid} at {_threads(ts)} (token {m['position']}, a near-tie of {m['margin_nats']:.2f} nats against "
+                    f"a median of {m['median_margin_before']:.1f} before it): with its weight types {flags} alone does not make "
+                    "llama.cpp's batched kernels round like its one-token ones (which kernel differs was not isolated), so "
+                    "that target's rows are not lossless by construction. ")
     t = max(runs, key=int)
+    rp = runs[t].get(REPACKED) or {}
+    if rp.get("identical_to_plain") is not None and rp["identical_to_plain"] < rp["prompts"]:
+        out += (f"Plain decoding itself changes with the flag: with and without repacking its outputs agree on "
+                f"{rp['identical_to_plain']} of {rp['prompts']} prompts at {_threads(t)}, so each method is compared for "
+                "identity with the plain server started with the same flags. ")
     if REPACKED in runs[t]:
         cost = runs[t]["plain"]["tokens_per_s"] / runs[t][REPACKED]["tokens_per_s"]
         out += (f"The flag costs plain decoding speed: at {_threads(t)} plain runs at {cost:.2f}x of its speed with "
