@@ -240,10 +240,10 @@ if sweep:  # one row per setting, each on its own servers; depth and p_min as th
 # {glue:text}`lc_depth:d` tokens a round (set on its command line and reported back by
 # the server), at {glue:text}`lc_eagle_tps:.1f` tokens/s
 # ({glue:text}`lc_speedup:.2f`x; identical to plain greedy on {glue:text}`lc_identical`
-# prompts{glue:text}`lc_identical_other`; this run used llama.cpp's default flags, whose
-# repacked 4-bit weights verify a batch of tokens with other kernels than a single token, so
-# a greedy near-tie can break the other way: {ref}`sec-cpu-prereg`'s amendment shows it and runs its
-# 1.5B comparison with `--no-repack`, lossless on every prompt). The drafter is {glue:text}`lc_drafter_note`; in llama.cpp it reaches $\tau$ =
+# prompts{glue:text}`lc_identical_other`; chapter 11 traced the same effect at 1.5B to the
+# batched kernels of llama.cpp's repacked 4-bit weights and runs that comparison with
+# `--no-repack`, identical on every prompt there, while this 135M GGUF (Q4_1) still parted on
+# one prompt of 12 with the flag; see the amendment to {ref}`chapter 11's pre-registration <sec-cpu-prereg>`). The drafter is {glue:text}`lc_drafter_note`; in llama.cpp it reaches $\tau$ =
 # {glue:text}`lc_tau:.2f`. From llama.cpp's own timings, a round (draft, then verify)
 # costs {glue:text}`lc_round_steps:.2f` plain steps of {glue:text}`lc_step_ms:.1f` ms:
 # drafting {glue:text}`lc_draft_ms:.1f` ms, verifying and the rest
