@@ -259,11 +259,15 @@ def measure(lc: Any, target_gguf: Path, draft_gguf: Path | None, prompts: Sequen
                   "round_costs": round_costs(plain, spec, st, n_max=reported[n].n_max) if spec.get("rounds") else None}
     for n in [*drafts, *model_free]:
         if n not in baselines:
-            out[n]["against"] = {b: {"speedup": round(out[n]["tokens_per_s"] / out[b]["tokens_per_s"], 3),
-                                     "speedup_ci": list(speedup_interval([r["timings"] for r in res[b]],
-                                                                         [r["timings"] for r in res[n]]))}
-                                 for b in baselines}
+            out[n]["against"] = {b: _speedup(res[b], res[n], out[b], out[n]) for b in baselines}
     return out
+
+
+def _speedup(ref_runs: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]], ref: Mapping[str, Any],
+             spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A method's pooled speedup over a reference run on the same prompts, with its paired interval."""
+    return {"speedup": round(spec["tokens_per_s"] / ref["tokens_per_s"], 3),
+            "speedup_ci": list(speedup_interval([r["timings"] for r in ref_runs], [r["timings"] for r in runs]))}
 
 
 def _paired_figures(plain_runs: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]],
@@ -271,8 +275,7 @@ def _paired_figures(plain_runs: Sequence[Mapping[str, Any]], runs: Sequence[Mapp
     """A method against plain on the same prompts: pooled speedup and its interval, the
     median per-prompt speedup, identical outputs and where the others first differ."""
     diffs = {a["id"]: first_difference(a["tokens"], b["tokens"]) for a, b in zip(plain_runs, runs)}
-    return {"speedup": round(spec["tokens_per_s"] / plain["tokens_per_s"], 3),
-            "speedup_ci": list(speedup_interval([r["timings"] for r in plain_runs], [r["timings"] for r in runs])),
+    return {**_speedup(plain_runs, runs, plain, spec),
             "identical_to_plain": sum(d is None for d in diffs.values()), "prompts": len(runs),
             "first_difference": {k: v for k, v in diffs.items() if v is not None},
             "median_prompt_speedup": round(statistics.median(_tps(r["timings"]) / b for r, b in zip(runs, plain_tps)), 3)}

@@ -94,6 +94,16 @@ METHOD_LABELS = {"plain": "plain", "plain_repack": "plain, repacked weights (lla
 REPACKED = "plain_repack"
 
 
+def _against_repacked(r: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A method's speedup (and interval) over plain with repacked weights, where measured."""
+    return (r.get("against") or {}).get(REPACKED)
+
+
+def _server_flags(entry: Mapping[str, Any] | None) -> str:
+    """The flags every server of the entry was started with ("" when none are recorded)."""
+    return " ".join((entry or {}).get("server_flags") or ())
+
+
 def _method_rows(size: str, model: str, threads: str, run: Mapping[str, Any]) -> list[dict[str, Any]]:
     plain = run["plain"]
     rows = [{"target": size, "model": model, "threads": int(threads), "method": METHOD_LABELS["plain"],
@@ -103,7 +113,7 @@ def _method_rows(size: str, model: str, threads: str, run: Mapping[str, Any]) ->
         if not isinstance(r, dict) or "speedup" not in r:
             continue
         ci = r.get("speedup_ci")
-        vs = (r.get("against") or {}).get(REPACKED)
+        vs = _against_repacked(r)
         rows.append({"target": size, "model": model, "threads": int(threads), "method": METHOD_LABELS.get(name, name),
                      "tokens/s": r["tokens_per_s"], "speedup": r["speedup"],
                      "95% interval": f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "", "tau": r.get("tau"),
@@ -217,7 +227,7 @@ def evaluate_hypotheses(entry: Mapping[str, Any] | None, drafters: cd.CrossDraft
         c1 = Hypothesis("C1", f"EAGLE-3 in llama.cpp beats plain llama.cpp at {top['threads']} threads (1.5B target)",
                         f"pooled speedup {e['speedup']:.3f}x [{lo:.3f}, {hi:.3f}], n = {e['prompts']} prompts, "
                         f"tau {e['tau']:.2f}, identical to plain {e['identical_to_plain']}/{e['prompts']}"
-                        + (f", every server {' '.join(entry['server_flags'])}" if (entry or {}).get("server_flags") else ""),
+                        + (f", every server {_server_flags(entry)}" if _server_flags(entry) else ""),
                         lo > 1.0, "paired bootstrap over prompts, one test")
     if drafters is None:
         c2 = Hypothesis("C2", "the best rule's set beats the default (1.5B drafters)", "no drafters in this profile",
@@ -271,7 +281,7 @@ def speed_text(entry: Mapping[str, Any] | None) -> str:
         e = r["eagle3"]
         lo, hi = e["speedup_ci"]
         ngram = r.get("ngram")
-        vs = (e.get("against") or {}).get(REPACKED)
+        vs = _against_repacked(e)
         parts.append(f"at {_threads(t)} plain llama.cpp decodes {r['plain']['tokens_per_s']:.1f} tokens/s and EAGLE-3 "
                      f"{e['tokens_per_s']:.1f} ({e['speedup']:.2f}x [{lo:.2f}, {hi:.2f}], tau {e['tau']:.2f}, "
                      f"{e['identical_to_plain']}/{e['prompts']} identical to plain)"
@@ -280,7 +290,7 @@ def speed_text(entry: Mapping[str, Any] | None) -> str:
                         f"which EAGLE-3 runs at {vs['speedup']:.2f}x [{vs['speedup_ci'][0]:.2f}, {vs['speedup_ci'][1]:.2f}]"
                         if vs and REPACKED in r else ""))
     n = next(iter(large.values()))["eagle3"]["prompts"]
-    flags = " ".join((entry or {}).get("server_flags") or ())
+    flags = _server_flags(entry)
     return (f"On {n} held-out prompts (96 new tokens, T = 0, interleaved prompt by prompt"
             + (f", every server started with {flags} unless named otherwise" if flags else "") + "), "
             + "; ".join(parts) + ". Intervals: 95% paired bootstrap over prompts of the pooled speedup.")
@@ -380,7 +390,7 @@ def lossless_text(entry: Mapping[str, Any] | None) -> str:
     e, never = chk["eagle3"], chk["eagle3_never_drafts"]
     where = ", ".join(f"{k} at token {v}" for k, v in sorted((e.get("first_difference") or {}).items(),
                                                              key=lambda kv: kv[1]))
-    flags = " ".join(large.get("server_flags") or ())
+    flags = _server_flags(large)
     same = "; ".join(f"{_threads(t)}: {r['eagle3']['identical_to_plain']}/{r['eagle3']['prompts']}"
                      for t, r in sorted(runs.items(), key=lambda kv: int(kv[0])))
     out = (f"Lossless, checked. With llama.cpp's default flags ({_threads(chk['threads'])}, same prompts) EAGLE-3's "
@@ -427,8 +437,8 @@ def landing_text(entry: Mapping[str, Any] | None) -> str:
     out = (f"inside llama.cpp on this CPU, EAGLE-3 runs the 1.5B target at {e['speedup']:.2f}x the speed of plain "
            f"llama.cpp on {t} threads (95% interval {lo:.2f} to {hi:.2f}, n = {e['prompts']} prompts, tau "
            f"{e['tau']:.2f}, {e['identical_to_plain']}/{e['prompts']} outputs identical to plain"
-           + (f", every server with {' '.join(entry['server_flags'])}" if (entry or {}).get("server_flags") else "") + ")")
-    vs = (e.get("against") or {}).get(REPACKED)
+           + (f", every server with {_server_flags(entry)}" if _server_flags(entry) else "") + ")")
+    vs = _against_repacked(e)
     if vs:
         out += (f" and {vs['speedup']:.2f}x ({vs['speedup_ci'][0]:.2f} to {vs['speedup_ci'][1]:.2f}) the speed of plain "
                 "llama.cpp with its default repacked weights")
