@@ -374,7 +374,7 @@ def test_a_model_free_method_runs_beside_eagle3_with_its_own_flags(tmp_path):
         assert lo <= r[name]["speedup"] <= hi
 
 
-def test_flags_reach_every_server_plain_included(tmp_path):
+def test_flags_reach_every_server_plain_included(tmp_path, capsys):
     from activation_wave.engines.llamacpp import DraftSettings
 
     lc = _fake_server(tmp_path / "lc", False)
@@ -383,6 +383,7 @@ def test_flags_reach_every_server_plain_included(tmp_path):
                   flags=("--no-repack",))
     logs = sorted((tmp_path / "w").glob("*.log"))
     assert len(logs) == 3 and all("--no-repack" in f.read_text() for f in logs)
+    assert "[llama.cpp plain/eagle3/ngram, 1 thread(s) --no-repack] 1/1 prompt" in capsys.readouterr().err
     assert r["ngram"]["server_flags"][0] == "--no-repack" and r["eagle3"]["identical_to_plain"] == 1
 
 

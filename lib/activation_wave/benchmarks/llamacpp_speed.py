@@ -134,13 +134,15 @@ def held_out_prompts(target: Any, profile: str, n_prompts: int, seed: int = 0) -
 
 
 def _interleaved(servers: Mapping[str, Any], prompts: Sequence[tuple[str, list[int]]],
-                 max_new: int) -> dict[str, list[dict[str, Any]]]:
-    """Every prompt through every server, the order rotated by one each prompt."""
+                 max_new: int, desc: str = "") -> dict[str, list[dict[str, Any]]]:
+    """Every prompt through every server, the order rotated by one each prompt; with ``desc``,
+    a progress bar over the prompts."""
+    from activation_wave.core.progress import progress_bar
     from activation_wave.engines.llamacpp import complete
 
     names = list(servers)
     res: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
-    for i, (pid, ids) in enumerate(prompts):
+    for i, (pid, ids) in enumerate(progress_bar(prompts, desc=desc, unit="prompt", disable=not desc)):
         k = i % len(names)
         for n in names[k:] + names[:k]:
             r = complete(servers[n], ids, max_new)
@@ -237,7 +239,8 @@ def measure(lc: Any, target_gguf: Path, draft_gguf: Path | None, prompts: Sequen
                                                              extra=[*flags, *own]))
         _interleaved(servers, prompts[:1], 8)  # warm-up: first-call allocations
         before = {n: (parse_spec_stats(servers[n].log_text()) or [None])[-1] for n in drafts}
-        res = _interleaved(servers, prompts, max_new)
+        res = _interleaved(servers, prompts, max_new,
+                           desc=f"llama.cpp {'/'.join(servers)}, {threads} thread(s){' ' if flags else ''}{' '.join(flags)}")
         after = {n: (parse_spec_stats(servers[n].log_text()) or [None])[-1] for n in drafts}
         reported = {n: servers[n].settings for n in drafts}
     plain = summarize_timings([r["timings"] for r in res["plain"]])
