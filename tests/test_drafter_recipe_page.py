@@ -28,6 +28,15 @@ def test_status_counts_screened_arms_and_names_the_helpers():
     assert "has not run yet" in dr.status_text(None, 20)
 
 
+def test_status_names_the_shrunk_arms_and_what_is_left_of_a_complete_screen():
+    doc = {**_doc(), "shrunk": ["vocab-full", "epochs-20"], "combined": {"run": False}}
+    text = dr.status_text(doc, 2)
+    assert "shrunk by the pre-registered order (2 arms dropped: vocab-full, epochs-20)" in text
+    assert text.endswith("The combination (R2) and the adoption are still to run.")
+    done = {**doc, "combined": {"run": False, "why": "no arm helps under R1"}, "confirm": {"run": False}}
+    assert "still to run" not in dr.status_text(done, 2)
+
+
 def test_agreement_values_without_a_file_are_marked_not_measured():
     assert dr.agreement_values(None)["ag_engine"] == "not measured"
 

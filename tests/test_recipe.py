@@ -292,10 +292,11 @@ def test_learning_curves_of_base_and_best():
         plot_recipe_curves(_synthetic_doc(), ["nope"])
 
 
-def test_default_run_order_trains_the_arms_the_shrink_order_keeps_first():
-    from activation_wave.core.config import DEFAULT_RECIPE_ARMS, RECIPE_SHRINK_ORDER
+def test_default_screen_is_shrunk_by_the_whole_registered_order():
+    from activation_wave.core.config import DEFAULT_RECIPE_ARMS, RECIPE_ARMS, RECIPE_SHRINK_ORDER
 
     screen = [a for a in DEFAULT_RECIPE_ARMS if a != "combined"]
-    assert len(screen) == 20 and DEFAULT_RECIPE_ARMS[-1] == "combined" and "vocab-4k" not in screen
-    # the arm the registration drops first runs last, the one it drops last runs before the other droppable ones
-    assert screen[-len(RECIPE_SHRINK_ORDER):] == list(reversed(RECIPE_SHRINK_ORDER))
+    assert DEFAULT_RECIPE_ARMS[-1] == "combined" and "vocab-4k" not in screen
+    assert not set(screen) & set(RECIPE_SHRINK_ORDER)  # the 2026-12-03 amendment drops all nine
+    assert len(screen) == len(RECIPE_ARMS) - 2 - len(RECIPE_SHRINK_ORDER) == 11
+    assert screen == [a for a in RECIPE_ARMS if a in screen]  # run order = the registered order

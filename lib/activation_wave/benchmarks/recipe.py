@@ -67,7 +67,7 @@ from typing import Any
 
 import numpy as np
 
-from activation_wave.core.config import RECIPE_ARMS, ConfigError, DraftConfig, StudyConfig
+from activation_wave.core.config import RECIPE_ARMS, RECIPE_SHRINK_ORDER, ConfigError, DraftConfig, StudyConfig
 from activation_wave.core.stats import holm, mean_ci, paired_bootstrap, seed_mean
 from activation_wave.models.capture import CaptureCache
 from activation_wave.models.targets import Target
@@ -193,6 +193,16 @@ def plan(arms: Sequence[str], base: Recipe, vocab_size: int) -> tuple[list[Recip
         else:
             recipes.append(r)
     return recipes, skipped
+
+
+def shrunk(arms: Sequence[str]) -> list[str]:
+    """The arms of the pre-registered shrink order that ``arms`` leaves out, in the order they
+    were dropped (the first dropped first).
+
+    >>> shrunk(["head-target", "ttt-5", "combined"])[:2], len(shrunk(["ttt-5"]))
+    (['vocab-full', 'epochs-20'], 8)
+    """
+    return [a for a in RECIPE_SHRINK_ORDER if a not in arms]
 
 
 def helps(row: Mapping[str, Any], alpha: float = 0.05) -> bool:
@@ -397,7 +407,7 @@ def run_recipe(cfg: StudyConfig, target: Target, caches: CacheFor, *, progress: 
         "base": {"name": b.recipe_base, "config": dataclasses.asdict(base.draft),
                  "samples_per_prompt": base.samples_per_prompt, "n_seeds": b.recipe_seeds, "tau": tau, "lo": lo,
                  "hi": hi, **_runs_summary(base_runs), "cpu_s_data": 0.0, "per_prompt_tau": _values(base_mean)},
-        "arms": arms, "skipped": skipped, "combined": combined, "confirm": confirm, "prompt_ids": list(ids),
+        "arms": arms, "skipped": skipped, "shrunk": shrunk(b.recipe_arms), "combined": combined, "confirm": confirm, "prompt_ids": list(ids),
         "best": None if best is None else best["name"],
         "cost_note": ("cpu_s: training CPU-seconds per drafter (train_wall_s x threads, periodic evals excluded), "
                       "mean over seeds; cpu_s_data: capture seconds of a data arm's added records (share of its "

@@ -90,8 +90,13 @@ def status_text(doc: Mapping[str, Any] | None, planned: int) -> str:
             f"seeds each, {len(doc['prompt_ids'])} eval prompts); ")
     text += (f"the arms that help under R1: {', '.join(helped)}." if helped
              else "no arm helps under R1 so far (every interval covers 0 or lies below it at the Holm level).")
+    if doc.get("shrunk"):
+        text += (f" The screen was shrunk by the pre-registered order ({len(doc['shrunk'])} arms dropped: "
+                 f"{', '.join(doc['shrunk'])}).")
     if len(screened) < planned:
         text += " The rest of the screen, the combination (R2) and the adoption are still to run."
+    elif not (doc.get("confirm") or {}).get("run") and "why" not in (doc.get("combined") or {}):
+        text += " The combination (R2) and the adoption are still to run."
     return text
 
 
