@@ -247,6 +247,34 @@ def test_an_interrupted_run_trains_only_the_unfinished_drafters(tiny_caches, mon
     assert again["arms"][0]["per_prompt_tau"] == first["arms"][0]["per_prompt_tau"]  # deterministic retraining
 
 
+def test_a_drafter_trained_again_for_scoring_reports_its_new_cost(tiny_caches, tmp_path):
+    """Weights lost with a machine, no score in the ledger: scoring trains the drafter again,
+    and when the ledger then describes other weights, the cost is that training's."""
+    import shutil
+    from pathlib import Path
+
+    from activation_wave.draft import ledger
+
+    target, _, caches = tiny_caches
+    cfg = dataclasses.replace(_tiny_config(("hard",)),
+                              draft=DraftConfig(draft_vocab=64, lr=1e-2, threads=1, workers=1,
+                                                ledger=str(tmp_path / "ledger")))
+    first = recipe.run_recipe(cfg, target, lambda s: caches[s], progress=False)
+    victim = Path(first["arms"][0]["drafters"][0])
+    entry_path = ledger.ledger_file(cfg.draft.ledger, victim)
+    entry = json.loads(entry_path.read_text())
+    # as if trained on another CPU (other weights, slower) and never scored there
+    entry.update(scores={}, weights_digest="0" * 64)
+    entry["train_log"].update(train_wall_s=1e6, epochs=[{**e, "wall_s": 1e6} for e in entry["train_log"]["epochs"]])
+    entry_path.write_text(json.dumps(entry))
+    shutil.rmtree(victim)
+    with pytest.warns(UserWarning, match="other weights than the ledger's"):
+        again = recipe.run_recipe(cfg, target, lambda s: caches[s], progress=False)
+    assert (victim / "train_log.json").exists()  # trained again to be scored
+    assert again["arms"][0]["cpu_s"] < 1e5 and again["arms"][0]["curve"][-1]["cpu_s"] < 1e5  # not the 1e6 s log
+    assert again["arms"][0]["per_prompt_tau"] == first["arms"][0]["per_prompt_tau"]
+
+
 # ----------------------------------------------------------------------------- figures
 
 

@@ -327,10 +327,15 @@ def _train(target: Target, recipes: Sequence[Recipe], seeds: int, layers: Sequen
     return out
 
 
-def _score(target: Target, base_cache: CaptureCache, trained: Mapping[str, Sequence[tuple[str, Any]]],
+def _score(target: Target, base_cache: CaptureCache, trained: dict[str, list[tuple[str, dict[str, Any]]]],
            layers: Sequence[int], cfg: StudyConfig, workers: int, progress: bool) -> tuple[tuple[str, ...],
                                                                                          dict[str, np.ndarray]]:
-    """Per-prompt outcome tau of every drafter on the base capture's eval split: ``{arm: [seeds, prompts]}``."""
+    """Per-prompt outcome tau of every drafter on the base capture's eval split: ``{arm: [seeds, prompts]}``.
+
+    Scoring trains again, on this machine, a drafter whose weights are gone; when its new
+    weights differ, the ledger's train log is replaced, and so is its log in ``trained``
+    (in place), so that the cost columns describe the drafters that were scored."""
+    from activation_wave.draft import ledger
     from activation_wave.study.chapters.drafter_predictors import FoundDrafter, per_prompt_tau
 
     found = [FoundDrafter(name, tuple(layers), int(log["config"]["seed"]), path)
@@ -338,6 +343,10 @@ def _score(target: Target, base_cache: CaptureCache, trained: Mapping[str, Seque
     ids, taus, _ = per_prompt_tau(target, base_cache, found, depth=cfg.bench.depth,
                                   threshold=cfg.bench.draft_threshold, workers=workers, threads=cfg.bench.threads,
                                   ledger=cfg.draft.ledger, progress=progress)
+    for name, runs in trained.items():
+        for i, (path, log) in enumerate(runs):
+            entry = ledger.read(cfg.draft.ledger, path) if cfg.draft.ledger else None
+            runs[i] = (path, entry["train_log"] if entry else log)
     return ids, taus
 
 
