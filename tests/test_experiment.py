@@ -147,6 +147,33 @@ def test_ledger_resumes_without_the_drafter_cache(saved_world, tmp_path):
         json.dumps(first, sort_keys=True)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_drafters_scored_as_they_train_never_train_again_to_be_scored(saved_world, tmp_path, workers):
+    """With ScoreOnTrain each drafter's score reaches the ledger where it trained: after the
+    machine's drafter cache is lost, scoring reads it back, the same as scoring afterwards."""
+    import shutil
+
+    from activation_wave.draft import ledger
+    from activation_wave.draft.experiment import ScoreOnTrain, run_jobs, score_drafters
+
+    target, cache, _ = saved_world
+    root = str(tmp_path / "ledger")
+    cfg = DraftConfig(draft_vocab=64, ttt_steps=2, epochs=1, lr=1e-2, batch_tokens=256, threads=1, seed=11,
+                      ledger=root)
+    jobs = [("x", [1, 3], cfg), ("y", [2, 4], cfg)]
+    rows = run_jobs(target, cache, jobs, workers, progress=False,
+                    score=ScoreOnTrain(str(cache.path), depth=2, threshold=0.1))
+    paths = [r["path"] for r in rows]
+    key = ledger.score_key(cache.path, 2, 0.1)
+    assert all(key in ledger.read(root, p)["scores"] for p in paths)
+    fresh = score_drafters(target, cache, paths, depth=2, threshold=0.1)  # from the weights, no ledger
+    for p in paths:
+        shutil.rmtree(p)
+    kept = score_drafters(target, cache, paths, depth=2, threshold=0.1, ledger=root)
+    assert not any(Path(p).exists() for p in paths)  # read back: nothing trained again
+    assert json.dumps(kept, sort_keys=True) == json.dumps(json.loads(json.dumps(fresh)), sort_keys=True)
+
+
 def test_corrupt_ledger_entry_is_set_aside_and_rebuilt(saved_world, tmp_path):
     from activation_wave.draft import ledger
 

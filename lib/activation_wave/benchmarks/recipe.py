@@ -69,6 +69,7 @@ import numpy as np
 
 from activation_wave.core.config import RECIPE_ARMS, RECIPE_SHRINK_ORDER, ConfigError, DraftConfig, StudyConfig
 from activation_wave.core.stats import holm, mean_ci, paired_bootstrap, seed_mean
+from activation_wave.draft.experiment import ScoreOnTrain
 from activation_wave.models.capture import CaptureCache
 from activation_wave.models.targets import Target
 from activation_wave.study.chapters.drafter_recipe import MIN_PROMPTS, verdict
@@ -314,17 +315,25 @@ CacheFor = Callable[[int], CaptureCache]
 
 
 def _train(target: Target, recipes: Sequence[Recipe], seeds: int, layers: Sequence[int], caches: CacheFor,
-           workers: int, progress: bool) -> dict[str, list[tuple[str, dict[str, Any]]]]:
-    """Train (or load) every recipe's drafters, grouped by capture; arm -> [(folder, train log)]."""
+           workers: int, progress: bool, score: ScoreOnTrain | None = None) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """Train (or load) every recipe's drafters, grouped by capture; arm -> [(folder, train log)].
+    ``score`` (the outcome's settings): each drafter is scored as soon as it trains, so that
+    its score reaches the ledger while its weights are still on this machine."""
     from activation_wave.draft.experiment import run_jobs
 
     out: dict[str, list[tuple[str, dict[str, Any]]]] = {r.name: [] for r in recipes}
     for samples in sorted({r.samples_per_prompt for r in recipes}):
         group = [r for r in recipes if r.samples_per_prompt == samples]
         jobs = [(r.name, list(layers), c) for r in group for c in r.seeds(seeds)]
-        for row in run_jobs(target, caches(samples), jobs, workers, progress=progress):
+        for row in run_jobs(target, caches(samples), jobs, workers, progress=progress, score=score):
             out[row["set"]].append((row["path"], row["train_log"]))
     return out
+
+
+def _score_on_train(cfg: StudyConfig, base_cache: CaptureCache) -> ScoreOnTrain:
+    """The outcome's scoring settings (:func:`_score`'s), for scoring each drafter as it trains."""
+    b = cfg.bench
+    return ScoreOnTrain(str(base_cache.path), b.depth, b.draft_threshold, b.threads)
 
 
 def _score(target: Target, base_cache: CaptureCache, trained: dict[str, list[tuple[str, dict[str, Any]]]],
@@ -378,7 +387,8 @@ def run_recipe(cfg: StudyConfig, target: Target, caches: CacheFor, *, progress: 
     workers = base.draft.workers
     base_cache = caches(base.samples_per_prompt)
     # one pool per capture (workers load the target once); the bar counts the drafters still to train
-    trained = _train(target, [base, *recipes], b.recipe_seeds, layers, caches, workers, progress)
+    on_train = _score_on_train(cfg, base_cache)
+    trained = _train(target, [base, *recipes], b.recipe_seeds, layers, caches, workers, progress, on_train)
     ids, taus = _score(target, base_cache, trained, layers, cfg, workers, progress)
     screened = compare(taus[BASE], {r.name: taus[r.name] for r in recipes})
     arms = [_arm_row(row, r, trained[r.name], caches(r.samples_per_prompt), base_cache)
@@ -392,7 +402,7 @@ def run_recipe(cfg: StudyConfig, target: Target, caches: CacheFor, *, progress: 
                                f"only {names[0]} helps under R1: the combined arm would repeat it")
         else:
             rc = apply(COMBINED, overrides, base)
-            trained.update(_train(target, [rc], b.recipe_seeds, layers, caches, workers, progress))
+            trained.update(_train(target, [rc], b.recipe_seeds, layers, caches, workers, progress, on_train))
             _, ct = _score(target, base_cache, {COMBINED: trained[COMBINED]}, layers, cfg, workers, progress)
             row = compare(taus[BASE], {COMBINED: ct[COMBINED]})[0]
             row["p_holm"] = None  # selected on these prompts: outside the Holm family, p is optimistic
@@ -474,7 +484,8 @@ def run_confirm(cfg: StudyConfig, target: Target, caches: CacheFor, base_cache: 
     b = cfg.bench
     today, comb = confirm_recipes(cfg, overrides)
     layers = eagle3_default_layers(target.n_layers)
-    trained = _train(target, [today, comb], b.recipe_seeds, layers, caches, today.draft.workers, progress)
+    trained = _train(target, [today, comb], b.recipe_seeds, layers, caches, today.draft.workers, progress,
+                     _score_on_train(cfg, base_cache))
     _, taus = _score(target, base_cache, trained, layers, cfg, today.draft.workers, progress)
     row = compare(taus[TODAY], {COMBINED: taus[COMBINED]})[0]
     t_mean = seed_mean(taus[TODAY])

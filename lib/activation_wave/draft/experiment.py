@@ -45,6 +45,19 @@ _KEY_IF_SET = {"records_fraction": 1.0, "fused_norm": False, "head_init": "rando
 
 
 @dataclass(frozen=True)
+class ScoreOnTrain:
+    """Score each drafter right after it trains, while its weights are on this machine, and
+    keep the score in the ledger (``DraftConfig.ledger``): a run stopped, or moved to
+    another machine, before its scoring step then never trains a drafter again to score it
+    (:func:`score_drafters` reads the score back). The settings are :func:`score_drafters`'."""
+
+    cache_path: str  # the capture whose eval split scores the drafter (may differ from the training capture)
+    depth: int
+    threshold: float = 0.0
+    threads: int = 1
+
+
+@dataclass(frozen=True)
 class DrafterJob:
     """One drafter of the design: its set, layers, arm and full training config (seed included)."""
 
@@ -153,10 +166,27 @@ def _worker_target(model: str, dtype: str) -> Target:
     return load_target(model, dtype=dtype)
 
 
-def _train_in_worker(model: str, dtype: str, cache_path: str, layers: list[int], cfg: DraftConfig) -> str:
-    """Process-pool job: train one drafter with this process's target and the cache."""
-    path, _ = train_or_load(_worker_target(model, dtype), CaptureCache(cache_path), layers, cfg)
+def _train_in_worker(model: str, dtype: str, cache_path: str, layers: list[int], cfg: DraftConfig,
+                     score: ScoreOnTrain | None = None) -> str:
+    """Process-pool job: train one drafter with this process's target and the cache (and score it)."""
+    target = _worker_target(model, dtype)
+    path, _ = train_or_load(target, CaptureCache(cache_path), layers, cfg)
+    if score is not None:
+        _score_into_ledger(target, path, cfg.ledger, score)
     return str(path)
+
+
+def _score_into_ledger(target: Target, path: str | Path, ledger_root: str, score: ScoreOnTrain) -> None:
+    """Enter the :class:`ScoreOnTrain` score of the trained drafter in ``path`` in the ledger,
+    unless the ledger holds it already (nothing without a ledger)."""
+    from activation_wave.draft import ledger
+
+    if not ledger_root:
+        return
+    key = ledger.score_key(score.cache_path, score.depth, score.threshold)
+    if ledger.read_score(ledger_root, path, key) is None:
+        ev = _score(target, CaptureCache(score.cache_path), str(path), score.depth, score.threshold, score.threads)
+        ledger.record_score(ledger_root, path, key, ev)
 
 
 def _worker_init() -> None:
@@ -190,9 +220,10 @@ def _dtype(target: Target) -> str:
 
 
 def _train_missing(target: Target, cache: CaptureCache, jobs: list[tuple[list[int], DraftConfig]], workers: int,
-                   progress: bool, *, weights: bool = False) -> None:
+                   progress: bool, *, weights: bool = False, score: ScoreOnTrain | None = None) -> None:
     """Train the drafters of ``jobs`` that are not cached yet (nor in the ledger, unless
-    ``weights``), ``workers`` processes at a time.
+    ``weights``), ``workers`` processes at a time; with ``score``, each is scored where it
+    trained as soon as it is done (:class:`ScoreOnTrain`).
 
     Each worker trains with ``cfg.threads`` threads, so ``workers=2, threads=1`` keeps
     two cores busy with two drafters; a drafter is bit-identical to one trained alone
@@ -207,11 +238,13 @@ def _train_missing(target: Target, cache: CaptureCache, jobs: list[tuple[list[in
     bar = progress_bar(total=len(todo), desc="training drafters", unit="drafter", disable=not progress or not todo)
     if workers <= 1 or len(todo) <= 1:
         for ids, c in todo:
-            train_or_load(target, cache, ids, c)
+            path, _ = train_or_load(target, cache, ids, c)
+            if score is not None:
+                _score_into_ledger(target, path, c.ledger, score)
             bar.update()
     else:
         with _pool(workers) as pool:
-            futures = [pool.submit(_train_in_worker, target.name, _dtype(target), str(cache.path), ids, c)
+            futures = [pool.submit(_train_in_worker, target.name, _dtype(target), str(cache.path), ids, c, score)
                        for ids, c in todo]
             for fut in as_completed(futures):
                 fut.result()  # re-raise a worker's error here
@@ -230,12 +263,13 @@ def run_sets(target: Target, cache: CaptureCache, sets: Mapping[str, Sequence[in
 
 
 def run_jobs(target: Target, cache: CaptureCache, jobs: Sequence[tuple[str, Sequence[int], DraftConfig]],
-             workers: int, *, progress: bool = True) -> list[dict[str, Any]]:
+             workers: int, *, progress: bool = True, score: ScoreOnTrain | None = None) -> list[dict[str, Any]]:
     """Train (or load) one drafter per ``(set name, layers, config)``; one row per drafter, in order.
 
-    Missing drafters are trained ``workers`` at a time (see :func:`_train_missing`).
+    Missing drafters are trained ``workers`` at a time, and with ``score`` scored as each
+    finishes (see :func:`_train_missing`).
     """
-    _train_missing(target, cache, [(list(ids), c) for _, ids, c in jobs], workers, progress)
+    _train_missing(target, cache, [(list(ids), c) for _, ids, c in jobs], workers, progress, score=score)
     rows = []
     for name, ids, c in jobs:
         ids, seed = list(ids), c.seed
