@@ -29,12 +29,16 @@ def test_status_counts_screened_arms_and_names_the_helpers():
 
 
 def test_status_names_the_shrunk_arms_and_what_is_left_of_a_complete_screen():
-    doc = {**_doc(), "shrunk": ["vocab-full", "epochs-20"], "combined": {"run": False}}
+    doc = {**_doc(), "shrunk": ["vocab-full", "epochs-20"], "combined": {"run": False},
+           "confirm": {"run": False, "pending": True, "why": "no combined arm"}}
     text = dr.status_text(doc, 2)
     assert "shrunk by the pre-registered order (2 arms dropped: vocab-full, epochs-20)" in text
     assert text.endswith("The combination (R2) and the adoption are still to run.")
-    done = {**doc, "combined": {"run": False, "why": "no arm helps under R1"}, "confirm": {"run": False}}
+    done = {**doc, "combined": {"run": False, "why": "no arm helps"},
+            "confirm": {"run": False, "why": "no arm helps under R1"}}
     assert "still to run" not in dr.status_text(done, 2)
+    assert dr.confirm_text(doc).startswith("Stage 2 has not run yet")
+    assert dr.confirm_text(done) == "Stage 2 did not run: no arm helps under R1."
 
 
 def test_agreement_values_without_a_file_are_marked_not_measured():

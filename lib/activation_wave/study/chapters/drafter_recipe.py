@@ -95,7 +95,7 @@ def status_text(doc: Mapping[str, Any] | None, planned: int) -> str:
                  f"{', '.join(doc['shrunk'])}).")
     if len(screened) < planned:
         text += " The rest of the screen, the combination (R2) and the adoption are still to run."
-    elif not (doc.get("confirm") or {}).get("run") and "why" not in (doc.get("combined") or {}):
+    elif (doc.get("confirm") or {}).get("pending"):
         text += " The combination (R2) and the adoption are still to run."
     return text
 
@@ -109,6 +109,10 @@ def confirm_text(doc: Mapping[str, Any] | None) -> str:
     c = (doc or {}).get("confirm")
     if not c:
         return "Stage 2 has not run: it follows a complete screen."
+    if c.get("pending"):
+        return ("Stage 2 has not run yet: the screen ran without the combined arm. "
+                "`wave bench --profile default --only recipe` runs it next, reading the screen's drafters "
+                "and scores from the ledger.")
     if not c["run"]:
         return f"Stage 2 did not run: {c['why']}."
     r2, r3, arms = c["r2"], c["r3"], c["arms"]
