@@ -93,11 +93,13 @@ def test_confirm_figure_draws_curves_fits_and_lines():
     assert max(fit.get_ydata()) <= 3.8 + 1e-6 and ax.get_xscale() == "log"
 
 
-def test_doctests_of_the_page_helpers():
-    """The docstring examples of the page's helpers (status, strength of today's drafters) hold."""
+def test_doctests_of_the_page_and_the_benchmark():
+    """The docstring examples of the page's helpers (headline, status, verdict, strength of
+    today's drafters) and of the benchmark's (shrunk, cpu_minutes_to) hold."""
     import doctest
 
-    from activation_wave.study.chapters import drafter_recipe
+    from activation_wave.benchmarks import recipe
 
-    result = doctest.testmod(drafter_recipe)
-    assert result.failed == 0 and result.attempted > 0
+    for module in (dr, recipe):
+        result = doctest.testmod(module)
+        assert result.failed == 0 and result.attempted > 0, module.__name__

@@ -19,8 +19,8 @@ from activation_wave.core.results import load_result
 #: distinct values and its p means little (the smoke profile scores 2).
 MIN_PROMPTS = 10
 
-__all__ = ["MIN_PROMPTS", "load_optional", "verdict", "arm_rows", "status_text", "confirm_text", "not_run_figure",
-           "agreement_values", "break_even_taus"]
+__all__ = ["MIN_PROMPTS", "load_optional", "verdict", "arm_rows", "status_text", "headline", "confirm_text",
+           "not_run_figure", "agreement_values", "break_even_taus"]
 
 
 def load_optional(name: str, cfg: StudyConfig, root: str | Path | None = None) -> dict[str, Any] | None:
@@ -98,6 +98,35 @@ def status_text(doc: Mapping[str, Any] | None, planned: int) -> str:
     elif (doc.get("confirm") or {}).get("pending"):
         text += " The combination (R2) and the adoption are still to run."
     return text
+
+
+def headline(doc: Mapping[str, Any] | None) -> str:
+    """The screen's R1 result in one sentence, for the landing page and chapter 8: the arms that
+    help or hurt with their paired delta and interval, the rest within noise.
+
+    >>> headline(None)
+    'the recipe screen has not run yet'
+    >>> headline({"base": {"tau": 1.5, "n_seeds": 2}, "prompt_ids": [0] * 96, "arms": [
+    ...     {"name": "a", "delta": 0.031, "delta_lo": 0.01, "delta_hi": 0.05, "p_holm": 0.01},
+    ...     {"name": "b", "delta": -0.004, "delta_lo": -0.02, "delta_hi": 0.01, "p_holm": 0.7}]})
+    'of 2 one-factor changes to the base recipe (tau 1.500; 2 seeds each, paired over 96 eval prompts, Holm), a (delta +0.031 [0.010, 0.050]) helps; the other is within noise'
+    """
+    if doc is None:
+        return "the recipe screen has not run yet"
+    screened = [a for a in doc["arms"] if not a.get("post_hoc")]
+    parts = []
+    for word in ("helps", "hurts"):
+        named = [f"{a['name']} (delta {a['delta']:+.3f} {_ci(a['delta_lo'], a['delta_hi'])})"
+                 for a in screened if verdict(a) == word]
+        if named:
+            parts.append(f"{', '.join(named)} {word if len(named) == 1 else word[:-1]}")
+    rest = len(screened) - sum(verdict(a) in ("helps", "hurts") for a in screened)
+    if rest:
+        parts.append(("the other is" if rest == 1 else f"the other {rest} are") + " within noise"
+                     if parts else ("it is" if rest == 1 else f"all {rest} are") + " within noise")
+    b = doc["base"]
+    return (f"of {len(screened)} one-factor changes to the base recipe (tau {b['tau']:.3f}; {b['n_seeds']} seeds "
+            f"each, paired over {len(doc['prompt_ids'])} eval prompts, Holm), " + "; ".join(parts))
 
 
 def confirm_text(doc: Mapping[str, Any] | None) -> str:
