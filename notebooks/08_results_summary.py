@@ -134,6 +134,17 @@ glue_values(tau_spread=s.tau_spread, tau_half_ci=s.tau_half_ci, **{f"depth_{k}":
 # %% tags=["remove-input"]
 display(format_table(ch.online_table(R.drafters).reset_index(names="drafter")))
 
+# %% tags=["remove-cell"]
+from activation_wave.study.chapters import drafter_recipe as recipe_page
+
+glue_values(recipe_headline=recipe_page.headline(recipe_page.load_optional("recipe", cfg, results_root or None)))
+
+# %% [markdown]
+# ## Stronger drafters
+#
+# The recipe screen of {doc}`10_drafter_recipe` changes one factor of the benchmark
+# drafter's recipe at a time (pre-registered, primary test R1): {glue:text}`recipe_headline`.
+
 # %% [markdown]
 # ## Two architectures
 

@@ -39,7 +39,7 @@ overrides = "{}"
 import matplotlib.pyplot as plt
 
 from activation_wave.study.glue import glue_figure, glue_values
-from activation_wave.study.chapters import landing
+from activation_wave.study.chapters import drafter_recipe as recipe_page, landing
 from activation_wave.study.hypotheses import VERDICT_WORD
 from activation_wave.study.steps import open_chapter
 from activation_wave.plots import plot_key_figure
@@ -58,6 +58,7 @@ glue_values(model_name=k.model, n_layers=k.n_layers, n_prompts=k.n_prompts, n_po
             speedup_default=k.speedup_default, speedup_best=k.speedup_best,
             bench_speedup=k.bench_speedup, bench_tau=k.bench_tau, cpu_text=k.cpu_text,
             lossless_word="exactly" if k.lossless else "not always")
+glue_values(recipe_headline=recipe_page.headline(recipe_page.load_optional("recipe", cfg, results_root or None)))
 tri = landing.ranked_triples(R)
 glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set for r in tri], [r.tau for r in tri],
                                        [r.lo for r in tri], [r.hi for r in tri], compartments=R.cka.compartments,
@@ -116,6 +117,8 @@ glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set fo
 #   {glue:text}`bench_speedup:.2f`x at $\tau$ = {glue:text}`bench_tau:.2f`, pooled over
 #   its interleaved rounds. $\tau$ stays far below the paper-scale figures, and the
 #   chapters say why.
+# - **Stronger drafters.** In the pre-registered recipe screen of
+#   {doc}`10_drafter_recipe`, {glue:text}`recipe_headline`.
 # - **Where EAGLE-3 pays on a CPU.** At 135M parameters a speculative round costs more
 #   plain steps in llama.cpp than any of these drafters can win back. With the third
 #   architecture's 1.5B target and its own drafters (chapter 11):

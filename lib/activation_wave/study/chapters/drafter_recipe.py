@@ -105,14 +105,16 @@ def headline(doc: Mapping[str, Any] | None) -> str:
     help or hurt with their paired delta and interval, the rest within noise.
 
     >>> headline(None)
-    'the recipe screen has not run yet'
-    >>> headline({"base": {"tau": 1.5, "n_seeds": 2}, "prompt_ids": [0] * 96, "arms": [
+    'nothing has been measured yet'
+    >>> text = headline({"base": {"tau": 1.5, "n_seeds": 2}, "prompt_ids": [0] * 96, "arms": [
     ...     {"name": "a", "delta": 0.031, "delta_lo": 0.01, "delta_hi": 0.05, "p_holm": 0.01},
     ...     {"name": "b", "delta": -0.004, "delta_lo": -0.02, "delta_hi": 0.01, "p_holm": 0.7}]})
-    'of 2 one-factor changes to the base recipe (tau 1.500; 2 seeds each, paired over 96 eval prompts, Holm), a (delta +0.031 [0.010, 0.050]) helps; the other is within noise'
+    >>> text.split("), ")[1].split("; ")
+    ['a (delta +0.031 [0.010, 0.050]) helps', 'the other is within noise', 'the combined recipe (stage 2) and its \
+adoption are still to run']
     """
     if doc is None:
-        return "the recipe screen has not run yet"
+        return "nothing has been measured yet"
     screened = [a for a in doc["arms"] if not a.get("post_hoc")]
     parts = []
     for word in ("helps", "hurts"):
@@ -125,8 +127,11 @@ def headline(doc: Mapping[str, Any] | None) -> str:
         parts.append(("the other is" if rest == 1 else f"the other {rest} are") + " within noise"
                      if parts else ("it is" if rest == 1 else f"all {rest} are") + " within noise")
     b = doc["base"]
+    c = doc.get("confirm") or {}
+    stage2 = ("the combined recipe (stage 2) and its adoption are still to run" if c.get("pending") or not c else
+              f"stage 2's R2 is {c['r2']['verdict']}" if c.get("run") else "no recipe is adopted")
     return (f"of {len(screened)} one-factor changes to the base recipe (tau {b['tau']:.3f}; {b['n_seeds']} seeds "
-            f"each, paired over {len(doc['prompt_ids'])} eval prompts, Holm), " + "; ".join(parts))
+            f"each, paired over {len(doc['prompt_ids'])} eval prompts, Holm), " + "; ".join(parts) + f"; {stage2}")
 
 
 def confirm_text(doc: Mapping[str, Any] | None) -> str:
