@@ -137,7 +137,8 @@ display(format_table(ch.online_table(R.drafters).reset_index(names="drafter")))
 # %% tags=["remove-cell"]
 from activation_wave.study.chapters import drafter_recipe as recipe_page
 
-glue_values(recipe_headline=recipe_page.headline(recipe_page.load_optional("recipe", cfg, results_root or None)))
+glue_values(recipe_headline=recipe_page.headline(recipe_page.load_optional("recipe", cfg, results_root or None),
+                                                 planned=len([a for a in cfg.bench.recipe_arms if a != "combined"])))
 
 # %% [markdown]
 # ## Stronger drafters

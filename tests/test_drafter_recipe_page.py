@@ -7,7 +7,7 @@ from activation_wave.study.chapters import drafter_recipe as dr
 
 def _doc():
     arm = {"overrides": {"head_init": "target"}, "tau": 1.6, "lo": 1.55, "hi": 1.65, "n_seeds": 2, "cpu_s": 900.0}
-    return {"base": {"cpu_s": 600.0, "n_seeds": 2}, "prompt_ids": list(range(96)),
+    return {"base": {"cpu_s": 600.0, "n_seeds": 2, "tau": 1.5}, "prompt_ids": list(range(96)),
             "arms": [{**arm, "name": "head-target", "delta": 0.08, "delta_lo": 0.05, "delta_hi": 0.11, "p_holm": 0.001},
                      {**arm, "name": "hard", "delta": -0.01, "delta_lo": -0.03, "delta_hi": 0.01, "p_holm": 0.6},
                      {**arm, "name": "combined", "delta": 0.1, "delta_lo": 0.07, "delta_hi": 0.13, "p_holm": None,
@@ -24,8 +24,11 @@ def test_rows_carry_the_verdict_and_label_cost_as_secondary():
 def test_status_counts_screened_arms_and_names_the_helpers():
     text = dr.status_text(_doc(), 20)
     assert text.startswith("2 of the 20 pre-registered arms") and "help under R1: head-target." in text
-    assert "still to run" in text
+    assert "still to run" in text and "interim: Holm runs over the 2 arms measured so far" in text
     assert "has not run yet" in dr.status_text(None, 20)
+    assert dr.headline(_doc(), planned=20).endswith("interim: 18 of the 20 pre-registered arms are still to run, "
+                                                    "then the combined recipe (stage 2)")
+    assert "interim" not in dr.headline(_doc(), planned=2)
 
 
 def test_status_names_the_shrunk_arms_and_what_is_left_of_a_complete_screen():

@@ -94,15 +94,18 @@ def status_text(doc: Mapping[str, Any] | None, planned: int) -> str:
         text += (f" The screen was shrunk by the pre-registered order ({len(doc['shrunk'])} arms dropped: "
                  f"{', '.join(doc['shrunk'])}).")
     if len(screened) < planned:
-        text += " The rest of the screen, the combination (R2) and the adoption are still to run."
+        text += (f" These verdicts are interim: Holm runs over the {len(screened)} arms measured so far, and each "
+                 "arm still to come can only raise the adjusted p-values. The rest of the screen, the combination "
+                 "(R2) and the adoption are still to run.")
     elif (doc.get("confirm") or {}).get("pending"):
         text += " The combination (R2) and the adoption are still to run."
     return text
 
 
-def headline(doc: Mapping[str, Any] | None) -> str:
+def headline(doc: Mapping[str, Any] | None, planned: int | None = None) -> str:
     """The screen's R1 result in one sentence, for the landing page and chapter 8: the arms that
-    help or hurt with their paired delta and interval, the rest within noise.
+    help or hurt with their paired delta and interval, the rest within noise; marked interim
+    when fewer than ``planned`` arms are in.
 
     >>> headline(None)
     'nothing has been measured yet'
@@ -130,6 +133,9 @@ adoption are still to run']
     c = doc.get("confirm") or {}
     stage2 = ("the combined recipe (stage 2) and its adoption are still to run" if c.get("pending") or not c else
               f"stage 2's R2 is {c['r2']['verdict']}" if c.get("run") else "no recipe is adopted")
+    if planned is not None and len(screened) < planned:
+        stage2 = (f"interim: {planned - len(screened)} of the {planned} pre-registered arms are still to run, "
+                  "then the combined recipe (stage 2)")
     return (f"of {len(screened)} one-factor changes to the base recipe (tau {b['tau']:.3f}; {b['n_seeds']} seeds "
             f"each, paired over {len(doc['prompt_ids'])} eval prompts, Holm), " + "; ".join(parts) + f"; {stage2}")
 
