@@ -365,9 +365,9 @@ class Eagle3Drafter(nn.Module):
         * ``block_init="target_last"``: ``midlayer`` from the target's last decoder block
           (index N-1) by :func:`copy_block`; see there for exactly what is copied.
 
-        Before the recipe benchmark these were not options: a throwaway trial of the head
-        and norm start had trained worse on small data, unmeasured in the book. The recipe
-        benchmark (``wave bench --only recipe``) measures each as an arm.
+        The recipe screen (``wave bench --only recipe``, chapter 10) measures the head and
+        norm starts as its arms head-target, head-frozen and norm-target, paired against a
+        random start (``recipe.json``); block-target was dropped from it by the budget.
         """
         for name, value, choices in (("head_init", head_init, HEAD_INITS), ("norm_init", norm_init, NORM_INITS),
                                      ("block_init", block_init, BLOCK_INITS)):
