@@ -137,6 +137,7 @@ results_root = ""
 overrides = "{}"
 
 # %% tags=["hide-input"]
+import pandas as pd
 from IPython.display import Markdown, display
 
 from activation_wave.core.results import load_benchmarks
@@ -160,7 +161,7 @@ glue_values(recipe_status=dr.status_text(doc, planned),
 
 # %% tags=["hide-input"]
 if doc is not None:
-    display(format_table(dr.arm_rows(doc)))
+    display(format_table(pd.DataFrame(dr.arm_rows(doc))))
 glue_figure("fig_recipe_forest", plot_recipe_forest(doc) if doc else dr.not_run_figure())
 glue_figure("fig_recipe_curves", plot_recipe_curves(doc) if doc else dr.not_run_figure())
 

@@ -106,3 +106,11 @@ def test_doctests_of_the_page_and_the_benchmark():
     for module in (dr, recipe):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, module.__name__
+
+
+def test_arm_rows_render_as_the_page_shows_them():
+    import pandas as pd
+
+    from activation_wave.core.tables import format_table
+
+    assert "head-target" in format_table(pd.DataFrame(dr.arm_rows(_doc()))).to_html()

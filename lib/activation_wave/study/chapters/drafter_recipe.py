@@ -134,7 +134,8 @@ adoption are still to run']
     stage2 = ("the combined recipe (stage 2) and its adoption are still to run" if c.get("pending") or not c else
               f"stage 2's R2 is {c['r2']['verdict']}" if c.get("run") else "no recipe is adopted")
     if planned is not None and len(screened) < planned:
-        stage2 = (f"interim: {planned - len(screened)} of the {planned} pre-registered arms are still to run, "
+        left = planned - len(screened)
+        stage2 = (f"interim: {left} of the {planned} pre-registered arms {'is' if left == 1 else 'are'} still to run, "
                   "then the combined recipe (stage 2)")
     return (f"of {len(screened)} one-factor changes to the base recipe (tau {b['tau']:.3f}; {b['n_seeds']} seeds "
             f"each, paired over {len(doc['prompt_ids'])} eval prompts, Holm), " + "; ".join(parts) + f"; {stage2}")
