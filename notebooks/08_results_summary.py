@@ -137,8 +137,7 @@ display(format_table(ch.online_table(R.drafters).reset_index(names="drafter")))
 # %% tags=["remove-cell"]
 from activation_wave.study.chapters import drafter_recipe as recipe_page
 
-glue_values(recipe_headline=recipe_page.headline(recipe_page.load_optional("recipe", cfg, results_root or None),
-                                                 planned=len([a for a in cfg.bench.recipe_arms if a != "combined"])))
+glue_values(recipe_headline=recipe_page.screen_headline(cfg, results_root or None))
 
 # %% [markdown]
 # ## Stronger drafters

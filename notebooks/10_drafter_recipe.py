@@ -149,7 +149,7 @@ from activation_wave.study.steps import notebook_config
 
 cfg = notebook_config(profile, model, overrides)
 doc = dr.load_optional("recipe", cfg, results_root or None)
-planned = len([a for a in cfg.bench.recipe_arms if a != "combined"])
+planned = dr.planned_arms(cfg)
 glue_values(recipe_status=dr.status_text(doc, planned),
             **dr.agreement_values(dr.load_optional("llamacpp_agreement", cfg, results_root or None)),
             **dr.strength_values(dr.load_optional("06_predictors", cfg, results_root or None), load_benchmarks()))

@@ -58,8 +58,7 @@ glue_values(model_name=k.model, n_layers=k.n_layers, n_prompts=k.n_prompts, n_po
             speedup_default=k.speedup_default, speedup_best=k.speedup_best,
             bench_speedup=k.bench_speedup, bench_tau=k.bench_tau, cpu_text=k.cpu_text,
             lossless_word="exactly" if k.lossless else "not always")
-glue_values(recipe_headline=recipe_page.headline(recipe_page.load_optional("recipe", cfg, results_root or None),
-                                                 planned=len([a for a in cfg.bench.recipe_arms if a != "combined"])))
+glue_values(recipe_headline=recipe_page.screen_headline(cfg, results_root or None))
 tri = landing.ranked_triples(R)
 glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set for r in tri], [r.tau for r in tri],
                                        [r.lo for r in tri], [r.hi for r in tri], compartments=R.cka.compartments,

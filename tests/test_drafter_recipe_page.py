@@ -114,3 +114,18 @@ def test_arm_rows_render_as_the_page_shows_them():
     from activation_wave.core.tables import format_table
 
     assert "head-target" in format_table(pd.DataFrame(dr.arm_rows(_doc()))).to_html()
+
+
+def test_screen_headline_counts_the_profiles_registered_arms(tmp_path):
+    import json
+
+    from activation_wave.core.config import BenchConfig, StudyConfig
+
+    cfg = StudyConfig(profile="smoke", model="perm-llama", bench=BenchConfig(recipe_arms=("hard", "ttt-1", "combined")))
+    assert dr.planned_arms(cfg) == 2
+    assert dr.screen_headline(cfg, tmp_path) == "nothing has been measured yet"
+    folder = tmp_path / "smoke" / "perm-llama"
+    folder.mkdir(parents=True)
+    (folder / "recipe.json").write_text(json.dumps(_doc()))
+    assert dr.screen_headline(cfg, tmp_path) == dr.headline(_doc(), planned=2)
+    assert "interim" not in dr.screen_headline(cfg, tmp_path)

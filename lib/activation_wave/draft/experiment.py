@@ -177,16 +177,11 @@ def _train_in_worker(model: str, dtype: str, cache_path: str, layers: list[int],
 
 
 def _score_into_ledger(target: Target, path: str | Path, ledger_root: str, score: ScoreOnTrain) -> None:
-    """Enter the :class:`ScoreOnTrain` score of the trained drafter in ``path`` in the ledger,
-    unless the ledger holds it already (nothing without a ledger)."""
-    from activation_wave.draft import ledger
-
-    if not ledger_root:
-        return
-    key = ledger.score_key(score.cache_path, score.depth, score.threshold)
-    if ledger.read_score(ledger_root, path, key) is None:
-        ev = _score(target, CaptureCache(score.cache_path), str(path), score.depth, score.threshold, score.threads)
-        ledger.record_score(ledger_root, path, key, ev)
+    """Enter the :class:`ScoreOnTrain` score of the trained drafter in ``path`` in the ledger
+    (:func:`score_drafters`: kept if the ledger holds it already; nothing without a ledger)."""
+    if ledger_root:
+        score_drafters(target, CaptureCache(score.cache_path), [path], depth=score.depth, threshold=score.threshold,
+                       threads=score.threads, ledger=ledger_root)
 
 
 def _worker_init() -> None:

@@ -19,7 +19,8 @@ from activation_wave.core.results import load_result
 #: distinct values and its p means little (the smoke profile scores 2).
 MIN_PROMPTS = 10
 
-__all__ = ["MIN_PROMPTS", "load_optional", "verdict", "arm_rows", "status_text", "headline", "confirm_text",
+__all__ = ["MIN_PROMPTS", "load_optional", "planned_arms", "verdict", "arm_rows", "status_text", "headline",
+           "screen_headline", "confirm_text",
            "not_run_figure", "agreement_values", "break_even_taus"]
 
 
@@ -30,6 +31,11 @@ def load_optional(name: str, cfg: StudyConfig, root: str | Path | None = None) -
         return load_result(name, cfg, root)
     except FileNotFoundError:
         return None
+
+
+def planned_arms(cfg: StudyConfig) -> int:
+    """How many arms the profile's screen registers (``bench.recipe_arms`` less ``combined``)."""
+    return len([a for a in cfg.bench.recipe_arms if a != "combined"])
 
 
 def verdict(arm: Mapping[str, Any], alpha: float = 0.05) -> str:
@@ -139,6 +145,11 @@ adoption are still to run']
                   "then the combined recipe (stage 2)")
     return (f"of {len(screened)} one-factor changes to the base recipe (tau {b['tau']:.3f}; {b['n_seeds']} seeds "
             f"each, paired over {len(doc['prompt_ids'])} eval prompts, Holm), " + "; ".join(parts) + f"; {stage2}")
+
+
+def screen_headline(cfg: StudyConfig, root: str | Path | None = None) -> str:
+    """:func:`headline` of ``cfg``'s results file against its registered arms (landing page, chapter 8)."""
+    return headline(load_optional("recipe", cfg, root), planned=planned_arms(cfg))
 
 
 def confirm_text(doc: Mapping[str, Any] | None) -> str:
