@@ -42,6 +42,7 @@ def test_status_names_the_shrunk_arms_and_what_is_left_of_a_complete_screen():
     assert "still to run" not in dr.status_text(done, 2)
     assert dr.confirm_text(doc).startswith("Stage 2 has not run yet")
     assert dr.confirm_text(done) == "Stage 2 did not run: no arm helps under R1."
+    assert dr.headline(done, planned=2).endswith("so stage 2 did not run and today's recipe stays")
 
 
 def test_agreement_values_without_a_file_are_marked_not_measured():
@@ -129,3 +130,56 @@ def test_screen_headline_counts_the_profiles_registered_arms(tmp_path):
     (folder / "recipe.json").write_text(json.dumps(_doc()))
     assert dr.screen_headline(cfg, tmp_path) == dr.headline(_doc(), planned=2)
     assert "interim" not in dr.screen_headline(cfg, tmp_path)
+
+
+def _scaling(b=0.08):
+    """Chapter 9's data-scaling entry for a recipe whose tau grows by ``b`` per doubling of data."""
+    import math
+
+    pts = [{"fraction": 1.0, "samples_per_prompt": k, "loss_tokens": 40_000 * (k + 1), "train_wall_s": 300.0 * (k + 1),
+            "tau_offline": 1.5 + b * math.log2(k + 1)} for k in (0, 1, 3, 7)]
+    pts.append({"fraction": 0.5, "samples_per_prompt": 0, "loss_tokens": 20_000, "train_wall_s": 150.0,
+                "tau_offline": 1.0})  # a share of the prompts: another lever, left out of the fit
+    return {"drafter_data_scaling": {"points": pts}}
+
+
+def test_data_projection_recovers_the_fit_and_rescales_to_this_machine():
+    proj = dr.data_projection(_scaling(), 600.0, {"near": 1.8, "far": 3.5, "done": 1.6})
+    assert proj["scale"] == 2.0 and len(proj["curve"]) == 4  # 600 s here for the greedy point timed at 300 s
+    assert abs(proj["fit"]["b"] - 0.08) < 1e-9
+    near, far, done = proj["marks"]
+    # tau 1.8 is 0.3 / 0.08 = 3.75 doublings above the greedy point's 10 minutes; the last point took 80
+    assert abs(near["cpu_min"] - 10 * 2 ** 3.75) < 1e-6 and not near["reached"]
+    assert abs(near["data_multiple"] - 10 * 2 ** 3.75 / 80) < 1e-3
+    assert far["cpu_min"] > 1e8 and done["reached"]  # 25 doublings: CPU-years
+    rows = dr.projection_rows(proj)
+    assert rows[2]["x today's training data"] == "reached" and rows[1]["predicted training time (extrapolated)"].endswith("CPU-years")
+    text = dr.projection_text(proj)
+    assert "tau = 1.234 + 0.080 log2(CPU-minutes)" in text and "x 2.00" in text and "lower bounds" in text
+    assert dr.data_projection({}, 600.0, {"x": 2.0}) is None and "not been measured" in dr.projection_text(None)
+
+
+def test_data_projection_of_a_curve_that_does_not_rise_predicts_never():
+    proj = dr.data_projection(_scaling(b=-0.01), 600.0, {"x": 2.0})
+    assert proj["marks"][0]["cpu_min"] is None
+    assert dr.projection_rows(proj)[0]["predicted training time (extrapolated)"].startswith("never")
+
+
+def test_projection_figure_marks_the_crossings_and_the_marks_beyond_the_chart():
+    import matplotlib
+    matplotlib.use("Agg")
+    from activation_wave.plots import plot_recipe_projection
+
+    proj = dr.data_projection(_scaling(), 600.0, {"near": 1.7, "far": 3.5})
+    ax = plot_recipe_projection(proj, max_doublings=10).axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert any(t.endswith("CPU-minutes") or "CPU-hours" in t for t in texts)
+    assert any("beyond the chart" in t for t in texts) and ax.get_xscale() == "log"
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert "today's recipe (measured)" in labels and "far: tau 3.50" in labels
+
+
+def test_marks_are_the_targets_then_each_engines_break_even():
+    bench = {"llamacpp": {"by_threads": {"1": {"eagle3": {"round_costs": {"tau_needed": {"1x": 3.8}}}}}}}
+    assert dr.projection_marks(bench) == {**dr.TARGETS, "break-even, llama.cpp, 1 thread": 3.8}
+    assert "has not run" in dr.best_reached({})

@@ -4,7 +4,9 @@
 95% interval; :func:`plot_recipe_curves` the learning curves (tau against cumulative
 training CPU-minutes) of the base and the best arm; :func:`plot_recipe_confirm` stage 2's
 curves (today's recipe and the combined one on the full data) with their log-linear fits
-extended to the break-even lines.
+extended to the break-even lines; :func:`plot_recipe_projection` today's recipe's data curve
+with its fit extrapolated to the targets and break-even lines (when stage 2 did not run);
+:func:`plot_strength_deltas` the drafter-strength page's deltas against the default over budget.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from matplotlib.figure import Figure
 
 from activation_wave.plots._style import CYCLE, _ax
 
-__all__ = ["plot_recipe_forest", "plot_recipe_curves", "plot_recipe_confirm"]
+__all__ = ["plot_recipe_forest", "plot_recipe_curves", "plot_recipe_confirm", "plot_recipe_projection",
+           "plot_strength_deltas"]
 
 
 def _break_even_lines(ax: Axes, break_even: Mapping[str, float] | None) -> None:
@@ -102,4 +105,68 @@ def plot_recipe_confirm(confirm: Mapping[str, Any], *, break_even: Mapping[str, 
     ax.set_xlabel("training CPU-minutes per drafter (cumulative, log scale)")
     ax.set_ylabel(r"eval $\tau$ (offline, online depth, no threshold)")
     ax.legend(fontsize=7)
+    return fig
+
+
+def plot_recipe_projection(proj: Mapping[str, Any], *, max_doublings: int = 24, ax: Axes | None = None) -> Figure:
+    """What more data would take (``data_projection`` of the recipe page's helpers):
+    the measured drafters (offline tau against training CPU-minutes, log scale, labelled by
+    sampled responses per prompt), the fit tau = a + b log2(minutes) dashed from the last point
+    on (at most ``max_doublings`` further doublings), one line per mark, and a cross where the
+    extrapolated fit meets a mark, labelled with the time it predicts."""
+    fig, ax = _ax(ax, figsize=(7.2, 4.2))
+    curve, fit = proj["curve"], proj["fit"]
+    x = np.array([p["cpu_s"] / 60 for p in curve])
+    ax.plot(x, [p["tau_offline"] for p in curve], marker="o", ms=4, color="black", label="today's recipe (measured)")
+    for p, xi in zip(curve, x):
+        ax.annotate(f"+{p['samples_per_prompt']}", (xi, p["tau_offline"]), textcoords="offset points",
+                    xytext=(-4, 6), fontsize=7)
+    top = max(m["tau"] for m in proj["marks"])
+    if fit and fit["b"] > 0:
+        end = min(2 ** ((top - fit["a"]) / fit["b"]), x[-1] * 2.0 ** max_doublings)
+        xs = np.geomspace(x[-1], max(end, x[-1] * 1.01), 100)
+        ax.plot(xs, fit["a"] + fit["b"] * np.log2(xs), ls="--", lw=1.0, color="black",
+                label=f"fit {fit['a']:.2f} + {fit['b']:.3f} log2(min), extrapolated")
+    for j, m in enumerate(proj["marks"]):
+        color = CYCLE[(j + 1) % len(CYCLE)]
+        ax.axhline(m["tau"], color=color, ls=":", lw=1.0, label=f"{m['label']}: tau {m['tau']:.2f}")
+        if m["cpu_min"] is not None and m["cpu_min"] <= x[-1] * 2.0 ** max_doublings:
+            ax.plot(m["cpu_min"], m["tau"], marker="x", ms=7, color=color)
+            ax.annotate(m["time_text"], (m["cpu_min"], m["tau"]), textcoords="offset points",
+                        xytext=(-10, 5), ha="right", fontsize=7, color=color)
+        else:
+            ax.annotate(f"fit meets it after {m['time_text']}, beyond the chart", (x[-1] * 2.0 ** max_doublings,
+                        m["tau"]), textcoords="offset points", xytext=(0, -10), ha="right", fontsize=7, color=color)
+    ax.set_xscale("log")
+    ax.set_xlabel("training CPU-minutes per drafter (this machine, fp32; log scale)")
+    ax.set_ylabel(r"eval $\tau$ (offline, depth 3, no threshold)")
+    ax.set_title("+k: sampled responses per train prompt; crosses: where the extrapolated fit meets a mark",
+                 fontsize=8)
+    ax.legend(fontsize=7, loc="upper left")
+    return fig
+
+
+def plot_strength_deltas(doc: Mapping[str, Any], *, ax: Axes | None = None) -> Figure:
+    """The drafter-strength page (``06_strength``): each set's delta against the default
+    with its 95% paired interval at every budget, x = the default's tau at that budget, a
+    line per set across its budgets, and a zero line (the default)."""
+    fig, ax = _ax(ax)
+    budgets = doc["budgets"]
+    names = list(dict.fromkeys(c["set"] for b in budgets for c in b["comparison"]))
+    span = max(b["tau_default"]["tau"] for b in budgets) - min(b["tau_default"]["tau"] for b in budgets)
+    offset = 0.012 * max(span, 0.05)
+    for i, name in enumerate(names):
+        pts = [(b["tau_default"]["tau"] + (i - (len(names) - 1) / 2) * offset, c, b["name"]) for b in budgets
+               for c in b["comparison"] if c["set"] == name]
+        color = CYCLE[i % len(CYCLE)]
+        ax.plot([x for x, _, _ in pts], [c["delta"] for _, c, _ in pts], marker="o", ms=5, color=color, label=name)
+        for x, c, _ in pts:
+            ax.plot([x, x], [c["lo"], c["hi"]], color=color, lw=1.4)
+    for b in budgets:
+        ax.annotate(b["name"], (b["tau_default"]["tau"], 1.0), xycoords=("data", "axes fraction"),
+                    textcoords="offset points", xytext=(0, -12), ha="center", fontsize=8, color="#555555")
+    ax.axhline(0.0, color="black", lw=0.8)
+    ax.set_xlabel(r"the default triple's $\tau$ at the budget (offline, online depth and threshold)")
+    ax.set_ylabel(r"$\Delta\tau$ = set $-$ default (95% paired interval)")
+    ax.legend(fontsize=8)
     return fig

@@ -21,7 +21,11 @@ MIN_PROMPTS = 10
 
 __all__ = ["MIN_PROMPTS", "load_optional", "planned_arms", "verdict", "arm_rows", "status_text", "headline",
            "screen_headline", "confirm_text",
-           "not_run_figure", "agreement_values", "break_even_taus"]
+           "not_run_figure", "agreement_values", "break_even_taus", "TARGETS", "data_projection",
+           "projection_marks", "projection_rows", "projection_text", "best_reached"]
+
+#: The recipe issue's targets for the benchmark drafter's online tau at T = 0 (must reach, goal).
+TARGETS = {"the issue's target": 1.9, "the issue's goal": 2.3}
 
 
 def load_optional(name: str, cfg: StudyConfig, root: str | Path | None = None) -> dict[str, Any] | None:
@@ -138,7 +142,8 @@ adoption are still to run']
     b = doc["base"]
     c = doc.get("confirm") or {}
     stage2 = ("the combined recipe (stage 2) and its adoption are still to run" if c.get("pending") or not c else
-              f"stage 2's R2 is {c['r2']['verdict']}" if c.get("run") else "no recipe is adopted")
+              f"stage 2's R2 is {c['r2']['verdict']}" if c.get("run") else
+              "so stage 2 did not run and today's recipe stays")
     if planned is not None and len(screened) < planned:
         left = planned - len(screened)
         stage2 = (f"interim: {left} of the {planned} pre-registered arms {'is' if left == 1 else 'are'} still to run, "
@@ -237,3 +242,109 @@ def break_even_taus(bench: Mapping[str, Any] | None = None) -> dict[str, float]:
     except (KeyError, TypeError):
         pass
     return out
+
+
+def data_projection(bench: Mapping[str, Any], base_cpu_s: float | None,
+                    marks: Mapping[str, float]) -> dict[str, Any] | None:
+    """What more data would take for today's recipe to reach each of ``marks``: chapter 9's
+    data-scaling drafters (``drafter_data_scaling`` in benchmarks.json; today's recipe, all
+    train prompts, 0 to 6 sampled responses each) as a learning curve of offline tau against
+    training CPU-minutes, its fit tau = a + b log2(minutes) (:func:`~activation_wave.benchmarks.recipe.curve_fit`,
+    the page's pre-registered form), and the minutes the fit predicts for each mark.
+
+    Chapter 9 timed its drafters on an earlier machine; ``base_cpu_s`` (the screen base's
+    CPU-seconds, same recipe and data as the greedy-only point) rescales every point to this
+    machine's fp32 cost, the ratio being reported. Response generation is not counted, so the
+    minutes are lower bounds. None when chapter 9's points are missing.
+
+    >>> pts = [{"fraction": 1.0, "samples_per_prompt": k, "loss_tokens": 40_000 * (k + 1),
+    ...         "train_wall_s": 60.0 * (k + 1), "tau_offline": 1.5 + 0.1 * (k + 1).bit_length() - 0.1}
+    ...        for k in (0, 1, 3)]
+    >>> p = data_projection({"drafter_data_scaling": {"points": pts}}, 120.0, {"x": 1.9})
+    >>> p["scale"], [round(m["cpu_min"]) for m in p["marks"]], p["marks"][0]["data_multiple"]
+    (2.0, [32], 4.0)
+    """
+    from activation_wave.benchmarks.recipe import curve_fit
+
+    pts = sorted((p for p in (bench.get("drafter_data_scaling") or {}).get("points", [])
+                  if p.get("fraction") == 1.0 and p.get("train_wall_s")), key=lambda p: p["loss_tokens"])
+    if len(pts) < 2:
+        return None
+    greedy = next((p for p in pts if p.get("samples_per_prompt") == 0), None)
+    scale = float(base_cpu_s) / float(greedy["train_wall_s"]) if greedy and base_cpu_s else 1.0
+    curve = [{"samples_per_prompt": p["samples_per_prompt"], "positions": p["loss_tokens"],
+              "cpu_s": float(p["train_wall_s"]) * scale, "tau_offline": float(p["tau_offline"])} for p in pts]
+    fit = curve_fit(curve)
+    last = curve[-1]
+    out = []
+    for label, tau in marks.items():
+        minutes = None if not fit or fit["b"] <= 0 else 2 ** ((tau - fit["a"]) / fit["b"])
+        out.append({"label": label, "tau": float(tau), "cpu_min": minutes, "time_text": _duration(minutes),
+                    "data_multiple": None if minutes is None else round(minutes / (last["cpu_s"] / 60), 3),
+                    "reached": last["tau_offline"] >= tau})
+    return {"curve": curve, "fit": fit, "scale": round(scale, 3), "last": last, "marks": out,
+            "gain_per_doubling": None if not fit else fit["b"]}
+
+
+def projection_marks(bench: Mapping[str, Any] | None = None) -> dict[str, float]:
+    """The marks a projection aims at: the issue's target and goal, then each engine's break-even."""
+    return {**TARGETS, **{f"break-even, {k}": v for k, v in break_even_taus(bench).items()}}
+
+
+def _duration(minutes: float | None) -> str:
+    """Minutes in the largest sensible unit (CPU-minutes, -hours, -days, -years)."""
+    if minutes is None:
+        return "never (the fit does not rise)"
+    for unit, size in (("CPU-years", 525_600.0), ("CPU-days", 1440.0), ("CPU-hours", 60.0)):
+        if minutes >= 2 * size:
+            return f"{minutes / size:,.0f} {unit}" if minutes / size >= 10 else f"{minutes / size:.1f} {unit}"
+    return f"{minutes:.0f} CPU-minutes"
+
+
+def projection_rows(proj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One table row per mark: its tau, the training CPU time the fit predicts and the multiple
+    of today's data (an extrapolation beyond the last measured point unless already reached)."""
+    return [{"mark": m["label"], "tau": m["tau"], "predicted training time (extrapolated)": _duration(m["cpu_min"]),
+             "x today's training data": "reached" if m["reached"] else
+             ("n/a" if m["data_multiple"] is None else f"{m['data_multiple']:,.1f}" if m["data_multiple"] < 100
+              else f"{m['data_multiple']:.1e}")} for m in proj["marks"]]
+
+
+def projection_text(proj: Mapping[str, Any] | None) -> str:
+    """The paragraph under the projection: the fit, the rescaling and the predicted times."""
+    if proj is None:
+        return "Chapter 9's data-scaling drafters have not been measured (`wave bench --only drafter_data_scaling`)."
+    f, last = proj["fit"], proj["last"]
+    marks = "; ".join(f"{m['label']} (tau {m['tau']:.2f}): {_duration(m['cpu_min'])}" for m in proj["marks"])
+    return (f"Fit over chapter 9's {len(proj['curve'])} drafters of today's recipe (all train prompts, 0 to "
+            f"{last['samples_per_prompt']} sampled responses each): tau = {f['a']:.3f} + {f['b']:.3f} log2(CPU-minutes), "
+            f"so +{f['b']:.3f} tau per doubling of the training data. The largest measured drafter reaches "
+            f"{last['tau_offline']:.3f} after {last['cpu_s'] / 60:.0f} CPU-minutes ({last['positions']:,} positions; "
+            f"chapter 9's times x {proj['scale']:.2f}, the screen base's cost over the same recipe and data, so that "
+            f"every time is this machine's fp32 cost). Extrapolated training time to each mark: {marks}. Generating "
+            "the sampled responses is not counted, so these are lower bounds, and the fit assumes the gain per "
+            "doubling holds far beyond the data measured, with the same 324 train prompts.")
+
+
+def best_reached(bench: Mapping[str, Any]) -> str:
+    """Where today's benchmark drafter stands against the issue's targets (online tau at T = 0
+    of at least 1.9, a lossless speedup of at least 1.4x over the plain loop), from
+    ``speculative_decoding`` in benchmarks.json.
+
+    >>> best_reached({"speculative_decoding": {"tau_t0": 1.84, "speedup_vs_plain_t0": 1.004, "rounds": 5,
+    ...     "n_prompts": 16, "round_spread": {"speedup_vs_plain_t0": {"lo": 0.975, "hi": 1.04}},
+    ...     "drafter_eval_offline": {"tau_offline": 1.75}}}).split(": ")[1]
+    'online tau 1.84 at T = 0 (target 1.9, not reached) and 1.00x the plain loop [0.97, 1.04] over 5 interleaved rounds on 16 prompts (target 1.4x, not reached); offline on the eval split it reaches 1.75'
+    """
+    s = bench.get("speculative_decoding")
+    if not s:
+        return "The decoding benchmark has not run (`wave bench --only speculative_decoding`)."
+    spread = (s.get("round_spread") or {}).get("speedup_vs_plain_t0") or {}
+    ci = f" [{spread['lo']:.2f}, {spread['hi']:.2f}]" if "lo" in spread else ""
+    tau, speed = float(s["tau_t0"]), float(s["speedup_vs_plain_t0"])
+    target_tau, target_speed = TARGETS["the issue's target"], 1.4
+    return (f"The best drafter measured is still today's benchmark drafter: online tau {tau:.2f} at T = 0 (target "
+            f"{target_tau:g}, {'reached' if tau >= target_tau else 'not reached'}) and {speed:.2f}x the plain loop{ci} "
+            f"over {s.get('rounds', 1)} interleaved rounds on {s['n_prompts']} prompts (target {target_speed:g}x, "
+            f"{'reached' if speed >= target_speed else 'not reached'}); offline on the eval split it reaches "
+            f"{s['drafter_eval_offline']['tau_offline']:.2f}")
