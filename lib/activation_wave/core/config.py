@@ -550,6 +550,37 @@ class ThirdConfig:
 
 
 @dataclass(frozen=True)
+class StrengthConfig:
+    """Drafter strength (the page after chapter 6, ``06_strength``): chapter 6's layer sets
+    retrained at a stronger budget, the recipe screen's base (``bench``'s recipe for
+    ``bench.recipe_epochs`` epochs on the greedy responses), and compared with chapter 6's
+    one-epoch drafters (H5); the per-layer norm at that budget (H6).
+
+    ``sets``: chapter 6's sets compared with the default (names of ``06_predictors``);
+    ``norm_sets``: the triples trained also with the per-layer norm; ``seeds`` per set at the
+    top budget (0 = the page only reads what exists). Dropped by the pre-registered shrink and
+    exploratory when set: ``middle`` (the screen's epochs-5 arm, ``middle_seeds`` seeds) and
+    ``singles`` (single layers, ``middle_seeds`` seeds at the top budget)."""
+
+    sets: tuple[str, ...] = ("combined", "cka-diverse", "last-k", "random-0")
+    norm_sets: tuple[str, ...] = ("eagle3-default", "combined")
+    seeds: int = 3
+    middle: bool = False
+    middle_seeds: int = 2
+    singles: tuple[int, ...] = ()
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {"seeds": NON_NEGATIVE, "middle_seeds": AT_LEAST_1}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def __post_init__(self) -> None:
+        validate(self)
+        if any(i < 1 for i in self.singles):
+            raise ConfigError(f"strength.singles = {list(self.singles)}: layer ids are block outputs 1..N; "
+                              "e.g. --set strength.singles=23,27", key="strength.singles",
+                              expected="layer ids >= 1")
+
+
+@dataclass(frozen=True)
 class BenchConfig:
     """``wave bench``: the benchmark drafter's recipe, its decoding runs and the study's targets.
 
@@ -634,6 +665,7 @@ class StudyConfig:
     cross: CrossConfig = field(default_factory=CrossConfig)
     third: ThirdConfig = field(default_factory=ThirdConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
+    strength: StrengthConfig = field(default_factory=StrengthConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

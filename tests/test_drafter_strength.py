@@ -1,0 +1,86 @@
+"""The drafter-strength page (study.chapters.drafter_strength): its design, H5's interaction,
+H6's norm arm and the words the page prints, on synthetic per-prompt taus."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from activation_wave.core.config import load_config
+from activation_wave.study.chapters import drafter_strength as st
+
+LAYERS = {"eagle3-default": (2, 15, 27), "combined": (7, 27, 29), "cka-diverse": (7, 18, 29),
+          "last-k": (28, 29, 30), "random-0": (16, 19, 24)}
+
+
+def _taus(seed=0, n=96, gain=0.0):
+    """Per-prompt taus at two budgets: the default gains 0.2 at the top, combined gains ``gain``
+    more than the default, last-k trails by 0.04 at both, the norm hurts at the top."""
+    rng = np.random.default_rng(seed)
+    base = 1.3 + 0.2 * rng.random(n)
+    noise = lambda k: 0.01 * rng.standard_normal((k, n))  # noqa: E731
+    bottom = {"eagle3-default": base, "combined": base - 0.02, "last-k": base - 0.04}
+    top = {"eagle3-default": base + 0.2 + noise(3), "combined": base + 0.18 + gain + noise(3),
+           "last-k": base + 0.16 + noise(3), "eagle3-default+norm": base + 0.1 + noise(3),
+           "combined+norm": base + 0.18 + gain + noise(3)}
+    return {"bottom": bottom, "top": top}
+
+
+def test_design_reuses_the_screens_recipe_and_adds_the_norm_arm():
+    cfg = load_config("default")
+    jobs = st.design(cfg, LAYERS)
+    assert len(jobs) == 5 * 3 + 2 * 3 and {b for b, *_ in jobs} == {"top"}
+    from activation_wave.benchmarks.recipe import base_recipe
+
+    top = [c for b, n, _, c in jobs if n == "eagle3-default"]
+    assert [c.seed for c in top] == [0, 1, 2] and top[0] == base_recipe(cfg).draft  # the screen's base, seed 0
+    assert all(c.fused_norm for _, n, _, c in jobs if n.endswith("+norm"))
+    more = st.design(load_config("default", {"strength.middle": "true", "strength.singles": "23,27"}), LAYERS)
+    assert sum(b == "middle" for b, *_ in more) == 5 * 2
+    assert [(n, c.epochs) for b, n, _, c in more if b == "middle"][0] == ("eagle3-default", 5)
+    assert sum(n.startswith("single-") for _, n, *_ in more) == 2 * 2
+    with pytest.raises(KeyError, match="not among chapter 6's sets"):
+        st.design(cfg, {"eagle3-default": (2, 15, 27)})
+
+
+def test_interaction_detects_a_set_that_gains_with_budget_and_not_a_steady_one():
+    doc = st.analyse(_taus(gain=0.05), LAYERS, ["eagle3-default", "combined"], n_boot=2000)
+    inter = {r["set"]: r for r in doc["interaction"]}
+    assert abs(inter["combined"]["delta"] - 0.05) < 0.01 and st.verdict(inter["combined"]) == "higher"
+    assert abs(inter["last-k"]["delta"]) < 0.01 and st.verdict(inter["last-k"]) == "within noise"
+    assert inter["combined"]["p_holm"] >= inter["combined"]["p"]
+    top = next(b for b in doc["budgets"] if b["name"] == "top")
+    assert abs(top["tau_default"]["tau"] - (np.mean(_taus()["bottom"]["eagle3-default"]) + 0.2)) < 0.01
+    assert [c["set"] for c in top["comparison"]] == ["combined", "last-k"]  # the norm arm is not a set
+
+
+def test_norm_arm_is_per_triple_and_says_when_it_hurts():
+    doc = st.analyse(_taus(gain=0.05), LAYERS, ["eagle3-default", "combined"], n_boot=2000)
+    norm = {r["set"]: r for r in doc["norm_arm"]}
+    assert abs(norm["eagle3-default"]["delta"] + 0.1) < 0.01 and abs(norm["combined"]["delta"]) < 0.01
+    rows = {r["triple"]: r for r in st.norm_rows(doc)}
+    assert rows["eagle3-default"]["H6"] == "not supported: the norm hurts"
+    assert rows["combined"]["H6"].startswith("not supported (within noise")
+    text = st.answer_text(doc)
+    assert "H5 is supported for combined (I +0.05" in text and "the per-layer norm still hurts eagle3-default" in text
+    assert "last-k trails it by -0.04" in text
+
+
+def test_tables_and_figure_render():
+    import matplotlib
+    matplotlib.use("Agg")
+    import pandas as pd
+
+    from activation_wave.core.tables import format_table
+    from activation_wave.plots import plot_strength_deltas
+
+    doc = st.analyse(_taus(), LAYERS, ["eagle3-default", "combined"], n_boot=500)
+    for rows in (st.tau_rows(doc), st.interaction_rows(doc), st.norm_rows(doc)):
+        assert "<table" in format_table(pd.DataFrame(rows)).to_html()
+    ax = plot_strength_deltas(doc).axes[0]
+    assert [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")] == ["combined", "last-k"]
+    assert "not measured" in st.answer_text(None)
+
+
+def test_a_handful_of_prompts_gives_no_verdict():
+    assert st.verdict({"delta": 0.2, "p_holm": 0.001, "n": 2}) == "no verdict (n = 2 prompts)"
