@@ -142,28 +142,32 @@ def norm_effects(top: Mapping[str, np.ndarray], norm_sets: Sequence[str], *, n_b
             for n, d, p in zip(names, ds, holm([d.p for d in ds]))]
 
 
-def _tau_summary(name: str, tau: np.ndarray, layers: Sequence[int]) -> dict[str, Any]:
+def _tau_summary(name: str, tau: np.ndarray, layers: Sequence[int], n_seeds: int | None = None) -> dict[str, Any]:
     mean = seed_mean(tau)
     t, lo, hi = mean_ci([None if not np.isfinite(v) else float(v) for v in mean])
-    return {"set": name, "layers": list(layers), "n_seeds": int(np.atleast_2d(tau).shape[0]), "tau": t, "lo": lo,
+    n = int(np.atleast_2d(tau).shape[0]) if n_seeds is None else n_seeds
+    return {"set": name, "layers": list(layers), "n_seeds": n, "tau": t, "lo": lo,
             "hi": hi, "per_prompt": [None if not np.isfinite(v) else float(v) for v in mean]}
 
 
 def analyse(taus: Mapping[str, Mapping[str, np.ndarray]], layers: Mapping[str, Sequence[int]],
-            norm_sets: Sequence[str], *, cpu_s: Mapping[str, float] | None = None, n_boot: int = 10_000,
+            norm_sets: Sequence[str], *, cpu_s: Mapping[str, float] | None = None,
+            n_seeds: Mapping[str, Mapping[str, int]] | None = None, n_boot: int = 10_000,
             seed: int = 0) -> dict[str, Any]:
     """The results document's analysis from per-prompt taus ``{budget: {set: [seeds, prompts]}}``
     (every budget on the same prompts, in the same order): per budget the default's tau and
-    each set's delta (``comparison``), H5's ``interaction`` (top - bottom) and H6's ``norm_arm``."""
+    each set's delta (``comparison``), H5's ``interaction`` (top - bottom) and H6's ``norm_arm``.
+    ``n_seeds``: seed counts of a budget given already seed-averaged (chapter 6's)."""
     budgets = []
     for name in (b for b in (BOTTOM, MIDDLE, TOP) if b in taus):
         t = {k: v for k, v in taus[name].items() if not k.endswith(NORM)}
         if REFERENCE not in t:
             continue
-        ref = _tau_summary(REFERENCE, t[REFERENCE], layers[REFERENCE])
+        seeds = (n_seeds or {}).get(name, {})
+        sets = [_tau_summary(k, v, layers[k.removesuffix(NORM)], seeds.get(k)) for k, v in taus[name].items()]
+        ref = next(x for x in sets if x["set"] == REFERENCE)
         budgets.append({"name": name, "cpu_s_per_drafter": (cpu_s or {}).get(name),
-                        "tau_default": {k: ref[k] for k in ("tau", "lo", "hi", "n_seeds")},
-                        "sets": [_tau_summary(k, v, layers[k.removesuffix(NORM)]) for k, v in taus[name].items()],
+                        "tau_default": {k: ref[k] for k in ("tau", "lo", "hi", "n_seeds")}, "sets": sets,
                         "comparison": comparisons(t, n_boot=n_boot, seed=seed)})
     inter = (interaction({k: v for k, v in taus[TOP].items() if not k.endswith(NORM)}, taus[BOTTOM],
                          n_boot=n_boot, seed=seed) if TOP in taus and BOTTOM in taus else [])
@@ -220,7 +224,8 @@ def run(cfg: StudyConfig, *, root: str | None = None, progress: bool = True) -> 
     if tuple(bottom_ids) != tuple(ids):
         raise ValueError(f"chapter 6 scored {len(bottom_ids)} eval prompts and this page {len(ids)}, not the same "
                          "ones in the same order: re-run chapter 6 on the same capture before this page")
-    doc = analyse(taus, layers, s.norm_sets, cpu_s={BOTTOM: _bottom_cpu_s(cfg, root), **cpu})
+    doc = analyse(taus, layers, s.norm_sets, cpu_s={BOTTOM: _bottom_cpu_s(cfg, root), **cpu},
+                  n_seeds={BOTTOM: {x["set"]: len(x["seeds"]) for x in pred["sets"]}})
     curves = {name: recipe.learning_curve([row["train_log"] for row, n in items if n == name])
               for name in dict.fromkeys(n for _, n in by_budget.get(TOP, []))}
     return {"model": cfg.model, "profile": cfg.profile, "pre_registration": PRE_REGISTRATION,
@@ -314,7 +319,7 @@ def answer_text(doc: Mapping[str, Any] | None) -> str:
     n = max((c["n"] for c in top["comparison"]), default=0)
     lead = [c for c in top["comparison"] if verdict(c) == "higher"]
     behind = [c for c in top["comparison"] if verdict(c) == "lower"]
-    parts = [f"at the stronger budget (the default's tau {top['tau_default']['tau']:.3f} against "
+    parts = [f"At the stronger budget (the default's tau {top['tau_default']['tau']:.3f} against "
              f"{bottom['tau_default']['tau']:.3f} after one epoch; {n} prompts, Holm within the budget)"]
     if lead:
         parts.append(", ".join(f"{c['set']} beats the default by {c['delta']:+.3f} {_ci(c['lo'], c['hi'])}"
