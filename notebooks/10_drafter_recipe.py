@@ -217,8 +217,8 @@ glue_figure("fig_recipe_confirm", plot_recipe_confirm(confirm, break_even=dr.bre
 # (sec-recipe-what-it-takes)=
 # ## What it would take
 #
-# {glue:text}`recipe_best`. The screen found no cheaper lever, so the one measured lever
-# left is data: chapter 9 trained today's recipe on the greedy train responses plus 0 to 6
+# {glue:text}`recipe_best`. On the screen, {glue:text}`recipe_efficiency`. The one lever
+# measured beyond the screen is data: chapter 9 trained today's recipe on the greedy train responses plus 0 to 6
 # sampled responses per train prompt. The pre-registered curve form, fitted to those
 # drafters and extended (an extrapolation, not a measurement), says how much training each
 # mark would need:
@@ -226,7 +226,8 @@ glue_figure("fig_recipe_confirm", plot_recipe_confirm(confirm, break_even=dr.bre
 # %% tags=["hide-input"]
 bench = load_benchmarks()
 proj = dr.data_projection(bench, (doc or {}).get("base", {}).get("cpu_s"), dr.projection_marks(bench))
-glue_values(recipe_best=dr.best_reached(bench), recipe_projection=dr.projection_text(proj))
+glue_values(recipe_best=dr.best_reached(bench), recipe_projection=dr.projection_text(proj),
+            recipe_efficiency=dr.efficiency_text(doc))
 if proj is not None:
     display(format_table(pd.DataFrame(dr.projection_rows(proj))))
 glue_figure("fig_recipe_projection", plot_recipe_projection(proj) if proj else dr.not_run_figure())

@@ -183,3 +183,15 @@ def test_marks_are_the_targets_then_each_engines_break_even():
     bench = {"llamacpp": {"by_threads": {"1": {"eagle3": {"round_costs": {"tau_needed": {"1x": 3.8}}}}}}}
     assert dr.projection_marks(bench) == {**dr.TARGETS, "break-even, llama.cpp, 1 thread": 3.8}
     assert "has not run" in dr.best_reached({})
+
+
+def test_efficiency_names_the_cheapest_arm_that_is_not_worse():
+    doc = {"base": {"cpu_s": 800.0}, "arms": [
+        {"name": "cheap-bad", "cpu_s": 100.0, "delta": -0.1, "p_holm": 0.001},
+        {"name": "half", "cpu_s": 400.0, "delta": 0.0, "p_holm": 0.9},
+        {"name": "combined", "cpu_s": 50.0, "delta": 0.2, "p_holm": None, "post_hoc": True}]}
+    text = dr.efficiency_text(doc)
+    assert "is half, at 50%" in text and text.endswith("within noise of the base's")
+    doc["arms"][1].update(delta=0.05, p_holm=0.01)
+    assert dr.efficiency_text(doc).endswith("(half) is met")
+    assert dr.efficiency_text(None) == "the screen has not run"

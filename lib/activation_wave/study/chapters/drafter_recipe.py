@@ -22,7 +22,8 @@ MIN_PROMPTS = 10
 __all__ = ["MIN_PROMPTS", "load_optional", "planned_arms", "verdict", "arm_rows", "status_text", "headline",
            "screen_headline", "confirm_text",
            "not_run_figure", "agreement_values", "break_even_taus", "TARGETS", "data_projection",
-           "projection_marks", "projection_rows", "projection_text", "best_reached"]
+           "projection_marks", "projection_rows", "projection_text", "best_reached",
+           "efficiency_text"]
 
 #: The recipe issue's targets for the benchmark drafter's online tau at T = 0 (must reach, goal).
 TARGETS = {"the issue's target": 1.9, "the issue's goal": 2.3}
@@ -348,3 +349,27 @@ def best_reached(bench: Mapping[str, Any]) -> str:
             f"over {s.get('rounds', 1)} interleaved rounds on {s['n_prompts']} prompts (target {target_speed:g}x, "
             f"{'reached' if speed >= target_speed else 'not reached'}); offline on the eval split it reaches "
             f"{s['drafter_eval_offline']['tau_offline']:.2f}")
+
+
+def efficiency_text(doc: Mapping[str, Any] | None) -> str:
+    """The issue's efficiency target (today's offline tau in at most half of today's
+    CPU-minutes) against the screen: the cheapest arm that R1 does not find worse than the
+    base, and its training cost as a share of the base's (a secondary measure).
+
+    >>> efficiency_text({"base": {"cpu_s": 800.0}, "arms": [
+    ...     {"name": "a", "cpu_s": 300.0, "delta": -0.1, "p_holm": 0.001},
+    ...     {"name": "b", "cpu_s": 600.0, "delta": 0.01, "p_holm": 0.4}]})
+    'the cheapest arm not worse than the base under R1 is b, at 75% of its training CPU-seconds (a secondary measure): the efficiency target (half) is not met by any arm'
+    """
+    if doc is None:
+        return "the screen has not run"
+    base = float(doc["base"]["cpu_s"])
+    ok = [a for a in doc["arms"] if not a.get("post_hoc") and verdict(a) != "hurts"]
+    if not ok:
+        return "every arm is worse than the base under R1"
+    a = min(ok, key=lambda x: float(x["cpu_s"]))
+    share = float(a["cpu_s"]) / base
+    met = ("is not met by any arm" if share > 0.5 else "is met" if verdict(a) == "helps"
+           else "is met only in the sense that its tau is within noise of the base's")
+    return (f"the cheapest arm not worse than the base under R1 is {a['name']}, at {share:.0%} of its training "
+            f"CPU-seconds (a secondary measure): the efficiency target (half) {met}")
