@@ -108,7 +108,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from activation_wave.core.tables import format_table
-from activation_wave.plots import plot_strength_deltas
+from activation_wave.plots import plot_strength_deltas, plot_strength_epochs
 from activation_wave.study.chapters import drafter_strength as st
 from activation_wave.study.glue import glue_figure, glue_values
 from activation_wave.study.steps import notebook_config, save_results
@@ -159,6 +159,26 @@ if doc is not None:
 # %% tags=["hide-input"]
 if doc is not None:
     display(format_table(pd.DataFrame(st.norm_rows(doc))))
+
+# %% [markdown]
+# ## Secondary: the delta during training
+#
+# Not a pre-registered test. Every drafter of the top budget logged its eval $\tau$ (pooled
+# over eval records) after each epoch, so the same drafters show how each set's gap to the
+# default moves as training goes on, one epoch at a time:
+
+# %% tags=["hide-input"]
+glue_figure("fig_strength_epochs", plot_strength_epochs(st.epoch_deltas(doc)) if doc else st.not_run_figure())
+
+# %% [markdown]
+# ```{glue:figure} fig_strength_epochs
+# :name: fig-strength-epochs
+#
+# Each set's eval $\tau$ minus the default's after every epoch of the top budget (seeds
+# averaged, pooled over eval records: a secondary measure without intervals; the per-layer
+# norm arm dashed, against the default without it). The last epoch is the top budget of the
+# tables above, measured the pooled way.
+# ```
 
 # %% [markdown]
 # ## What this does not show

@@ -84,3 +84,16 @@ def test_tables_and_figure_render():
 
 def test_a_handful_of_prompts_gives_no_verdict():
     assert st.verdict({"delta": 0.2, "p_holm": 0.001, "n": 2}) == "no verdict (n = 2 prompts)"
+
+
+def test_epoch_deltas_figure_dashes_the_norm_arm():
+    import matplotlib
+    matplotlib.use("Agg")
+    from activation_wave.plots import plot_strength_epochs
+
+    curve = lambda t: [{"epoch": e, "tau_offline": t + 0.01 * e} for e in (1, 2, 3)]  # noqa: E731
+    doc = {"curves": {"eagle3-default": curve(1.2), "combined": curve(1.18), "eagle3-default+norm": curve(1.1)}}
+    deltas = st.epoch_deltas(doc)
+    assert deltas["combined"] == [(1, -0.02), (2, -0.02), (3, -0.02)] and "eagle3-default" not in deltas
+    lines = {ln.get_label(): ln for ln in plot_strength_epochs(deltas).axes[0].get_lines()}
+    assert lines["eagle3-default+norm"].get_linestyle() == "--" and lines["combined"].get_linestyle() == "-"

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from activation_wave.plots._style import CYCLE, _ax
 
 __all__ = ["plot_recipe_forest", "plot_recipe_curves", "plot_recipe_confirm", "plot_recipe_projection",
-           "plot_strength_deltas"]
+           "plot_strength_deltas", "plot_strength_epochs"]
 
 
 def _break_even_lines(ax: Axes, break_even: Mapping[str, float] | None) -> None:
@@ -168,5 +168,20 @@ def plot_strength_deltas(doc: Mapping[str, Any], *, ax: Axes | None = None) -> F
     ax.axhline(0.0, color="black", lw=0.8)
     ax.set_xlabel(r"the default triple's $\tau$ at the budget (offline, online depth and threshold)")
     ax.set_ylabel(r"$\Delta\tau$ = set $-$ default (95% paired interval)")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_strength_epochs(deltas: Mapping[str, Sequence[tuple[int, float]]], *, ax: Axes | None = None) -> Figure:
+    """Secondary view of the drafter-strength page: each set's pooled eval tau minus the
+    default's after every epoch at the top budget (``drafter_strength.epoch_deltas``); sets
+    with the per-layer norm dashed."""
+    fig, ax = _ax(ax)
+    for i, (name, pts) in enumerate(deltas.items()):
+        ax.plot([e for e, _ in pts], [d for _, d in pts], marker="o", ms=3, color=CYCLE[i % len(CYCLE)],
+                ls="--" if name.endswith("+norm") else "-", label=name)
+    ax.axhline(0.0, color="black", lw=0.8)
+    ax.set_xlabel("epoch of the top budget's training")
+    ax.set_ylabel(r"eval $\tau$ $-$ the default's (pooled over records)")
     ax.legend(fontsize=8)
     return fig

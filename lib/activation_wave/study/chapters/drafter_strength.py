@@ -43,7 +43,7 @@ PRE_REGISTRATION = "book/chapters/06b_drafter_strength (committed before trainin
 
 __all__ = ["NAME", "REFERENCE", "budget_recipes", "design", "comparisons", "interaction", "norm_effects",
            "analyse", "run", "verdict", "tau_rows", "interaction_rows", "norm_rows", "answer_text",
-           "not_run_figure"]
+           "not_run_figure", "epoch_deltas"]
 
 
 # ----------------------------------------------------------------------------- the design
@@ -350,3 +350,18 @@ def not_run_figure() -> Any:
     ax.text(0.5, 0.5, "not measured yet: strength.seeds is 0 in this profile", ha="center", va="center")
     ax.set_axis_off()
     return fig
+
+
+def epoch_deltas(doc: Mapping[str, Any]) -> dict[str, list[tuple[int, float]]]:
+    """A secondary, descriptive view of the top budget (not a pre-registered test): each
+    set's eval tau minus the default's after every epoch of training, from the drafters'
+    learning curves (tau pooled over eval records, seeds averaged; no interval).
+
+    >>> epoch_deltas({"curves": {"eagle3-default": [{"epoch": 1, "tau_offline": 1.2}],
+    ...                          "a": [{"epoch": 1, "tau_offline": 1.25}]}})
+    {'a': [(1, 0.05)]}
+    """
+    curves = doc.get("curves") or {}
+    ref = {p["epoch"]: p["tau_offline"] for p in curves.get(REFERENCE, [])}
+    return {name: [(p["epoch"], round(p["tau_offline"] - ref[p["epoch"]], 4)) for p in pts if p["epoch"] in ref]
+            for name, pts in curves.items() if name != REFERENCE}
