@@ -194,6 +194,14 @@ glue_figure("fig_recipe_curves", plot_recipe_curves(doc) if doc else dr.not_run_
 # ## Stage 2: the combined recipe against today's, on the full data
 #
 # {glue:text}`recipe_confirm`
+#
+# *A case the registration did not foresee, settled after R1 was known (2026-12-03).* Stage
+# 2 fixes its data at today's (the greedy responses plus 6 sampled responses per train
+# prompt) and so drops a data arm's change. When the data arm is the only arm that helps,
+# nothing of the combination is left: the "combined" recipe is today's recipe, and R2 would
+# compare it with itself. Stage 2 then does not run and today's recipe stays; the data arm's
+# gain is the lever today's recipe already pulls, six times over (chapter 9's data curve, and
+# "What it would take" below).
 
 # %% tags=["hide-input"]
 confirm = (doc or {}).get("confirm") or {}

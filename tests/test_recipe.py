@@ -328,3 +328,19 @@ def test_default_screen_is_shrunk_by_the_whole_registered_order():
     assert not set(screen) & set(RECIPE_SHRINK_ORDER)  # the 2026-12-03 amendment drops all nine
     assert len(screen) == len(RECIPE_ARMS) - 2 - len(RECIPE_SHRINK_ORDER) == 11
     assert screen == [a for a in RECIPE_ARMS if a in screen]  # run order = the registered order
+
+
+def test_stage_two_does_not_run_when_only_the_data_arm_helps(tiny_caches, monkeypatch):
+    """Stage 2's data is today's, so a combination of the data arm alone is today's recipe:
+    it is not trained against itself, and the results say why."""
+    target, _, caches = tiny_caches
+    cfg = _tiny_config(("samples-1", "combined"))
+    monkeypatch.setattr(recipe, "combine", lambda rows: ({"samples_per_prompt": 1}, ["samples-1"]))
+
+    def no_stage_two(*a, **k):
+        raise AssertionError("stage 2 ran on a data-only combination")
+
+    monkeypatch.setattr(recipe, "run_confirm", no_stage_two)
+    doc = recipe.run_recipe(cfg, target, lambda s: caches[s], progress=False)
+    assert not doc["confirm"]["run"] and doc["confirm"]["why"].startswith("only the data arm helps under R1 (samples-1)")
+    assert not doc["combined"]["run"]

@@ -413,8 +413,8 @@ def run_recipe(cfg: StudyConfig, target: Target, caches: CacheFor, *, progress: 
                                "why": "this run's bench.recipe_arms leave out the combined arm"}
     if COMBINED in b.recipe_arms:
         names = combined["from"]
-        confirm = (run_confirm(cfg, target, caches, base_cache, combined["overrides"], names, progress=progress)
-                   if names else {"run": False, "why": "no arm helps under R1: today's recipe stays"})
+        confirm = stage2_skip(combined["overrides"], names, b.samples_per_prompt) or run_confirm(
+            cfg, target, caches, base_cache, combined["overrides"], names, progress=progress)
     base_mean = seed_mean(taus[BASE])
     tau, lo, hi = mean_ci(list(base_mean))
     base_runs = trained[BASE]
@@ -438,6 +438,28 @@ def run_recipe(cfg: StudyConfig, target: Target, caches: CacheFor, *, progress: 
         "curve_note": "curve: eval tau pooled over records at the online depth and threshold, seeds averaged",
         "seconds": round(time.time() - t0, 1),
     }
+
+
+def stage2_skip(overrides: Mapping[str, Any], names: Sequence[str], today_samples: int) -> dict[str, Any] | None:
+    """Why stage 2 does not run, or None when it does: no arm helps, or only the data arm
+    does (stage 2's data is fixed at today's, ``today_samples`` sampled responses per train
+    prompt, so its combined recipe would be today's recipe, compared with itself).
+
+    >>> stage2_skip({}, [], 6)["why"]
+    "no arm helps under R1: today's recipe stays"
+    >>> stage2_skip({"samples_per_prompt": 1}, ["samples-1"], 6)["why"].split(":")[0]
+    'only the data arm helps under R1 (samples-1)'
+    >>> stage2_skip({"samples_per_prompt": 1, "lr": 0.009}, ["samples-1", "lr-high"], 6) is None
+    True
+    """
+    if not names:
+        return {"run": False, "why": "no arm helps under R1: today's recipe stays"}
+    if not {k: v for k, v in overrides.items() if k != DATA_KEY}:
+        return {"run": False, "why": (f"only the data arm helps under R1 ({', '.join(names)}): stage 2 trains on "
+                                      f"today's data ({today_samples} sampled responses per train prompt), so its "
+                                      "combined recipe would be today's recipe compared with itself; today's recipe "
+                                      "stays, and it already uses the data lever")}
+    return None
 
 
 def confirm_recipes(cfg: StudyConfig, overrides: Mapping[str, Any]) -> tuple[Recipe, Recipe]:
