@@ -151,7 +151,7 @@ from activation_wave.study.steps import notebook_config
 cfg = notebook_config(profile, model, overrides)
 doc = dr.load_optional("recipe", cfg, results_root or None)
 planned = dr.planned_arms(cfg)
-glue_values(recipe_status=dr.status_text(doc, planned),
+glue_values(recipe_status=dr.status_text(doc, planned), recipe_equal_cost=dr.equal_cost_text(doc),
             **dr.agreement_values(dr.load_optional("llamacpp_agreement", cfg, results_root or None)),
             **dr.strength_values(dr.load_optional("06_predictors", cfg, results_root or None), load_benchmarks()))
 
@@ -184,6 +184,8 @@ glue_figure("fig_recipe_curves", plot_recipe_curves(doc) if doc else dr.not_run_
 # ```
 
 # %% [markdown]
+# {glue:text}`recipe_equal_cost`
+#
 # When the screen has run, the table above the figures lists each arm's outcome ($\tau$, the mean over
 # eval prompts of the seed-averaged per-prompt $\tau$, with its 95% bootstrap interval), its
 # paired $\Delta\tau$ against the base with the 95% paired bootstrap interval, the
@@ -226,10 +228,10 @@ glue_figure("fig_recipe_confirm", plot_recipe_confirm(confirm, break_even=dr.bre
 # ## What it would take
 #
 # {glue:text}`recipe_best`. On the screen, {glue:text}`recipe_efficiency`. The one lever
-# measured beyond the screen is data: chapter 9 trained today's recipe on the greedy train responses plus 0 to 6
-# sampled responses per train prompt. The pre-registered curve form, fitted to those
-# drafters and extended (an extrapolation, not a measurement), says how much training each
-# mark would need:
+# that helped is data, the lever today's recipe already pulls: chapter 9 trained today's
+# recipe on the greedy train responses plus 0 to 6 sampled responses per train prompt. The
+# pre-registered curve form, fitted to those drafters and extended (an extrapolation, not a
+# measurement), says how much training each mark would need:
 
 # %% tags=["hide-input"]
 bench = load_benchmarks()

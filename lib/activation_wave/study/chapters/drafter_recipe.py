@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from activation_wave.core.config import StudyConfig
 from activation_wave.core.results import load_result
 
@@ -23,7 +25,7 @@ __all__ = ["MIN_PROMPTS", "load_optional", "planned_arms", "verdict", "arm_rows"
            "screen_headline", "confirm_text",
            "not_run_figure", "agreement_values", "break_even_taus", "TARGETS", "data_projection",
            "projection_marks", "projection_rows", "projection_text", "best_reached",
-           "efficiency_text"]
+           "efficiency_text", "equal_cost_text"]
 
 #: The recipe issue's targets for the benchmark drafter's online tau at T = 0 (must reach, goal).
 TARGETS = {"the issue's target": 1.9, "the issue's goal": 2.3}
@@ -373,3 +375,34 @@ def efficiency_text(doc: Mapping[str, Any] | None) -> str:
            else "is met only in the sense that its tau is within noise of the base's")
     return (f"the cheapest arm not worse than the base under R1 is {a['name']}, at {share:.0%} of its training "
             f"CPU-seconds (a secondary measure): the efficiency target (half) {met}")
+
+
+def equal_cost_text(doc: Mapping[str, Any] | None) -> str:
+    """Each arm that helps under R1, read at the base's training cost: its learning curve's
+    tau (linear between evaluated epochs) at the base's final cumulative CPU-seconds against
+    the base's final tau. A secondary, descriptive reading (curves pool eval records).
+
+    >>> base = {"curve": [{"cpu_s": 60.0, "tau_offline": 1.3}, {"cpu_s": 120.0, "tau_offline": 1.4}]}
+    >>> arm = {"name": "d", "delta": 0.08, "p_holm": 0.002, "curve": [{"cpu_s": 100.0, "tau_offline": 1.3},
+    ...        {"cpu_s": 200.0, "tau_offline": 1.5}]}
+    >>> equal_cost_text({"base": base, "arms": [arm]})
+    "At the base's training cost (2.0 CPU-minutes), d's curve stands at 1.340 against the base's 1.400 (-0.060; pooled curves, a secondary reading): its gain is bought with more compute, not a better use of it."
+    """
+    if doc is None:
+        return ""
+    base = doc["base"].get("curve") or []
+    if not base:
+        return ""
+    x, tau = float(base[-1]["cpu_s"]), float(base[-1]["tau_offline"])
+    out = []
+    for a in doc["arms"]:
+        if a.get("post_hoc") or verdict(a) != "helps" or not a.get("curve"):
+            continue
+        pts = [(float(p["cpu_s"]), float(p["tau_offline"])) for p in a["curve"]]
+        if x < pts[0][0] or x > pts[-1][0]:
+            continue
+        at = float(np.interp(x, [c for c, _ in pts], [t for _, t in pts]))
+        out.append(f"{a['name']}'s curve stands at {at:.3f} against the base's {tau:.3f} ({at - tau:+.3f}; pooled "
+                   "curves, a secondary reading)" + ("" if at > tau else
+                                                    ": its gain is bought with more compute, not a better use of it"))
+    return f"At the base's training cost ({x / 60:.1f} CPU-minutes), " + "; ".join(out) + "." if out else ""
