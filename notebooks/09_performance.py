@@ -186,6 +186,17 @@ values |= perf.data_scaling_values(scaling, spec, values["obs_tau_needed"], targ
 # evaluation stays on greedy responses to other prompts. {glue:text}`ds_sampled`. The
 # speedup grows about in proportion to $\tau$ (a round costs about the same whatever is
 # accepted), so {glue:text}`ds_need`.
+
+# %% tags=["remove-cell"]
+from activation_wave.study.chapters import drafter_recipe as recipe_page
+
+glue_values(recipe_headline=recipe_page.screen_headline(cfg, results_root or None))
+
+# %% [markdown]
+# Is there a cheaper lever than data? The pre-registered recipe screen of
+# {doc}`10_drafter_recipe` changed one factor of this recipe at a time, on the greedy
+# responses only: {glue:text}`recipe_headline`. Its "What it would take" section projects
+# this data curve to the targets and break-even points.
 #
 # ## Lower-precision weights: a cheaper round, but not token for token
 
