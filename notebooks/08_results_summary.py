@@ -137,13 +137,18 @@ display(format_table(ch.online_table(R.drafters).reset_index(names="drafter")))
 # %% tags=["remove-cell"]
 from activation_wave.study.chapters import drafter_recipe as recipe_page
 
-glue_values(recipe_headline=recipe_page.screen_headline(cfg, results_root or None))
+from activation_wave.core.results import load_benchmarks
+
+recipe_doc = recipe_page.load_optional("recipe", cfg, results_root or None)
+glue_values(recipe_headline=recipe_page.screen_headline(cfg, results_root or None),
+            recipe_reach=recipe_page.reach_text(load_benchmarks(), recipe_doc))
 
 # %% [markdown]
 # ## Stronger drafters
 #
 # The recipe screen of {doc}`10_drafter_recipe` changes one factor of the benchmark
 # drafter's recipe at a time (pre-registered, primary test R1): {glue:text}`recipe_headline`.
+# So far {glue:text}`recipe_reach`.
 
 # %% [markdown]
 # ## Two architectures

@@ -58,7 +58,11 @@ glue_values(model_name=k.model, n_layers=k.n_layers, n_prompts=k.n_prompts, n_po
             speedup_default=k.speedup_default, speedup_best=k.speedup_best,
             bench_speedup=k.bench_speedup, bench_tau=k.bench_tau, cpu_text=k.cpu_text,
             lossless_word="exactly" if k.lossless else "not always")
-glue_values(recipe_headline=recipe_page.screen_headline(cfg, results_root or None))
+from activation_wave.core.results import load_benchmarks
+
+recipe_doc = recipe_page.load_optional("recipe", cfg, results_root or None)
+glue_values(recipe_headline=recipe_page.screen_headline(cfg, results_root or None),
+            recipe_reach=recipe_page.reach_text(load_benchmarks(), recipe_doc))
 tri = landing.ranked_triples(R)
 glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set for r in tri], [r.tau for r in tri],
                                        [r.lo for r in tri], [r.hi for r in tri], compartments=R.cka.compartments,
@@ -118,7 +122,7 @@ glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set fo
 #   its interleaved rounds. $\tau$ stays far below the paper-scale figures, and the
 #   chapters say why.
 # - **Stronger drafters.** In the pre-registered recipe screen of
-#   {doc}`10_drafter_recipe`, {glue:text}`recipe_headline`.
+#   {doc}`10_drafter_recipe`, {glue:text}`recipe_headline`. So far {glue:text}`recipe_reach`.
 # - **Where EAGLE-3 pays on a CPU.** At 135M parameters a speculative round costs more
 #   plain steps in llama.cpp than any of these drafters can win back. With the third
 #   architecture's 1.5B target and its own drafters (chapter 11):

@@ -195,3 +195,11 @@ def test_efficiency_names_the_cheapest_arm_that_is_not_worse():
     doc["arms"][1].update(delta=0.05, p_holm=0.01)
     assert dr.efficiency_text(doc).endswith("(half) is met")
     assert dr.efficiency_text(None) == "the screen has not run"
+
+
+def test_reach_text_states_the_targets_and_the_extrapolated_time():
+    bench = {"speculative_decoding": {"tau_t0": 1.84, "speedup_vs_plain_t0": 1.0}, **_scaling()}
+    text = dr.reach_text(bench, {"base": {"cpu_s": 600.0}})
+    assert text.startswith("today's benchmark drafter reaches an online tau of 1.84 and 1.00x the plain loop")
+    assert "tau 1.9 would take about" in text and "generation not counted" in text
+    assert dr.reach_text({}, None) == "the decoding benchmark has not run"

@@ -25,7 +25,7 @@ __all__ = ["MIN_PROMPTS", "load_optional", "planned_arms", "verdict", "arm_rows"
            "screen_headline", "confirm_text",
            "not_run_figure", "agreement_values", "break_even_taus", "TARGETS", "data_projection",
            "projection_marks", "projection_rows", "projection_text", "best_reached",
-           "efficiency_text", "equal_cost_text"]
+           "efficiency_text", "equal_cost_text", "reach_text"]
 
 #: The recipe issue's targets for the benchmark drafter's online tau at T = 0 (must reach, goal).
 TARGETS = {"the issue's target": 1.9, "the issue's goal": 2.3}
@@ -406,3 +406,21 @@ def equal_cost_text(doc: Mapping[str, Any] | None) -> str:
                    "curves, a secondary reading)" + ("" if at > tau else
                                                     ": its gain is bought with more compute, not a better use of it"))
     return f"At the base's training cost ({x / 60:.1f} CPU-minutes), " + "; ".join(out) + "." if out else ""
+
+
+def reach_text(bench: Mapping[str, Any], doc: Mapping[str, Any] | None) -> str:
+    """One sentence for the landing page and chapter 8: where the benchmark drafter stands
+    against the issue's targets, and the training time the data curve's extrapolation puts
+    on the first target (:func:`data_projection`)."""
+    s = bench.get("speculative_decoding")
+    if not s:
+        return "the decoding benchmark has not run"
+    target = TARGETS["the issue's target"]
+    text = (f"today's benchmark drafter reaches an online tau of {float(s['tau_t0']):.2f} and "
+            f"{float(s['speedup_vs_plain_t0']):.2f}x the plain loop, against targets of {target:g} and 1.4x")
+    proj = data_projection(bench, (doc or {}).get("base", {}).get("cpu_s"), {"t": target})
+    m = proj["marks"][0] if proj else None
+    if m and not m["reached"] and m["cpu_min"] is not None:
+        text += (f"; extrapolating chapter 9's data curve, tau {target:g} would take about {m['time_text']} of "
+                 f"training ({m['data_multiple']:.1f}x today's data), generation not counted")
+    return text
