@@ -107,6 +107,7 @@ overrides = "{}"
 import pandas as pd
 from IPython.display import Markdown, display
 
+from activation_wave.benchmarks import strength
 from activation_wave.core.tables import format_table
 from activation_wave.plots import plot_strength_deltas, plot_strength_epochs
 from activation_wave.study.chapters import drafter_strength as st
@@ -114,7 +115,8 @@ from activation_wave.study.glue import glue_figure, glue_values
 from activation_wave.study.steps import notebook_config, save_results
 
 cfg = notebook_config(profile, model, overrides)
-doc = st.run(cfg, root=results_root or None) if cfg.strength.seeds else None  # activation_wave/study/chapters/drafter_strength.py
+# trains (or reads from the drafter ledger) and scores: activation_wave/benchmarks/strength.py
+doc = strength.run(cfg, root=results_root or None) if cfg.strength.seeds else None
 if doc is not None:
     save_results(st.NAME, doc, cfg, results_root or None)
 glue_values(strength_answer=st.answer_text(doc))

@@ -28,19 +28,21 @@ def _taus(seed=0, n=96, gain=0.0):
 
 def test_design_reuses_the_screens_recipe_and_adds_the_norm_arm():
     cfg = load_config("default")
-    jobs = st.design(cfg, LAYERS)
+    from activation_wave.benchmarks.strength import design
+
+    jobs = design(cfg, LAYERS)
     assert len(jobs) == 5 * 3 + 2 * 3 and {b for b, *_ in jobs} == {"top"}
     from activation_wave.benchmarks.recipe import base_recipe
 
     top = [c for b, n, _, c in jobs if n == "eagle3-default"]
     assert [c.seed for c in top] == [0, 1, 2] and top[0] == base_recipe(cfg).draft  # the screen's base, seed 0
     assert all(c.fused_norm for _, n, _, c in jobs if n.endswith("+norm"))
-    more = st.design(load_config("default", {"strength.middle": "true", "strength.singles": "23,27"}), LAYERS)
+    more = design(load_config("default", {"strength.middle": "true", "strength.singles": "23,27"}), LAYERS)
     assert sum(b == "middle" for b, *_ in more) == 5 * 2
     assert [(n, c.epochs) for b, n, _, c in more if b == "middle"][0] == ("eagle3-default", 5)
     assert sum(n.startswith("single-") for _, n, *_ in more) == 2 * 2
     with pytest.raises(KeyError, match="not among chapter 6's sets"):
-        st.design(cfg, {"eagle3-default": (2, 15, 27)})
+        design(cfg, {"eagle3-default": (2, 15, 27)})
 
 
 def test_interaction_detects_a_set_that_gains_with_budget_and_not_a_steady_one():

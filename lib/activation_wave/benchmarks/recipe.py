@@ -72,7 +72,7 @@ from activation_wave.core.stats import holm, mean_ci, paired_bootstrap, seed_mea
 from activation_wave.draft.experiment import ScoreOnTrain
 from activation_wave.models.capture import CaptureCache
 from activation_wave.models.targets import Target
-from activation_wave.study.chapters.drafter_recipe import MIN_PROMPTS, verdict
+from activation_wave.study.chapters.drafter_recipe import MIN_PROMPTS, curve_fit, verdict
 
 NAME = "recipe"
 BASE = "base"
@@ -488,16 +488,6 @@ def cpu_minutes_to(curve: Sequence[Mapping[str, float]], mark: float) -> float |
             return round((prev["cpu_s"] + frac * (pt["cpu_s"] - prev["cpu_s"])) / 60, 3)
         prev = pt
     return None
-
-
-def curve_fit(curve: Sequence[Mapping[str, float]]) -> dict[str, float] | None:
-    """Least-squares fit tau = a + b log2(CPU-minutes) over a curve's points (None for fewer than 2)."""
-    pts = [(float(p["cpu_s"]) / 60, float(p["tau_offline"])) for p in curve if p["cpu_s"] > 0]
-    if len(pts) < 2:
-        return None
-    x, y = np.log2([m for m, _ in pts]), np.array([t for _, t in pts])
-    b, a = np.polyfit(x, y, 1)
-    return {"a": float(a), "b": float(b)}
 
 
 def run_confirm(cfg: StudyConfig, target: Target, caches: CacheFor, base_cache: CaptureCache,

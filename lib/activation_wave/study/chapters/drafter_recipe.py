@@ -25,7 +25,7 @@ __all__ = ["MIN_PROMPTS", "load_optional", "planned_arms", "verdict", "arm_rows"
            "screen_headline", "confirm_text",
            "not_run_figure", "agreement_values", "break_even_taus", "TARGETS", "data_projection",
            "projection_marks", "projection_rows", "projection_text", "best_reached",
-           "efficiency_text", "equal_cost_text", "reach_text"]
+           "efficiency_text", "equal_cost_text", "reach_text", "curve_fit"]
 
 #: The recipe issue's targets for the benchmark drafter's online tau at T = 0 (must reach, goal).
 TARGETS = {"the issue's target": 1.9, "the issue's goal": 2.3}
@@ -247,12 +247,22 @@ def break_even_taus(bench: Mapping[str, Any] | None = None) -> dict[str, float]:
     return out
 
 
+def curve_fit(curve: Sequence[Mapping[str, float]]) -> dict[str, float] | None:
+    """Least-squares fit tau = a + b log2(CPU-minutes) over a curve's points (None for fewer than 2)."""
+    pts = [(float(p["cpu_s"]) / 60, float(p["tau_offline"])) for p in curve if p["cpu_s"] > 0]
+    if len(pts) < 2:
+        return None
+    x, y = np.log2([m for m, _ in pts]), np.array([t for _, t in pts])
+    b, a = np.polyfit(x, y, 1)
+    return {"a": float(a), "b": float(b)}
+
+
 def data_projection(bench: Mapping[str, Any], base_cpu_s: float | None,
                     marks: Mapping[str, float]) -> dict[str, Any] | None:
     """What more data would take for today's recipe to reach each of ``marks``: chapter 9's
     data-scaling drafters (``drafter_data_scaling`` in benchmarks.json; today's recipe, all
     train prompts, 0 to 6 sampled responses each) as a learning curve of offline tau against
-    training CPU-minutes, its fit tau = a + b log2(minutes) (:func:`~activation_wave.benchmarks.recipe.curve_fit`,
+    training CPU-minutes, its fit tau = a + b log2(minutes) (:func:`curve_fit`,
     the page's pre-registered form), and the minutes the fit predicts for each mark.
 
     Chapter 9 timed its drafters on an earlier machine; ``base_cpu_s`` (the screen base's
@@ -267,8 +277,6 @@ def data_projection(bench: Mapping[str, Any], base_cpu_s: float | None,
     >>> p["scale"], [round(m["cpu_min"]) for m in p["marks"]], p["marks"][0]["data_multiple"]
     (2.0, [32], 4.0)
     """
-    from activation_wave.benchmarks.recipe import curve_fit
-
     pts = sorted((p for p in (bench.get("drafter_data_scaling") or {}).get("points", [])
                   if p.get("fraction") == 1.0 and p.get("train_wall_s")), key=lambda p: p["loss_tokens"])
     if len(pts) < 2:

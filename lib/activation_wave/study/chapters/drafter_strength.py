@@ -19,20 +19,18 @@ at ``bench.depth`` and ``bench.draft_threshold`` on the greedy capture's eval sp
   averaged per prompt), paired bootstrap over prompts, Holm across the sets (:func:`interaction`);
 * H6, per norm triple: (triple + norm) - triple at the top budget, Holm across the triples.
 
-:func:`run` trains (or reads from the ledger), scores and returns the results document that
-the page saves as ``06_strength``; :func:`analyse` is its pure part.
+:func:`activation_wave.benchmarks.strength.run` trains (or reads from the ledger) and scores
+the drafters; :func:`analyse` (here) computes the results document that the page saves as
+``06_strength``, and the rest of this module words it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from activation_wave.core.config import DraftConfig, StudyConfig
 from activation_wave.core.stats import holm, mean_ci, paired_bootstrap, seed_mean
 
 NAME = "06_strength"
@@ -41,52 +39,8 @@ NORM = "+norm"
 BOTTOM, MIDDLE, TOP = "bottom", "middle", "top"
 PRE_REGISTRATION = "book/chapters/06b_drafter_strength (committed before training)"
 
-__all__ = ["NAME", "REFERENCE", "budget_recipes", "design", "comparisons", "interaction", "norm_effects",
-           "analyse", "run", "verdict", "tau_rows", "interaction_rows", "norm_rows", "answer_text",
+__all__ = ["NAME", "REFERENCE", "comparisons", "interaction", "norm_effects", "analyse", "verdict", "tau_rows", "interaction_rows", "norm_rows", "answer_text",
            "not_run_figure", "epoch_deltas"]
-
-
-# ----------------------------------------------------------------------------- the design
-
-
-def budget_recipes(cfg: StudyConfig) -> dict[str, DraftConfig]:
-    """The trained budgets' recipes: ``top`` (the recipe screen's base) and, with
-    ``strength.middle``, ``middle`` (its epochs-5 arm); the same configs as the screen's, so
-    its drafters on the default triple are found in the cache and the ledger."""
-    from activation_wave.benchmarks import recipe
-
-    base = recipe.base_recipe(cfg)
-    out = {TOP: base.draft}
-    if cfg.strength.middle:
-        out[MIDDLE] = recipe.apply("epochs-5", recipe.resolve(recipe.ARMS["epochs-5"], base, 0), base).draft
-    return out
-
-
-def design(cfg: StudyConfig, layers: Mapping[str, Sequence[int]]) -> list[tuple[str, str, tuple[int, ...], DraftConfig]]:
-    """Every drafter to train: ``(budget, set name, layers, config with seed)``. ``layers``
-    maps chapter 6's set names to their layers; a configured set that chapter 6 lacks raises
-    ``KeyError`` naming the sets it has."""
-    s = cfg.strength
-    names = [REFERENCE, *s.sets]
-    missing = [n for n in [*names, *s.norm_sets] if n not in layers]
-    if missing:
-        raise KeyError(f"strength sets {missing} are not among chapter 6's sets {sorted(layers)}; "
-                       "check strength.sets / strength.norm_sets or re-run chapter 6")
-    recipes = budget_recipes(cfg)
-    out = []
-    for budget, draft in recipes.items():
-        n = s.seeds if budget == TOP else s.middle_seeds
-        sets = [(n_, tuple(layers[n_])) for n_ in names]
-        if budget == TOP:
-            sets += [(f"single-{i}", (i,)) for i in s.singles]
-        for name, ids in sets:
-            seeds = s.middle_seeds if name.startswith("single-") else n
-            out += [(budget, name, ids, dataclasses.replace(draft, seed=draft.seed + k)) for k in range(seeds)]
-    top = recipes[TOP]
-    for name in s.norm_sets:
-        out += [(TOP, name + NORM, tuple(layers[name]), dataclasses.replace(top, seed=top.seed + k, fused_norm=True))
-                for k in range(s.seeds)]
-    return out
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -173,86 +127,6 @@ def analyse(taus: Mapping[str, Mapping[str, np.ndarray]], layers: Mapping[str, S
                          n_boot=n_boot, seed=seed) if TOP in taus and BOTTOM in taus else [])
     return {"budgets": budgets, "interaction": inter,
             "norm_arm": norm_effects(taus[TOP], norm_sets, n_boot=n_boot, seed=seed) if TOP in taus else []}
-
-
-# ----------------------------------------------------------------------------- the run
-
-
-def _bottom(pred: Mapping[str, Any], names: Sequence[str]) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
-    """Chapter 6's seed-averaged per-prompt tau of ``names`` (``06_predictors``)."""
-    by = {s["set"]: s for s in pred["sets"]}
-    return tuple(pred["prompt_ids"]), {n: np.array([np.nan if v is None else v for v in by[n]["per_prompt"]])
-                                       for n in names if n in by}
-
-
-def run(cfg: StudyConfig, *, root: str | None = None, progress: bool = True) -> dict[str, Any]:
-    """Train (or read from the ledger) the page's drafters, score them on the outcome and
-    analyse (see the module docstring); the results document for ``06_strength``.
-
-    The bottom budget is chapter 6's ``06_predictors``; its prompts must be the eval prompts
-    the top budget is scored on (the same greedy capture), else ``ValueError``."""
-    from activation_wave.benchmarks import recipe
-    from activation_wave.benchmarks.speedup import _overrides, bench_config
-    from activation_wave.draft.experiment import ScoreOnTrain, run_jobs
-    from activation_wave.study.chapters.drafter_predictors import FoundDrafter, per_prompt_tau
-    from activation_wave.study.steps import load_results, run_capture
-
-    t0 = time.time()
-    s, b = cfg.strength, cfg.bench
-    pred = load_results("06_predictors", cfg, root)
-    layers = {x["set"]: tuple(x["layers"]) for x in pred["sets"]}
-    jobs = design(cfg, layers)
-    layers |= {f"single-{i}": (i,) for i in s.singles}
-    cap = run_capture(bench_config(cfg.profile, recipe.base_recipe(cfg).samples_per_prompt, _overrides(cfg)),
-                      progress=progress)
-    score = ScoreOnTrain(str(cap.cache.path), b.depth, b.draft_threshold, b.threads)
-    rows = run_jobs(cap.target, cap.cache, [(name, ids, c) for _, name, ids, c in jobs], cfg.draft.workers,
-                    progress=progress, score=score)
-    by_budget: dict[str, list[tuple[dict[str, Any], str]]] = {}
-    for (budget, *_), row in zip(jobs, rows):
-        by_budget.setdefault(budget, []).append((row, row["set"]))
-    taus: dict[str, dict[str, np.ndarray]] = {}
-    cpu: dict[str, float] = {}
-    ids: tuple[str, ...] = ()
-    for budget, items in by_budget.items():
-        found = [FoundDrafter(name, tuple(row["layers"]), int(row["seed"]), row["path"]) for row, name in items]
-        ids, taus[budget], _ = per_prompt_tau(cap.target, cap.cache, found, depth=b.depth, threshold=b.draft_threshold,
-                                              workers=cfg.draft.workers, threads=b.threads, ledger=cfg.draft.ledger,
-                                              progress=progress)
-        cpu[budget] = float(np.mean([recipe.train_cpu_s(row["train_log"]) for row, _ in items]))
-    bottom_ids, taus[BOTTOM] = _bottom(pred, [REFERENCE, *s.sets])
-    if tuple(bottom_ids) != tuple(ids):
-        raise ValueError(f"chapter 6 scored {len(bottom_ids)} eval prompts and this page {len(ids)}, not the same "
-                         "ones in the same order: re-run chapter 6 on the same capture before this page")
-    doc = analyse(taus, layers, s.norm_sets, cpu_s={BOTTOM: _bottom_cpu_s(cfg, root), **cpu},
-                  n_seeds={BOTTOM: {x["set"]: len(x["seeds"]) for x in pred["sets"]}})
-    curves = {name: recipe.learning_curve([row["train_log"] for row, n in items if n == name])
-              for name in dict.fromkeys(n for _, n in by_budget.get(TOP, []))}
-    return {"model": cfg.model, "profile": cfg.profile, "pre_registration": PRE_REGISTRATION,
-            "outcome": (f"per-prompt offline tau on the {len(ids)} eval prompts at chain depth {b.depth} and draft "
-                        f"threshold {b.draft_threshold:g}, seeds averaged per prompt (chapter 6's)"),
-            "recipes": {BOTTOM: "chapter 6's drafters (06_predictors)",
-                        **{k: dataclasses.asdict(v) for k, v in budget_recipes(cfg).items()}},
-            "design": {"sets": [REFERENCE, *s.sets], "norm_sets": list(s.norm_sets), "seeds_top": s.seeds,
-                       "middle": s.middle, "singles": list(s.singles),
-                       "shrunk": [x for x, on in (("second architecture", False), ("single layers", bool(s.singles)),
-                                                  ("middle budget", s.middle)) if not on],
-                       "exploratory": [x for x, on in (("single layers", bool(s.singles)),
-                                                       ("middle budget", s.middle)) if on]},
-            "prompt_ids": list(ids), **doc, "curves": curves, "n_drafters_trained_here": len(rows),
-            "drafters": [row["path"] for row in rows], "seconds": round(time.time() - t0, 1)}
-
-
-def _bottom_cpu_s(cfg: StudyConfig, root: str | None) -> float | None:
-    """Chapter 6's mean training seconds per drafter (its drafters train on one thread)."""
-    from activation_wave.study.steps import load_results
-
-    try:
-        runs = load_results("06_eagle3_speedup", cfg, root)["runs"]
-    except (FileNotFoundError, KeyError):
-        return None
-    secs = [r["train_s"] for r in runs if r.get("train_s")]
-    return float(np.mean(secs)) if secs else None
 
 
 # ----------------------------------------------------------------------------- the page's words
