@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from activation_wave.benchmarks import recipe
 from activation_wave.core.config import DraftConfig, StudyConfig
 from activation_wave.study.chapters.drafter_strength import (BOTTOM, MIDDLE, NORM, PRE_REGISTRATION, REFERENCE, TOP,
                                                              analyse)
@@ -31,8 +32,6 @@ def budget_recipes(cfg: StudyConfig) -> dict[str, DraftConfig]:
     """The trained budgets' recipes: ``top`` (the recipe screen's base) and, with
     ``strength.middle``, ``middle`` (its epochs-5 arm); the same configs as the screen's, so
     its drafters on the default triple are found in the cache and the ledger."""
-    from activation_wave.benchmarks import recipe
-
     base = recipe.base_recipe(cfg)
     out = {TOP: base.draft}
     if cfg.strength.middle:
@@ -83,7 +82,6 @@ def run(cfg: StudyConfig, *, root: str | None = None, progress: bool = True) -> 
 
     The bottom budget is chapter 6's ``06_predictors``; its prompts must be the eval prompts
     the top budget is scored on (the same greedy capture), else ``ValueError``."""
-    from activation_wave.benchmarks import recipe
     from activation_wave.benchmarks.speedup import _overrides, bench_config
     from activation_wave.draft.experiment import ScoreOnTrain, run_jobs
     from activation_wave.study.chapters.drafter_predictors import FoundDrafter, per_prompt_tau
