@@ -83,3 +83,17 @@ def test_a_run_without_the_third_architecture_drops_its_pages_from_the_toc(tmp_p
     assert doc["root"] == "chapters/intro" and doc["format"] == "jb-book"
     study.drop_toc_folders(toc, [])  # nothing to drop: the file is left as it is
     assert yaml.safe_load(toc.read_text()) == doc
+
+
+def test_the_time_left_comes_from_the_longest_recorded_runs():
+    """`wave study` prints an estimate at the start and after every notebook: the sum of the
+    notebooks' longest recorded times, and the names of those never timed."""
+    import doctest
+
+    from activation_wave.study import runner
+
+    assert doctest.testmod(runner).failed == 0
+    doc = {"longest": {"a": {"seconds": 30.0}}}
+    assert runner.remaining_text(["a"], doc) == "1 notebook, at most about 1 min (their longest recorded runs, cold caches)"
+    assert runner.remaining_text(["new"], doc) == "1 notebook; no record for new"
+    assert runner.remaining_text(["a"], {}) == "1 notebook; no record for a"

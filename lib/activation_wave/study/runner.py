@@ -202,6 +202,7 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
               "overrides": json.dumps(dict(overrides or {}), sort_keys=True)}
     timings: dict[str, float] = {}
     t_all = time.time()
+    todo = []
     for name, src, out, run_params, banner in _runs(profile, model, chapters, params, overrides):
         if only and not any(name.startswith(o) for o in only):
             continue
@@ -209,6 +210,10 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
         if keys.get(name) == key and out.exists():
             print(f"[study] {name}: unchanged, kept {out.relative_to(REPO_ROOT) if out.is_relative_to(REPO_ROOT) else out}")
             continue
+        todo.append((name, src, out, run_params, banner, key))
+    recorded = _timings_doc(results_root, profile)
+    print(f"[study] estimate: {remaining_text([t[0] for t in todo], recorded)}", flush=True)
+    for i, (name, src, out, run_params, banner, key) in enumerate(todo):
         sub = name.split("/")[0] if "/" in name else None
         nb = to_ipynb(src, REPO_ROOT / "build" / "notebooks" / f"{name}.ipynb", banner, subfolder=sub,
                       siblings=ARCH_FOLDERS.get(sub or "", ()))
@@ -232,7 +237,8 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
         timings[name] = round(time.time() - t0, 1)
         keys[name] = key
         keys_path.write_text(json.dumps(keys, indent=1, sort_keys=True))
-        print(f"[study] {name}: done in {timings[name]} s", flush=True)
+        print(f"[study] {name}: done in {timings[name]} s; left: {remaining_text([t[0] for t in todo[i + 1:]], recorded)}",
+              flush=True)
     _record_timings(results_root, profile, model, timings, time.time() - t_all)
     if build:
         return build_book(book)
@@ -285,6 +291,36 @@ def _banner(model: str, which: str, prompts: str, study_model: str) -> str:
             f"architecture, on {prompts}. Every number and figure is this model's; sentences that interpret "
             f"them were written for {study_model} and may not hold here: the cross-model chapter compares the "
             f"models.\n```")
+
+
+def _timings_doc(results_root: Path, profile: str) -> dict[str, Any]:
+    """The profile's recorded notebook times (``timings.json``; empty when none)."""
+    path = results_root / profile / "timings.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def remaining_text(names: Sequence[str], recorded: Mapping[str, Any]) -> str:
+    """How long the notebooks ``names`` should take, from their longest recorded runs (the
+    runs that filled the caches: a cold machine's cost, so an upper bound where caches or the
+    drafter ledger are warm); notebooks without a record are named.
+
+    >>> doc = {"longest": {"a": {"seconds": 600.0}, "b": {"seconds": 4200.0}}}
+    >>> remaining_text(["a", "b", "c"], doc)
+    '3 notebooks, at most about 1 h 20 min (their longest recorded runs, cold caches); no record for c'
+    >>> remaining_text([], doc)
+    'nothing left to run'
+    """
+    if not names:
+        return "nothing left to run"
+    longest = recorded.get("longest", {})
+    seconds = sum(float(longest[n]["seconds"]) for n in names if n in longest)
+    unknown = [n for n in names if n not in longest]
+    minutes = round(seconds / 60)
+    span = f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{max(minutes, 1)} min"
+    text = f"{len(names)} notebook{'s' if len(names) != 1 else ''}"
+    if len(unknown) < len(names):
+        text += f", at most about {span} (their longest recorded runs, cold caches)"
+    return text + (f"; no record for {', '.join(unknown)}" if unknown else "")
 
 
 def _record_timings(results_root: Path, profile: str, model: str | None, timings: dict[str, float], total: float) -> None:
