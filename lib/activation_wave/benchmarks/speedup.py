@@ -54,11 +54,11 @@ def _subset(res: SpecResult, keep: set[str]) -> SpecResult:
     return merge_results([dataclasses.replace(res, per_prompt=[p for p in res.per_prompt if p["id"] in keep])])
 
 
-def _study_drafters(cfg: StudyConfig) -> dict[str, Any] | None:
+def _study_drafters(cfg: StudyConfig, root: str | None = None) -> dict[str, Any] | None:
     """Training time and throughput of chapter 6's drafters under this profile, as the
-    study's last run recorded them (None before chapter 6 has run)."""
+    study's last run recorded them (None before chapter 6 has run; ``root``: the results root)."""
     try:
-        runs = load_results("06_eagle3_speedup", cfg)["runs"]
+        runs = load_results("06_eagle3_speedup", cfg, root)["runs"]
     except FileNotFoundError:
         return None
     secs = [r["train_s"] for r in runs if r.get("train_s")]

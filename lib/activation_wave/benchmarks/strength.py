@@ -82,7 +82,7 @@ def run(cfg: StudyConfig, *, root: str | None = None, progress: bool = True) -> 
 
     The bottom budget is chapter 6's ``06_predictors``; its prompts must be the eval prompts
     the top budget is scored on (the same greedy capture), else ``ValueError``."""
-    from activation_wave.benchmarks.speedup import _overrides, bench_config
+    from activation_wave.benchmarks.speedup import _overrides, _study_drafters, bench_config
     from activation_wave.draft.experiment import ScoreOnTrain, run_jobs
     from activation_wave.study.chapters.drafter_predictors import FoundDrafter, per_prompt_tau
     from activation_wave.study.steps import load_results, run_capture
@@ -114,7 +114,8 @@ def run(cfg: StudyConfig, *, root: str | None = None, progress: bool = True) -> 
     if tuple(bottom_ids) != tuple(ids):
         raise ValueError(f"chapter 6 scored {len(bottom_ids)} eval prompts and this page {len(ids)}, not the same "
                          "ones in the same order: re-run chapter 6 on the same capture before this page")
-    doc = analyse(taus, layers, s.norm_sets, cpu_s={BOTTOM: _bottom_cpu_s(cfg, root), **cpu},
+    bottom_cpu = (_study_drafters(cfg, root) or {}).get("train_s_per_drafter_mean")  # chapter 6: one thread
+    doc = analyse(taus, layers, s.norm_sets, cpu_s={BOTTOM: bottom_cpu, **cpu},
                   n_seeds={BOTTOM: {x["set"]: len(x["seeds"]) for x in pred["sets"]}})
     curves = {name: recipe.learning_curve([row["train_log"] for row, n in items if n == name])
               for name in dict.fromkeys(n for _, n in by_budget.get(TOP, []))}
@@ -129,17 +130,5 @@ def run(cfg: StudyConfig, *, root: str | None = None, progress: bool = True) -> 
                                                   ("middle budget", s.middle)) if not on],
                        "exploratory": [x for x, on in (("single layers", bool(s.singles)),
                                                        ("middle budget", s.middle)) if on]},
-            "prompt_ids": list(ids), **doc, "curves": curves, "n_drafters_trained_here": len(rows),
+            "prompt_ids": list(ids), **doc, "curves": curves, "n_drafters": len(rows),
             "drafters": [row["path"] for row in rows], "seconds": round(time.time() - t0, 1)}
-
-
-def _bottom_cpu_s(cfg: StudyConfig, root: str | None) -> float | None:
-    """Chapter 6's mean training seconds per drafter (its drafters train on one thread)."""
-    from activation_wave.study.steps import load_results
-
-    try:
-        runs = load_results("06_eagle3_speedup", cfg, root)["runs"]
-    except (FileNotFoundError, KeyError):
-        return None
-    secs = [r["train_s"] for r in runs if r.get("train_s")]
-    return float(np.mean(secs)) if secs else None

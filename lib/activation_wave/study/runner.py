@@ -330,8 +330,8 @@ def _record_timings(results_root: Path, profile: str, model: str | None, timings
     the cost a fresh clone pays; a warm rerun never overwrites it."""
     path = results_root / profile / "timings.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    doc = json.loads(path.read_text()) if path.exists() else {"notebooks": {}}
-    doc["notebooks"].update(timings)
+    doc = _timings_doc(results_root, profile)
+    doc.setdefault("notebooks", {}).update(timings)
     now = time.strftime("%Y-%m-%dT%H:%M:%S")
     longest = doc.setdefault("longest", {})
     for name, seconds in timings.items():

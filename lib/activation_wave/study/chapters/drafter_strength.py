@@ -212,7 +212,7 @@ def answer_text(doc: Mapping[str, Any] | None) -> str:
           "the per-layer norm still hurts " + ", ".join(f"{r['set']} ({r['delta']:+.3f} {_ci(r['lo'], r['hi'])})"
                                                          for r in hurts) if hurts else
           "the per-layer norm is within noise" if doc["norm_arm"] else "the norm arm has not run")
-    return "; ".join(parts) + f". {h5}; {h6} (H6)."
+    return "; ".join(parts) + f". {h5[0].upper()}{h5[1:]}; {h6} (H6)."
 
 
 def not_run_figure() -> Any:
