@@ -202,6 +202,15 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
     assert rows["eagle3-default"]["delta tau vs default"] is None
     assert s8.findings[2] == ("CKA compartments (response positions)", span_text(r3.compartments))
     assert list(results_summary.online_table(res6).index) == ["eagle3-default"]
+    # once the drafter-strength page has run, its H5/H6 rows follow chapter 6's
+    from activation_wave.study.chapters import drafter_strength as st
+
+    row = {"set": "combined", "delta": 0.03, "lo": 0.01, "hi": 0.05, "p": 0.01, "p_holm": 0.02, "n": 96, "sd": 0.05}
+    save_result(st.NAME, {"budgets": [], "interaction": [row], "norm_arm": [{**row, "delta": -0.02, "lo": -0.04,
+                                                                              "hi": 0.0, "set": "eagle3-default"}]},
+                cfg, root)
+    names = [x.name for x in results_summary.run(cfg, root).hypotheses]
+    assert names == ["H1", "H2", "H3", "H4", "H5 (combined)", "H6 (eagle3-default)", "G1", "G2", "G3"]
 
     key, chapters = landing.run(cfg, root)
     assert key.cliff_layer == r4.sink.cliff.to_layer and key.cliff_entropy == pytest.approx(r4.sink.cliff.after)

@@ -99,3 +99,30 @@ def test_epoch_deltas_figure_dashes_the_norm_arm():
     assert deltas["combined"] == [(1, -0.02), (2, -0.02), (3, -0.02)] and "eagle3-default" not in deltas
     lines = {ln.get_label(): ln for ln in plot_strength_epochs(deltas).axes[0].get_lines()}
     assert lines["eagle3-default+norm"].get_linestyle() == "--" and lines["combined"].get_linestyle() == "-"
+
+
+def test_the_answer_says_whether_it_differs_from_one_epoch():
+    # combined trails after one epoch (-0.02) and gains 0.05 with budget: above the default at the top
+    doc = st.analyse(_taus(gain=0.05), LAYERS, ["eagle3-default", "combined"], n_boot=2000)
+    change = st.change_text(doc)
+    assert change.startswith("unlike after one epoch, combined beats the default (after one epoch: none)")
+    assert "combined from below the default to above the default" in change and "last-k" not in change
+    advice = st.advice_text(doc)
+    assert "combined [7, 27, 29] beats the default by +0.03" in advice and "keep the default" in advice
+    steady = st.analyse(_taus(gain=0.0), LAYERS, ["eagle3-default", "combined"], n_boot=2000)
+    assert st.change_text(steady) == ("as after one epoch, no set beats the default; every set's verdict against "
+                                      "the default is the same at both budgets")
+    assert st.advice_text(steady).startswith("keep the EAGLE-3 default [2, N//2, N-3]: at the strongest budget")
+    assert "not been measured" in st.advice_text(None) and st.hypotheses(None) == []
+
+
+def test_hypotheses_rows_follow_the_verdict_rules():
+    doc = st.analyse(_taus(gain=0.05), LAYERS, ["eagle3-default", "combined"], n_boot=2000)
+    h = {x.name: x for x in st.hypotheses(doc)}
+    assert list(h) == ["H5 (combined)", "H5 (last-k)", "H6 (eagle3-default)", "H6 (combined)"]
+    assert h["H5 (combined)"].supported is True and h["H5 (last-k)"].supported is False
+    assert "within noise" in h["H5 (last-k)"].statistic and "n = 96 prompts" in h["H5 (combined)"].statistic
+    assert h["H6 (eagle3-default)"].supported is False  # the norm hurts: H6 claims it helps
+    few = st.analyse({b: {k: np.atleast_2d(v)[..., :4] for k, v in t.items()} for b, t in _taus().items()},
+                     LAYERS, ["eagle3-default"], n_boot=200)
+    assert {x.supported for x in st.hypotheses(few)} == {None}

@@ -24,6 +24,15 @@ def test_lines_carry_the_elapsed_time_and_an_estimate_of_the_rest(monkeypatch):
                                            "[training drafters] 2/4 drafter (50%), 60 s, ~60 s left"]
 
 
+def test_a_slow_step_can_announce_its_first_line():
+    """Drafters trained in workers: the log says at once that training started, 0 of n."""
+    out = io.StringIO()
+    bar = P.LineProgress(total=7, desc="training drafters", unit="drafter", file=out)
+    bar.announce()
+    bar.close()
+    assert out.getvalue().splitlines()[0].startswith("[training drafters] 0/7 drafter (0%), 0 s")
+
+
 CHILD = textwrap.dedent("""
     from activation_wave.core.progress import progress_bar
     outer = progress_bar(total=3, desc="training drafters", unit="drafter", disable=True)

@@ -113,6 +113,11 @@ class LineProgress:
             # slow steps (a drafter every half hour) in a plain log: a line per step once a minute has passed
             self._print(to_file=True)
 
+    def announce(self) -> None:
+        """Print the bar's first line now (``0/total``): for steps whose first unit takes
+        many minutes (a drafter trained in a worker), so a log says at once what started."""
+        self._print(to_file=True)
+
     def set_postfix(self, **kwargs: Any) -> None:
         self.postfix = ", ".join(f"{k}={v}" for k, v in kwargs.items())
 

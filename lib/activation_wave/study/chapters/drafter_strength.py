@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from activation_wave.core.stats import holm, mean_ci, paired_bootstrap, seed_mean
+from activation_wave.core.stats import holm, mean_ci, paired_bootstrap, seed_mean, within_noise
+from activation_wave.study.hypotheses import Hypothesis
 
 NAME = "06_strength"
 REFERENCE = "eagle3-default"
@@ -40,7 +41,7 @@ BOTTOM, MIDDLE, TOP = "bottom", "middle", "top"
 PRE_REGISTRATION = "book/chapters/06b_drafter_strength (committed before training)"
 
 __all__ = ["NAME", "REFERENCE", "comparisons", "interaction", "norm_effects", "analyse", "verdict", "tau_rows", "interaction_rows", "norm_rows", "answer_text",
-           "not_run_figure", "epoch_deltas"]
+           "change_text", "advice_text", "hypotheses", "not_run_figure", "epoch_deltas"]
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -213,6 +214,90 @@ def answer_text(doc: Mapping[str, Any] | None) -> str:
                                                          for r in hurts) if hurts else
           "the per-layer norm is within noise" if doc["norm_arm"] else "the norm arm has not run")
     return "; ".join(parts) + f". {h5[0].upper()}{h5[1:]}; {h6} (H6)."
+
+
+_WHERE = {"higher": "above the default", "lower": "below the default", "within noise": "within noise"}
+
+
+def _verdicts(doc: Mapping[str, Any], budget: str) -> dict[str, str]:
+    return {c["set"]: verdict(c) for b in doc["budgets"] if b["name"] == budget for c in b["comparison"]}
+
+
+def change_text(doc: Mapping[str, Any] | None) -> str:
+    """Whether the answer at the top budget differs from chapter 6's one-epoch answer: which
+    sets beat the default at each budget, and each set whose verdict word moved (a moved
+    word is not a test of change; H5's interaction is).
+
+    >>> row = lambda s, d, p: {"set": s, "delta": d, "lo": d - .01, "hi": d + .01, "p_holm": p, "n": 96}
+    >>> change_text({"budgets": [{"name": "bottom", "comparison": [row("a", -.03, .01), row("b", -.02, .01)]},
+    ...                          {"name": "top", "comparison": [row("a", -.01, .4), row("b", -.03, .01)]}]})
+    'as after one epoch, no set beats the default; verdicts that moved: a from below the default to within noise (a moved verdict is not a test of change: H5 is)'
+    """
+    if doc is None:
+        return "not measured yet"
+    bottom, top = _verdicts(doc, BOTTOM), _verdicts(doc, TOP)
+    sets = [s for s in top if s in bottom]
+    if not sets:
+        return "not measured yet: a budget is missing"
+    b_beat, t_beat = ([s for s in sets if v[s] == "higher"] for v in (bottom, top))
+    if b_beat == t_beat:
+        head = "as after one epoch, " + (f"{', '.join(t_beat)} beat{'s' if len(t_beat) == 1 else ''} the default"
+                                          if t_beat else "no set beats the default")
+    else:
+        head = (f"unlike after one epoch, {', '.join(t_beat) or 'no set'} beat{'s' if len(t_beat) <= 1 else ''} the "
+                f"default (after one epoch: {', '.join(b_beat) or 'none'})")
+    moved = [f"{s} from {_WHERE.get(bottom[s], bottom[s])} to {_WHERE.get(top[s], top[s])}" for s in sets
+             if bottom[s] != top[s]]
+    tail = ("verdicts that moved: " + ", ".join(moved) + " (a moved verdict is not a test of change: H5 is)" if moved
+            else "every set's verdict against the default is the same at both budgets")
+    return f"{head}; {tail}"
+
+
+def advice_text(doc: Mapping[str, Any] | None) -> str:
+    """The rerun page's short answer, from the strongest budget measured (the top budget)."""
+    if doc is None:
+        return ("the stronger drafters of the page after chapter 6 have not been measured; after one epoch "
+                "(chapter 6) no selection rule's set beat the default [2, N//2, N-3]")
+    top = next((b for b in doc["budgets"] if b["name"] == TOP), None)
+    if top is None:
+        return "the stronger budget has not been measured"
+    n = max((c["n"] for c in top["comparison"]), default=0)
+    cpu = top.get("cpu_s_per_drafter")
+    at = (f"at the strongest budget this study measured (the default's offline tau {top['tau_default']['tau']:.2f}"
+          + (f", about {cpu / 60:.0f} CPU-minutes of training per drafter" if cpu else "")
+          + f"; paired over {n} prompts, Holm across the sets)")
+    lead = sorted((c for c in top["comparison"] if verdict(c) == "higher"), key=lambda c: -c["delta"])
+    if lead:
+        c = lead[0]
+        layers = next(s["layers"] for s in top["sets"] if s["set"] == c["set"])
+        return (f"{at}, {c['set']} {layers} beats the default by {c['delta']:+.3f} {_ci(c['lo'], c['hi'])}: where you "
+                f"can train and compare drafters, try that rule's set (`wave select`) against the default "
+                f"[2, N//2, N-3]; where you cannot, keep the default ({change_text(doc)})")
+    return (f"keep the EAGLE-3 default [2, N//2, N-3]: {at} no selection rule's set beat it ({change_text(doc)}). "
+            "That budget is still far weaker than a drafter one would deploy")
+
+
+def hypotheses(doc: Mapping[str, Any] | None) -> list[Hypothesis]:
+    """H5 per set and H6 per triple by the page's verdict rules, for chapter 8's table (empty
+    when the page has not run; None where fewer than 10 prompts allow no verdict)."""
+    if doc is None:
+        return []
+
+    def ok(r: Mapping[str, Any], word: str | None) -> bool | None:
+        v = verdict(r)
+        return None if v.startswith("no verdict") else (v in ("higher", "lower") if word is None else v == word)
+
+    def stat(r: Mapping[str, Any], name: str) -> str:
+        return (f"{name} = {r['delta']:+.3f} {_ci(r['lo'], r['hi'])}, Holm p = {r['p_holm']:.3g}, n = {r['n']} prompts"
+                f"{within_noise(r['lo'], r['hi'])}")
+
+    return ([Hypothesis(f"H5 ({r['set']})", "its delta against the default changes from chapter 6's budget to the "
+                        "stronger one", stat(r, "I"), ok(r, None),
+                        "top minus bottom delta, paired over prompts, Holm across the sets (the page after chapter 6)")
+             for r in doc["interaction"]]
+            + [Hypothesis(f"H6 ({r['set']})", "the per-layer norm before fc helps at the stronger budget",
+                          stat(r, "delta tau"), ok(r, "higher"), "norm minus no norm, 3 seeds each, Holm across the triples")
+               for r in doc["norm_arm"]])
 
 
 def not_run_figure() -> Any:

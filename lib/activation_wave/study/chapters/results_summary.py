@@ -20,6 +20,8 @@ from activation_wave.core.layers import last_blocks, span_text
 from activation_wave.core.results import load_result
 from activation_wave.core.stats import group_difference
 from activation_wave.study.chapters import drafter_predictors as dp
+from activation_wave.study.chapters import drafter_strength
+from activation_wave.study.chapters.drafter_recipe import load_optional
 from activation_wave.study.chapters.cka_compartments import CkaCompartmentsResult
 from activation_wave.study.chapters.cross_drafters import CrossDrafterResult
 from activation_wave.study.chapters.cross_drafters import evaluate_hypotheses as cross_hypotheses
@@ -42,7 +44,8 @@ ONLINE_COLUMNS = ("layers", "tau_t0", "tau_t1", "lossless_prompts", "n_prompts",
 @dataclass(frozen=True)
 class Chapters:
     """The result objects of chapters 0-7 (chapter 6: its result and its paired analysis;
-    chapter 7: the side-by-side statistics and the second model's drafters)."""
+    chapter 7: the side-by-side statistics and the second model's drafters), and the
+    drafter-strength page's document when it has run."""
 
     data: DataAndCaptureResult
     entropy: LayerEntropyResult
@@ -53,6 +56,7 @@ class Chapters:
     paired: DrafterPredictors
     cross: CrossModelResult
     cross_drafters: CrossDrafterResult
+    strength: dict[str, Any] | None = None  # ``06_strength`` (the page after chapter 6), None before it runs
 
 
 def load_chapters(cfg: StudyConfig, root: str | Path | None = None) -> Chapters:
@@ -66,7 +70,8 @@ def load_chapters(cfg: StudyConfig, root: str | Path | None = None) -> Chapters:
                     selection=get("05_layer_selection", LayerSelectionResult),
                     drafters=get("06_eagle3_speedup", Eagle3SpeedupResult), paired=get("06_predictors", DrafterPredictors),
                     cross=get("07_cross_model", CrossModelResult),
-                    cross_drafters=get("07_cross_drafters", CrossDrafterResult))
+                    cross_drafters=get("07_cross_drafters", CrossDrafterResult),
+                    strength=load_optional(drafter_strength.NAME, cfg, root))
 
 
 @dataclass(frozen=True)
@@ -93,7 +98,7 @@ class ResultsSummary:
 
     findings: list[tuple[str, str]]
     selection: list[dict[str, Any]]
-    hypotheses: list[Hypothesis]  # chapter 6's H1-H4, then chapter 7's G1-G3 (second model)
+    hypotheses: list[Hypothesis]  # chapter 6's H1-H4, the strength page's H5/H6, chapter 7's G1-G3 (second model)
     predictors: list[dict[str, Any]]  # chapter 6's rho of each score against tau, with n and interval
     tau_spread: float  # max - min outcome tau over the main arm's triples
     tau_half_ci: float  # mean half-width of their 95% intervals over prompts
@@ -166,7 +171,8 @@ def run(cfg: StudyConfig, root: str | Path | None = None, *, chapters: Chapters 
     t3 = [r.tau for r in tri]
     return ResultsSummary(
         findings=findings(ch), selection=selection_rows(ch),
-        hypotheses=evaluate_hypotheses(ch.paired) + cross_hypotheses(ch.cross_drafters),
+        hypotheses=(evaluate_hypotheses(ch.paired) + drafter_strength.hypotheses(ch.strength)
+                    + cross_hypotheses(ch.cross_drafters)),
         predictors=[vars(p) for p in ch.paired.predictors],
         tau_spread=float(max(t3) - min(t3)),
         tau_half_ci=float(np.mean([(r.hi - r.lo) / 2 for r in tri if np.isfinite(r.hi - r.lo)])),
