@@ -126,3 +126,5 @@ def test_hypotheses_rows_follow_the_verdict_rules():
     few = st.analyse({b: {k: np.atleast_2d(v)[..., :4] for k, v in t.items()} for b, t in _taus().items()},
                      LAYERS, ["eagle3-default"], n_boot=200)
     assert {x.supported for x in st.hypotheses(few)} == {None}
+    assert st.change_text(few) == "no verdict at this size (n = 4 prompts)"
+    assert st.advice_text(few).startswith("no verdict at this size (4 prompts")

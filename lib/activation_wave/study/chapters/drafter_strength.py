@@ -239,6 +239,8 @@ def change_text(doc: Mapping[str, Any] | None) -> str:
     sets = [s for s in top if s in bottom]
     if not sets:
         return "not measured yet: a budget is missing"
+    if any(v.startswith("no verdict") for v in top.values()):
+        return f"no verdict at this size ({top[sets[0]].removeprefix('no verdict (').rstrip(')')})"
     b_beat, t_beat = ([s for s in sets if v[s] == "higher"] for v in (bottom, top))
     if b_beat == t_beat:
         head = "as after one epoch, " + (f"{', '.join(t_beat)} beat{'s' if len(t_beat) == 1 else ''} the default"
@@ -264,8 +266,10 @@ def advice_text(doc: Mapping[str, Any] | None) -> str:
     n = max((c["n"] for c in top["comparison"]), default=0)
     cpu = top.get("cpu_s_per_drafter")
     at = (f"at the strongest budget this study measured (the default's offline tau {top['tau_default']['tau']:.2f}"
-          + (f", about {cpu / 60:.0f} CPU-minutes of training per drafter" if cpu else "")
+          + (f", about {cpu / 60:.0f} CPU-minutes of training per drafter" if cpu and cpu >= 60 else "")
           + f"; paired over {n} prompts, Holm across the sets)")
+    if n < 10:
+        return f"no verdict at this size ({n} prompts; the default profile measures 96)"
     lead = sorted((c for c in top["comparison"] if verdict(c) == "higher"), key=lambda c: -c["delta"])
     if lead:
         c = lead[0]
