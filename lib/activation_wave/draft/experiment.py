@@ -230,8 +230,9 @@ def _train_missing(target: Target, cache: CaptureCache, jobs: list[tuple[list[in
             else (lambda ids, c: is_trained(cache, ids, c)))
     todo = [(ids, c) for ids, c in jobs if not done(ids, c)]
     todo = list({str(drafter_dir(cache, ids, c)): (ids, c) for ids, c in todo}.values())
-    bar = progress_bar(total=len(todo), desc="training drafters", unit="drafter", disable=not progress or not todo)
-    if progress and todo and hasattr(bar, "announce"):  # a plain log: say what started (tqdm draws 0/n itself)
+    show = progress and bool(todo)
+    bar = progress_bar(total=len(todo), desc="training drafters", unit="drafter", disable=not show)
+    if show and hasattr(bar, "announce"):  # a plain log: say what started (tqdm draws 0/n itself)
         bar.announce()
     if workers <= 1 or len(todo) <= 1:
         for ids, c in todo:

@@ -39,6 +39,8 @@ REFERENCE = "eagle3-default"
 NORM = "+norm"
 BOTTOM, MIDDLE, TOP = "bottom", "middle", "top"
 PRE_REGISTRATION = "book/chapters/06b_drafter_strength (committed before training)"
+#: Fewer paired prompts than this give no verdict (the smoke profile's handful).
+MIN_PROMPTS = 10
 
 __all__ = ["NAME", "REFERENCE", "comparisons", "interaction", "norm_effects", "analyse", "verdict", "tau_rows", "interaction_rows", "norm_rows", "answer_text",
            "change_text", "advice_text", "hypotheses", "not_run_figure", "epoch_deltas"]
@@ -133,7 +135,7 @@ def analyse(taus: Mapping[str, Mapping[str, np.ndarray]], layers: Mapping[str, S
 # ----------------------------------------------------------------------------- the page's words
 
 
-def verdict(row: Mapping[str, Any], alpha: float = 0.05, *, min_prompts: int = 10) -> str:
+def verdict(row: Mapping[str, Any], alpha: float = 0.05, *, min_prompts: int = MIN_PROMPTS) -> str:
     """A comparison's wording at Holm ``alpha``: higher / lower, or within noise.
 
     >>> verdict({"delta": 0.03, "p_holm": 0.01, "n": 96}), verdict({"delta": -0.01, "p_holm": 0.3, "n": 96})
@@ -187,11 +189,10 @@ def answer_text(doc: Mapping[str, Any] | None) -> str:
     """The page's answer in one paragraph, for the page itself, chapter 8 and the landing page."""
     if doc is None:
         return "not measured yet: the stronger drafters of this page have not been trained"
-    by = {b["name"]: b for b in doc["budgets"]}
-    top, bottom = by.get(TOP), by.get(BOTTOM)
+    top, bottom = _budget(doc, TOP), _budget(doc, BOTTOM)
     if top is None or bottom is None:
         return "not measured yet: a budget is missing"
-    n = max((c["n"] for c in top["comparison"]), default=0)
+    n = _n_prompts(top)
     lead = [c for c in top["comparison"] if verdict(c) == "higher"]
     behind = [c for c in top["comparison"] if verdict(c) == "lower"]
     parts = [f"At the stronger budget (the default's tau {top['tau_default']['tau']:.3f} against "
@@ -219,8 +220,18 @@ def answer_text(doc: Mapping[str, Any] | None) -> str:
 _WHERE = {"higher": "above the default", "lower": "below the default", "within noise": "within noise"}
 
 
+def _budget(doc: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    """The results document's entry for budget ``name`` (None when it was not measured)."""
+    return next((b for b in doc["budgets"] if b["name"] == name), None)
+
+
+def _n_prompts(budget: Mapping[str, Any]) -> int:
+    """How many paired prompts a budget's comparisons rest on."""
+    return max((c["n"] for c in budget["comparison"]), default=0)
+
+
 def _verdicts(doc: Mapping[str, Any], budget: str) -> dict[str, str]:
-    return {c["set"]: verdict(c) for b in doc["budgets"] if b["name"] == budget for c in b["comparison"]}
+    return {c["set"]: verdict(c) for c in (_budget(doc, budget) or {"comparison": []})["comparison"]}
 
 
 def change_text(doc: Mapping[str, Any] | None) -> str:
@@ -239,8 +250,9 @@ def change_text(doc: Mapping[str, Any] | None) -> str:
     sets = [s for s in top if s in bottom]
     if not sets:
         return "not measured yet: a budget is missing"
-    if any(v.startswith("no verdict") for v in top.values()):
-        return f"no verdict at this size ({top[sets[0]].removeprefix('no verdict (').rstrip(')')})"
+    n = min(c["n"] for c in _budget(doc, TOP)["comparison"])
+    if n < MIN_PROMPTS:
+        return f"no verdict at this size (n = {n} prompts)"
     b_beat, t_beat = ([s for s in sets if v[s] == "higher"] for v in (bottom, top))
     if b_beat == t_beat:
         head = "as after one epoch, " + (f"{', '.join(t_beat)} beat{'s' if len(t_beat) == 1 else ''} the default"
@@ -260,16 +272,16 @@ def advice_text(doc: Mapping[str, Any] | None) -> str:
     if doc is None:
         return ("the stronger drafters of the page after chapter 6 have not been measured; after one epoch "
                 "(chapter 6) no selection rule's set beat the default [2, N//2, N-3]")
-    top = next((b for b in doc["budgets"] if b["name"] == TOP), None)
+    top = _budget(doc, TOP)
     if top is None:
         return "the stronger budget has not been measured"
-    n = max((c["n"] for c in top["comparison"]), default=0)
+    n = _n_prompts(top)
+    if n < MIN_PROMPTS:
+        return f"no verdict at this size ({n} prompts; the default profile measures 96)"
     cpu = top.get("cpu_s_per_drafter")
     at = (f"at the strongest budget this study measured (the default's offline tau {top['tau_default']['tau']:.2f}"
           + (f", about {cpu / 60:.0f} CPU-minutes of training per drafter" if cpu and cpu >= 60 else "")
           + f"; paired over {n} prompts, Holm across the sets)")
-    if n < 10:
-        return f"no verdict at this size ({n} prompts; the default profile measures 96)"
     lead = sorted((c for c in top["comparison"] if verdict(c) == "higher"), key=lambda c: -c["delta"])
     if lead:
         c = lead[0]
@@ -283,7 +295,7 @@ def advice_text(doc: Mapping[str, Any] | None) -> str:
 
 def hypotheses(doc: Mapping[str, Any] | None) -> list[Hypothesis]:
     """H5 per set and H6 per triple by the page's verdict rules, for chapter 8's table (empty
-    when the page has not run; None where fewer than 10 prompts allow no verdict)."""
+    when the page has not run; None where fewer than ``MIN_PROMPTS`` prompts allow no verdict)."""
     if doc is None:
         return []
 
