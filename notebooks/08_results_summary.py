@@ -137,9 +137,9 @@ display(format_table(ch.online_table(R.drafters).reset_index(names="drafter")))
 # %% tags=["remove-cell"]
 from activation_wave.study.chapters import drafter_recipe as recipe_page
 
-from activation_wave.core.results import load_benchmarks
+from activation_wave.core.results import load_benchmarks, load_optional
 
-recipe_doc = recipe_page.load_optional("recipe", cfg, results_root or None)
+recipe_doc = load_optional("recipe", cfg, results_root or None)
 glue_values(recipe_headline=recipe_page.screen_headline(cfg, results_root or None),
             recipe_reach=recipe_page.reach_text(load_benchmarks(), recipe_doc))
 

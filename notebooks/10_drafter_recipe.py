@@ -140,7 +140,7 @@ overrides = "{}"
 import pandas as pd
 from IPython.display import Markdown, display
 
-from activation_wave.core.results import load_benchmarks
+from activation_wave.core.results import load_benchmarks, load_optional
 from activation_wave.core.tables import format_table
 from activation_wave.plots import (plot_recipe_confirm, plot_recipe_curves, plot_recipe_forest,
                                    plot_recipe_projection)
@@ -149,11 +149,11 @@ from activation_wave.study.glue import glue_figure, glue_values
 from activation_wave.study.steps import notebook_config
 
 cfg = notebook_config(profile, model, overrides)
-doc = dr.load_optional("recipe", cfg, results_root or None)
+doc = load_optional("recipe", cfg, results_root or None)
 planned = dr.planned_arms(cfg)
 glue_values(recipe_status=dr.status_text(doc, planned), recipe_equal_cost=dr.equal_cost_text(doc),
-            **dr.agreement_values(dr.load_optional("llamacpp_agreement", cfg, results_root or None)),
-            **dr.strength_values(dr.load_optional("06_predictors", cfg, results_root or None), load_benchmarks()))
+            **dr.agreement_values(load_optional("llamacpp_agreement", cfg, results_root or None)),
+            **dr.strength_values(load_optional("06_predictors", cfg, results_root or None), load_benchmarks()))
 
 # %% [markdown]
 # ## Where the study stands

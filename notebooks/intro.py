@@ -58,9 +58,9 @@ glue_values(model_name=k.model, n_layers=k.n_layers, n_prompts=k.n_prompts, n_po
             speedup_default=k.speedup_default, speedup_best=k.speedup_best,
             bench_speedup=k.bench_speedup, bench_tau=k.bench_tau, cpu_text=k.cpu_text,
             lossless_word="exactly" if k.lossless else "not always")
-from activation_wave.core.results import load_benchmarks
+from activation_wave.core.results import load_benchmarks, load_optional
 
-recipe_doc = recipe_page.load_optional("recipe", cfg, results_root or None)
+recipe_doc = load_optional("recipe", cfg, results_root or None)
 glue_values(recipe_headline=recipe_page.screen_headline(cfg, results_root or None),
             recipe_reach=recipe_page.reach_text(load_benchmarks(), recipe_doc))
 tri = landing.ranked_triples(R)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from activation_wave.core.config import load_config
+from activation_wave.core.config import ConfigError, load_config
 from activation_wave.study.chapters import drafter_strength as st
 
 LAYERS = {"eagle3-default": (2, 15, 27), "combined": (7, 27, 29), "cka-diverse": (7, 18, 29),
@@ -41,7 +41,7 @@ def test_design_reuses_the_screens_recipe_and_adds_the_norm_arm():
     assert sum(b == "middle" for b, *_ in more) == 5 * 2
     assert [(n, c.epochs) for b, n, _, c in more if b == "middle"][0] == ("eagle3-default", 5)
     assert sum(n.startswith("single-") for _, n, *_ in more) == 2 * 2
-    with pytest.raises(KeyError, match="not among chapter 6's sets"):
+    with pytest.raises(ConfigError, match="not among chapter 6's sets"):  # an input error: the study exits 2
         design(cfg, {"eagle3-default": (2, 15, 27)})
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from activation_wave.core.config import load_config
-from activation_wave.core.results import from_jsonable, load_result, save_result, to_jsonable
+from activation_wave.core.results import from_jsonable, load_optional, load_result, save_result, to_jsonable
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,8 @@ def test_loading_a_file_from_another_version_names_the_fix(tmp_path):
         load_result("demo", cfg, tmp_path, cls=Inner)
     with pytest.raises(FileNotFoundError, match="wave study --profile smoke --only missing"):
         load_result("missing", cfg, tmp_path)
+    assert load_optional("missing", cfg, tmp_path) is None  # an optional page renders without it
+    assert load_optional("demo", cfg, tmp_path)["extra"] == 1
 
 
 def test_a_field_named_like_a_meta_key_is_refused(tmp_path):

@@ -97,3 +97,5 @@ def test_the_time_left_comes_from_the_longest_recorded_runs():
     assert runner.remaining_text(["a"], doc) == "1 notebook, at most about 1 min (their longest recorded runs, cold caches)"
     assert runner.remaining_text(["new"], doc) == "1 notebook; no record for new"
     assert runner.remaining_text(["a"], {}) == "1 notebook; no record for a"
+    many = [f"n{i}" for i in range(17)]  # a cold smoke results root: counted past the first few
+    assert runner.remaining_text(many, {}) == "17 notebooks; no record for n0, n1, n2 and 14 more"

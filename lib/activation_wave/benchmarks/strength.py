@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from activation_wave.benchmarks import recipe
-from activation_wave.core.config import DraftConfig, StudyConfig
+from activation_wave.core.config import ConfigError, DraftConfig, StudyConfig
 from activation_wave.study.chapters.drafter_strength import (BOTTOM, MIDDLE, NORM, PRE_REGISTRATION, REFERENCE, TOP,
                                                              analyse)
 
@@ -42,13 +42,14 @@ def budget_recipes(cfg: StudyConfig) -> dict[str, DraftConfig]:
 def design(cfg: StudyConfig, layers: Mapping[str, Sequence[int]]) -> list[tuple[str, str, tuple[int, ...], DraftConfig]]:
     """Every drafter to train: ``(budget, set name, layers, config with seed)``. ``layers``
     maps chapter 6's set names to their layers; a configured set that chapter 6 lacks raises
-    ``KeyError`` naming the sets it has."""
+    :class:`~activation_wave.core.config.ConfigError` naming the sets it has (the study exits 2)."""
     s = cfg.strength
     names = [REFERENCE, *s.sets]
     missing = [n for n in [*names, *s.norm_sets] if n not in layers]
     if missing:
-        raise KeyError(f"strength sets {missing} are not among chapter 6's sets {sorted(layers)}; "
-                       "check strength.sets / strength.norm_sets or re-run chapter 6")
+        raise ConfigError(f"strength sets {missing} are not among chapter 6's sets {sorted(layers)}; "
+                          "check strength.sets / strength.norm_sets (e.g. --set strength.sets=combined,last-k) "
+                          "or re-run chapter 6", key="strength.sets", expected=f"names among {sorted(layers)}")
     recipes = budget_recipes(cfg)
     out = []
     for budget, draft in recipes.items():

@@ -191,3 +191,12 @@ def load_result(name: str, cfg: StudyConfig, root: str | Path | None = None, cls
                                 f"(`wave study --profile {cfg.profile} --only {name}`)")
     doc = json.loads(path.read_text())
     return from_jsonable(cls, doc) if cls is not None else doc
+
+
+def load_optional(name: str, cfg: StudyConfig, root: str | Path | None = None) -> dict[str, Any] | None:
+    """The raw results file ``name`` (:func:`load_result`), or None when it was not written:
+    for pages that render whether or not an optional study has run."""
+    try:
+        return load_result(name, cfg, root)
+    except FileNotFoundError:
+        return None

@@ -299,14 +299,22 @@ def _timings_doc(results_root: Path, profile: str) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+#: How many notebooks without a timing record :func:`remaining_text` names before it counts
+#: the rest (a cold results root has no record for any of them).
+NAMED_UNKNOWN = 3
+
+
 def remaining_text(names: Sequence[str], recorded: Mapping[str, Any]) -> str:
     """How long the notebooks ``names`` should take, from their longest recorded runs (the
     runs that filled the caches: a cold machine's cost, so an upper bound where caches or the
-    drafter ledger are warm); notebooks without a record are named.
+    drafter ledger are warm); notebooks without a record are named, the first
+    :data:`NAMED_UNKNOWN` of them, then counted.
 
     >>> doc = {"longest": {"a": {"seconds": 600.0}, "b": {"seconds": 4200.0}}}
     >>> remaining_text(["a", "b", "c"], doc)
     '3 notebooks, at most about 1 h 20 min (their longest recorded runs, cold caches); no record for c'
+    >>> remaining_text(["c", "d", "e", "f", "g"], doc)
+    '5 notebooks; no record for c, d, e and 2 more'
     >>> remaining_text([], doc)
     'nothing left to run'
     """
@@ -320,7 +328,11 @@ def remaining_text(names: Sequence[str], recorded: Mapping[str, Any]) -> str:
     text = f"{len(names)} notebook{'s' if len(names) != 1 else ''}"
     if len(unknown) < len(names):
         text += f", at most about {span} (their longest recorded runs, cold caches)"
-    return text + (f"; no record for {', '.join(unknown)}" if unknown else "")
+    if not unknown:
+        return text
+    more = len(unknown) - NAMED_UNKNOWN
+    named = ", ".join(unknown[:NAMED_UNKNOWN]) + (f" and {more} more" if more > 0 else "")
+    return f"{text}; no record for {named}"
 
 
 def _record_timings(results_root: Path, profile: str, model: str | None, timings: dict[str, float], total: float) -> None:

@@ -82,7 +82,7 @@ def responses_text(cfg: StudyConfig, root: str | Path | None = None) -> str:
     llama.cpp against the PyTorch target (``llamacpp_agreement.json`` of the third model) when
     llama.cpp wrote them; empty when the profile names no third model."""
     from activation_wave.select.across_models import third_config
-    from activation_wave.study.chapters.drafter_recipe import load_optional
+    from activation_wave.core.results import load_optional
 
     if not cfg.third.model:
         return ""

@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 
 from activation_wave.core.config import StudyConfig
-from activation_wave.core.results import load_result
+from activation_wave.core.results import load_optional
 
 #: Fewest eval prompts for an R1 verdict: below it a bootstrap over prompts takes a handful of
 #: distinct values and its p means little (the smoke profile scores 2).
 MIN_PROMPTS = 10
 
-__all__ = ["MIN_PROMPTS", "load_optional", "planned_arms", "verdict", "arm_rows", "status_text", "headline",
+__all__ = ["MIN_PROMPTS", "planned_arms", "verdict", "arm_rows", "status_text", "headline",
            "screen_headline", "confirm_text",
            "not_run_figure", "agreement_values", "break_even_taus", "TARGETS", "data_projection",
            "projection_marks", "projection_rows", "projection_text", "best_reached",
@@ -29,15 +29,6 @@ __all__ = ["MIN_PROMPTS", "load_optional", "planned_arms", "verdict", "arm_rows"
 
 #: The recipe issue's targets for the benchmark drafter's online tau at T = 0 (must reach, goal).
 TARGETS = {"the issue's target": 1.9, "the issue's goal": 2.3}
-
-
-def load_optional(name: str, cfg: StudyConfig, root: str | Path | None = None) -> dict[str, Any] | None:
-    """The results file ``name`` of ``cfg``'s profile and model (:func:`~activation_wave.core.results.load_result`),
-    or None when it was not written."""
-    try:
-        return load_result(name, cfg, root)
-    except FileNotFoundError:
-        return None
 
 
 def planned_arms(cfg: StudyConfig) -> int:

@@ -21,7 +21,7 @@ from activation_wave.core.results import load_result
 from activation_wave.core.stats import group_difference
 from activation_wave.study.chapters import drafter_predictors as dp
 from activation_wave.study.chapters import drafter_strength
-from activation_wave.study.chapters.drafter_recipe import load_optional
+from activation_wave.core.results import load_optional
 from activation_wave.study.chapters.cka_compartments import CkaCompartmentsResult
 from activation_wave.study.chapters.cross_drafters import CrossDrafterResult
 from activation_wave.study.chapters.cross_drafters import evaluate_hypotheses as cross_hypotheses
