@@ -138,3 +138,26 @@ def test_online_decoding_reaches_the_relay_without_a_visible_bar(tmp_path, monke
     run_interleaved({"plain": method}, [(f"q{i}", [1, 2]) for i in range(10)])
     lines = relay.read_text().splitlines()
     assert lines and lines[-1].startswith("[decoding] 10/10 prompt (100%)")
+
+
+def test_a_long_wait_for_workers_prints_a_heartbeat():
+    """While no drafter finishes, the log gets the bar's line every few minutes (here 20 ms),
+    and every future is still handed back once."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from activation_wave.draft.experiment import completed_with_heartbeat
+
+    out = io.StringIO()
+    bar = P.LineProgress(total=2, desc="training drafters", unit="drafter", file=out)
+    release = threading.Event()
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(release.wait, 5) for _ in range(2)]
+        threading.Timer(0.2, release.set).start()
+        got = list(completed_with_heartbeat(futures, bar, every=0.02))
+    bar.close()
+    assert sorted(map(id, got)) == sorted(map(id, futures))
+    beats = out.getvalue().splitlines()
+    assert len(beats) >= 3 and all(b.startswith("[training drafters] 0/2 drafter") for b in beats)
+    with ThreadPoolExecutor(1) as pool:  # no bar (progress off): the futures alone
+        assert [f.result() for f in completed_with_heartbeat([pool.submit(sum, [1, 2])], None, every=0.01)] == [3]

@@ -18,7 +18,8 @@ import hashlib
 import json
 import shutil
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -224,16 +225,14 @@ def _train_missing(target: Target, cache: CaptureCache, jobs: list[tuple[list[in
     two cores busy with two drafters; a drafter is bit-identical to one trained alone
     at the same thread count.
     """
-    from concurrent.futures import as_completed
-
     done = ((lambda ids, c: (drafter_dir(cache, ids, c) / "train_log.json").exists()) if weights
             else (lambda ids, c: is_trained(cache, ids, c)))
     todo = [(ids, c) for ids, c in jobs if not done(ids, c)]
     todo = list({str(drafter_dir(cache, ids, c)): (ids, c) for ids, c in todo}.values())
     show = progress and bool(todo)
     bar = progress_bar(total=len(todo), desc="training drafters", unit="drafter", disable=not show)
-    if show and hasattr(bar, "announce"):  # a plain log: say what started (tqdm draws 0/n itself)
-        bar.announce()
+    if show:
+        _heartbeat(bar)  # say at once what started (a drafter can take most of an hour)
     if workers <= 1 or len(todo) <= 1:
         for ids, c in todo:
             path, _ = train_or_load(target, cache, ids, c)
@@ -244,10 +243,34 @@ def _train_missing(target: Target, cache: CaptureCache, jobs: list[tuple[list[in
         with _pool(workers) as pool:
             futures = [pool.submit(_train_in_worker, target.name, _dtype(target), str(cache.path), ids, c, score)
                        for ids, c in todo]
-            for fut in as_completed(futures):
+            for fut in completed_with_heartbeat(futures, bar if show else None):
                 fut.result()  # re-raise a worker's error here
                 bar.update()
     bar.close()
+
+
+#: Seconds between progress lines while no drafter finishes (a top-budget drafter trains for
+#: up to an hour on a 2-core AVX2 machine; a log silent that long looks hung).
+HEARTBEAT_S = 300.0
+
+
+def _heartbeat(bar: Any) -> None:
+    """Show ``bar``'s line now with its elapsed time: a new line in a plain log
+    (:meth:`~activation_wave.core.progress.LineProgress.announce`), a redraw of tqdm's."""
+    (bar.announce if hasattr(bar, "announce") else bar.refresh)()
+
+
+def completed_with_heartbeat(futures: Sequence[Future[Any]], bar: Any | None,
+                             every: float | None = None) -> Iterator[Future[Any]]:
+    """The ``futures`` as they complete (:func:`concurrent.futures.as_completed`), showing
+    ``bar``'s line (:func:`_heartbeat`) after every ``every`` seconds (default
+    :data:`HEARTBEAT_S`) in which none completed; ``bar=None`` stays silent."""
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=HEARTBEAT_S if every is None else every, return_when=FIRST_COMPLETED)
+        if not done and bar is not None:
+            _heartbeat(bar)
+        yield from done
 
 
 def run_sets(target: Target, cache: CaptureCache, sets: Mapping[str, Sequence[int]], cfg: DraftConfig,
