@@ -73,12 +73,23 @@ glue_values(ranking=ranking_text(R.paired, 3))
 # ### The pre-registered hypotheses
 #
 # Chapter 6 fixed four hypotheses and their primary tests before its drafters were
-# trained ({ref}`sec-prereg`), and chapter 7 three more for the drafters of the second
-# architecture ({ref}`sec-cross-prereg`, G1-G3); here is each verdict, by the rule fixed
-# then.
+# trained ({ref}`sec-prereg`), the page after it two more for the same layer sets at a
+# stronger training budget ({ref}`sec-strength-prereg`: H5 per set, H6 per triple), and
+# chapter 7 three more for the drafters of the second architecture ({ref}`sec-cross-prereg`,
+# G1-G3); here is each verdict, by the rule fixed then.
 
 # %% tags=["remove-input"]
 display(format_table(pd.DataFrame(s.hypotheses)))
+
+# %% tags=["remove-cell"]
+from activation_wave.study.chapters import drafter_strength
+
+glue_values(strength_answer=drafter_strength.answer_text(R.strength),
+            strength_change=drafter_strength.change_text(R.strength))
+
+# %% [markdown]
+# **At a stronger budget** ({doc}`06b_drafter_strength`): {glue:text}`strength_answer`
+# Against the one-epoch answer: {glue:text}`strength_change`.
 
 # %% tags=["remove-input"]
 ne = R.paired.norm_effects

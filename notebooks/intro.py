@@ -39,7 +39,7 @@ overrides = "{}"
 import matplotlib.pyplot as plt
 
 from activation_wave.study.glue import glue_figure, glue_values
-from activation_wave.study.chapters import drafter_recipe as recipe_page, landing
+from activation_wave.study.chapters import drafter_recipe as recipe_page, drafter_strength, landing
 from activation_wave.study.hypotheses import VERDICT_WORD
 from activation_wave.study.steps import open_chapter
 from activation_wave.plots import plot_key_figure
@@ -60,6 +60,8 @@ glue_values(model_name=k.model, n_layers=k.n_layers, n_prompts=k.n_prompts, n_po
             lossless_word="exactly" if k.lossless else "not always")
 from activation_wave.core.results import load_benchmarks, load_optional
 
+glue_values(strength_answer=drafter_strength.answer_text(R.strength),
+            strength_change=drafter_strength.change_text(R.strength))
 recipe_doc = load_optional("recipe", cfg, results_root or None)
 glue_values(recipe_headline=recipe_page.screen_headline(cfg, results_root or None),
             recipe_reach=recipe_page.reach_text(load_benchmarks(), recipe_doc))
@@ -108,6 +110,9 @@ glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set fo
 #   Spearman's $\rho$ between concatenation entropy and $\tau$ is {glue:text}`rho_renyi2`;
 #   between a triple's deepest layer and $\tau$ it is {glue:text}`rho_deepest` (95%
 #   bootstrap intervals over triples and prompts).
+# - **Does the answer hold for stronger drafters?** The same layer sets retrained at a
+#   stronger budget ({doc}`06b_drafter_strength`, pre-registered: H5, H6):
+#   {glue:text}`strength_answer` Against the one-epoch answer: {glue:text}`strength_change`.
 # - **A second architecture.** The same test on {glue:text}`second_model`'s own drafters,
 #   pre-registered in chapter 7 (the best rule's set against the default): {glue:text}`g1_text`,
 #   {glue:text}`g1_word`. Whether a drafter reading one layer gets better with that
@@ -131,7 +136,8 @@ glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set fo
 # ## How to read this book
 #
 # {doc}`../background` sets out the mathematics. Chapters 0-6 follow the pipeline
-# (data, entropy, concatenation, CKA, filtering, selection, drafters); the "Second
+# (data, entropy, concatenation, CKA, filtering, selection, drafters), and the page after
+# chapter 6 retrains its drafters at a stronger budget; the "Second
 # architecture" pages rerun chapters 1-4 on Gemma-3-270M and the "Third architecture"
 # pages chapters 1-5 on Qwen2.5-Coder-1.5B, chapter 7 compares the architectures side by
 # side, chapter 8 collects the numbers, chapter 9

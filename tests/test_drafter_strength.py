@@ -64,8 +64,10 @@ def test_norm_arm_is_per_triple_and_says_when_it_hurts():
     assert rows["eagle3-default"]["H6"] == "not supported: the norm hurts"
     assert rows["combined"]["H6"].startswith("not supported (within noise")
     text = st.answer_text(doc)
-    assert "H5 is supported for combined (I +0.05" in text and "the per-layer norm still hurts eagle3-default" in text
-    assert "last-k trails it by -0.04" in text
+    assert "H5 is supported for combined (gains on the default with budget: I +0.05" in text
+    assert "for last-k the change is within noise" in text
+    assert "The per-layer norm still hurts eagle3-default (delta -0.1" in text and "(H6 not supported)" in text
+    assert "last-k is below the default (delta -0.04" in text
 
 
 def test_tables_and_figure_render():
@@ -113,6 +115,7 @@ def test_the_answer_says_whether_it_differs_from_one_epoch():
     assert st.change_text(steady) == ("as after one epoch, no set beats the default; every set's verdict against "
                                       "the default is the same at both budgets")
     assert st.advice_text(steady).startswith("keep the EAGLE-3 default [2, N//2, N-3]: at the strongest budget")
+    assert "no selection rule's set beat it (nor did one after one epoch)" in st.advice_text(steady)
     assert "not been measured" in st.advice_text(None) and st.hypotheses(None) == []
 
 

@@ -193,28 +193,32 @@ def answer_text(doc: Mapping[str, Any] | None) -> str:
     if top is None or bottom is None:
         return "not measured yet: a budget is missing"
     n = _n_prompts(top)
-    lead = [c for c in top["comparison"] if verdict(c) == "higher"]
-    behind = [c for c in top["comparison"] if verdict(c) == "lower"]
-    parts = [f"At the stronger budget (the default's tau {top['tau_default']['tau']:.3f} against "
-             f"{bottom['tau_default']['tau']:.3f} after one epoch; {n} prompts, Holm within the budget)"]
-    if lead:
-        parts.append(", ".join(f"{c['set']} beats the default by {c['delta']:+.3f} {_ci(c['lo'], c['hi'])}"
-                               for c in lead))
-    if behind:
-        parts.append(", ".join(f"{c['set']} trails it by {c['delta']:+.3f} {_ci(c['lo'], c['hi'])}" for c in behind))
-    rest = [c["set"] for c in top["comparison"] if verdict(c) == "within noise"]
-    if rest:
-        parts.append(f"{', '.join(rest)} {'is' if len(rest) == 1 else 'are'} within noise of it")
-    changed = [r for r in doc["interaction"] if verdict(r) in ("higher", "lower")]
-    h5 = ("H5 is supported for " + ", ".join(f"{r['set']} (I {r['delta']:+.3f} {_ci(r['lo'], r['hi'])})" for r in changed)
-          if changed else "no set's delta changed beyond noise between the budgets (H5 not supported for any set)")
+
+    def stat(r: Mapping[str, Any], name: str = "delta") -> str:
+        return f"{name} {r['delta']:+.3f} {_ci(r['lo'], r['hi'])}, Holm p {r['p_holm']:.2g}"
+
+    words = {"higher": "is above the default", "lower": "is below the default", "within noise": "is within noise of it"}
+    clauses = [f"{c['set']} {words.get(verdict(c), verdict(c))} ({stat(c)})" for c in top["comparison"]]
+    head = (f"At the stronger budget (the default's tau {top['tau_default']['tau']:.3f} against "
+            f"{bottom['tau_default']['tau']:.3f} after one epoch; paired over {n} prompts, Holm across the sets): "
+            + "; ".join(clauses) + ".")
+    moved = {r["set"]: r for r in doc["interaction"] if verdict(r) in ("higher", "lower")}
+    steady = [r["set"] for r in doc["interaction"] if r["set"] not in moved]
+    if moved:
+        h5 = "H5 is supported for " + ", ".join(
+            f"{s} ({'gains on' if r['delta'] > 0 else 'falls further behind'} the default with budget: {stat(r, 'I')})"
+            for s, r in moved.items())
+        h5 += f"; for {', '.join(steady)} the change is within noise." if steady else "."
+    else:
+        h5 = "No set's delta changed beyond noise between the budgets (H5 not supported for any set)."
     helps = [r for r in doc["norm_arm"] if verdict(r) == "higher"]
     hurts = [r for r in doc["norm_arm"] if verdict(r) == "lower"]
-    h6 = ("the per-layer norm helps " + ", ".join(r["set"] for r in helps) if helps else
-          "the per-layer norm still hurts " + ", ".join(f"{r['set']} ({r['delta']:+.3f} {_ci(r['lo'], r['hi'])})"
-                                                         for r in hurts) if hurts else
-          "the per-layer norm is within noise" if doc["norm_arm"] else "the norm arm has not run")
-    return "; ".join(parts) + f". {h5[0].upper()}{h5[1:]}; {h6} (H6)."
+    h6 = ("The per-layer norm helps " + ", ".join(f"{r['set']} ({stat(r)})" for r in helps) + " (H6 supported there)"
+          if helps else
+          "The per-layer norm still hurts " + ", ".join(f"{r['set']} ({stat(r)})" for r in hurts) + " (H6 not supported)"
+          if hurts else
+          "The per-layer norm is within noise (H6 not supported)" if doc["norm_arm"] else "The norm arm has not run")
+    return f"{head} {h5} {h6}."
 
 
 _WHERE = {"higher": "above the default", "lower": "below the default", "within noise": "within noise"}
@@ -280,7 +284,7 @@ def advice_text(doc: Mapping[str, Any] | None) -> str:
         return f"no verdict at this size ({n} prompts; the default profile measures 96)"
     cpu = top.get("cpu_s_per_drafter")
     at = (f"at the strongest budget this study measured (the default's offline tau {top['tau_default']['tau']:.2f}"
-          + (f", about {cpu / 60:.0f} CPU-minutes of training per drafter" if cpu and cpu >= 60 else "")
+          + (f", about {cpu / 60:.0f} CPU-minutes of training per drafter, the mean over the CPUs that trained them" if cpu and cpu >= 60 else "")
           + f"; paired over {n} prompts, Holm across the sets)")
     lead = sorted((c for c in top["comparison"] if verdict(c) == "higher"), key=lambda c: -c["delta"])
     if lead:
@@ -289,7 +293,9 @@ def advice_text(doc: Mapping[str, Any] | None) -> str:
         return (f"{at}, {c['set']} {layers} beats the default by {c['delta']:+.3f} {_ci(c['lo'], c['hi'])}: where you "
                 f"can train and compare drafters, try that rule's set (`wave select`) against the default "
                 f"[2, N//2, N-3]; where you cannot, keep the default ({change_text(doc)})")
-    return (f"keep the EAGLE-3 default [2, N//2, N-3]: {at} no selection rule's set beat it ({change_text(doc)}). "
+    was = ("nor did one after one epoch" if not any(v == "higher" for v in _verdicts(doc, BOTTOM).values())
+           else "unlike after one epoch")
+    return (f"keep the EAGLE-3 default [2, N//2, N-3]: {at} no selection rule's set beat it ({was}). "
             "That budget is still far weaker than a drafter one would deploy")
 
 
