@@ -88,7 +88,7 @@ glue_values(strength_answer=drafter_strength.answer_text(R.strength),
             strength_change=drafter_strength.change_text(R.strength))
 
 # %% [markdown]
-# **At a stronger budget** ({doc}`06b_drafter_strength`): {glue:text}`strength_answer`
+# **Stronger drafters** ({doc}`06b_drafter_strength`). {glue:text}`strength_answer`
 # Against the one-epoch answer: {glue:text}`strength_change`.
 
 # %% tags=["remove-input"]

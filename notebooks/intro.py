@@ -111,7 +111,7 @@ glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set fo
 #   between a triple's deepest layer and $\tau$ it is {glue:text}`rho_deepest` (95%
 #   bootstrap intervals over triples and prompts).
 # - **Does the answer hold for stronger drafters?** The same layer sets retrained at a
-#   stronger budget ({doc}`06b_drafter_strength`, pre-registered: H5, H6):
+#   stronger budget ({doc}`06b_drafter_strength`, pre-registered: H5, H6).
 #   {glue:text}`strength_answer` Against the one-epoch answer: {glue:text}`strength_change`.
 # - **A second architecture.** The same test on {glue:text}`second_model`'s own drafters,
 #   pre-registered in chapter 7 (the best rule's set against the default): {glue:text}`g1_text`,

@@ -163,10 +163,10 @@ def plot_strength_deltas(doc: Mapping[str, Any], *, ax: Axes | None = None) -> F
         for x, c, _ in pts:
             ax.plot([x, x], [c["lo"], c["hi"]], color=color, lw=1.4)
     for b in budgets:
-        ax.annotate(b["name"], (b["tau_default"]["tau"], 1.0), xycoords=("data", "axes fraction"),
-                    textcoords="offset points", xytext=(0, -12), ha="center", fontsize=8, color="#555555")
+        ax.annotate(f"{b['name']} budget", (b["tau_default"]["tau"], 1.0), xycoords=("data", "axes fraction"),
+                    textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8, color="#555555")
     ax.axhline(0.0, color="black", lw=0.8)
-    ax.set_xlabel(r"the default triple's $\tau$ at the budget (offline, online depth and threshold)")
+    ax.set_xlabel(r"the default triple's $\tau$ at that budget (offline; chapter 6's pre-registered outcome)")
     ax.set_ylabel(r"$\Delta\tau$ = set $-$ default (95% paired interval)")
     ax.legend(fontsize=8)
     return fig
