@@ -120,7 +120,7 @@ doc = strength.run(cfg, root=results_root or None) if cfg.strength.seeds else No
 if doc is not None:
     save_results(st.NAME, doc, cfg, results_root or None)
 glue_values(strength_answer=st.answer_text(doc), strength_change=st.change_text(doc),
-            strength_advice=st.advice_text(doc))
+            strength_advice=st.advice_text(doc), strength_cost=st.cost_text(doc) or "Not recorded")
 
 # %% [markdown]
 # ## The answer
@@ -197,9 +197,10 @@ glue_figure("fig_strength_epochs", plot_strength_epochs(st.epoch_deltas(doc)) if
 # The second architecture (Gemma-3-270M at the top budget) was the first part the shrink
 # dropped, so whether the answer holds there at this budget is not measured.
 #
-# The page's cost held on one machine only. Its drafters were trained in several sessions
-# on two 2-core CPUs: an AMD EPYC with AVX-512, where a pair of top-budget drafters took
-# about 15 minutes, and one with AVX2 only, where a pair took 40 to 55 minutes. On the
-# first, the page's training from an empty ledger fits the 2.5 hours it was sized for; on
-# the second it would take about 8 hours. A fresh clone pays neither: every drafter's
-# scores are in the ledger, and the page re-executes in minutes.
+# The page's cost held on one machine only. {glue:text}`strength_cost` (one thread each, two
+# at a time; `train_log` in their ledger entries). The spread is the two 2-core CPUs they
+# were trained on in several sessions: an AMD EPYC with AVX-512 (the fast end) and one with
+# AVX2 only (the slow end). On the first the page's training from an empty ledger fits the
+# 2.5 hours it was sized for; on the second it would take over three times as long (the
+# README gives both). A fresh clone pays neither: every drafter's scores are in the ledger,
+# and the page re-executes in minutes.

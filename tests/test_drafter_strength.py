@@ -131,3 +131,12 @@ def test_hypotheses_rows_follow_the_verdict_rules():
     assert {x.supported for x in st.hypotheses(few)} == {None}
     assert st.change_text(few) == "no verdict at this size (n = 4 prompts)"
     assert st.advice_text(few).startswith("no verdict at this size (4 prompts")
+
+
+def test_cost_text_reads_the_training_logs():
+    import doctest
+
+    assert doctest.testmod(st).failed == 0  # change_text's and cost_text's examples
+    assert st.cost_text(None) == "" and st.cost_text({"training": {"train_wall_s": []}}) == ""
+    text = st.cost_text({"training": {"train_wall_s": [773.0, 3288.0], "tokens_per_s": [509.0, 120.0]}})
+    assert text == "The 2 drafters trained for 773 to 3288 s each, at 120 to 509 training tokens/s"

@@ -132,4 +132,6 @@ def run(cfg: StudyConfig, *, root: str | None = None, progress: bool = True) -> 
                        "exploratory": [x for x, on in (("single layers", bool(s.singles)),
                                                        ("middle budget", s.middle)) if on]},
             "prompt_ids": list(ids), **doc, "curves": curves, "n_drafters": len(rows),
+            "training": {"train_wall_s": [row["train_s"] for row in rows],
+                         "tokens_per_s": [row["tokens_per_s"] for row in rows]},
             "drafters": [row["path"] for row in rows], "seconds": round(time.time() - t0, 1)}

@@ -42,7 +42,7 @@ PRE_REGISTRATION = "book/chapters/06b_drafter_strength (committed before trainin
 #: Fewer paired prompts than this give no verdict (the smoke profile's handful).
 MIN_PROMPTS = 10
 
-__all__ = ["NAME", "REFERENCE", "comparisons", "interaction", "norm_effects", "analyse", "verdict", "tau_rows", "interaction_rows", "norm_rows", "answer_text",
+__all__ = ["NAME", "REFERENCE", "comparisons", "interaction", "norm_effects", "analyse", "verdict", "tau_rows", "interaction_rows", "norm_rows", "answer_text", "cost_text",
            "change_text", "advice_text", "hypotheses", "not_run_figure", "epoch_deltas"]
 
 
@@ -146,6 +146,22 @@ def verdict(row: Mapping[str, Any], alpha: float = 0.05, *, min_prompts: int = M
     if row["p_holm"] is not None and row["p_holm"] < alpha:
         return "higher" if row["delta"] > 0 else "lower"
     return "within noise"
+
+
+def cost_text(doc: Mapping[str, Any] | None) -> str:
+    """The trained drafters' training wall time and speed, from their logs (the results file's
+    ``training``), or an empty string when it does not record them.
+
+    >>> cost_text({"training": {"train_wall_s": [900.0, 3000.0, None], "tokens_per_s": [450.0, 130.0, None]}})
+    'The 2 drafters trained for 900 to 3000 s each, at 130 to 450 training tokens/s'
+    """
+    t = (doc or {}).get("training") or {}
+    walls = [w for w in t.get("train_wall_s", []) if w is not None]
+    speed = [v for v in t.get("tokens_per_s", []) if v is not None]
+    if not walls:
+        return ""
+    return (f"The {len(walls)} drafters trained for {min(walls):.0f} to {max(walls):.0f} s each"
+            + (f", at {min(speed):.0f} to {max(speed):.0f} training tokens/s" if speed else ""))
 
 
 def _ci(lo: float, hi: float) -> str:
