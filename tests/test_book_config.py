@@ -300,3 +300,29 @@ def test_study_keys_are_machine_local(tmp_path, monkeypatch):
     k = keys_file(REPO_ROOT / "book")
     assert k.is_relative_to(tmp_path / "cache") and k != keys_file(tmp_path / "other" / "book")
     assert not (REPO_ROOT / "book" / "chapters" / ".keys.json").exists()
+
+
+def test_a_page_that_glues_from_a_notebook_depends_on_it(tmp_path):
+    """The rerun page quotes a notebook's glued advice: the book's extension records that
+    notebook as the page's dependency, so an incremental build re-reads the page."""
+    import doctest
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import glue_dependencies as gd
+    finally:
+        sys.path.pop(0)
+    assert doctest.testmod(gd).failed == 0
+    noted: list[str] = []
+    env = SimpleNamespace(doc2path=lambda doc: str(tmp_path / "book" / f"{doc}.md"), note_dependency=noted.append)
+    app = SimpleNamespace(env=env)
+    gd.note(app, "rerun", ["{glue:text}`chapters/06b.ipynb::advice:s` and {glue:text}`chapters/06b.ipynb::x`"])
+    gd.note(app, "plain", ["{glue:text}`local_key` only"])
+    assert noted == [str(tmp_path / "book" / "chapters" / "06b.ipynb")]
+    rerun = (ROOT / "book" / "rerun.md").read_text()
+    assert gd.glued_notebooks(rerun) == ["chapters/06b_drafter_strength.ipynb"]
+    sphinx = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]
+    # a local extension loads only if the full extension list names it too
+    assert "glue_dependencies" in sphinx["local_extensions"]
+    assert set(sphinx["local_extensions"]) <= set(sphinx["config"]["extensions"])

@@ -100,18 +100,3 @@ def test_the_time_left_comes_from_the_longest_recorded_runs():
     many = [f"n{i}" for i in range(17)]  # a cold smoke results root: counted past the first few
     assert runner.remaining_text(many, {}) == "17 notebooks; no record for n0, n1, n2 and 14 more"
 
-
-def test_pages_that_glue_from_notebooks_are_rebuilt(tmp_path):
-    """The rerun page quotes a notebook's glued advice: an incremental build must re-read it."""
-    import os
-
-    from activation_wave.study.runner import touch_cross_glue_pages
-
-    (tmp_path / "rerun.md").write_text("advice: {glue:text}`chapters/06b.ipynb::advice:s`\n")
-    (tmp_path / "plain.md").write_text("no glue here\n")
-    (tmp_path / "_build").mkdir()
-    (tmp_path / "_build" / "copy.md").write_text("{glue:text}`chapters/06b.ipynb::advice:s`\n")
-    for p in tmp_path.rglob("*.md"):
-        os.utime(p, (1_000_000, 1_000_000))
-    assert touch_cross_glue_pages(tmp_path) == [tmp_path / "rerun.md"]
-    assert (tmp_path / "rerun.md").stat().st_mtime > 1_000_000 == (tmp_path / "plain.md").stat().st_mtime

@@ -355,23 +355,11 @@ def _record_timings(results_root: Path, profile: str, model: str | None, timings
     path.write_text(json.dumps(doc, indent=1, sort_keys=True))
 
 
-def touch_cross_glue_pages(book: Path) -> list[Path]:
-    """Mark the static pages that glue values from a notebook (``{glue:text}`chapters/x.ipynb::name```)
-    as changed, so an incremental build re-reads them: Sphinx does not know that such a page
-    depends on the notebook, and would keep the value of the last build. Returns the pages."""
-    pages = [p for p in sorted(book.rglob("*.md")) if "_build" not in p.parts and ".ipynb::" in p.read_text()]
-    for page in pages:
-        page.touch()
-    return pages
-
-
 def build_book(book: Path) -> int:
-    """Fetch MathJax if needed and build the book with warnings as errors (the pages that glue
-    from notebooks re-read: :func:`touch_cross_glue_pages`)."""
+    """Fetch MathJax if needed and build the book with warnings as errors."""
     fetch = REPO_ROOT / "scripts" / "fetch_mathjax.sh"
     if fetch.exists():
         subprocess.run(["bash", str(fetch)], check=True, cwd=REPO_ROOT)
-    touch_cross_glue_pages(book)
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb), "build", str(book), "-W", "-n", "--keep-going", "--path-output", str(book)]
     print("[study] " + " ".join(cmd), flush=True)
