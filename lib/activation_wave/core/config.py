@@ -115,7 +115,7 @@ RECIPE_SHRINK_ORDER = ("vocab-full", "epochs-20", "block-target", "batch-4k", "b
 DEFAULT_RECIPE_ARMS = (tuple(a for a in RECIPE_ARMS if a not in ("vocab-4k", "combined", *RECIPE_SHRINK_ORDER))
                        + ("combined",))
 #: Prompt sources besides a .jsonl path and ``hub:<dataset>[:<split>]``.
-NAMED_SOURCES = ("humaneval", "team")
+NAMED_SOURCES = ("humaneval", "team", "corpus")
 _HUB_SOURCE = re.compile(r"hub:[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?(:[\w.-]+)?")
 
 
