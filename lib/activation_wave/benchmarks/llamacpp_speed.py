@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from activation_wave.core.results import BENCHMARKS_FILE, cache_path, load_benchmarks, without_cache_root
+from activation_wave.core.results import BENCHMARKS_FILE, cache_path, load_benchmarks, without_cache_root, write_benchmarks
 
 #: llama.cpp's per-implementation speculative statistics line (common/speculative.cpp,
 #: ``common_speculative_print_stats``, logged at verbosity 4 after every request).
@@ -453,9 +453,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               threads=tuple(int(t) for t in a.threads.split(",")), sweep_prompts=a.sweep_prompts)
     res.update(wall_s=round(time.time() - t0, 1), measured=time.strftime("%Y-%m-%dT%H:%M:%S"))
     out = Path(a.out)
-    doc = json.loads(out.read_text()) if out.exists() else {}
+    doc = load_benchmarks(out)
     doc["llamacpp"] = without_cache_root(res)
-    out.write_text(json.dumps(doc, indent=1))
+    write_benchmarks(out, doc)
     print(json.dumps({k: res[k] for k in ("figure", "baseline", "ratio", "speedup_by_threads", "identical_to_plain")}))
     return 0
 

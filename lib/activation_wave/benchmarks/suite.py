@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from activation_wave.core.config import StudyConfig
-from activation_wave.core.results import BENCHMARKS_FILE, without_cache_root
+from activation_wave.core.results import BENCHMARKS_FILE, load_benchmarks, without_cache_root, write_benchmarks
 from activation_wave.benchmarks.peak import PeakRSS, cpu_model
 
 
@@ -64,7 +64,7 @@ def run_benchmarks(cfg: StudyConfig, out: Path = BENCHMARKS_FILE, only: list[str
     unknown = sorted(set(only or []) - set(known))
     if unknown:
         raise ValueError(f"unknown benchmark(s) {unknown}; choose from {sorted(known)}")
-    doc = json.loads(out.read_text()) if out.exists() else {}
+    doc = load_benchmarks(out)
     doc["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
                       "torch_threads": torch.get_num_threads(), **cpu_model()}
     for name, fn in known.items():
@@ -79,7 +79,6 @@ def run_benchmarks(cfg: StudyConfig, out: Path = BENCHMARKS_FILE, only: list[str
         result["measured"] = time.strftime("%Y-%m-%dT%H:%M:%S")
         result["machine"] = doc["machine"]  # entries of one file may come from different machines
         doc[name] = without_cache_root(result)  # drafter folders as cache keys, not this machine's paths
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(doc, indent=1))
+        write_benchmarks(out, doc)  # atomic: a full disk keeps the previous file
         print(f"[bench] {name}: {json.dumps(result)[:300]}", flush=True)
     return doc

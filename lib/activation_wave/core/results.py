@@ -32,6 +32,7 @@ from typing import Any, TypeVar, get_type_hints
 
 import numpy as np
 
+from activation_wave.core import files
 from activation_wave.core.config import StudyConfig
 from activation_wave.core.paths import REPO_ROOT
 
@@ -40,6 +41,15 @@ RESULTS_ROOT = REPO_ROOT / "data" / "results"
 BENCHMARKS_FILE = RESULTS_ROOT / "benchmarks.json"
 #: Keys every results file carries besides the result's own fields.
 META_KEYS = ("name", "config", "written", "git_commit")
+#: What an existing file must hold to be replaced as a results file (:func:`save_result`).
+RESULTS_OWNED = files.json_with("name", "config", "written")
+#: What an existing file must hold to be replaced as the benchmarks file (``wave bench``).
+BENCHMARKS_OWNED = files.json_with("machine")
+
+
+class ResultsFileError(ValueError):
+    """A results file that exists but cannot be read as one (cut off, not JSON, another
+    shape); the message names the file and the chapter that rewrites it."""
 
 T = TypeVar("T")
 
@@ -157,9 +167,33 @@ def git_commit() -> str | None:
     return (out.stdout.strip() or None) if out.returncode == 0 else None
 
 
+def read_json_object(path: Path, fix: str) -> dict[str, Any]:
+    """The JSON object in ``path``; :class:`ResultsFileError` naming the file and ``fix`` when it
+    is cut off, not JSON or not an object (a truncated file is an error, never "absent")."""
+    try:
+        doc = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ResultsFileError(f"{path} is not valid JSON (cut off or damaged: {exc}); {fix}") from None
+    if not isinstance(doc, dict):
+        raise ResultsFileError(f"{path} holds a JSON {type(doc).__name__}, not an object; {fix}")
+    return doc
+
+
 def load_benchmarks(path: Path = BENCHMARKS_FILE) -> dict[str, Any]:
     """The benchmarks file, or an empty mapping when ``wave bench`` has not run yet."""
-    return json.loads(path.read_text()) if path.exists() else {}
+    if not path.exists():
+        return {}
+    return read_json_object(path, f"restore it (git checkout -- {path}) or run `wave bench --out {path}` again")
+
+
+def write_benchmarks(path: Path, doc: Mapping[str, Any], *, force: bool = False) -> Path:
+    """Write the benchmarks file ``doc`` to ``path`` through the write layer: atomic (a full
+    disk leaves the previous file intact), and an existing file is replaced only when it is a
+    benchmarks file (it has ``machine``) or it is empty, unless ``force``."""
+    def owned(p: Path) -> str | None:
+        return None if p.stat().st_size == 0 or read_json_object(p, "") == {} else BENCHMARKS_OWNED(p)
+
+    return files.write_json(path, dict(doc), owned, force=force, flag="--out")
 
 
 def save_result(name: str, result: Any, cfg: StudyConfig, root: str | Path | None = None) -> Path:
@@ -172,14 +206,13 @@ def save_result(name: str, result: Any, cfg: StudyConfig, root: str | Path | Non
         raise ValueError(f"result field(s) {clash} collide with the results file's own keys {list(META_KEYS)}; "
                          "rename them in the result class")
     folder = results_dir(cfg, root)
-    folder.mkdir(parents=True, exist_ok=True)
+    if folder.exists() and not folder.is_dir() or any(p.is_file() for p in folder.parents if p.exists()):
+        raise files.WriteRefused(f"results_root: a file lies on the results path {folder}; give a folder as "
+                                 "results_root (-p results_root ...) or WAVE_RESULTS")
     doc = {"name": name, "config": cfg.to_dict(), "written": time.strftime("%Y-%m-%dT%H:%M:%S"),
            "git_commit": git_commit(), **fields}
-    path = folder / f"{name}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=False))
-    os.replace(tmp, path)
-    return path
+    # atomic, and a file the study did not write (no name/config/written) is never replaced
+    return files.write_json(folder / f"{name}.json", doc, RESULTS_OWNED, indent=1, sort_keys=False)
 
 
 def load_result(name: str, cfg: StudyConfig, root: str | Path | None = None, cls: type[T] | None = None) -> Any:
@@ -189,7 +222,8 @@ def load_result(name: str, cfg: StudyConfig, root: str | Path | None = None, cls
     if not path.exists():
         raise FileNotFoundError(f"results file {path} does not exist: run the chapter that writes {name!r} first "
                                 f"(`wave study --profile {cfg.profile} --only {name}`)")
-    doc = json.loads(path.read_text())
+    doc = read_json_object(path, f"run its chapter again (`wave study --profile {cfg.profile} --only {name}`) "
+                                 f"or restore it (git checkout -- {path})")
     return from_jsonable(cls, doc) if cls is not None else doc
 
 

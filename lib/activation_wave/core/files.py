@@ -1,0 +1,219 @@
+"""The one place that writes files: atomic, guarded and locked.
+
+Every results file, ledger entry, timings file, responses file, book page and export goes
+through this module:
+
+- **atomic**: the bytes go to a temporary file in the destination's own folder, are
+  fsync'ed, then renamed over the destination (:func:`os.replace`), and the folder is
+  fsync'ed. A reader never sees half a file; a failure (a full disk, Ctrl-C) leaves the
+  previous file byte-identical and no temporary behind.
+- **guarded**: a file that already exists is replaced only when ``owned(path)`` says the
+  study wrote it (it carries the study's own header or schema: :func:`json_with`,
+  :func:`first_line_with`, :func:`starts_with`) or when the command was told to
+  (``force``, ``--force``). Anything else is refused with :class:`WriteRefused`, one line
+  naming the file and the fix.
+- **locked**: :func:`folder_lock` takes an exclusive ``flock`` on a folder (the folder
+  itself, so no lock file is left behind); :func:`update_json` reads, merges and writes a
+  JSON file under it, so two processes recording into one file lose nothing.
+
+>>> import tempfile, json
+>>> d = Path(tempfile.mkdtemp())
+>>> _ = write_json(d / "r.json", {"name": "x"})
+>>> update_json(d / "r.json", lambda doc: {**(doc or {}), "n": 1}, owned=json_with("name"))["n"]
+1
+>>> _ = write_text(d / "notes.txt", "mine")
+>>> try:
+...     write_json(d / "notes.txt", {}, owned=json_with("name"), flag="--out")
+... except WriteRefused as exc:
+...     print(str(exc).replace(str(d), "D"))
+--out D/notes.txt exists and is not a file the study wrote (not JSON); give a new path, or add --force to replace it
+>>> (d / "notes.txt").read_text()
+'mine'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+#: ``owned(path)``: None when ``path`` carries the study's header/schema, else why not (a few words).
+Owned = Callable[[Path], str | None]
+
+
+class WriteRefused(ValueError):
+    """A write the study will not do (it would replace or fill something it does not own)."""
+
+
+class WriteFailed(RuntimeError):
+    """A write that failed (full disk, no permission); the previous file is left as it was."""
+
+
+def anything(path: Path) -> str | None:
+    """The guard of files only the study writes (its caches): any existing file may be replaced."""
+    return None
+
+
+def json_with(*keys: str) -> Owned:
+    """A guard: the existing file is a JSON object holding every one of ``keys``."""
+
+    def check(path: Path) -> str | None:
+        try:
+            doc = json.loads(path.read_bytes())
+        except (ValueError, UnicodeDecodeError):
+            return "not JSON"
+        if not isinstance(doc, dict):
+            return f"a JSON {type(doc).__name__}, not an object"
+        missing = [k for k in keys if k not in doc]
+        return f"no {', '.join(repr(k) for k in missing)} key" if missing else None
+
+    return check
+
+
+def first_line_with(needle: bytes, what: str) -> Owned:
+    """A guard: the existing file's first line contains ``needle`` (a header line, named ``what``)."""
+
+    def check(path: Path) -> str | None:
+        with open(path, "rb") as fh:
+            return None if needle in fh.readline(1 << 16) else f"no {what} on its first line"
+
+    return check
+
+
+def starts_with(magic: bytes, what: str) -> Owned:
+    """A guard: the existing file begins with ``magic`` (a format's signature, named ``what``)."""
+
+    def check(path: Path) -> str | None:
+        with open(path, "rb") as fh:
+            return None if fh.read(len(magic)) == magic else f"not a {what} file"
+
+    return check
+
+
+def check_replace(path: str | Path, owned: Owned = anything, *, force: bool = False, flag: str = "") -> Path:
+    """Raise :class:`WriteRefused` unless ``path`` may be written: absent, or a file that
+    ``owned`` recognises as the study's, or any file with ``force``. Never a folder."""
+    path = Path(path)
+    label = f"{flag} {path}" if flag else str(path)
+    if path.is_dir():
+        raise WriteRefused(f"{label} is a folder; give a file path inside it")
+    if path.is_symlink() and not force:
+        raise WriteRefused(f"{label} is a symbolic link (to {os.readlink(path)}); give a plain file path, or add "
+                           "--force to replace the link with a file")
+    if path.exists() and not force:
+        why = owned(path)
+        if why is not None:
+            raise WriteRefused(f"{label} exists and is not a file the study wrote ({why}); give a new path, or add "
+                               "--force to replace it")
+    return path
+
+
+def _fsync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError:  # some filesystems refuse fsync on a folder; the rename is still atomic
+        pass
+    finally:
+        os.close(fd)
+
+
+def _failed(path: Path, existed: bool, exc: OSError) -> WriteFailed:
+    kept = "the previous file is unchanged" if existed else "nothing was written"
+    fix = "free some space" if exc.errno == errno.ENOSPC else "check that the folder is writable"
+    return WriteFailed(f"could not write {path} ({exc.strerror or exc}); {kept}: {fix}, or write elsewhere")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path, owned: Owned = anything, *, force: bool = False, flag: str = "",
+                mkdir: bool = True) -> Iterator[Path]:
+    """Yield a temporary path beside ``path`` for a writer that needs a file name (safetensors,
+    a converter); when the block ends without error the file is fsync'ed and renamed onto
+    ``path``. Any error, Ctrl-C included, removes the temporary and leaves ``path`` as it was."""
+    path = check_replace(path, owned, force=force, flag=flag)
+    if mkdir:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    existed = path.exists()
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise _failed(path, existed, exc) from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_folder(path.parent)
+
+
+def write_bytes(path: str | Path, data: bytes, owned: Owned = anything, *, force: bool = False, flag: str = "",
+                mkdir: bool = True) -> Path:
+    """Write ``data`` to ``path`` atomically and guarded (see the module docstring)."""
+    path = Path(path)
+    with atomic_path(path, owned, force=force, flag=flag, mkdir=mkdir) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return path
+
+
+def write_text(path: str | Path, text: str, owned: Owned = anything, *, force: bool = False, flag: str = "",
+               mkdir: bool = True) -> Path:
+    """:func:`write_bytes` of ``text`` in UTF-8."""
+    return write_bytes(path, text.encode("utf-8"), owned, force=force, flag=flag, mkdir=mkdir)
+
+
+def write_json(path: str | Path, doc: Any, owned: Owned = anything, *, force: bool = False, flag: str = "",
+               mkdir: bool = True, **dumps: Any) -> Path:
+    """:func:`write_text` of ``json.dumps(doc, **dumps)`` (``indent=1`` unless given)."""
+    dumps.setdefault("indent", 1)
+    return write_text(path, json.dumps(doc, **dumps), owned, force=force, flag=flag, mkdir=mkdir)
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | Path) -> Iterator[Path]:
+    """Hold an exclusive lock on ``folder`` (created if absent) for the block: ``flock`` on the
+    folder itself, so nothing is left behind; released when the block ends or the process dies."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield folder
+    finally:
+        os.close(fd)  # closing the last descriptor releases the lock
+
+
+def update_json(path: str | Path, change: Callable[[dict[str, Any] | None], Mapping[str, Any] | None],
+                owned: Owned = anything, *, read: Callable[[Path], dict[str, Any] | None] | None = None,
+                force: bool = False, flag: str = "", **dumps: Any) -> dict[str, Any] | None:
+    """Read-merge-write ``path`` under :func:`folder_lock` of its folder: ``change`` gets the
+    current document (``read(path)``, default: the JSON object, None when absent) and returns
+    the new one (None: write nothing). Returns what was written."""
+    path = Path(path)
+    with folder_lock(path.parent):
+        current = (read or _read_json)(path)
+        new = change(current)
+        if new is None:
+            return None
+        write_json(path, dict(new), owned, force=force, flag=flag, **dumps)
+        return dict(new)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
