@@ -98,6 +98,7 @@ def train_or_load(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         tmp = out.with_name(out.name + ".partial")
         if tmp.exists():
             shutil.rmtree(tmp)
+        ledger.check_writable(cfg.ledger, out)  # a read-only ledger is refused before the training, not after
         train_drafter(target, cache, list(layers), cfg, tmp, progress=progress)
         tmp.rename(out)
     log = json.loads(log_path.read_text())

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from activation_wave.core import files
 from activation_wave.core.paths import REPO_ROOT
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -58,9 +59,7 @@ def to_ipynb(src: Path, dest: Path, banner: str | None = None, *, subfolder: str
             cell.source = relocate_markdown(cell.source, subfolder, siblings, labels)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata.get("jupytext", {}).pop("text_representation", None)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    jupytext.write(nb, dest)
-    return dest
+    return files.write_text(dest, jupytext.writes(nb, fmt="ipynb"))
 
 
 def defined_labels(text: str) -> set[str]:
@@ -110,7 +109,7 @@ def inherit_parameter_tags(path: Path) -> None:
     if extra and injected:
         for c in injected:
             c.metadata["tags"] = sorted(set(c.metadata["tags"]) | extra)
-        nbformat.write(nb, path)
+        files.write_text(path, nbformat.writes(nb))
 
 
 def _assigned(source: str) -> set[str]:

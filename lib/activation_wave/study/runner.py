@@ -25,6 +25,7 @@ from typing import Any
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from activation_wave.core import files
 from activation_wave.core.paths import REPO_ROOT
 from activation_wave.core.progress import relay
 from activation_wave.study.keys import chapter_key, keys_file
@@ -41,7 +42,11 @@ class StudyError(RuntimeError):
 
 
 #: Exceptions that, raised by a chapter cell, mean bad input rather than a broken chapter.
-INPUT_ERRORS = ("ConfigError", "PromptFileError", "TargetLoadError", "DrafterError")
+INPUT_ERRORS = ("ConfigError", "PromptFileError", "TargetLoadError", "DrafterError", "WriteRefused", "WriteFailed",
+                "ResultsFileError", "LedgerError")
+#: The file that marks a folder as a ``wave study`` run folder: the study writes into a
+#: ``--book-dir``'s parent only when it is absent, empty, or carries this marker.
+RUN_MARKER = ".wave-study-run"
 
 
 def model_slug(model: str) -> str:
@@ -89,15 +94,19 @@ def prepare_book_dir(profile: str, book_dir: str | Path | None, model: str | Non
                               f"--book-dir out (it writes into {run_folder(profile, model).relative_to(REPO_ROOT)}/) "
                               "or name another folder")
         return book, REPO_ROOT / "data" / "results"
+    if book_dir:
+        check_book_dir(book_dir, profile, model)
     root.mkdir(parents=True, exist_ok=True)
+    files.write_text(root / RUN_MARKER, "a wave study run folder: `wave study --book-dir` may write here\n")
     ignore = shutil.ignore_patterns("_build", "chapters", "_toc.yml")
-    shutil.copytree(REPO_ROOT / "book", book, symlinks=True, ignore=ignore, dirs_exist_ok=True)
+    shutil.copytree(REPO_ROOT / "book", book, symlinks=True, ignore=ignore, dirs_exist_ok=True,
+                    copy_function=_copy_page)
     toc_link = book / "_toc.yml"
     if not toc_link.is_symlink():
         toc_link.unlink(missing_ok=True)
         toc_link.symlink_to("../_toc.yml")
     for name in ("_config.yml", "_toc.yml"):
-        shutil.copyfile(REPO_ROOT / name, root / name)
+        _copy_page(REPO_ROOT / name, root / name)
     shown = {folder for folder, *_ in architecture_runs(profile, model)}
     drop_toc_folders(root / "_toc.yml", [f for f in ARCH_FOLDERS if f not in shown])
     # Folders the config refers to relative to the repo (e.g. build/mathjax) are linked in.
@@ -105,6 +114,44 @@ def prepare_book_dir(profile: str, book_dir: str | Path | None, model: str | Non
     if not link.exists():
         link.symlink_to(REPO_ROOT / "build", target_is_directory=True)
     return book, root / "results"
+
+
+def _copy_page(src: str | Path, dest: str | Path) -> Path:
+    """Copy one book file through the write layer (atomic); the copy_function of the book's copy."""
+    return files.write_bytes(dest, Path(src).read_bytes())
+
+
+def check_book_dir(book_dir: str | Path, profile: str, model: str | None) -> None:
+    """Raise :class:`~activation_wave.core.config.ConfigError` unless ``--book-dir`` names a folder
+    the study may fill. The study writes the book into it and its config, results and build
+    link into its parent (the run folder), so that parent must be absent, empty (but for an
+    empty ``book_dir``), or a run folder the study made before (:data:`RUN_MARKER`); never the
+    repository, a folder holding it, or a folder inside the committed book."""
+    from activation_wave.core.config import ConfigError
+
+    book = Path(book_dir).resolve()
+    root = book.parent
+    fix = (f"leave --book-dir out (it writes into {run_folder(profile, model).relative_to(REPO_ROOT)}/) or name "
+           "a folder inside a new or empty one, e.g. --book-dir /tmp/wave-run/book")
+    committed = (REPO_ROOT / "book").resolve()
+    if book.is_relative_to(committed) or root.is_relative_to(committed):
+        raise ConfigError(f"--book-dir {book_dir} is inside the committed book {committed}: its pages would be "
+                          f"overwritten; {fix}")
+    if REPO_ROOT.resolve().is_relative_to(root):
+        raise ConfigError(f"--book-dir {book_dir}: the study writes its run into the parent folder {root}, which "
+                          f"is or holds the repository; {fix}")
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"--book-dir {book_dir}: its parent {root} is a file; {fix}")
+    if book.exists() and not book.is_dir():
+        raise ConfigError(f"--book-dir {book_dir} is a file; {fix}")
+    if not root.is_dir() or (root / RUN_MARKER).is_file():
+        return
+    others = sorted(p.name for p in root.iterdir() if p != book)
+    inside = sorted(p.name for p in book.iterdir()) if book.is_dir() else []
+    if others or inside:
+        shown = ", ".join((others or [f"{book.name}/{n}" for n in inside])[:3])
+        raise ConfigError(f"--book-dir {book_dir}: the study writes into its parent folder {root}, which holds "
+                          f"files it did not make ({shown}); {fix}")
 
 
 def drop_toc_folders(toc: Path, folders: Sequence[str]) -> None:
@@ -124,7 +171,7 @@ def drop_toc_folders(toc: Path, folders: Sequence[str]) -> None:
         if part["chapters"]:
             parts.append(part)
     doc["parts"] = parts
-    toc.write_text(yaml.safe_dump(doc, sort_keys=False))
+    files.write_text(toc, yaml.safe_dump(doc, sort_keys=False))
 
 
 def root_parameter(results_root: Path) -> str:
@@ -138,6 +185,10 @@ def check_only(only: Sequence[str] | None, names: Sequence[str]) -> None:
     """Raise :class:`~activation_wave.core.config.ConfigError` for an ``--only`` prefix that matches no notebook."""
     from activation_wave.core.config import ConfigError
 
+    blank = [o for o in only or () if not o.strip()]
+    if blank:
+        raise ConfigError(f"--only {blank[0]!r} is empty and would match every notebook; give a name or prefix of "
+                          f"one of: {', '.join(names)} (e.g. --only 01), or leave --only out to run them all")
     bad = [o for o in only or () if not any(n.startswith(o) for n in names)]
     if bad:
         raise ConfigError(f"--only {', '.join(bad)} matches no notebook; give a name or prefix of one of: "
@@ -197,7 +248,7 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
     chapters.mkdir(parents=True, exist_ok=True)
     keys_path = keys_file(book)
     keys_path.parent.mkdir(parents=True, exist_ok=True)
-    keys = json.loads(keys_path.read_text()) if keys_path.exists() else {}
+    keys = _json_object(keys_path, "delete it: every chapter is then executed again") if keys_path.exists() else {}
     params = {"profile": profile, "model": model or "", "results_root": root_parameter(results_root),
               "overrides": json.dumps(dict(overrides or {}), sort_keys=True)}
     timings: dict[str, float] = {}
@@ -232,11 +283,12 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
                              f"{str(exc.evalue).splitlines()[0] if exc.evalue else ''}; the executed copy with the "
                              f"full traceback is {partial} ({time.time() - t0:.0f} s)",
                              exit_code=2 if exc.ename in INPUT_ERRORS else 1) from None
-        shutil.move(partial, out)
+        files.write_bytes(out, partial.read_bytes())  # atomic: a reader never sees half a chapter
+        partial.unlink()
         inherit_parameter_tags(out)
         timings[name] = round(time.time() - t0, 1)
         keys[name] = key
-        keys_path.write_text(json.dumps(keys, indent=1, sort_keys=True))
+        files.write_json(keys_path, keys, indent=1, sort_keys=True)
         print(f"[study] {name}: done in {timings[name]} s; left: {remaining_text([t[0] for t in todo[i + 1:]], recorded)}",
               flush=True)
     _record_timings(results_root, profile, model, timings, time.time() - t_all)
@@ -293,10 +345,34 @@ def _banner(model: str, which: str, prompts: str, study_model: str) -> str:
             f"models.\n```")
 
 
+def _json_object(path: Path, fix: str) -> dict[str, Any]:
+    from activation_wave.core.results import read_json_object
+
+    return read_json_object(path, fix)
+
+
 def _timings_doc(results_root: Path, profile: str) -> dict[str, Any]:
-    """The profile's recorded notebook times (``timings.json``; empty when none)."""
+    """The profile's recorded notebook times (``timings.json``; empty when none), checked:
+    a file of another shape raises :class:`~activation_wave.core.results.ResultsFileError`
+    naming it, before any notebook runs."""
+    from activation_wave.core.results import ResultsFileError
+
     path = results_root / profile / "timings.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    if not path.exists():
+        return {}
+    fix = "delete it (it holds only the study's timing records; the next run writes a new one) or restore it"
+    doc = _json_object(path, fix)
+    for section in ("notebooks", "longest"):
+        value = doc.get(section, {})
+        if not isinstance(value, dict):
+            raise ResultsFileError(f"{path}: {section!r} is a JSON {type(value).__name__}, not an object; {fix}")
+    for name, rec in doc.get("longest", {}).items():
+        if not isinstance(rec, dict) or not isinstance(rec.get("seconds"), (int, float)):
+            raise ResultsFileError(f"{path}: longest[{name!r}] has no number 'seconds' (got {rec!r}); {fix}")
+    for name, sec in doc.get("notebooks", {}).items():
+        if not isinstance(sec, (int, float)):
+            raise ResultsFileError(f"{path}: notebooks[{name!r}] = {sec!r} is not a number of seconds; {fix}")
+    return doc
 
 
 #: How many notebooks without a timing record :func:`remaining_text` names before it counts
@@ -341,18 +417,21 @@ def _record_timings(results_root: Path, profile: str, model: str | None, timings
     (with when it finished), which for a chapter with caches is the run that filled them,
     the cost a fresh clone pays; a warm rerun never overwrites it."""
     path = results_root / profile / "timings.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    doc = _timings_doc(results_root, profile)
-    doc.setdefault("notebooks", {}).update(timings)
     now = time.strftime("%Y-%m-%dT%H:%M:%S")
-    longest = doc.setdefault("longest", {})
-    for name, seconds in timings.items():
-        if seconds > longest.get(name, {}).get("seconds", -1.0):
-            longest[name] = {"seconds": seconds, "finished": now}
-    if timings:
-        doc["last_run"] = {"model": model or "profile default", "seconds": round(total, 1),
-                           "executed": sorted(timings), "finished": now}
-    path.write_text(json.dumps(doc, indent=1, sort_keys=True))
+
+    def merge(_: Any) -> dict[str, Any]:
+        doc = _timings_doc(results_root, profile)  # re-read under the lock: a parallel study's records are kept
+        doc.setdefault("notebooks", {}).update(timings)
+        longest = doc.setdefault("longest", {})
+        for name, seconds in timings.items():
+            if seconds > longest.get(name, {}).get("seconds", -1.0):
+                longest[name] = {"seconds": seconds, "finished": now}
+        if timings:
+            doc["last_run"] = {"model": model or "profile default", "seconds": round(total, 1),
+                               "executed": sorted(timings), "finished": now}
+        return doc
+
+    files.update_json(path, merge, files.json_with(), read=lambda p: None, indent=1, sort_keys=True)
 
 
 def build_book(book: Path) -> int:
