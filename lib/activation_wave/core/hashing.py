@@ -29,6 +29,7 @@ def file_sha256_memo(path: Path) -> str:
     if memo.exists():
         return memo.read_text().strip()
     digest = file_sha256(path)
-    memo.parent.mkdir(parents=True, exist_ok=True)
-    memo.write_text(digest)
+    from activation_wave.core import files
+
+    files.write_text(memo, digest)
     return digest

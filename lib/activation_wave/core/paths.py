@@ -18,5 +18,13 @@ PROFILE_DIR = PACKAGE_DIR / "profiles"
 
 
 def cache_root() -> Path:
-    """Root of all caches: ``$WAVE_CACHE`` or ``~/.cache/activation_wave``."""
-    return Path(os.environ.get("WAVE_CACHE", Path.home() / ".cache" / "activation_wave"))
+    """Root of all caches: ``$WAVE_CACHE`` or ``~/.cache/activation_wave``. A ``WAVE_CACHE`` set
+    but empty raises ``ValueError`` (it would cache into the current folder)."""
+    raw = os.environ.get("WAVE_CACHE")
+    if raw is None:
+        return Path.home() / ".cache" / "activation_wave"
+    if not raw.strip():
+        raise ValueError(f"WAVE_CACHE is set but empty ({raw!r}), which would put the caches (gigabytes) in the "
+                         "current folder; unset it (unset WAVE_CACHE) for ~/.cache/activation_wave, or set it to a "
+                         "folder, e.g. export WAVE_CACHE=$HOME/.cache/activation_wave")
+    return Path(raw)

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from activation_wave.core import files
 from activation_wave.core.hashing import file_sha256_memo
 from activation_wave.core.paths import cache_root
 from activation_wave.core.layers import text_config
@@ -223,6 +224,20 @@ def check_model_folder(path: Path) -> None:
         raise TargetLoadError(f"{path} is not a complete model folder: it has no {', no '.join(missing)}; {fix}")
 
 
+def check_loading_info(name: str, info: dict[str, Any]) -> None:
+    """Raise :class:`TargetLoadError` when transformers filled weights at random (names its
+    config asks for that the weights lack) or dropped weights (names it has no place for):
+    a folder whose ``config.json`` says 31 blocks and whose weights hold 30 is not a model."""
+    missing, unexpected = sorted(info.get("missing_keys") or []), sorted(info.get("unexpected_keys") or [])
+    mismatched = [str(m[0]) if isinstance(m, (tuple, list)) else str(m) for m in info.get("mismatched_keys") or []]
+    if missing or unexpected or mismatched:
+        parts = [f"{len(v)} {what} (first {v[0]})" for what, v in (("missing", missing), ("unexpected", unexpected),
+                                                                   ("with another shape", mismatched)) if v]
+        raise TargetLoadError(f"the weights of {name} do not match its config.json: {', '.join(parts)} weight "
+                              "name(s); fix config.json (e.g. num_hidden_layers) or save the model again with "
+                              "model.save_pretrained(folder)")
+
+
 def _fill_from_safetensors(model: Any, file: Path) -> None:
     """Copy a saved state into ``model`` one tensor at a time, so the peak is the model plus
     its largest tensor rather than two whole copies (a dequantized 1.5B target is 6 GB in
@@ -283,12 +298,11 @@ def _load_gguf(path: Path, dtype: torch.dtype, provenance: dict[str, Any]) -> tu
     if hasattr(cfg, "quantization_config"):
         delattr(cfg, "quantization_config")
     cfg.save_pretrained(folder)
-    tmp = folder / "model.safetensors.tmp"
-    save_model(model, str(tmp))
-    os.replace(tmp, folder / "model.safetensors")
+    with files.atomic_path(folder / "model.safetensors") as tmp:
+        save_model(model, str(tmp))
     tok.save_pretrained(folder)
-    (folder / "provenance.json").write_text(json.dumps(provenance, indent=1, sort_keys=True))
-    done.write_text(time.strftime("%Y-%m-%dT%H:%M:%S"))
+    files.write_json(folder / "provenance.json", provenance, indent=1, sort_keys=True)
+    files.write_text(done, time.strftime("%Y-%m-%dT%H:%M:%S"))  # written last: the cache is complete
     return model.eval(), tok
 
 
@@ -397,7 +411,7 @@ def load_target(name: str = "smollm2-135m", *, dtype: str | torch.dtype = "float
             if device_map:
                 kwargs["device_map"] = device_map
             tok = AutoTokenizer.from_pretrained(name, **offline)
-            model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
+            model, info = AutoModelForCausalLM.from_pretrained(name, output_loading_info=True, **kwargs)
         except (OSError, ValueError) as exc:
             where = "local folder" if local else "hub id"
             raise TargetLoadError(
@@ -405,6 +419,7 @@ def load_target(name: str = "smollm2-135m", *, dtype: str | torch.dtype = "float
                 "hub model must already be in the local HF cache; the embedded default needs none: "
                 "--model smollm2-135m"
             ) from None
+        check_loading_info(name, info)
         revision = getattr(model.config, "_commit_hash", None)
         provenance = {"source": "local" if local else "hub", "name": str(path.resolve()) if local else name,
                       "revision": revision, "dtype": dtype_name, "schema": SCHEMA_VERSION}
