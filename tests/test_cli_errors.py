@@ -337,9 +337,9 @@ def test_failing_notebook_is_one_line_naming_cell_and_partial_copy(world, run, t
     src.write_text('# %% tags=["parameters"]\nprofile = "smoke"\nmodel = ""\n\n'
                    "# %%\nfrom activation_wave.study.steps import notebook_config\n"
                    "cfg = notebook_config(profile, model)\n")
-    out = tmp_path / "book" / "chapters" / "99_probe.ipynb"
+    out = tmp_path / "run" / "book" / "chapters" / "99_probe.ipynb"  # a new run folder: tmp_path holds the source
     monkeypatch.setattr(study, "_runs", lambda *a, **k: [("99_probe", src, out, {"profile": "smoke", "modle": "x"}, None)])
-    code, _, err = run(["study", "--no-build", "--book-dir", tmp_path / "book"])
+    code, _, err = run(["study", "--no-build", "--book-dir", tmp_path / "run" / "book"])
     assert code == 2
     assert_one_line(err, "notebook 99_probe failed in cell", "ConfigError", "unknown notebook parameter(s) ['modle']",
                     "99_probe.executed.ipynb")

@@ -29,7 +29,7 @@ DRAFT_IDS = list(range(0, 128, 2))
 # What a fake convert_hf_to_gguf.py checks, as the real one reads it (conversion/llama.py):
 # the draft's top-level ids and the target folder's config.json and tokenizer.
 FAKE_CONVERTER = textwrap.dedent('''
-    import json, sys, pathlib
+    import json, struct, sys, pathlib
     args = sys.argv[1:]
     draft = pathlib.Path(args[0])
     out = pathlib.Path(args[args.index("--outfile") + 1])
@@ -37,8 +37,9 @@ FAKE_CONVERTER = textwrap.dedent('''
     cfg = json.loads((draft / "config.json").read_text())
     tcfg = json.loads((tdir / "config.json").read_text())
     assert (tdir / "tokenizer.json").exists(), "no tokenizer"
-    out.write_text(json.dumps({"target_layers": cfg["eagle_aux_hidden_state_layer_ids"],
-                               "n_layer": tcfg["num_hidden_layers"], "outtype": args[args.index("--outtype") + 1]}))
+    body = json.dumps({"target_layers": cfg["eagle_aux_hidden_state_layer_ids"],
+                       "n_layer": tcfg["num_hidden_layers"], "outtype": args[args.index("--outtype") + 1]})
+    out.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + body.encode())  # a GGUF header (1 tensor), then JSON
 ''')
 
 
@@ -84,7 +85,7 @@ def test_export_runs_the_converter_with_the_target_folder(tiny_llama, tiny_targe
     draft = _drafter(tiny_llama, tmp_path, [1, 2, 3])
     (tmp_path / "x").mkdir()
     out = export_llamacpp(draft, tmp_path / "x" / "draft.gguf", tiny_target, outtype="q8_0", llamacpp=fake_llamacpp)
-    assert json.loads(out.read_text()) == {"target_layers": [1, 2, 3], "n_layer": 4, "outtype": "q8_0"}
+    assert json.loads(out.read_bytes()[24:]) == {"target_layers": [1, 2, 3], "n_layer": 4, "outtype": "q8_0"}
     assert [p.name for p in (tmp_path / "x").iterdir()] == ["draft.gguf"]  # the work folder is removed
 
 
@@ -96,7 +97,7 @@ def test_export_gives_schema_1_checkpoints_the_top_level_ids(tiny_llama, tiny_ta
                            "layer_id_convention": "hidden_states index (vLLM)"}
     (draft / "config.json").write_text(json.dumps(old))
     out = export_llamacpp(draft, tmp_path / "draft.gguf", tiny_target, llamacpp=fake_llamacpp)
-    assert json.loads(out.read_text())["target_layers"] == [1, 2, 3]  # not the converter's default
+    assert json.loads(out.read_bytes()[24:])["target_layers"] == [1, 2, 3]  # not the converter's default
 
 
 def test_export_refuses_what_llamacpp_would_misfeed(tiny_llama, tiny_target, fake_llamacpp, tmp_path):

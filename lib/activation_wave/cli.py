@@ -73,7 +73,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     from activation_wave.core.paths import cache_root
     from activation_wave.models.targets import load_target
 
+    from activation_wave.study.estimate import check_before_load
+
     cfg = _config(args)
+    check_before_load(cfg, steps=("load",))  # from config.json alone: a model over the limit is never loaded
     t = load_target(cfg.model)
     n = t.n_layers
     print(f"model            {cfg.model}  (fingerprint {t.fingerprint})")
@@ -178,8 +181,11 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
     from activation_wave.draft.training import train_drafter
 
     cfg = _config(args)
+    from activation_wave.study.estimate import check_before_load
+
     layers = check_layers(args.layers, n_layers_of(cfg.model), what="--layers")  # the one check of these ids
     out = check_out_dir(Path(args.out), force=args.force)
+    check_before_load(cfg, layers=len(layers))  # the drafter reads len(--layers) layers, not select.k
     cap = run_capture(cfg)
     # Trained into a temporary sibling first, so a late failure never loses the drafter.
     tmp = out.with_name(f".{out.name}.training-{os.getpid()}")
@@ -205,23 +211,65 @@ def cmd_export(args: argparse.Namespace) -> int:
     from activation_wave.study.steps import get_target
 
     cfg = _config(args)
-    check_export_out(Path(args.out))  # before the target is loaded
+    check_export_out(Path(args.out), force=args.force)  # before the target is loaded
     target = get_target(cfg)
-    out = export_llamacpp(args.draft, args.out, target, outtype=args.outtype)
+    out = export_llamacpp(args.draft, args.out, target, outtype=args.outtype, force=args.force)
     print(f"gguf       {out}  ({out.stat().st_size / 2**20:.1f} MiB, {args.outtype})")
     print(f"serve      llama-server -m <target .gguf> -md {out} --spec-type draft-eagle3")
     return 0
 
 
-def check_responses_out(out: Path, *, against: Path | None = None) -> Path:
-    """``generate --out``: a .jsonl file path in an existing folder, not the reference it is checked against."""
+def check_responses_out(out: Path, *, against: Path | None = None, inputs: tuple[Path, ...] = (),
+                        force: bool = False) -> Path:
+    """``generate --out``: a .jsonl file path in an existing folder, not the reference it is
+    checked against nor one of the prompt files it reads (``inputs``; not even with ``force``),
+    and, if it exists, a responses file the study wrote (its header line) unless ``force``."""
+    from activation_wave.core.files import check_replace
+    from activation_wave.models.prompts import responses_owned
+
     if out.is_dir() or out.suffix != ".jsonl":
         raise ValueError(f"--out {out}: give a .jsonl file path, e.g. --out scratch/llamacpp-eval.jsonl")
     if not out.parent.is_dir():
         raise ValueError(f"--out {out}: the folder {out.parent} does not exist; create it (mkdir -p {out.parent})")
     if against is not None and out.resolve() == against.resolve():
         raise ValueError(f"--out {out} is the --check-against file; write the new responses elsewhere")
-    return out
+    if any(out.resolve() == p.resolve() for p in inputs):
+        raise ValueError(f"--out {out} is a prompt file this command reads (data.sources); write the responses "
+                         "elsewhere, e.g. --out scratch/llamacpp-eval.jsonl")
+    return check_replace(out, responses_owned, force=force, flag="--out")
+
+
+def read_reference(against: Path) -> dict[str, Any]:
+    """``generate --check-against``: the reference responses, read and checked before anything
+    is generated (a missing, empty or non-responses file fails in one line naming it)."""
+    from activation_wave.models.prompts import read_responses
+
+    if not against.is_file():
+        raise FileNotFoundError(f"--check-against {against}: no such responses file (the committed ones are in "
+                                "data/responses/)")
+    try:
+        ref = read_responses(against)
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--check-against {against} is not a responses .jsonl ({type(exc).__name__}: "
+                         f"{str(exc)[:80]}); give one written by `wave capture` or `wave generate`, e.g. one in "
+                         "data/responses/") from None
+    if not ref:
+        raise ValueError(f"--check-against {against} holds no responses; give a responses .jsonl with records, e.g. "
+                         "one in data/responses/")
+    return ref
+
+
+def _flag_value(flag: str, text: str | None, typ: type, bound: Any) -> Any:
+    """A numeric flag parsed by the config's strict parser and checked against ``bound``
+    (``--temperature nan`` and ``--seed -1`` are refused as ``--set`` would refuse them)."""
+    from activation_wave.core.config import parse_value
+
+    if text is None:
+        return None
+    value = parse_value(text, typ, flag)
+    if not bound.contains(value):
+        raise ConfigError(f"{flag} {text}: must be {bound}", key=flag, expected=str(bound))
+    return value
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -231,20 +279,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     from activation_wave.engines.llamacpp_generate import (generate_with_llamacpp, gguf_of_model, gguf_tokenizer,
                                                            greedy_agreement)
-    from activation_wave.models.prompts import load_prompts, read_header, read_responses, write_responses
+    from activation_wave.core.config import SEED, TEMPERATURE
+    from activation_wave.models.prompts import load_prompts, read_header, responses_owned, write_responses
 
     cfg = _config(args, flags={"data.max_new_tokens": ("--max-new-tokens", args.max_new_tokens)})
+    args.temperature = _flag_value("--temperature", args.temperature, float, TEMPERATURE) or 0.0
+    args.seed = _flag_value("--seed", args.seed, int, SEED)
     against = Path(args.check_against) if args.check_against else None
-    out = check_responses_out(Path(args.out), against=against)
-    if against is not None and not against.is_file():
-        raise FileNotFoundError(f"--check-against {against}: no such responses file (the committed ones are in "
-                                "data/responses/)")
+    inputs = tuple(Path(s) for s in cfg.data.sources if s.endswith(".jsonl"))
+    out = check_responses_out(Path(args.out), against=against, inputs=inputs, force=args.force)
     if against is not None and args.temperature > 0:
         raise ValueError(f"--check-against compares greedy responses; --temperature {args.temperature} samples "
                          "(llama.cpp and torch draw different random numbers), use --temperature 0")
-    if args.slots < 1 or args.threads < 1 or args.temperature < 0:
-        raise ValueError(f"--slots {args.slots} --threads {args.threads} --temperature {args.temperature}: slots and "
-                         "threads must be >= 1, the temperature >= 0")
+    ref = read_reference(against) if against is not None else None  # checked before anything is generated
+    if args.slots < 1 or args.threads < 1:
+        raise ValueError(f"--slots {args.slots} --threads {args.threads}: slots and threads must be >= 1")
     gguf = gguf_of_model(cfg.model)
     prompts = [p for p in load_prompts(cfg.data) if args.split == "all" or p.split == args.split]
     if not prompts:
@@ -256,13 +305,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
             workdir=Path(work), progress=not args.json)
     header["command"] = "wave " + shlex.join(getattr(args, "argv", None) or [])
     header["date"] = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-    write_responses(out, records, header)
+    write_responses(out, records, header, owned=responses_owned, force=args.force)
     doc: dict[str, Any] = {"out": str(out), "engine": run.engine, "model": cfg.model, "profile": cfg.profile,
                            "split": args.split, "max_new_tokens": cfg.data.max_new_tokens,
                            "temperature": args.temperature, "speed": run.speed(),
                            "command": header["command"], "date": header["date"]}
-    if against is not None:
-        ref = read_responses(against)
+    if against is not None and ref is not None:
         agreement = greedy_agreement(ref, records)
         doc["reference"] = {"file": str(against), "model": read_header(against).get("model"),
                             "engine": next(iter(ref.values())).engine if ref else None}
@@ -365,6 +413,10 @@ def check_results_file(path: Path, *, flag: str = "--out") -> Path:
     if not isinstance(doc, dict):
         raise ValueError(f"{flag} {path} holds a JSON {type(doc).__name__}, not an object of benchmark entries; give "
                          "a results file written by `wave bench`, or a new path")
+    if doc and "machine" not in doc:
+        raise ValueError(f"{flag} {path} is a JSON object without the 'machine' key of a benchmarks file: not one "
+                         "written by `wave bench`, so it is not replaced; give a new path or an existing "
+                         "benchmarks file")
     return path
 
 
@@ -436,6 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "conversion succeeds)")
     p.add_argument("--outtype", default="f16", choices=["f32", "f16", "bf16", "q8_0"],
                    help="drafter weight type in the .gguf (default: f16)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out that is not a GGUF file")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("generate", help="the target's responses from another engine (llama.cpp's llama-server), "
@@ -449,10 +502,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "record naming its engine)")
     p.add_argument("--slots", type=int, default=1, help="parallel sequences, batched continuously (-np; default 1)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads of the server (default 1)")
-    p.add_argument("--temperature", type=float, default=0.0,
-                   help="0 = greedy (default); > 0 samples with no top-k/top-p cut, as the PyTorch path does")
-    p.add_argument("--seed", type=int, default=None, help="sampling seed of the first prompt, +1 per prompt "
+    # parsed by the config's strict parser (as --set values), not by float() / int()
+    p.add_argument("--temperature", default=None,
+                   help="0 = greedy (default), at most 10; > 0 samples with no top-k/top-p cut, as the PyTorch path does")
+    p.add_argument("--seed", default=None, help="sampling seed of the first prompt, +1 per prompt, in [0, 2^32-1] "
                    "(default: the profile's data.seed)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out that is not a responses file "
+                   "(never a prompt file the command reads)")
     p.add_argument("--max-new-tokens", default=None, help=">= 1 (default: the profile's data.max_new_tokens)")
     p.add_argument("--check-against", default=None, metavar="FILE",
                    help="a greedy responses .jsonl (e.g. the committed PyTorch one in data/responses/): report per "
@@ -508,8 +564,30 @@ def _one_line(text: str) -> str:
     return re.sub(r"\s*\n\s*", " ", text.strip())
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, so that every ``finally`` runs: child processes
+    (llama-server, the converter, pool workers) are stopped and temporary folders removed."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> NoReturn:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one ``wave`` step; returns the exit code (0 ok, 2 bad input, 130 interrupted)."""
+    """Run one ``wave`` step; returns the exit code (0 ok, 2 bad input, 130 interrupted, 143 terminated)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # as typed, for provenance
@@ -519,10 +597,11 @@ def main(argv: list[str] | None = None) -> int:
         hf_logging.disable_progress_bar()
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print(f"wave {args.command}: interrupted; everything cached so far is kept and a rerun resumes from it",
+    except KeyboardInterrupt as exc:
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"wave {args.command}: {how}; everything cached so far is kept and a rerun resumes from it",
               file=sys.stderr)
-        return 130
+        return 143 if isinstance(exc, Terminated) else 130
     except Exception as exc:
         found = error_message(exc)
         if found is None:

@@ -185,6 +185,25 @@ def write_json(path: str | Path, doc: Any, owned: Owned = anything, *, force: bo
     return write_text(path, json.dumps(doc, **dumps), owned, force=force, flag=flag, mkdir=mkdir)
 
 
+def publish(src: str | Path, path: str | Path, owned: Owned = anything, *, force: bool = False,
+            flag: str = "") -> Path:
+    """Move a finished file ``src`` (written by another program, in ``path``'s folder) onto
+    ``path``: fsync'ed, then renamed, guarded like :func:`write_bytes`. ``src`` is consumed."""
+    src, path = Path(src), check_replace(path, owned, force=force, flag=flag)
+    existed = path.exists()
+    try:
+        fd = os.open(src, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(src, path)
+    except OSError as exc:
+        raise _failed(path, existed, exc) from None
+    _fsync_folder(path.parent)
+    return path
+
+
 @contextlib.contextmanager
 def folder_lock(folder: str | Path) -> Iterator[Path]:
     """Hold an exclusive lock on ``folder`` (created if absent) for the block: ``flock`` on the

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from activation_wave.core import files
 from activation_wave.core.paths import REPO_ROOT
 from activation_wave.core.layers import text_config
 
@@ -122,7 +123,7 @@ def write_target_dir(target: Any, out: str | Path) -> Path:
     cfg.pop("quantization_config", None)  # set by transformers' GGUF loader; not a property of the weights
     if not cfg.get("architectures"):
         cfg["architectures"] = [type(target.model).__name__]
-    (out / "config.json").write_text(json.dumps(cfg, indent=1, default=str))
+    files.write_json(out / "config.json", cfg, indent=1, default=str)
     target.tokenizer.save_pretrained(str(out))
     return out
 
@@ -133,19 +134,42 @@ def convert_command(lc: LlamaCpp, draft_dir: Path, target_dir: Path, out: Path, 
             "--target-model-dir", str(target_dir)]
 
 
-def check_export_out(out: Path) -> Path:
+#: The guard of an export: an existing ``--out`` is replaced only when it is a GGUF file.
+GGUF_OWNED = files.starts_with(b"GGUF", "GGUF")
+
+
+def check_export_out(out: Path, *, force: bool = False) -> Path:
     """``out`` can receive an export: not a folder, in a folder that exists (it is not created:
-    a typo in the path should not grow a folder tree)."""
+    a typo in the path should not grow a folder tree), and, if it exists, a GGUF file (any
+    file with ``force``)."""
     if out.is_dir():
         raise ValueError(f"--out {out} is a folder; give a .gguf file path, e.g. --out {out / 'draft.gguf'}")
     if not out.parent.is_dir():
         raise ValueError(f"--out {out}: the folder {out.parent} does not exist; create it (mkdir -p {out.parent}) "
                          "or give a path in an existing folder")
-    return out
+    return files.check_replace(out, GGUF_OWNED, force=force, flag="--out")
+
+
+def check_gguf_output(path: Path) -> str | None:
+    """Why a converter's output is not a GGUF with tensors (empty, wrong magic, a header cut
+    off, no tensor), or None when it is one: checked before it replaces anything."""
+    import struct
+
+    size = path.stat().st_size if path.exists() else 0
+    if size == 0:
+        return "it wrote 0 bytes"
+    with open(path, "rb") as fh:
+        head = fh.read(24)
+    if head[:4] != b"GGUF":
+        return f"its {size}-byte output does not start with the GGUF magic"
+    if len(head) < 24:
+        return f"its {size}-byte output is cut off in the GGUF header"
+    n_tensors = struct.unpack("<Q", head[8:16])[0]
+    return None if n_tensors > 0 else "its GGUF holds no tensor"
 
 
 def export_llamacpp(draft_dir: str | Path, out: str | Path, target: Any, *, outtype: str = "f16",
-                    llamacpp: LlamaCpp | None = None) -> Path:
+                    llamacpp: LlamaCpp | None = None, force: bool = False) -> Path:
     """Convert the drafter in ``draft_dir`` to a llama.cpp GGUF at ``out``.
 
     Checks first that llama.cpp can feed this drafter the tensors it was trained on
@@ -160,7 +184,7 @@ def export_llamacpp(draft_dir: str | Path, out: str | Path, target: Any, *, outt
     from activation_wave.engines.conventions import engine_report
 
     draft_dir, out = Path(draft_dir), Path(out)
-    check_export_out(out)
+    check_export_out(out, force=force)
     if outtype not in OUTTYPES:
         raise ValueError(f"outtype {outtype!r}: choose one of {', '.join(OUTTYPES)}")
     cfg_path = draft_dir / "config.json"
@@ -179,12 +203,16 @@ def export_llamacpp(draft_dir: str | Path, out: str | Path, target: Any, *, outt
         staged = _stage_drafter(draft_dir, spec, work / "draft")
         written = work / out.name
         proc = subprocess.run(convert_command(lc, staged, tdir, written, outtype), capture_output=True, text=True)
+        kept = f"the existing {out} is unchanged" if out.exists() else f"{out} was not written"
         if proc.returncode != 0 or not written.exists():
             tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
             hint = (f"; a module it needs is missing: run `{SETUP_COMMAND}`" if "ModuleNotFoundError" in tail else "")
-            kept = f"the existing {out} is unchanged" if out.exists() else f"{out} was not written"
             raise LlamaCppError(f"convert_hf_to_gguf.py failed (exit {proc.returncode}); {kept}{hint}:\n{tail}")
-        os.replace(written, out)
+        bad = check_gguf_output(written)
+        if bad is not None:
+            raise LlamaCppError(f"convert_hf_to_gguf.py exited 0 but {bad}; {kept}: check the llama.cpp install "
+                                f"(`{SETUP_COMMAND}`)")
+        files.publish(written, out, GGUF_OWNED, force=force, flag="--out")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return out
@@ -194,8 +222,7 @@ def _stage_drafter(draft_dir: Path, spec: Any, out: Path) -> Path:
     """The drafter as the converter should read it: ``config.json`` rewritten in the current
     layout (schema-1 checkpoints lack the top-level ids, and the converter would silently
     fall back to ``[2, N//2, N-3]``), the weights linked, not copied."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(spec.to_hf_config(), indent=1))
+    files.write_json(out / "config.json", spec.to_hf_config(), indent=1)
     link = out / "model.safetensors"
     link.unlink(missing_ok=True)
     link.symlink_to((draft_dir / "model.safetensors").resolve())

@@ -25,7 +25,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any, Protocol
 
 import torch
 
+from activation_wave.core import files
 from activation_wave.core.config import DataConfig
 from activation_wave.core.paths import REPO_ROOT, cache_root
 from activation_wave.models.targets import Target
@@ -374,17 +374,26 @@ def read_header(path: Path) -> dict[str, Any]:
     return obj["header"] if obj.get("schema") == RESPONSES_SCHEMA and "header" in obj else {}
 
 
-def write_responses(path: Path, responses: Sequence[Response], header: dict[str, Any]) -> Path:
-    """Write a responses JSONL (header line, then one record per line) atomically: a reader
-    never sees a half-written file, and a failed write leaves an existing ``path`` as it was."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps({"schema": RESPONSES_SCHEMA, "header": header}) + "\n")
-        for r in responses:
-            fh.write(json.dumps(asdict(r)) + "\n")
-    os.replace(tmp, path)
-    return path
+def responses_owned(path: Path) -> str | None:
+    """The guard of a responses file (:mod:`activation_wave.core.files`): None when ``path``
+    opens with the header line :func:`write_responses` writes, else why not."""
+    with open(path, "rb") as fh:
+        first = fh.readline(1 << 20)
+    try:
+        obj = json.loads(first)
+    except (ValueError, UnicodeDecodeError):
+        return "its first line is not JSON"
+    ok = isinstance(obj, dict) and obj.get("schema") == RESPONSES_SCHEMA and "header" in obj
+    return None if ok else "no responses header on its first line"
+
+
+def write_responses(path: Path, responses: Sequence[Response], header: dict[str, Any], *,
+                    owned: files.Owned = files.anything, force: bool = False) -> Path:
+    """Write a responses JSONL (header line, then one record per line) atomically through the
+    write layer: a reader never sees a half-written file, and a failed write leaves an existing
+    ``path`` as it was. ``owned``/``force``: the guard of an existing file (see :func:`responses_owned`)."""
+    lines = [json.dumps({"schema": RESPONSES_SCHEMA, "header": header})] + [json.dumps(asdict(r)) for r in responses]
+    return files.write_text(path, "".join(line + "\n" for line in lines), owned, force=force, flag="--out")
 
 
 def pytorch_engine(target: Target, batch_size: int) -> str:
@@ -456,14 +465,8 @@ def _response_cache(name: str, regenerate: bool) -> Path:
     if regenerate:
         path.unlink(missing_ok=True)
     elif (committed.exists() or packed.exists()) and not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        if committed.exists():
-            shutil.copyfile(committed, tmp)
-        else:
-            with gzip.open(packed, "rb") as src, open(tmp, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-        os.replace(tmp, path)
+        data = committed.read_bytes() if committed.exists() else gzip.decompress(packed.read_bytes())
+        files.write_bytes(path, data)
     return path
 
 

@@ -106,7 +106,8 @@ MEMORY_KEYS: dict[str, tuple[str, ...]] = {
     "responses": ("data.batch_size", "data.max_new_tokens"),
     "capture": ("capture.batch_size", "capture.max_length"),
     "metrics": ("metrics.token_budget",),
-    "drafter": ("draft.batch_tokens", "draft.workers", "draft.draft_vocab", "draft.ttt_steps"),
+    "drafter": ("draft.batch_tokens", "draft.workers", "draft.draft_vocab", "draft.ttt_steps",
+                "data.samples_per_prompt", "capture.max_records"),
 }
 
 
@@ -239,6 +240,29 @@ def check_memory(cfg: StudyConfig, shape: Shape, peaks: dict[str, float] | None 
                       f"with model {cfg.model}, above the {limit:g} GiB limit: {fix}{others}or, on a machine with more "
                       f"memory, set WAVE_MEMORY_GIB to its GiB{env}", key=keys[0] if keys else "model",
                       expected=f"<= {limit:g} GiB")
+
+
+def check_before_load(cfg: StudyConfig, *, steps: tuple[str, ...] | None = None, layers: int | None = None) -> None:
+    """The estimate every command makes before it loads weights: :func:`check_fit` on the
+    shape read from the model's config alone (:func:`model_shape`: an alias, or a folder's
+    ``config.json``), or, with ``steps``, only the memory of those steps (``info`` loads, no
+    more). ``layers``: the number of layers a drafter reads (``train-draft --layers``), which
+    sizes the drafter step instead of ``select.k``. A model whose shape is not known offline
+    (a .gguf file, an uncached hub id) is checked once loaded."""
+    try:
+        shape = model_shape(cfg.model)
+    except (ValueError, KeyError, TypeError, OSError):
+        return
+    if layers is not None:
+        sized = replace(cfg, select=replace(cfg.select, k=layers))
+        peaks = estimate_peak_gib(sized, shape)
+        check_memory(sized, shape, peaks)
+        return
+    if steps is not None:
+        peaks = estimate_peak_gib(cfg, shape)
+        check_memory(cfg, shape, {k: v for k, v in peaks.items() if k in steps})
+        return
+    check_fit(cfg, shape)
 
 
 def check_fit(cfg: StudyConfig, shape: Shape, *, memory: bool = True) -> None:

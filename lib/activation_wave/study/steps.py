@@ -80,8 +80,9 @@ def run_capture(cfg: StudyConfig, *, regenerate: bool = False, progress: bool = 
 
     The config is checked against the loaded model first (:func:`activation_wave.study.estimate.check_fit`,
     as ``wave dry-run`` does from the model's shape), before anything is generated or written."""
-    from activation_wave.study.estimate import check_fit, shape_of
+    from activation_wave.study.estimate import check_before_load, check_fit, shape_of
 
+    check_before_load(cfg)  # from the config alone, before any weights are loaded
     target = get_target(cfg)
     check_fit(cfg, shape_of(target.model.config))
     prompts = load_prompts(cfg.data)
