@@ -21,7 +21,6 @@ rule's candidate, labelled as such).
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ import pandas as pd
 from activation_wave.engines.conventions import export_warnings, exports
 from activation_wave.measure.layer_stats import LayerStats, stats_from_cache
 from activation_wave.core.layers import candidate_layers, eagle3_default_layers, text_config
-from activation_wave.core.results import REPO_ROOT, results_dir, to_jsonable
+from activation_wave.core.results import REPO_ROOT, ResultsFileError, read_json_object, results_dir, to_jsonable
 from activation_wave.select.selection import (
     METHODS,
     check_scan,
@@ -121,13 +120,17 @@ def _evidence_docs(cfg: Any, profile: str, root: str | Path | None) -> Iterator[
         return
     for name in EVIDENCE_FILES:
         for path in sorted(base.glob(f"*/{name}.json")):
-            try:
-                doc = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError):
-                continue
+            # a damaged results file is an error naming it, never "no drafters were trained"
+            doc = read_json_object(path, _rerun(name, profile, path))
             model = doc.get("model") if name == "07_cross_drafters" else (doc.get("config") or {}).get("model")
             if isinstance(model, str) and model:
                 yield results_dir(dataclasses.replace(cfg, profile=profile, model=model), root).name, name, path, doc
+
+
+def _rerun(name: str, profile: str, path: Path) -> str:
+    """The fix for a damaged evidence file: rerun the chapter that writes it, or restore it."""
+    return (f"run {EVIDENCE_FILES[name]} again (`wave study --profile {profile} --only {name[:2]}`) or restore the "
+            f"file (git checkout -- {_source(path)})")
 
 
 def _record(model: str, profile: str, name: str, path: Path, c: Mapping[str, Any], reference: str,
@@ -170,6 +173,9 @@ def _from_doc(model: str, profile: str, name: str, path: Path, doc: Mapping[str,
         preds = [_predictor(model, profile, name, path, doc["entropy"], "S2 of the layer")] if doc.get("entropy") else []
     if ref is None or not comps or min(int(c.get("n") or 0) for c in comps) < MIN_PROMPTS:
         return None
+    if not isinstance(ref.get("layers"), list) or any(not isinstance(c.get("layers"), list) for c in comps):
+        raise ResultsFileError(f"{path}: the reference set {reference!r} or a comparison has no 'layers' list; "
+                               f"{_rerun(name, profile, path)}")
     ref_layers = [int(i) for i in ref["layers"]]
     return {"model": model, "profile": profile, "chapter": EVIDENCE_FILES[name], "source": _source(path),
             "reference_layers": ref_layers,
