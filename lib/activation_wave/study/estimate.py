@@ -291,6 +291,12 @@ def check_fit(cfg: StudyConfig, shape: Shape, *, memory: bool = True) -> None:
                           f"decoder blocks, so {n_cand} candidate layers (hidden_states 1..{shape.n_layers}), and a "
                           f"selection needs k below that; choose 1 <= k <= {n_cand - 1}, e.g. --set select.k={min(3, n_cand - 1)}",
                           key="select.k", expected=f"in [1, {n_cand - 1}]")
+    beyond = sorted(i for i in cfg.strength.singles if i > shape.n_layers)
+    if beyond:
+        raise ConfigError(f"strength.singles = {list(cfg.strength.singles)}: layer ids {beyond} are beyond model "
+                          f"{cfg.model}'s N = {shape.n_layers} blocks; choose ids in 1..{shape.n_layers}, e.g. "
+                          f"--set strength.singles={max(1, shape.n_layers - 7)},{max(1, shape.n_layers - 3)}",
+                          key="strength.singles", expected=f"in [1, {shape.n_layers}]")
     for key, value in (("capture.topk", cfg.capture.topk), ("draft.draft_vocab", cfg.draft.draft_vocab)):
         if value > shape.vocab:  # draft_vocab = the vocabulary size takes every token; above it is a typo
             raise ConfigError(f"{key} = {value} is out of range for model {cfg.model}: its vocabulary has "

@@ -16,13 +16,15 @@ profile, ``scratch/<profile>-<model>/`` for another model (:func:`run_folder`). 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
 import time
 from typing import Any
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from activation_wave.core import files
@@ -199,9 +201,22 @@ def check_config(profile: str, model: str | None, overrides: Mapping[str, str] |
     """Raise :class:`~activation_wave.core.config.ConfigError` for a config the chapters would
     reject (unknown profile, key or value out of range, ``--set`` included), before a run
     writes anything."""
-    from activation_wave.core.config import load_config
+    from activation_wave.core.config import ConfigError, load_config
+    from activation_wave.models.targets import ALIASES, TargetLoadError, _check_hub_id
+    from activation_wave.study.estimate import check_before_load
 
-    load_config(profile, dict(overrides or {}), model=model)
+    cfg = load_config(profile, dict(overrides or {}), model=model)
+    for key, name in (("cross.model", cfg.cross.model), ("third.model", cfg.third.model)):
+        if not name or name in ALIASES or Path(name).expanduser().exists():
+            continue
+        try:
+            _check_hub_id(name)
+        except TargetLoadError:
+            raise ConfigError(f"{key} = {name!r} is not an embedded alias {sorted(ALIASES)}, an existing folder or "
+                              f".gguf file, or a hub id 'org/name'; fix it with --set {key}=<model> (e.g. "
+                              f"--set {key}={'qwen2.5-coder-1.5b' if key == 'third.model' else 'gemma3-270m'}), "
+                              f"or --set {key}= for none", key=key) from None
+    check_before_load(cfg)  # the chapters' own check_fit, from config.json alone
 
 
 class _LineFile:
@@ -239,7 +254,10 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
 
     # papermill's own warnings (an unknown parameter, black not installed) would be extra
     # lines on stderr; a failing chapter is reported as one line below instead.
-    logging.getLogger("papermill").setLevel(logging.ERROR)
+    # Its error lines repeat what the exception says; the kernel client's (nbclient, through
+    # papermill's or traitlets' logger) and asyncio's at exit are noise after a Ctrl-C.
+    for logger in ("papermill", "traitlets"):
+        logging.getLogger(logger).setLevel(logging.CRITICAL)
     check_only(only, [src.stem for src in notebooks()] + [f"{folder}/{stem}" for folder, stems in ARCH_FOLDERS.items()
                                                          for stem in stems])
     check_config(profile, model, overrides)  # before anything is copied or written
@@ -274,10 +292,15 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
         # Executed into build/ first: a failing chapter leaves its partial copy there, not in the book.
         partial = nb.with_name(f"{nb.stem}.executed.ipynb")
         try:
-            with relay(f"[study] {name}"):  # the kernel's progress lines (drafter k of n, ...) into this log
+            # the kernel's own stderr (its log lines, a ZMQ traceback on Ctrl-C) goes to a file beside the
+            # partial copy; its progress lines (drafter k of n, ...) are relayed into this log
+            with kernel_stderr(nb.with_name(f"{nb.stem}.kernel.log")), relay(f"[study] {name}"):
                 pm.execute_notebook(str(nb), str(partial), parameters=run_params, kernel_name="python3",
                                     cwd=str(REPO_ROOT), progress_bar=_progress(name), log_output=False,
                                     request_save_on_cell_execute=False)
+        except KeyboardInterrupt:
+            logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # "Task exception was never retrieved" at exit
+            raise
         except pm.PapermillExecutionError as exc:
             raise StudyError(f"notebook {name} failed in cell [{exc.exec_count}]: {exc.ename}: "
                              f"{str(exc.evalue).splitlines()[0] if exc.evalue else ''}; the executed copy with the "
@@ -295,6 +318,35 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
     if build:
         return build_book(book)
     return 0
+
+
+@contextlib.contextmanager
+def kernel_stderr(log: Path) -> Iterator[Path]:
+    """Point file descriptor 2 at ``log`` for the block, so the notebook kernel started inside it
+    (which inherits the descriptor) writes its stderr there and not into the study's: Ctrl-C in a
+    chapter then prints the study's one line, not the kernel's traceback. This process's own
+    ``sys.stderr`` keeps writing where it did."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        real = sys.stderr.fileno() == 2
+    except (AttributeError, OSError, ValueError):  # a captured stream (pytest's capsys): fd 2 is not it
+        real = False
+    sys.stderr.flush()
+    saved = os.dup(2)
+    old = sys.stderr
+    with open(log, "ab") as fh:
+        os.dup2(fh.fileno(), 2)
+    try:
+        if real:
+            sys.stderr = os.fdopen(os.dup(saved), "w", buffering=1, encoding=old.encoding, errors="backslashreplace")
+        yield log
+    finally:
+        if real:
+            sys.stderr.flush()
+            sys.stderr.close()
+            sys.stderr = old
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _runs(profile: str, model: str | None, chapters: Path, params: dict[str, str],

@@ -118,6 +118,13 @@ def notebook_config(profile: str, model: str = "", overrides: str | Mapping[str,
     from activation_wave.study.notebooks import check_notebook_parameters
 
     check_notebook_parameters()
+    for name, value in (("profile", profile), ("model", model)):
+        if not isinstance(value, str):
+            raise ConfigError(f"-p {name} {value!r}: the {name} parameter must be a string, e.g. -p {name} "
+                              f"{'smoke' if name == 'profile' else 'smollm2-135m'}")
+    if not isinstance(overrides, (str, Mapping)):
+        raise ConfigError(f"-p overrides {overrides!r}: must be a JSON object of dotted keys (a string), "
+                          """e.g. -p overrides '{"capture.batch_size": 4}'""")
     try:
         extra = json.loads(overrides) if isinstance(overrides, str) else dict(overrides)
     except json.JSONDecodeError as exc:
