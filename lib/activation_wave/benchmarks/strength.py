@@ -71,9 +71,11 @@ def design(cfg: StudyConfig, layers: Mapping[str, Sequence[int]]) -> list[tuple[
 
 
 def _bottom(pred: Mapping[str, Any], names: Sequence[str]) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
-    """Chapter 6's seed-averaged per-prompt tau of ``names`` (``06_predictors``)."""
+    """Chapter 6's per-seed per-prompt tau ``[seeds, prompts]`` of ``names`` (``06_predictors``;
+    its seed-averaged ``per_prompt`` where a file predates ``per_seed``)."""
     by = {s["set"]: s for s in pred["sets"]}
-    return tuple(pred["prompt_ids"]), {n: np.array([np.nan if v is None else v for v in by[n]["per_prompt"]])
+    return tuple(pred["prompt_ids"]), {n: np.array([[np.nan if v is None else v for v in row]
+                                                    for row in by[n].get("per_seed") or [by[n]["per_prompt"]]])
                                        for n in names if n in by}
 
 

@@ -31,18 +31,23 @@ from typing import Any
 
 import numpy as np
 
-from activation_wave.core.stats import holm, mean_ci, paired_bootstrap, seed_mean, within_noise
+from activation_wave.core.stats import (N_BOOT, hierarchical_bootstrap, holm, mean_ci, near_line, paired_bootstrap,
+                                       seed_mean, within_noise)
 from activation_wave.study.hypotheses import Hypothesis
 
 NAME = "06_strength"
 REFERENCE = "eagle3-default"
 NORM = "+norm"
 BOTTOM, MIDDLE, TOP = "bottom", "middle", "top"
-PRE_REGISTRATION = "book/chapters/06b_drafter_strength (committed before training)"
+#: The commit that registered H5 and H6 (``sec-strength-prereg``), before any drafter of the page trained.
+PRE_REGISTRATION = {"commit": "e099d4396d428d36dc644ac8eb01869f0638df68",
+                    "page": "book/chapters/06b_drafter_strength (sec-strength-prereg)"}
+#: Resamples of the seed-sensitivity bootstrap (two levels: seeds within each set, then prompts).
+N_BOOT_SEEDS = 50_000
 #: Fewer paired prompts than this give no verdict (the smoke profile's handful).
 MIN_PROMPTS = 10
 
-__all__ = ["NAME", "REFERENCE", "comparisons", "interaction", "norm_effects", "analyse", "verdict", "tau_rows", "interaction_rows", "norm_rows", "answer_text", "cost_text",
+__all__ = ["NAME", "REFERENCE", "seed_sensitivity", "seed_sensitivity_text", "comparisons", "interaction", "norm_effects", "analyse", "verdict", "tau_rows", "interaction_rows", "norm_rows", "answer_text", "cost_text",
            "change_text", "advice_text", "hypotheses", "not_run_figure", "epoch_deltas"]
 
 
@@ -50,10 +55,14 @@ __all__ = ["NAME", "REFERENCE", "comparisons", "interaction", "norm_effects", "a
 
 
 def _row(name: str, d: Any, p_holm: float | None = None) -> dict[str, Any]:
-    return {"set": name, "delta": d.mean, "lo": d.lo, "hi": d.hi, "p": d.p, "p_holm": p_holm, "n": d.n, "sd": d.sd}
+    """One comparison's fields; ``p_holm_mcse``: the Monte Carlo error of the Holm p (the raw
+    p's times its Holm factor)."""
+    factor = 1.0 if p_holm is None or not d.p else min(p_holm, 1.0) / d.p
+    return {"set": name, "delta": d.mean, "lo": d.lo, "hi": d.hi, "p": d.p, "p_holm": p_holm, "n": d.n, "sd": d.sd,
+            "n_boot": d.n_boot, "p_mcse": d.p_mcse, "p_holm_mcse": d.p_mcse * factor}
 
 
-def comparisons(taus: Mapping[str, np.ndarray], reference: str = REFERENCE, *, n_boot: int = 10_000,
+def comparisons(taus: Mapping[str, np.ndarray], reference: str = REFERENCE, *, n_boot: int = N_BOOT,
                 seed: int = 0) -> list[dict[str, Any]]:
     """Each set against ``reference`` at one budget: paired bootstrap of the per-prompt
     delta (seeds averaged), Holm across the sets given.
@@ -68,7 +77,7 @@ def comparisons(taus: Mapping[str, np.ndarray], reference: str = REFERENCE, *, n
 
 
 def interaction(top: Mapping[str, np.ndarray], bottom: Mapping[str, np.ndarray], reference: str = REFERENCE, *,
-                n_boot: int = 10_000, seed: int = 0) -> list[dict[str, Any]]:
+                n_boot: int = N_BOOT, seed: int = 0) -> list[dict[str, Any]]:
     """H5's statistic per set shared by both budgets: I = delta_top - delta_bottom, the mean
     over prompts of (set - reference at the top) - (set - reference at the bottom), seeds
     averaged per prompt; paired bootstrap over prompts (one draw resamples a prompt at both
@@ -88,7 +97,7 @@ def interaction(top: Mapping[str, np.ndarray], bottom: Mapping[str, np.ndarray],
             for n, d, p in zip(names, ds, holm([d.p for d in ds]))]
 
 
-def norm_effects(top: Mapping[str, np.ndarray], norm_sets: Sequence[str], *, n_boot: int = 10_000,
+def norm_effects(top: Mapping[str, np.ndarray], norm_sets: Sequence[str], *, n_boot: int = N_BOOT,
                  seed: int = 0) -> list[dict[str, Any]]:
     """H6 per triple: (triple with the per-layer norm) - (triple without) at the top budget,
     paired bootstrap, Holm across the triples that have both arms."""
@@ -99,22 +108,89 @@ def norm_effects(top: Mapping[str, np.ndarray], norm_sets: Sequence[str], *, n_b
             for n, d, p in zip(names, ds, holm([d.p for d in ds]))]
 
 
+def _values(row: np.ndarray) -> list[float | None]:
+    return [None if not np.isfinite(v) else float(v) for v in row]
+
+
 def _tau_summary(name: str, tau: np.ndarray, layers: Sequence[int], n_seeds: int | None = None) -> dict[str, Any]:
     mean = seed_mean(tau)
-    t, lo, hi = mean_ci([None if not np.isfinite(v) else float(v) for v in mean])
+    t, lo, hi = mean_ci(_values(mean))
     n = int(np.atleast_2d(tau).shape[0]) if n_seeds is None else n_seeds
-    return {"set": name, "layers": list(layers), "n_seeds": n, "tau": t, "lo": lo,
-            "hi": hi, "per_prompt": [None if not np.isfinite(v) else float(v) for v in mean]}
+    return {"set": name, "layers": list(layers), "n_seeds": n, "tau": t, "lo": lo, "hi": hi,
+            "per_prompt": _values(mean), "per_seed": [_values(r) for r in np.atleast_2d(tau)]}
+
+
+def _sensitivity_rows(kind: str, contrasts: Mapping[str, Sequence[tuple[float, np.ndarray]]],
+                      registered: Sequence[Mapping[str, Any]], n_boot: int, seed: int) -> list[dict[str, Any]]:
+    """One family's seed-sensitivity rows: the hierarchical bootstrap of each contrast, Holm
+    across the family as registered, beside the registered row's verdict."""
+    reg = {r["set"]: r for r in registered}
+    names = [n for n in contrasts if n in reg]
+    ds = [hierarchical_bootstrap(contrasts[n], n_boot=n_boot, seed=seed) for n in names]
+    rows = []
+    for n, d, p in zip(names, ds, holm([d.p for d in ds])):
+        row = {"comparison": kind, **_row(n, d, p)}
+        row |= {"verdict": verdict(row), "registered_verdict": verdict(reg[n]),
+                "registered_p_holm": reg[n]["p_holm"]}
+        rows.append(row | {"changed": row["verdict"] != row["registered_verdict"]})
+    return rows
+
+
+def seed_sensitivity(taus: Mapping[str, Mapping[str, np.ndarray]], doc: Mapping[str, Any], norm_sets: Sequence[str],
+                     *, n_boot: int = N_BOOT_SEEDS, seed: int = 0) -> list[dict[str, Any]]:
+    """A labelled sensitivity analysis beside the registered tests (not a test of its own):
+    every comparison of ``doc`` (each budget's deltas, H5's interaction, H6's norm arm)
+    recomputed with :func:`~activation_wave.core.stats.hierarchical_bootstrap`, which resamples
+    each set's seeds before the prompts, so the between-seed spread of a set's mean counts;
+    Holm within the same families. ``taus``: ``{budget: {set: [seeds, prompts]}}``. A budget
+    whose taus arrive seed-averaged (one row) adds no seed variance."""
+    out: list[dict[str, Any]] = []
+    for bud in doc["budgets"]:
+        t = taus[bud["name"]]
+        out += _sensitivity_rows(f"delta at the {bud['name']} budget",
+                                 {n: [(1.0, t[n]), (-1.0, t[REFERENCE])] for n in t
+                                  if n != REFERENCE and not n.endswith(NORM)}, bud["comparison"], n_boot, seed)
+    if TOP in taus and BOTTOM in taus:
+        top, bot = taus[TOP], taus[BOTTOM]
+        out += _sensitivity_rows("H5 interaction", {n: [(1.0, top[n]), (-1.0, top[REFERENCE]), (-1.0, bot[n]),
+                                                        (1.0, bot[REFERENCE])] for n in top if n in bot and n != REFERENCE},
+                                 doc["interaction"], n_boot, seed)
+        out += _sensitivity_rows("H6 norm arm", {n: [(1.0, top[n + NORM]), (-1.0, top[n])] for n in norm_sets
+                                                 if n in top and n + NORM in top}, doc["norm_arm"], n_boot, seed)
+    return out
+
+
+def seed_sensitivity_text(doc: Mapping[str, Any] | None) -> str:
+    """The page's sentence on the seed-sensitivity analysis: which verdicts it changes.
+
+    >>> seed_sensitivity_text({"seed_sensitivity": [{"comparison": "H5 interaction", "set": "a", "changed": True,
+    ...     "verdict": "within noise", "registered_verdict": "lower", "delta": -0.02, "lo": -0.05, "hi": 0.01,
+    ...     "p_holm": 0.2, "n_boot": 1000}]}).split(":")[0]
+    'Resampling the seeds of each set as well as the prompts (a hierarchical bootstrap, 1,000 resamples; a sensitivity analysis beside the registered tests, not a test of its own) changes 1 of 1 verdicts'
+    """
+    rows = (doc or {}).get("seed_sensitivity") or []
+    if not rows:
+        return "The seed-sensitivity analysis has not run."
+    moved = [r for r in rows if r["changed"]]
+    head = (f"Resampling the seeds of each set as well as the prompts (a hierarchical bootstrap, {rows[0]['n_boot']:,} "
+            "resamples; a sensitivity analysis beside the registered tests, not a test of its own) changes "
+            f"{len(moved)} of {len(rows)} verdicts")
+    if not moved:
+        return head + ": every verdict above survives it."
+    return head + ": " + "; ".join(
+        f"{r['comparison']}, {r['set']}: from {r['registered_verdict']} to {r['verdict']} (delta {r['delta']:+.3f} "
+        f"{_ci(r['lo'], r['hi'])}, Holm p {r['p_holm']:.2f})" for r in moved) + ". The other verdicts survive it."
 
 
 def analyse(taus: Mapping[str, Mapping[str, np.ndarray]], layers: Mapping[str, Sequence[int]],
             norm_sets: Sequence[str], *, cpu_s: Mapping[str, float] | None = None,
-            n_seeds: Mapping[str, Mapping[str, int]] | None = None, n_boot: int = 10_000,
-            seed: int = 0) -> dict[str, Any]:
+            n_seeds: Mapping[str, Mapping[str, int]] | None = None, n_boot: int = N_BOOT,
+            seed: int = 0, n_boot_seeds: int = N_BOOT_SEEDS) -> dict[str, Any]:
     """The results document's analysis from per-prompt taus ``{budget: {set: [seeds, prompts]}}``
     (every budget on the same prompts, in the same order): per budget the default's tau and
     each set's delta (``comparison``), H5's ``interaction`` (top - bottom) and H6's ``norm_arm``.
-    ``n_seeds``: seed counts of a budget given already seed-averaged (chapter 6's)."""
+    ``n_seeds``: seed counts of a budget given already seed-averaged. ``seed_sensitivity``:
+    every comparison again with seeds resampled too (:func:`seed_sensitivity`)."""
     budgets = []
     for name in (b for b in (BOTTOM, MIDDLE, TOP) if b in taus):
         t = {k: v for k, v in taus[name].items() if not k.endswith(NORM)}
@@ -128,8 +204,9 @@ def analyse(taus: Mapping[str, Mapping[str, np.ndarray]], layers: Mapping[str, S
                         "comparison": comparisons(t, n_boot=n_boot, seed=seed)})
     inter = (interaction({k: v for k, v in taus[TOP].items() if not k.endswith(NORM)}, taus[BOTTOM],
                          n_boot=n_boot, seed=seed) if TOP in taus and BOTTOM in taus else [])
-    return {"budgets": budgets, "interaction": inter,
-            "norm_arm": norm_effects(taus[TOP], norm_sets, n_boot=n_boot, seed=seed) if TOP in taus else []}
+    doc = {"budgets": budgets, "interaction": inter,
+           "norm_arm": norm_effects(taus[TOP], norm_sets, n_boot=n_boot, seed=seed) if TOP in taus else []}
+    return doc | {"seed_sensitivity": seed_sensitivity(taus, doc, norm_sets, n_boot=n_boot_seeds, seed=seed)}
 
 
 # ----------------------------------------------------------------------------- the page's words
@@ -138,11 +215,19 @@ def analyse(taus: Mapping[str, Mapping[str, np.ndarray]], layers: Mapping[str, S
 def verdict(row: Mapping[str, Any], alpha: float = 0.05, *, min_prompts: int = MIN_PROMPTS) -> str:
     """A comparison's wording at Holm ``alpha``: higher / lower, or within noise.
 
+    A Holm p within :data:`~activation_wave.core.stats.NEAR_LINE` of ``alpha`` is "close to the
+    line" on either side: its side is not settled by the bootstrap (its Monte Carlo error is in
+    the results file) and is not worded as a verdict.
+
     >>> verdict({"delta": 0.03, "p_holm": 0.01, "n": 96}), verdict({"delta": -0.01, "p_holm": 0.3, "n": 96})
     ('higher', 'within noise')
+    >>> verdict({"delta": -0.01, "p_holm": 0.0499, "n": 96})
+    'close to the line'
     """
     if row["n"] < min_prompts:
         return f"no verdict (n = {row['n']} prompts)"
+    if near_line(row["p_holm"], alpha):
+        return "close to the line"
     if row["p_holm"] is not None and row["p_holm"] < alpha:
         return "higher" if row["delta"] > 0 else "lower"
     return "within noise"
@@ -210,16 +295,16 @@ def answer_text(doc: Mapping[str, Any] | None) -> str:
         return "not measured yet: a budget is missing"
     n = _n_prompts(top)
 
-    def stat(r: Mapping[str, Any], name: str = "delta") -> str:
-        return f"{name} {r['delta']:+.3f} {_ci(r['lo'], r['hi'])}, Holm p {r['p_holm']:.2g}"
-
-    words = {"higher": "is above the default", "lower": "is below the default", "within noise": "is within noise of it"}
+    stat = _stat
+    words = {"higher": "is above the default", "lower": "is below the default", "within noise": "is within noise of it",
+             "close to the line": "is close to the line"}
     clauses = [f"{c['set']} {words.get(verdict(c), verdict(c))} ({stat(c)})" for c in top["comparison"]]
     head = (f"At the stronger budget (the default's tau {top['tau_default']['tau']:.3f} against "
             f"{bottom['tau_default']['tau']:.3f} after one epoch; paired over {n} prompts, Holm across the sets): "
             + "; ".join(clauses) + ".")
     moved = {r["set"]: r for r in doc["interaction"] if verdict(r) in ("higher", "lower")}
-    steady = [r["set"] for r in doc["interaction"] if r["set"] not in moved]
+    line = [f"{r['set']} ({stat(r, 'I')})" for r in doc["interaction"] if verdict(r) == "close to the line"]
+    steady = [r["set"] for r in doc["interaction"] if r["set"] not in moved and verdict(r) == "within noise"]
     if moved:
         h5 = "H5 is supported for " + ", ".join(
             f"{s} ({'gains on' if r['delta'] > 0 else 'falls further behind'} the default with budget: {stat(r, 'I')})"
@@ -227,6 +312,8 @@ def answer_text(doc: Mapping[str, Any] | None) -> str:
         h5 += f"; for {', '.join(steady)} the change is within noise." if steady else "."
     else:
         h5 = "No set's delta changed beyond noise between the budgets (H5 not supported for any set)."
+    if line:
+        h5 += " Close to the line, not decided by the bootstrap: " + ", ".join(line) + "."
     helps = [r for r in doc["norm_arm"] if verdict(r) == "higher"]
     hurts = [r for r in doc["norm_arm"] if verdict(r) == "lower"]
     h6 = ("The per-layer norm helps " + ", ".join(f"{r['set']} ({stat(r)})" for r in helps) + " (H6 supported there)"
@@ -237,7 +324,17 @@ def answer_text(doc: Mapping[str, Any] | None) -> str:
     return f"{head} {h5} {h6}."
 
 
-_WHERE = {"higher": "above the default", "lower": "below the default", "within noise": "within noise"}
+_WHERE = {"higher": "above the default", "lower": "below the default", "within noise": "within noise",
+          "close to the line": "close to the line (Holm p near 0.05)"}
+
+
+def _stat(r: Mapping[str, Any], name: str = "delta") -> str:
+    """A comparison's figure: delta, interval, Holm p (with its Monte Carlo error when close to 0.05)."""
+    p = r["p_holm"]
+    err = r.get("p_holm_mcse")
+    if near_line(p) and err is not None and np.isfinite(err):
+        return f"{name} {r['delta']:+.3f} {_ci(r['lo'], r['hi'])}, Holm p {p:.3f} ± {err:.3f}, close to 0.05"
+    return f"{name} {r['delta']:+.3f} {_ci(r['lo'], r['hi'])}, Holm p {p:.2g}"
 
 
 def _budget(doc: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
@@ -323,7 +420,7 @@ def hypotheses(doc: Mapping[str, Any] | None) -> list[Hypothesis]:
 
     def ok(r: Mapping[str, Any], word: str | None) -> bool | None:
         v = verdict(r)
-        return None if v.startswith("no verdict") else (v in ("higher", "lower") if word is None else v == word)
+        return None if v.startswith("no verdict") or v == "close to the line" else (v in ("higher", "lower") if word is None else v == word)
 
     def stat(r: Mapping[str, Any], name: str) -> str:
         return (f"{name} = {r['delta']:+.3f} {_ci(r['lo'], r['hi'])}, Holm p = {r['p_holm']:.3g}, n = {r['n']} prompts"
