@@ -76,7 +76,8 @@ def run_folder(profile: str, model: str | None) -> Path:
     return REPO_ROOT / "scratch" / f"{profile}-{model_slug(model)}"
 
 
-def prepare_book_dir(profile: str, book_dir: str | Path | None, model: str | None = None) -> tuple[Path, Path]:
+def prepare_book_dir(profile: str, book_dir: str | Path | None, model: str | None = None, *,
+                     copy: bool = True) -> tuple[Path, Path]:
     """Return (book dir, results root). The default profile on its own model writes into the
     committed ``book/`` and ``data/results``; every other run gets a scratch copy of the book
     (:func:`run_folder`, or the parent of ``book_dir``). Naming ``book/`` as ``book_dir`` for
@@ -98,6 +99,8 @@ def prepare_book_dir(profile: str, book_dir: str | Path | None, model: str | Non
         return book, REPO_ROOT / "data" / "results"
     if book_dir:
         check_book_dir(book_dir, profile, model)
+    if not copy:  # only the paths, checked: nothing is written
+        return book, root / "results"
     root.mkdir(parents=True, exist_ok=True)
     files.write_text(root / RUN_MARKER, "a wave study run folder: `wave study --book-dir` may write here\n")
     ignore = shutil.ignore_patterns("_build", "chapters", "_toc.yml")
@@ -261,6 +264,9 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
     check_only(only, [src.stem for src in notebooks()] + [f"{folder}/{stem}" for folder, stems in ARCH_FOLDERS.items()
                                                          for stem in stems])
     check_config(profile, model, overrides)  # before anything is copied or written
+    book, results_root = prepare_book_dir(profile, book_dir, model, copy=False)
+    if (results_root / profile / "timings.json").exists():
+        _timings_doc(results_root, profile)  # a damaged timings file fails here, before anything is written
     book, results_root = prepare_book_dir(profile, book_dir, model)
     chapters = book / "chapters"
     chapters.mkdir(parents=True, exist_ok=True)
