@@ -68,7 +68,8 @@ from typing import Any
 import numpy as np
 
 from activation_wave.core.config import RECIPE_ARMS, RECIPE_SHRINK_ORDER, ConfigError, DraftConfig, StudyConfig
-from activation_wave.core.stats import holm, mean_ci, paired_bootstrap, seed_mean
+from activation_wave.core.stats import (N_BOOT, hierarchical_bootstrap, holm, mean_ci, min_detectable_delta,
+                                       paired_bootstrap, seed_mean)
 from activation_wave.draft.experiment import ScoreOnTrain
 from activation_wave.models.capture import CaptureCache
 from activation_wave.models.targets import Target
@@ -81,7 +82,14 @@ TODAY = "today"
 #: R3's mark: chapter 9's offline tau of today's benchmark drafter (depth 3, no draft
 #: threshold), fixed in the pre-registration.
 R3_TAU = 1.74
-PRE_REGISTRATION = "book/chapters/10_drafter_recipe (committed before training)"
+#: The commit that registered the screen (``sec-recipe-prereg``) and its two amendments, each before
+#: any drafter of the study was scored on the outcome.
+PRE_REGISTRATION = {"commit": "20c249b1e8f64ee5da446ff007b65c428df3d16e",
+                    "amendments": {"fp32 base": "31132e00d133851889652b8d6ee897f357ae9c10",
+                                   "shrunk by the whole order": "4ea3c9622b076bedfa2b07b2468a0664c435ef90"},
+                    "page": "book/chapters/10_drafter_recipe (sec-recipe-prereg)"}
+#: Resamples of the seed-sensitivity bootstrap (seeds within each arm, then prompts).
+N_BOOT_SEEDS = 50_000
 #: ``draft_vocab`` value of the full-vocabulary arm: the target's vocabulary size, known at run time.
 FULL_VOCAB = "full"
 #: The override that is not a DraftConfig field: sampled responses per train prompt (a data arm).
@@ -244,12 +252,14 @@ def _values(row: np.ndarray) -> list[float | None]:
     return [None if not np.isfinite(v) else float(v) for v in row]
 
 
-def compare(base_tau: np.ndarray, arm_taus: Mapping[str, np.ndarray], *, n_boot: int = 10_000,
+def compare(base_tau: np.ndarray, arm_taus: Mapping[str, np.ndarray], *, n_boot: int = N_BOOT,
             seed: int = 0) -> list[dict[str, Any]]:
     """Each arm against the base on the same prompts: per-prompt tau ``[seeds, prompts]``
     averaged over seeds, its mean and 95% bootstrap interval over prompts, and the paired
     delta (arm - base) with its 95% paired bootstrap interval and two-sided p; ``p_holm``
-    Holm-corrects the arms given here together. One row per arm, in order.
+    Holm-corrects the arms given here together. One row per arm, in order. Each row carries
+    its p's Monte Carlo error (``p_mcse``, ``p_holm_mcse``) and its realised minimum detectable
+    delta at 80% power (``mde``: unadjusted; ``mde_holm``: at the strictest Holm level of the family).
 
     >>> base = np.array([[1.0, 1.2, 1.4, 1.1], [1.0, 1.2, 1.4, 1.3]])
     >>> row = compare(base, {"up": base + 0.1}, n_boot=500)[0]
@@ -263,9 +273,37 @@ def compare(base_tau: np.ndarray, arm_taus: Mapping[str, np.ndarray], *, n_boot:
         t, lo, hi = mean_ci(list(mean), seed=seed)
         d = paired_bootstrap(tau, base_tau, n_boot=n_boot, seed=seed)
         rows.append({"name": name, "n_seeds": int(tau.shape[0]), "n_prompts": d.n, "tau": t, "lo": lo, "hi": hi,
-                     "delta": d.mean, "delta_lo": d.lo, "delta_hi": d.hi, "p": d.p, "per_prompt_tau": _values(mean)})
+                     "delta": d.mean, "delta_lo": d.lo, "delta_hi": d.hi, "p": d.p, "p_mcse": d.p_mcse,
+                     "n_boot": d.n_boot, "sd": d.sd, "mde": min_detectable_delta(d.sd, d.n),
+                     "mde_holm": min_detectable_delta(d.sd, d.n, alpha=0.05 / len(arm_taus)),
+                     "per_prompt_tau": _values(mean), "per_seed_tau": [_values(r) for r in tau]})
     for row, p in zip(rows, holm([r["p"] for r in rows])):
         row["p_holm"] = p
+        row["p_holm_mcse"] = row["p_mcse"] * (min(p, 1.0) / row["p"] if row["p"] else 1.0)
+    return rows
+
+
+def seed_sensitivity(base_tau: np.ndarray, arm_taus: Mapping[str, np.ndarray], registered: Sequence[Mapping[str, Any]],
+                     *, n_boot: int = N_BOOT_SEEDS, seed: int = 0) -> list[dict[str, Any]]:
+    """A labelled sensitivity analysis beside R1 (not a test of its own): each screened arm's
+    delta against the base with :func:`~activation_wave.core.stats.hierarchical_bootstrap`
+    (each arm's and the base's seeds resampled, then the prompts), Holm across the same arms,
+    and whether R1's verdict word changes.
+
+    >>> base = np.array([[1.0, 1.2, 1.4, 1.1], [1.0, 1.3, 1.4, 1.2]])
+    >>> reg = compare(base, {"up": base + 0.1}, n_boot=500)
+    >>> seed_sensitivity(base, {"up": base + 0.1}, reg, n_boot=500)[0]["registered_verdict"]
+    'no verdict (n = 4 prompts)'
+    """
+    reg = {r["name"]: r for r in registered}
+    names = [n for n in arm_taus if n in reg]
+    ds = [hierarchical_bootstrap([(1.0, arm_taus[n]), (-1.0, base_tau)], n_boot=n_boot, seed=seed) for n in names]
+    rows = []
+    for n, d, p in zip(names, ds, holm([d.p for d in ds])):
+        row = {"name": n, "delta": d.mean, "delta_lo": d.lo, "delta_hi": d.hi, "p": d.p, "p_holm": p,
+               "p_mcse": d.p_mcse, "n_prompts": d.n, "n_boot": d.n_boot}
+        row |= {"verdict": verdict(row), "registered_verdict": verdict(reg[n]), "registered_p_holm": reg[n]["p_holm"]}
+        rows.append(row | {"changed": row["verdict"] != row["registered_verdict"]})
     return rows
 
 
@@ -392,6 +430,7 @@ def run_recipe(cfg: StudyConfig, target: Target, caches: CacheFor, *, progress: 
     trained = _train(target, [base, *recipes], b.recipe_seeds, layers, caches, workers, progress, on_train)
     ids, taus = _score(target, base_cache, trained, layers, cfg, workers, progress)
     screened = compare(taus[BASE], {r.name: taus[r.name] for r in recipes})
+    sensitivity = seed_sensitivity(taus[BASE], {r.name: taus[r.name] for r in recipes}, screened)
     arms = [_arm_row(row, r, trained[r.name], caches(r.samples_per_prompt), base_cache)
             for row, r in zip(screened, recipes)]
     combined: dict[str, Any] = {"run": False}
@@ -427,8 +466,9 @@ def run_recipe(cfg: StudyConfig, target: Target, caches: CacheFor, *, progress: 
                     "arms (the combined arm is post hoc: raw p only)"),
         "base": {"name": b.recipe_base, "config": dataclasses.asdict(base.draft),
                  "samples_per_prompt": base.samples_per_prompt, "n_seeds": b.recipe_seeds, "tau": tau, "lo": lo,
-                 "hi": hi, **_runs_summary(base_runs), "cpu_s_data": 0.0, "per_prompt_tau": _values(base_mean)},
-        "arms": arms, "skipped": skipped, "shrunk": shrunk(b.recipe_arms), "combined": combined, "confirm": confirm,
+                 "hi": hi, **_runs_summary(base_runs), "cpu_s_data": 0.0, "per_prompt_tau": _values(base_mean),
+                 "per_seed_tau": [_values(r) for r in np.atleast_2d(taus[BASE])]},
+        "arms": arms, "seed_sensitivity": sensitivity, "skipped": skipped, "shrunk": shrunk(b.recipe_arms), "combined": combined, "confirm": confirm,
         "prompt_ids": list(ids),
         "best": None if best is None else best["name"],
         "cost_note": ("cpu_s: training CPU-seconds per drafter (train_wall_s x threads, periodic evals excluded), "
@@ -520,6 +560,52 @@ def run_confirm(cfg: StudyConfig, target: Target, caches: CacheFor, base_cache: 
             "r3": {"mark": R3_TAU, "today_cpu_min": reach_t, "combined_cpu_min": reach_c,
                    "half_of_today": (None if reach_t is None or reach_c is None else reach_c <= reach_t / 2),
                    "note": "descriptive; curves at the online depth, no draft threshold, seeds averaged"}}
+
+
+def ledger_taus(ledger_root: str, drafters: Sequence[str], ids: Sequence[str], key: str) -> np.ndarray:
+    """Per-prompt outcome tau ``[seeds, prompts]`` of ``drafters`` as their ledger entries hold
+    it under score ``key`` (:func:`~activation_wave.draft.ledger.score_key`), prompts in the
+    order of ``ids`` (NaN: no verify round); a drafter without that score raises ``ValueError``."""
+    from activation_wave.draft import ledger
+
+    where = {p: i for i, p in enumerate(ids)}
+    rows = []
+    for path in drafters:
+        score = ledger.read_score(ledger_root, path, key)
+        if score is None:
+            raise ValueError(f"the drafter ledger {ledger_root} holds no score {key!r} of {path}: run "
+                             "`wave bench --only recipe` to score it")
+        tau = np.full(len(ids), np.nan)
+        for rec in score["per_record"]:
+            if rec["id"] in where:
+                tau[where[rec["id"]]] = rec["tau"] if rec["rounds"] else np.nan
+        rows.append(tau)
+    return np.stack(rows)
+
+
+def reanalyse(doc: Mapping[str, Any], ledger_root: str, depth: int, threshold: float) -> dict[str, Any]:
+    """The analysis of a recipe results document again, from the per-prompt scores its drafters
+    hold in the ledger (no capture, no target): R1's rows (:func:`compare`, now with each p's
+    Monte Carlo error and each arm's realised MDE), the seed sensitivity and the registration's
+    commit. Everything else (costs, curves, stage 2) is kept; ``reanalysed`` says what changed."""
+    from activation_wave.draft.ledger import score_key
+
+    ids = doc["prompt_ids"]
+    key = score_key(Path(doc["base"]["drafters"][0]).parent.parent.name, depth, threshold)
+    base_tau = ledger_taus(ledger_root, doc["base"]["drafters"], ids, key)
+    screened = [a for a in doc["arms"] if not a.get("post_hoc")]
+    taus = {a["name"]: ledger_taus(ledger_root, a["drafters"], ids, key) for a in screened}
+    rows = {r["name"]: r for r in compare(base_tau, taus)}
+    arms = [{**a, **{k: v for k, v in rows[a["name"]].items() if k != "name"}} if a["name"] in rows else a
+            for a in doc["arms"]]
+    return {**doc, "pre_registration": PRE_REGISTRATION, "arms": arms,
+            "base": {**doc["base"], "per_seed_tau": [_values(r) for r in base_tau]},
+            "seed_sensitivity": seed_sensitivity(base_tau, taus, list(rows.values())),
+            "reanalysed": {"by": "activation_wave.benchmarks.recipe.reanalyse", "from": f"the drafter ledger, score {key}",
+                           "why": "issue 44: 200,000 resamples with each p's Monte Carlo error, realised MDEs, the "
+                                  "seed-sensitivity analysis and the registration's commit; the drafters, their scores "
+                                  "and costs are the screen's", "screen_git_commit": doc.get("git_commit"),
+                           "screen_written": doc.get("written")}}
 
 
 def summary(doc: Mapping[str, Any], path: Path | str) -> dict[str, Any]:

@@ -22,7 +22,12 @@ from activation_wave.core.config import ConfigError, DraftConfig, StudyConfig
 from activation_wave.study.chapters.drafter_strength import (BOTTOM, MIDDLE, NORM, PRE_REGISTRATION, REFERENCE, TOP,
                                                              analyse)
 
-__all__ = ["budget_recipes", "design", "run"]
+__all__ = ["budget_recipes", "design", "run", "training_cpus", "AVX2_TOKENS_PER_S"]
+
+#: Fp32 training speed (training tokens/s, one thread) below which a top-budget drafter trained
+#: on the AVX2-only CPU: 120-180 there against 330-510 on the AVX-512 one (train logs of the
+#: page's 21 drafters; the ledger recorded no CPU when they trained).
+AVX2_TOKENS_PER_S = 250.0
 
 
 # ----------------------------------------------------------------------------- the design
@@ -68,6 +73,21 @@ def design(cfg: StudyConfig, layers: Mapping[str, Sequence[int]]) -> list[tuple[
 
 
 # ----------------------------------------------------------------------------- the run
+
+
+def training_cpus(speeds: Sequence[tuple[str, float | None]]) -> dict[str, dict[str, int]]:
+    """Per set, how many of its drafters trained on each CPU, read from their training speed
+    (:data:`AVX2_TOKENS_PER_S`): the confound of H6 (the norm arm trained on the slower CPU).
+
+    >>> training_cpus([("a", 450.0), ("a", 130.0), ("a+norm", 120.0)])
+    {'a': {'AVX-512': 1, 'AVX2': 1}, 'a+norm': {'AVX-512': 0, 'AVX2': 1}}
+    """
+    out: dict[str, dict[str, int]] = {}
+    for name, tps in speeds:
+        row = out.setdefault(name, {"AVX-512": 0, "AVX2": 0})
+        if tps is not None:
+            row["AVX2" if tps < AVX2_TOKENS_PER_S else "AVX-512"] += 1
+    return out
 
 
 def _bottom(pred: Mapping[str, Any], names: Sequence[str]) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
@@ -117,8 +137,14 @@ def run(cfg: StudyConfig, *, root: str | None = None, progress: bool = True) -> 
     if tuple(bottom_ids) != tuple(ids):
         raise ValueError(f"chapter 6 scored {len(bottom_ids)} eval prompts and this page {len(ids)}, not the same "
                          "ones in the same order: re-run chapter 6 on the same capture before this page")
-    bottom_cpu = (_study_drafters(cfg, root) or {}).get("train_s_per_drafter_mean")  # chapter 6: one thread
-    doc = analyse(taus, layers, s.norm_sets, cpu_s={BOTTOM: bottom_cpu, **cpu},
+    from activation_wave.benchmarks import costs
+    from activation_wave.core.results import load_benchmarks, load_optional
+
+    # one cost per budget (benchmarks/costs): chapter 6's drafters and the screen base, the top budget's recipe
+    budget_costs = costs.budget_cpu_min(load_benchmarks(), load_optional("recipe", cfg, root))
+    cpu_s = {b_: budget_costs[k]["cpu_min"] * 60 for b_, k in ((BOTTOM, costs.CHAPTER6), (TOP, costs.SCREEN))
+             if k in budget_costs}
+    doc = analyse(taus, layers, s.norm_sets, cpu_s={**cpu, **cpu_s},
                   n_seeds={BOTTOM: {x["set"]: len(x["seeds"]) for x in pred["sets"]}})
     curves = {name: recipe.learning_curve([row["train_log"] for row, n in items if n == name])
               for name in dict.fromkeys(n for _, n in by_budget.get(TOP, []))}
@@ -136,4 +162,6 @@ def run(cfg: StudyConfig, *, root: str | None = None, progress: bool = True) -> 
             "prompt_ids": list(ids), **doc, "curves": curves, "n_drafters": len(rows),
             "training": {"train_wall_s": [row["train_s"] for row in rows],
                          "tokens_per_s": [row["tokens_per_s"] for row in rows]},
+            "budget_costs": budget_costs,
+            "training_cpus": training_cpus([(row["set"], row["tokens_per_s"]) for row in rows]),
             "drafters": [row["path"] for row in rows], "seconds": round(time.time() - t0, 1)}

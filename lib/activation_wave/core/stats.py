@@ -242,6 +242,14 @@ def paired_bootstrap(tau_set: ArrayLike, tau_ref: ArrayLike, *, n_boot: int = 10
                        n_boot=n_boot, level=level, p_mcse=p_mcse(p, n_boot))
 
 
+def _inflate(a: np.ndarray) -> np.ndarray:
+    """Seeds ``[S, prompts]`` spread about their per-prompt mean by sqrt(S / (S - 1)) (S > 1)."""
+    if a.shape[0] < 2:
+        return a
+    mean = seed_mean(a)
+    return mean + (a - mean) * np.sqrt(a.shape[0] / (a.shape[0] - 1))
+
+
 def hierarchical_bootstrap(terms: Sequence[tuple[float, ArrayLike]], *, n_boot: int = 20_000, level: float = 0.95,
                            seed: int = 0) -> PairedDelta:
     """A seed-sensitivity bootstrap of a paired contrast: the mean over prompts of
@@ -252,6 +260,11 @@ def hierarchical_bootstrap(terms: Sequence[tuple[float, ArrayLike]], *, n_boot: 
     prompts alone (:func:`paired_bootstrap`) treats the trained seeds as the whole population;
     this one lets a set whose few seeds disagree widen its interval. A term with one seed adds
     no seed variance. Prompts missing (NaN) in any term's seed mean are dropped.
+
+    With S seeds, a resample of S seeds with replacement has (S - 1) / S of the seed mean's
+    variance (half of it with 2 seeds), so each term's seeds are first spread about their
+    per-prompt mean by sqrt(S / (S - 1)) (Davison and Hinkley's variance-inflated residuals):
+    the resampled seed mean then has the unbiased between-seed variance s^2 / S.
 
     ``[(1, set), (-1, ref)]`` is a set against a reference; ``[(1, a_top), (-1, ref_top),
     (-1, a_bottom), (1, ref_bottom)]`` an interaction.
@@ -267,7 +280,7 @@ def hierarchical_bootstrap(terms: Sequence[tuple[float, ArrayLike]], *, n_boot: 
     if len({a.shape[1] for a in arrays}) != 1:
         raise ValueError(f"every term must score the same prompts, got shapes {[a.shape for a in arrays]}")
     ok = np.logical_and.reduce([np.isfinite(seed_mean(a)) for a in arrays])
-    arrays = [a[:, ok] for a in arrays]
+    arrays = [_inflate(a[:, ok]) for a in arrays]
     n = int(ok.sum())
     if n < 2:
         raise ValueError(f"only {n} prompt(s) scored by every term: a bootstrap needs at least 2")

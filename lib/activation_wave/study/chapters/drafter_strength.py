@@ -48,7 +48,8 @@ N_BOOT_SEEDS = 50_000
 MIN_PROMPTS = 10
 
 __all__ = ["NAME", "REFERENCE", "seed_sensitivity", "seed_sensitivity_text", "comparisons", "interaction", "norm_effects", "analyse", "verdict", "tau_rows", "interaction_rows", "norm_rows", "answer_text", "cost_text",
-           "change_text", "advice_text", "hypotheses", "not_run_figure", "epoch_deltas"]
+           "change_text", "advice_text", "confound_text", "bottom_delta_range", "tau_default",
+           "bench_training_tau", "hypotheses", "not_run_figure", "epoch_deltas"]
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -397,7 +398,8 @@ def advice_text(doc: Mapping[str, Any] | None) -> str:
         return f"no verdict at this size ({n} prompts; the default profile measures 96)"
     cpu = top.get("cpu_s_per_drafter")
     at = (f"at the strongest budget this study measured (the default's offline tau {top['tau_default']['tau']:.2f}"
-          + (f", about {cpu / 60:.0f} CPU-minutes of training per drafter, the mean over the CPUs that trained them" if cpu and cpu >= 60 else "")
+          + (f", {cpu / 60:.1f} CPU-minutes of training per drafter, the recipe screen base's measured cost (the same "
+             "recipe)" if cpu and cpu >= 60 else "")
           + f"; paired over {n} prompts, Holm across the sets)")
     lead = sorted((c for c in top["comparison"] if verdict(c) == "higher"), key=lambda c: -c["delta"])
     if lead:
@@ -459,3 +461,50 @@ def epoch_deltas(doc: Mapping[str, Any]) -> dict[str, list[tuple[int, float]]]:
     ref = {p["epoch"]: p["tau_offline"] for p in curves.get(REFERENCE, [])}
     return {name: [(p["epoch"], round(p["tau_offline"] - ref[p["epoch"]], 4)) for p in pts if p["epoch"] in ref]
             for name, pts in curves.items() if name != REFERENCE}
+
+
+def confound_text(doc: Mapping[str, Any] | None) -> str:
+    """H6's CPU confound in words, from ``training_cpus`` (each drafter's CPU read from its
+    training speed: the ledger recorded no CPU when they trained).
+
+    >>> confound_text({"training_cpus": {"a": {"AVX-512": 3, "AVX2": 0}, "b": {"AVX-512": 2, "AVX2": 1},
+    ...                                  "a+norm": {"AVX-512": 0, "AVX2": 3}}})[:93]
+    'The CPU is confounded with the norm arm: all 3 norm-arm drafters trained on the AVX2-only CPU'
+    """
+    cpus = (doc or {}).get("training_cpus") or {}
+    if not cpus:
+        return ""
+    norm = [v for k, v in cpus.items() if k.endswith(NORM)]
+    plain = [v for k, v in cpus.items() if not k.endswith(NORM)]
+    n_norm, n_norm_avx2 = sum(sum(v.values()) for v in norm), sum(v["AVX2"] for v in norm)
+    n_plain, n_plain_512 = sum(sum(v.values()) for v in plain), sum(v["AVX-512"] for v in plain)
+    share = "all" if n_norm_avx2 == n_norm else f"{n_norm_avx2} of the"
+    return (f"The CPU is confounded with the norm arm: {share} {n_norm} norm-arm drafters trained on the AVX2-only CPU, "
+            f"and {n_plain_512} of the {n_plain} plain top-budget drafters on the AVX-512 one (read from each drafter's "
+            "training speed: the ledger recorded no CPU when they trained). The two CPUs run different fp32 kernels, "
+            "so H6's delta (norm minus no norm) holds the CPU as well as the norm, and this page cannot separate them")
+
+
+def bottom_delta_range(pred: Mapping[str, Any] | None) -> str:
+    """How far below the default chapter 6's selection rules' sets fall (``06_predictors``'
+    comparisons of the rules' family), as "a to b" with three decimals.
+
+    >>> bottom_delta_range({"comparisons": [{"family": "rules", "delta": -0.018}, {"family": "rules", "delta": -0.035},
+    ...                                     {"family": "other", "delta": -0.2}]})
+    '0.018 to 0.035'
+    """
+    d = [-float(c["delta"]) for c in (pred or {}).get("comparisons", []) if c.get("family") == "rules"]
+    return f"{min(d):.3f} to {max(d):.3f}" if d else "not measured"
+
+
+def tau_default(doc: Mapping[str, Any] | None, budget: str) -> float:
+    """The default's outcome tau at ``budget`` (NaN when not measured)."""
+    b = _budget(doc, budget) if doc else None
+    return float("nan") if b is None else float(b["tau_default"]["tau"])
+
+
+def bench_training_tau(bench: Mapping[str, Any] | None) -> float:
+    """The decoding benchmark drafter's training-time offline tau (eval split, depth 3, no draft
+    threshold: not the outcome's scale), NaN when not measured."""
+    v = (((bench or {}).get("speculative_decoding") or {}).get("drafter_eval_offline") or {}).get("tau_offline")
+    return float("nan") if v is None else float(v)
