@@ -338,6 +338,9 @@ class CaptureConfig:
     topk: int = 8  # top-k next-token log-probs kept per position (soft targets for drafters)
     dtype: str = "auto"  # auto = fp16 unless a value overflows it, then bf16 / fp32
     max_records: int = 0  # capture all layers for the first n records only (0 = all); see `wave dry-run`
+    # hidden_states indices to keep (empty = every layer and the normed last entry): a drafter-only
+    # capture of many records keeps just the layers its drafters read (the data-scale benchmark)
+    layers: tuple[int, ...] = ()
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "batch_size": AT_LEAST_1, "max_length": Bound(2), "records_per_shard": AT_LEAST_1, "topk": TOPK,
@@ -431,6 +434,9 @@ class DraftConfig:
     threads: int = 0  # torch intra-op threads while training (0 = leave torch's setting)
     eval_every: int = 0  # also log eval-split offline acceptance every n epochs (0 = only at the end)
     records_fraction: float = 1.0  # share of the train records a drafter trains on (a subset drawn with seed)
+    # training tokens (summed over optimiser steps) to stop at, instead of whole epochs (0 = epochs x all);
+    # a budget short of a whole epoch ends with a seeded subset of that epoch's batches
+    max_tokens: int = 0
     samples_per_prompt: int = 0  # chapter 6: sampled responses per train prompt added to the drafters' data
     n_seeds: int = 2  # chapter 6: drafters for the default and each selection rule's set (seeds seed, seed+1, ...)
     control_seeds: int = 2  # chapter 6: drafters for each control triple (last-k, the random triples)
@@ -451,7 +457,7 @@ class DraftConfig:
         "workers": AT_LEAST_1, "records_fraction": FRACTION, "samples_per_prompt": NON_NEGATIVE,
         "control_seeds": AT_LEAST_1, "n_random": NON_NEGATIVE, "sweep_fraction": FRACTION,
         "sweep_seed_every": NON_NEGATIVE, "feature_loss": NON_NEGATIVE, "warmup_frac": QUANTILE,
-        "eval_depth": NON_NEGATIVE, "eval_threshold": PROBABILITY}
+        "eval_depth": NON_NEGATIVE, "eval_threshold": PROBABILITY, "max_tokens": NON_NEGATIVE}
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
         "dtype": ("bf16", "fp32"), "head_init": ("random", "target", "target_frozen"), "norm_init": ("ones", "target"),
         "block_init": ("random", "target_last"), "lr_schedule": ("cosine", "constant")}

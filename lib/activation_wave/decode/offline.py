@@ -18,7 +18,7 @@ import torch
 from activation_wave.models.capture import CaptureCache
 from activation_wave.decode.rounds import DecodeStats
 from activation_wave.models.drafter import Eagle3Drafter
-from activation_wave.models.records import collate, load_records, make_batches
+from activation_wave.models.records import DiskRecords, collate, make_batches
 
 __all__ = ["offline_acceptance"]
 
@@ -45,16 +45,17 @@ def offline_acceptance(drafter: Eagle3Drafter, cache: CaptureCache, depth: int, 
     """
     was_training = drafter.training
     drafter.eval()
-    records = load_records(cache, drafter.spec.layers, split, dtype=drafter.fc.weight.dtype)
-    if ids is not None:
-        keep = set(ids)
-        records = [r for r in records if r.id in keep]
+    # read a batch at a time from the shards (a large capture's split need not fit in memory)
+    disk = DiskRecords(cache, drafter.spec.layers, split, dtype=drafter.fc.weight.dtype)
+    wanted = None if ids is None else set(ids)
+    chosen = [i for i, (_, _, _, r) in enumerate(disk.index) if wanted is None or cache.records[r]["id"] in wanted]
+    lengths = disk.lengths()
     stats = DecodeStats(depth)
     all_drafted, all_acc = [0] * depth, [0] * depth
     per_record = []
     new_total = rounds_total = 0
-    for group in make_batches([len(r) for r in records], batch_tokens):
-        recs = [records[i] for i in group]
+    for group in make_batches([lengths[i] for i in chosen], batch_tokens):
+        recs = [disk[chosen[i]] for i in group]
         b = collate(recs, depth).to(drafter.fc.weight.device)
         outs = drafter.unroll(drafter.fuse(b.hidden), b.input_ids, b.lengths, depth, sub=b.sub)
         lps = [torch.log_softmax(drafter.logits(o).float(), -1).max(-1) for o in outs]

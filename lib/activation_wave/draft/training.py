@@ -67,7 +67,7 @@ from activation_wave.decode.kernels import threads
 from activation_wave.core.layers import layer_ids
 from activation_wave.models.targets import Target
 from activation_wave.core.progress import progress_bar
-from activation_wave.models.records import Batch, Record, collate, load_records, make_batches
+from activation_wave.models.records import Batch, DiskRecords, Record, collate, make_batches
 
 __all__ = ["TrainingDiverged", "draft_vocab_for", "train_drafter", "ttt_loss"]
 
@@ -85,6 +85,44 @@ def draft_vocab_for(records: Sequence[Record], vocab_size: int, size: int, alway
         counts += torch.bincount(r.input_ids[1:][m[:-1]], minlength=vocab_size)
         seen += torch.bincount(r.topk_ids[m].flatten(), minlength=vocab_size)
     return select_draft_vocab(counts, size, secondary=seen, always=always)
+
+
+class _Subset(Sequence[Record]):
+    """Records ``keep`` of ``base`` (a :class:`DiskRecords`), read on demand."""
+
+    def __init__(self, base: DiskRecords, keep: Sequence[int]):
+        self.base, self.keep = base, list(keep)
+
+    def __len__(self) -> int:
+        return len(self.keep)
+
+    def __getitem__(self, i: int) -> Record:  # type: ignore[override]
+        return self.base[self.keep[i]]
+
+    def lengths(self) -> list[int]:
+        every = self.base.lengths()
+        return [every[i] for i in self.keep]
+
+
+def _plan(batches: Sequence[Sequence[int]], lengths: Sequence[int], epochs: int, max_tokens: int,
+          gen: torch.Generator) -> list[list[int]]:
+    """The batch order of every epoch: a seeded permutation per epoch, ``epochs`` of them, or
+    (``max_tokens`` > 0) as many as reach that many training tokens, the last cut where the
+    budget is met (a seeded subset of its batches). Drawn up front so that the learning-rate
+    schedule knows its length; the permutations are the ones epoch-by-epoch drawing gives."""
+    sizes = [sum(lengths[i] for i in b) for b in batches]
+    plan: list[list[int]] = []
+    done = 0
+    while (len(plan) < epochs) if max_tokens <= 0 else (done < max_tokens):
+        order = torch.randperm(len(batches), generator=gen).tolist()
+        if max_tokens > 0:
+            cut = 0
+            while cut < len(order) and done < max_tokens:
+                done += sizes[order[cut]]
+                cut += 1
+            order = order[:cut]
+        plan.append(order)
+    return plan
 
 
 def _targets(drafter: Eagle3Drafter, batch: Batch, j: int) -> tuple[Tensor, Tensor]:
@@ -184,28 +222,34 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
     store = torch.bfloat16 if cfg.dtype == "bf16" else torch.float32
     eval_depth = cfg.eval_depth or cfg.ttt_steps
     with threads(cfg.threads):
-        records = load_records(cache, layers, "train", dtype=store, last=cfg.feature_loss > 0)
-        if not records:
+        # read from the shards a batch at a time: memory does not grow with the data
+        on_disk = DiskRecords(cache, layers, "train", dtype=store, last=cfg.feature_loss > 0)
+        if not len(on_disk):
             raise ValueError(f"cache {cache.path} has no train-split records to train a drafter on")
         if not 0.0 < records_fraction <= 1.0:
             raise ValueError(f"records_fraction must be in (0, 1], got {records_fraction}")
+        keep = list(range(len(on_disk)))
         if records_fraction < 1.0:
-            n_keep = max(1, round(records_fraction * len(records)))
-            pick = torch.randperm(len(records), generator=torch.Generator().manual_seed(cfg.seed))[:n_keep]
-            records = [records[i] for i in sorted(pick.tolist())]
+            n_keep = max(1, round(records_fraction * len(keep)))
+            pick = torch.randperm(len(keep), generator=torch.Generator().manual_seed(cfg.seed))[:n_keep]
+            keep = sorted(pick.tolist())
+        records = _Subset(on_disk, keep)
+        meta = _Subset(DiskRecords(cache, layers, "train", dtype=store, hidden=False), keep)
         vocab = target.vocab_size
-        draft_ids = draft_vocab_for(records, vocab, cfg.draft_vocab, always=sorted(eos_ids(target)))
+        draft_ids = draft_vocab_for(meta, vocab, cfg.draft_vocab, always=sorted(eos_ids(target)))
         device = next(target.model.parameters()).device
         drafter = Eagle3Drafter.from_target(target.model, layers, draft_ids, seed=cfg.seed, fused_norm=cfg.fused_norm,
                                             head_init=cfg.head_init, norm_init=cfg.norm_init,
                                             block_init=cfg.block_init).to(device).train()
         params = drafter.trainable_parameters()
         opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
-        batches = make_batches([len(r) for r in records], cfg.batch_tokens)
-        total_steps = cfg.epochs * len(batches)
+        lengths = records.lengths()
+        batches = make_batches(lengths, cfg.batch_tokens)
         gen = torch.Generator().manual_seed(cfg.seed)
-        n_loss = sum(int(r.loss_mask.sum()) for r in records)
-        covered = sum(int(drafter.t2d.cpu()[r.top1[r.loss_mask]].sum()) for r in records)
+        plan = _plan(batches, lengths, cfg.epochs, cfg.max_tokens, gen)
+        total_steps = sum(len(p) for p in plan)
+        n_loss = sum(int(r.loss_mask.sum()) for r in meta)
+        covered = sum(int(drafter.t2d.cpu()[r.top1[r.loss_mask]].sum()) for r in meta)
         if covered == 0:
             raise ValueError(f"none of the {n_loss} training positions has its target token in the draft vocabulary "
                              f"of {len(draft_ids)} tokens (draft.draft_vocab = {cfg.draft_vocab}), so there is nothing "
@@ -213,7 +257,9 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         log: dict[str, Any] = {
             "layers": layers, "config": asdict(cfg), "records_fraction": records_fraction,
             "n_records": len(records), "n_batches": len(batches),
-            "n_tokens": sum(len(r) for r in records), "n_loss_tokens": n_loss,
+            "n_tokens": sum(lengths), "n_loss_tokens": n_loss,
+            "max_tokens": cfg.max_tokens, "steps": total_steps,
+            "tokens_trained": sum(sum(lengths[i] for i in batches[b]) for p in plan for b in p),
             "draft_vocab_coverage": covered / max(1, n_loss),
             "threads": torch.get_num_threads(), "history": [], "epochs": [],
         }
@@ -221,8 +267,7 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         has_eval = any(r.get("split") == "eval" for r in cache.records)
         bar = progress_bar(total=total_steps, desc=f"draft {list(layers)}", unit="batch", disable=not progress)
         step = 0
-        for epoch in range(cfg.epochs):
-            order = torch.randperm(len(batches), generator=gen).tolist()
+        for epoch, order in enumerate(plan):
             sums = [[0.0, 0.0, 0] for _ in range(cfg.ttt_steps)]
             feature_sums = [0.0] * cfg.ttt_steps
             t_epoch, tokens = time.time(), 0
@@ -271,7 +316,7 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
             if cfg.feature_loss > 0:  # the regression term per step, before the lambda weight
                 log["epochs"][-1]["feature_loss_by_step"] = [round(f / max(1, n), 5)
                                                              for f, (_, _, n) in zip(feature_sums, sums)]
-            if cfg.eval_every and (epoch + 1) % cfg.eval_every == 0 and epoch + 1 < cfg.epochs and has_eval:
+            if cfg.eval_every and (epoch + 1) % cfg.eval_every == 0 and epoch + 1 < len(plan) and has_eval:
                 drafter.eval()
                 ev = offline_acceptance(drafter, cache, depth=eval_depth, split="eval", threshold=cfg.eval_threshold)
                 log["epochs"][-1]["eval_tau_offline"] = round(ev["tau_offline"], 4)

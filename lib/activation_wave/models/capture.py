@@ -227,8 +227,11 @@ def data_hash(responses: Sequence[Response]) -> str:
 
 
 def cache_dir_for(target: Target, responses: Sequence[Response], cfg: CaptureConfig) -> Path:
+    params = asdict(cfg)
+    if not cfg.layers:  # every layer: the key every capture had before a subset could be asked for
+        del params["layers"]
     key = hashlib.sha256(json.dumps({"model": target.fingerprint, "data": data_hash(responses),
-                                     "cfg": asdict(cfg), "schema": SCHEMA_VERSION}, sort_keys=True).encode()).hexdigest()[:16]
+                                     "cfg": params, "schema": SCHEMA_VERSION}, sort_keys=True).encode()).hexdigest()[:16]
     return cache_root() / "capture" / f"{target.slug}-{key}"
 
 
@@ -240,12 +243,15 @@ def _write_shard(target: Target, recs: Sequence[Response], first: int, cfg: Capt
         seqs = [(r.prompt_ids + r.response_ids)[: cfg.max_length] for r in batch]
         out = forward_batch(target.model, seqs, [len(r.prompt_ids) for r in batch], cfg.topk)
         out["record"] = (out.pop("seq") + first + b).to(torch.int32)
+        if cfg.layers:  # keep only the asked layers, before the shard's batches pile up
+            out["hidden"] = out["hidden"][list(cfg.layers)]
         parts.append(out)
     cat = {k: torch.cat([p[k] for p in parts], dim=1 if k == "hidden" else 0) for k in parts[0]}
     hidden = cat.pop("hidden")
     tensors: dict[str, torch.Tensor] = {}
     dtypes = {}
-    names = [*range(hidden.shape[0] - 1), NORMED]  # 0..N, then the normed last entry
+    # 0..N, then the normed last entry; or the asked subset
+    names = list(cfg.layers) if cfg.layers else [*range(hidden.shape[0] - 1), NORMED]
     for i, name in enumerate(names):
         dt = _storage_dtype(hidden[i], cfg.dtype)
         tensors[f"h.{name}"] = hidden[i].to(dt).contiguous()
@@ -310,6 +316,10 @@ def capture(target: Target, responses: Sequence[Response], cfg: CaptureConfig, *
     if cfg.topk > target.vocab_size:
         raise ValueError(f"capture.topk = {cfg.topk} is larger than the vocabulary of {target.name} ({target.vocab_size} "
                          f"tokens); choose at most {target.vocab_size}, e.g. --set capture.topk=8")
+    bad = [i for i in cfg.layers if not 0 <= i <= target.n_layers]
+    if bad or len(set(cfg.layers)) != len(cfg.layers):
+        raise ValueError(f"capture.layers = {list(cfg.layers)}: {'ids ' + str(bad) + ' are outside' if bad else 'ids repeat in'} "
+                         f"0..{target.n_layers} (hidden_states indices of {target.name}); e.g. --set capture.layers=2,15,27")
     out = out_dir or cache_dir_for(target, responses, cfg)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
@@ -426,6 +436,12 @@ def _mix64(x: np.ndarray) -> np.ndarray:
     return x
 
 
+def _span(ids: Sequence[int]) -> str:
+    """``0..30`` for a contiguous run of layer ids, else the list."""
+    ids = list(ids)
+    return f"{ids[0]}..{ids[-1]}" if ids == list(range(ids[0], ids[-1] + 1)) else str(ids)
+
+
 class CaptureCache:
     """Read access to a finished capture folder (manifest present and consistent)."""
 
@@ -451,7 +467,16 @@ class CaptureCache:
 
     @property
     def layer_ids(self) -> list[int]:
-        return list(range(self.n_layers + 1))
+        """The hidden_states indices this capture holds: all of 0..N, or the subset it was asked for."""
+        return list(self.manifest["params"].get("layers") or range(self.n_layers + 1))
+
+    def check_layers(self, layers: Sequence[int]) -> None:
+        """Raise :class:`CacheError` naming the layers this capture lacks (a layer-subset capture)."""
+        have = set(self.layer_ids) | ({NORMED} if not self.manifest["params"].get("layers") else set())
+        missing = sorted({i for i in layers if i not in have}, key=str)
+        if missing:
+            raise CacheError(f"capture {self.path.name} holds layers {self.layer_ids}, not {missing}; capture them "
+                             f"(capture.layers) or use a full capture")
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -468,7 +493,7 @@ class CaptureCache:
     def summary(self) -> str:
         m = self.manifest
         return (f"{m['model']['name']}: {len(m['records'])} records, {m['n_tokens']} tokens "
-                f"({m['n_loss_tokens']} response positions), layers 0..{self.n_layers}, "
+                f"({m['n_loss_tokens']} response positions), layers {_span(self.layer_ids)}, "
                 f"{len(m['shards'])} shards, {self.disk_bytes() / 2**20:.0f} MiB at {self.path}")
 
     def disk_bytes(self) -> int:
@@ -476,6 +501,7 @@ class CaptureCache:
 
     def iter_shards(self, layers: Sequence[int] | None = None, fields: Sequence[str] = _META) -> Iterator[dict[str, torch.Tensor]]:
         """Yield one shard at a time: requested fields and ``h.{i}`` of requested layers (float32)."""
+        self.check_layers(layers or [])
         for s in self.manifest["shards"]:
             with safe_open(str(self.path / s["file"]), framework="pt") as fh:
                 out = {k: fh.get_tensor(k) for k in fields}

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from activation_wave.models.capture import CaptureCache
 
-__all__ = ["Record", "Batch", "load_records", "make_batches", "collate"]
+__all__ = ["Record", "Batch", "DiskRecords", "load_records", "make_batches", "collate"]
 
 
 @dataclass
@@ -63,20 +63,66 @@ class Batch:
 
 def load_records(cache: CaptureCache, layers: Sequence[int], split: str | None = "train",
                  dtype: torch.dtype = torch.float32, *, last: bool = False) -> list[Record]:
-    """All records of ``split`` with their concatenated hidden states ([T, k*H], ``dtype``).
+    """All records of ``split`` with their concatenated hidden states ([T, k*H], ``dtype``), in memory.
 
-    ``last`` also loads ``h.{N}`` into :attr:`Record.last`, in the same pass over the shards:
-    the cache's index N is the last block's output *before* the final norm (capture schema
-    2), the regression target of the feature loss.
+    ``last`` also loads ``h.{N}`` into :attr:`Record.last`: the cache's index N is the last
+    block's output *before* the final norm (capture schema 2), the regression target of the
+    feature loss. :class:`DiskRecords` gives the same records without holding them.
     """
-    n = cache.n_layers
-    read = list(layers) + ([n] if last and n not in layers else [])
-    out = []
-    for r in cache.iter_records(read, split=split):
-        hidden = torch.cat([r.hidden[i] for i in layers], dim=-1).to(dtype)
-        out.append(Record(r.index, r.id, r.prompt_len, r.input_ids, hidden, r.loss_mask, r.top1,
-                          r.topk_ids, r.topk_logprobs, r.hidden[n].to(dtype) if last else None))
-    return out
+    return list(DiskRecords(cache, layers, split, dtype, last=last))
+
+
+class DiskRecords(Sequence[Record]):
+    """The records of ``split``, read from the capture's shards when indexed: memory of one
+    record, not of the data set, however many records the capture holds.
+
+    Each record's rows are read with safetensors' lazy slices (only its rows of only the
+    asked layers), so a batch costs a few small reads; record ``i`` equals ``load_records``'s
+    ``i``-th (same order, same values), so training from disk gives the same weights.
+    ``hidden=False`` skips the hidden states (an empty ``[T, 0]`` tensor): what the draft
+    vocabulary and the counts read.
+    """
+
+    def __init__(self, cache: CaptureCache, layers: Sequence[int], split: str | None = "train",
+                 dtype: torch.dtype = torch.float32, *, last: bool = False, hidden: bool = True):
+        from safetensors import safe_open
+
+        self.layers, self.dtype, self.hidden = [int(i) for i in layers], dtype, hidden
+        n = cache.n_layers
+        self.last = n if last else None
+        cache.check_layers(self.layers + ([n] if last else []))
+        self._open = lambda f: safe_open(str(cache.path / f), framework="pt")
+        metas = cache.records
+        #: (shard file, first row, stop row, record index) per record of the split, in cache order
+        self.index: list[tuple[str, int, int, int]] = []
+        for s in cache.manifest["shards"]:
+            a, b = s["records"]
+            if split is not None and not any(metas[r]["split"] == split for r in range(a, b)):
+                continue  # no record of this split: its shard is not even opened
+            with self._open(s["file"]) as fh:
+                rec = fh.get_tensor("record").long()
+            starts = torch.searchsorted(rec, torch.arange(a, b + 1)).tolist()
+            self.index += [(s["file"], starts[r - a], starts[r - a + 1], r) for r in range(a, b)
+                           if starts[r - a + 1] > starts[r - a] and (split is None or metas[r]["split"] == split)]
+        self._metas = metas
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def lengths(self) -> list[int]:
+        return [stop - first for _, first, stop, _ in self.index]
+
+    def __getitem__(self, i: int) -> Record:  # type: ignore[override]
+        file, a, b, r = self.index[i]
+        with self._open(file) as fh:
+            def rows(name: str) -> Tensor:
+                return fh.get_slice(name)[a:b]
+            hid = (torch.cat([rows(f"h.{j}").float() for j in self.layers], dim=-1).to(self.dtype) if self.hidden
+                   else torch.zeros(b - a, 0, dtype=self.dtype))
+            last = rows(f"h.{self.last}").float().to(self.dtype) if self.last is not None else None
+            meta = self._metas[r]
+            return Record(r, meta["id"], meta["prompt_len"], rows("input_ids").long(), hid, rows("loss_mask").bool(),
+                          rows("top1").long(), rows("topk_ids").long(), rows("topk_logprobs"), last)
 
 
 def make_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:

@@ -106,19 +106,8 @@ MEMORY_KEYS: dict[str, tuple[str, ...]] = {
     "responses": ("data.batch_size", "data.max_new_tokens"),
     "capture": ("capture.batch_size", "capture.max_length"),
     "metrics": ("metrics.token_budget",),
-    "drafter": ("draft.batch_tokens", "draft.workers", "draft.draft_vocab", "draft.ttt_steps",
-                "data.samples_per_prompt", "capture.max_records"),
+    "drafter": ("draft.batch_tokens", "draft.workers", "draft.draft_vocab", "draft.ttt_steps"),
 }
-
-
-def _tokens_per_response(cfg: StudyConfig) -> int:
-    return min(cfg.capture.max_length, cfg.data.max_new_tokens + 200)
-
-
-def _records(cfg: StudyConfig) -> int:
-    n_prompts = cfg.data.max_prompts_per_source * len(cfg.data.sources) if cfg.data.max_prompts_per_source else 420
-    n_responses = n_prompts * (1 + cfg.data.samples_per_prompt)
-    return min(n_responses, cfg.capture.max_records or n_responses)
 
 
 def estimate_peak_gib(cfg: StudyConfig, shape: Shape) -> dict[str, float]:
@@ -141,8 +130,9 @@ def estimate_peak_gib(cfg: StudyConfig, shape: Shape) -> dict[str, float]:
     * ``metrics`` (``T = metrics.token_budget``): the sample ``T (N+1) H x 4`` + its float64
       prepared stack and a work copy ``T (N+1) H x 16`` + two ``min(T, H)^2`` float64 Gram /
       covariance matrices.
-    * ``drafter`` (``draft.workers`` processes, each): ``W`` + the train records' states of
-      ``k + 1`` layers in the training dtype (``records x tokens x (k+1) H x 2`` in bf16, ``x 4`` in fp32) + the drafter's parameters
+    * ``drafter`` (``draft.workers`` processes, each): ``W`` + one batch of records' states of
+      ``k + 1`` layers, read from the capture's shards as the batch is formed
+      (``batch_tokens x (k+1) H x 4``; training holds no more of the data than that) + the drafter's parameters
       with gradients and AdamW moments (``params x 16``) + one batch unrolled
       ``draft.ttt_steps`` times with its graph kept: ``batch_tokens x ttt_steps x (3
       draft_vocab + (k + 6) H) x 4`` (logits, softmax, gradient; fused input and block
@@ -167,7 +157,7 @@ def estimate_peak_gib(cfg: StudyConfig, shape: Shape) -> dict[str, float]:
     k = cfg.select.k
     vd = min(dr.draft_vocab, v)  # a draft vocabulary above V is all V tokens
     draft_params = (k + 4) * h * h + 3 * h * inter + vd * h
-    records = _records(cfg) * _tokens_per_response(cfg) * (k + 1) * h * (2 if dr.dtype == "bf16" else 4)
+    records = dr.batch_tokens * (k + 1) * h * 4
     batch = dr.batch_tokens * dr.ttt_steps * (3 * vd + (k + 6) * h) * 4
     drafter = max(1, dr.workers) * (w + records + draft_params * 16 + batch)
     return {step: round(x / GiB, 2) for step, x in
