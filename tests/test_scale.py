@@ -123,3 +123,15 @@ def test_a_budgeted_drafter_has_its_own_key_and_an_unbudgeted_one_keeps_its_key(
     _, full, _ = worlds
     assert drafter_dir(full, LAYERS, CFG) != drafter_dir(full, LAYERS, DraftConfig(**{**CFG.__dict__, "max_tokens": 5}))
     assert drafter_dir(full, LAYERS, CFG) == drafter_dir(full, LAYERS, DraftConfig(**{**CFG.__dict__, "max_tokens": 0}))
+
+
+def test_train_records_trains_on_the_first_records(worlds, tmp_path):
+    import json
+
+    target, full, _ = worlds
+    n = 6
+    out = train_drafter(target, full, LAYERS, DraftConfig(**{**CFG.__dict__, "train_records": n}), tmp_path / "first",
+                        progress=False)
+    log = json.loads((out / "train_log.json").read_text())
+    first = DiskRecords(full, LAYERS, "train").lengths()[:n]
+    assert log["n_records"] == n and log["n_tokens"] == sum(first)

@@ -437,6 +437,8 @@ class DraftConfig:
     # training tokens (summed over optimiser steps) to stop at, instead of whole epochs (0 = epochs x all);
     # a budget short of a whole epoch ends with a seeded subset of that epoch's batches
     max_tokens: int = 0
+    # train on the capture's first n train-split records only (0 = all): nested data sizes from one capture
+    train_records: int = 0
     samples_per_prompt: int = 0  # chapter 6: sampled responses per train prompt added to the drafters' data
     n_seeds: int = 2  # chapter 6: drafters for the default and each selection rule's set (seeds seed, seed+1, ...)
     control_seeds: int = 2  # chapter 6: drafters for each control triple (last-k, the random triples)
@@ -457,7 +459,8 @@ class DraftConfig:
         "workers": AT_LEAST_1, "records_fraction": FRACTION, "samples_per_prompt": NON_NEGATIVE,
         "control_seeds": AT_LEAST_1, "n_random": NON_NEGATIVE, "sweep_fraction": FRACTION,
         "sweep_seed_every": NON_NEGATIVE, "feature_loss": NON_NEGATIVE, "warmup_frac": QUANTILE,
-        "eval_depth": NON_NEGATIVE, "eval_threshold": PROBABILITY, "max_tokens": NON_NEGATIVE}
+        "eval_depth": NON_NEGATIVE, "eval_threshold": PROBABILITY, "max_tokens": NON_NEGATIVE,
+        "train_records": NON_NEGATIVE}
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
         "dtype": ("bf16", "fp32"), "head_init": ("random", "target", "target_frozen"), "norm_init": ("ones", "target"),
         "block_init": ("random", "target_last"), "lr_schedule": ("cosine", "constant")}

@@ -201,7 +201,9 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
 
     ``records_fraction`` (default ``cfg.records_fraction``) < 1 trains on that share of
     the train records (a subset drawn with ``cfg.seed``; the draft vocabulary comes from
-    the subset too): how tau grows with training data.
+    the subset too): how tau grows with training data. ``cfg.train_records`` = n > 0 keeps
+    the first n train records first (nested data sizes from one capture); ``cfg.max_tokens``
+    stops at a budget of training tokens instead of after ``cfg.epochs``.
 
     Writes ``model.safetensors``, ``config.json``, ``provenance.json`` (via
     :func:`~activation_wave.models.drafter.save_drafter`) and ``train_log.json`` (loss and
@@ -228,7 +230,7 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
             raise ValueError(f"cache {cache.path} has no train-split records to train a drafter on")
         if not 0.0 < records_fraction <= 1.0:
             raise ValueError(f"records_fraction must be in (0, 1], got {records_fraction}")
-        keep = list(range(len(on_disk)))
+        keep = list(range(min(len(on_disk), cfg.train_records or len(on_disk))))
         if records_fraction < 1.0:
             n_keep = max(1, round(records_fraction * len(keep)))
             pick = torch.randperm(len(keep), generator=torch.Generator().manual_seed(cfg.seed))[:n_keep]
