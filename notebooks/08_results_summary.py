@@ -76,10 +76,23 @@ glue_values(ranking=ranking_text(R.paired, 3))
 # trained ({ref}`sec-prereg`), the page after it two more for the same layer sets at a
 # stronger training budget ({ref}`sec-strength-prereg`: H5 per set, H6 per triple), and
 # chapter 7 three more for the drafters of the second architecture ({ref}`sec-cross-prereg`,
-# G1-G3); here is each verdict, by the rule fixed then.
+# G1-G3), the recipe screen R1 for the drafter's training recipe ({ref}`sec-recipe-prereg`), and
+# chapter 11 two for the 1.5B target in llama.cpp ({ref}`sec-cpu-prereg`, C1 and C2); here is
+# each verdict, by the rule fixed then.
 
 # %% tags=["remove-input"]
-display(format_table(pd.DataFrame(s.hypotheses)))
+from activation_wave.core.results import load_benchmarks, load_optional, load_result
+from activation_wave.study.chapters import cpu_payoff as cpu
+from activation_wave.study.chapters import cross_drafters as cd
+from activation_wave.study.chapters import drafter_recipe
+
+try:
+    ch11 = load_result(cpu.NAME, cfg, results_root or None, cls=cd.CrossDrafterResult)
+except FileNotFoundError:
+    ch11 = None
+later = (drafter_recipe.hypotheses(load_optional("recipe", cfg, results_root or None))
+         + cpu.evaluate_hypotheses(load_benchmarks().get(cpu.BENCH), ch11))
+display(format_table(pd.DataFrame(list(s.hypotheses) + later)))
 
 # %% tags=["remove-cell"]
 from activation_wave.study.chapters import drafter_strength
@@ -113,9 +126,10 @@ glue_values(norm_delta_min=min((e.delta for e in ne), default=nan), norm_delta_m
 # {glue:text}`n_prompts_norm:d` prompts, by {glue:text}`norm_delta_max:.3f` to
 # {glue:text}`norm_delta_min:.3f`; the highest upper interval end is
 # {glue:text}`norm_hi_max:.3f`), so the arm that was
-# to test the depth effect may mostly show that one epoch is too little for the normalised
-# input (a plausible reading, not tested here: longer training of that arm would test it);
-# the H4 row above is read with that caveat.
+# to test the depth effect may have mostly shown that one epoch is too little for the normalised
+# input. The page after chapter 6 tested that reading with 10 epochs (H6 in the table above):
+# there the norm still lowers $\tau$ on the default triple, so one epoch was not the whole
+# story; read H6 with that page's CPU confound and seed-sensitivity sentence.
 
 # %% [markdown]
 # ### What orders the drafters

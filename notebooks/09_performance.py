@@ -210,8 +210,9 @@ values |= perf.low_precision_values(low)
 
 # %% [markdown]
 # The issue that set up chapter 6 listed lower-precision weights as a lever for a
-# cheaper round; the CPU this benchmark ran on (2026-12-01) has bf16 matrix units (the
-# AMD machine of 2026-12-02 has none, and emulates bf16 slowly). The benchmark casts the same target to
+# cheaper round; the CPU this benchmark ran on (2026-12-01) has bf16 matrix units, and so
+# has the AMD EPYC of the 2026-12-02 decoding benchmark (its machine record in the table
+# above); a CPU with AVX2 only has none and emulates bf16 slowly (`training_precision`). The benchmark casts the same target to
 # {glue:text}`low_dtype` in memory and decodes {glue:text}`low_n:d` held-out prompts
 # with the same drafter, interleaved with the fp32 runs. A verify of four tokens then
 # costs {glue:text}`low_v4:.2f`x a one-token step instead of

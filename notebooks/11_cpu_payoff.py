@@ -99,6 +99,13 @@
 # diagnostic with default flags. The verdict rules, prompts, drafters and thread counts do
 # not change. The run replaces the first one's figures in `benchmarks.json` (the first run
 # stays in the history of that file), and the 135M rows are re-measured in the same run.
+#
+# *Correction to the amendment, added 2026-12-04:* "drafters do not change" held for their
+# recipe, layers and data, not for their weights. The C1 drafter (the default set
+# [2, 14, 25]) was trained again on the second measurement's CPU, whose cache did not hold
+# its weights: its ledger entry changed in commit `f43665f` (a new weights digest and train
+# log), with the same offline $\tau$ on the eval split. C1 is therefore measured on a retrained drafter of the registered recipe, not on
+# the first measurement's weights.
 
 # %% tags=["parameters", "hide-input"]
 profile = "default"

@@ -165,9 +165,18 @@ def test_data_scaling_extrapolation():
               {"samples_per_prompt": 2, "loss_tokens": 8000, "tau_offline": 1.50, "tau_predicted": 1.60,
                "train_acc_last_epoch": 0.8}]
     scaling = {"points": points, "tau_per_doubling": 0.1, "sample_temperature": 0.7}
-    v = perf.data_scaling_values(scaling, {"tau_t0": 1.5}, obs_tau_needed=1.6, speedup_target=1.2)
-    # last two drafters: +0.10 over log2(8000 / 2000) = 2 doublings -> 0.05 per doubling; 0.1 more tau -> 2^2 = 4x
-    assert "0.050 per doubling" in v["ds_need"] and "about 4.00 times the 8,000 positions" in v["ds_need"]
+    points.append({"fraction": 1.0, "samples_per_prompt": 4, "loss_tokens": 16000, "tau_offline": 1.6,
+                   "tau_predicted": 1.7, "train_acc_last_epoch": 0.8})
+    for p in points[1:]:
+        p["fraction"] = 1.0
+    spec = {"tau_t0": 1.5, "drafter_eval_offline": {"tau_offline": 1.5}}
+    v = perf.data_scaling_values(scaling, spec, obs_tau_needed=1.7, speedup_target=1.2)
+    # the figure is costs.data_multiple's, the function chapter 10's projection reads (one source)
+    from activation_wave.benchmarks import costs
+    m = costs.data_multiple(costs.data_curve({"drafter_data_scaling": scaling}), 1.7)
+    assert 1.0 < m["multiple"] < 4.0 and m["lo"] < m["multiple"] and (m["hi"] is None or m["hi"] > m["multiple"])
+    assert f"about {m['multiple']:.2f} times today's data" in v["ds_need"]
+    assert "(1.70 on the data curve's offline scale)" in v["ds_need"]
     assert v["ds_full_tokens"] == 2000 and v["ds_last_gain"] == pytest.approx(0.1) and v["ds_n"] == 2
     assert v["ds_sampled"].startswith("With 2 sampled responses per prompt (4.0x the positions) it reaches 1.500")
     reached = perf.data_scaling_values(scaling, {"tau_t0": 1.7}, obs_tau_needed=1.6, speedup_target=1.2)

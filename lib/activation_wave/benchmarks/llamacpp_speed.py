@@ -263,7 +263,29 @@ def measure(lc: Any, target_gguf: Path, draft_gguf: Path | None, prompts: Sequen
     for n in [*drafts, *model_free]:
         if n not in baselines:
             out[n]["against"] = {b: _speedup(res[b], res[n], out[b], out[n]) for b in baselines}
+    out["per_prompt"] = per_prompt_runs(res)
     return out
+
+
+def per_prompt_runs(res: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """Every prompt run of an interleaved measurement, so that a claim about it can be checked:
+    per prompt id, each server's generated tokens and decoding milliseconds (llama.cpp's own
+    ``predicted_n`` / ``predicted_ms``) and whether its tokens equal plain's.
+
+    >>> runs = {"plain": [{"id": "a", "tokens": [1, 2], "timings": {"predicted_n": 2, "predicted_ms": 20.0}}],
+    ...         "eagle3": [{"id": "a", "tokens": [1, 3], "timings": {"predicted_n": 2, "predicted_ms": 10.0}}]}
+    >>> per_prompt_runs(runs)[0]["eagle3"]
+    {'tokens': 2, 'ms': 10.0, 'identical_to_plain': False}
+    """
+    plain = {r["id"]: r["tokens"] for r in res.get("plain", [])}
+    rows: dict[str, dict[str, Any]] = {}
+    for name, runs in res.items():
+        for r in runs:
+            row = rows.setdefault(r["id"], {"id": r["id"]})
+            row[name] = {"tokens": int(r["timings"]["predicted_n"]), "ms": round(float(r["timings"]["predicted_ms"]), 2)}
+            if name != "plain" and r["id"] in plain:
+                row[name]["identical_to_plain"] = list(r["tokens"]) == list(plain[r["id"]])
+    return list(rows.values())
 
 
 def _speedup(ref_runs: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]], ref: Mapping[str, Any],

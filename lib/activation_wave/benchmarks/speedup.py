@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from activation_wave.decode.comparison import OnlineComparison, compare_online, held_out_prompts, method_name
@@ -173,9 +174,47 @@ def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
     out["drafter_eval_offline"] = {k: (train_log.get("eval") or {}).get(k) for k in ("tau_offline",
                                                                                      "acceptance_by_position")}
     out["drafter_data"] = _data_summary(cap.cfg, cache)
+    out["drafter_outcome"] = _outcome_score(cfg, target, cache, path)
     out["torch_threads"] = b.threads
     out["seconds"] = round(time.time() - t_start, 1)
     return out
+
+
+def per_prompt_runs(cmp: OnlineComparison) -> list[dict[str, Any]]:
+    """Every prompt run of an online comparison, so that a claim about it can be checked: per
+    round and prompt id, each method's generated tokens, wall seconds and verify rounds, and for
+    the T = 0 methods whether its tokens equal plain greedy's on that run."""
+    out = []
+    for i, rnd in enumerate(cmp.per_round):
+        by = {name: {p["id"]: p for p in res.per_prompt} for name, res in rnd.items()}
+        for pid in cmp.prompt_ids:
+            plain = by["plain_t0"][pid]["token_ids"]
+            row: dict[str, Any] = {"round": i, "id": pid}
+            for name, runs in by.items():
+                p = runs[pid]
+                row[name] = {"tokens": len(p["token_ids"]), "wall_s": round(float(p["wall_s"]), 4),
+                             "rounds": p.get("rounds")}
+                if name.endswith("_t0") and name != "plain_t0":
+                    row[name]["identical_to_plain"] = p["token_ids"] == plain
+            out.append(row)
+    return out
+
+
+def _outcome_score(cfg: StudyConfig, target: Any, cache: Any, path: str) -> dict[str, Any]:
+    """The benchmark drafter on the study's pre-registered outcome (chapter 6's): offline tau per
+    eval prompt at ``bench.depth`` and ``bench.draft_threshold``, read from the ledger where it
+    holds the score; its mean over prompts with a bootstrap interval."""
+    from activation_wave.core.stats import mean_ci
+    from activation_wave.study.chapters.drafter_predictors import FoundDrafter, per_prompt_tau
+
+    b = cfg.bench
+    ids, taus, _ = per_prompt_tau(target, cache, [FoundDrafter("benchmark", (), 0, path)], depth=b.depth,
+                                  threshold=b.draft_threshold, threads=b.threads, ledger=cfg.draft.ledger)
+    per = [None if not np.isfinite(v) else float(v) for v in taus["benchmark"][0]]
+    tau, lo, hi = mean_ci(per)
+    return {"tau": tau, "lo": lo, "hi": hi, "n_prompts": sum(v is not None for v in per), "depth": b.depth,
+            "draft_threshold": b.draft_threshold, "prompt_ids": list(ids), "per_prompt": per,
+            "what": "the pre-registered outcome of chapter 6 (offline tau per eval prompt, mean over prompts)"}
 
 
 def _comparison_figures(cmp: OnlineComparison, source: dict[str, str]) -> dict[str, Any]:
@@ -216,6 +255,7 @@ def _comparison_figures(cmp: OnlineComparison, source: dict[str, str]) -> dict[s
         "round_spread": {f"speedup_vs_{base}": dataclasses.asdict(repeat_spread(cmp.round_speedups(fast, base)))
                          for fast, base in pairs},
     }
+    out["per_prompt"] = per_prompt_runs(cmp)
     if tree:
         out["lossless_t0_tree"] = f"{cmp.identical(m('tree_t0'))}/{runs} identical to plain greedy"
         out["tau_tree_t0"] = merged[m("tree_t0")]["tau"]

@@ -121,15 +121,17 @@ def plot_recipe_projection(proj: Mapping[str, Any], *, max_doublings: int = 24, 
     for p, xi in zip(curve, x):
         ax.annotate(f"+{p['samples_per_prompt']}", (xi, p["tau_offline"]), textcoords="offset points",
                     xytext=(-4, 6), fontsize=7)
-    top = max(m["tau"] for m in proj["marks"])
+    marks = [m for m in proj["marks"] if m.get("reachable", True) and m["tau"] is not None]  # none above tau_max
+    top = max((m["tau"] for m in marks), default=float(curve[-1]["tau_offline"]))
     if fit and fit["b"] > 0:
         end = min(2 ** ((top - fit["a"]) / fit["b"]), x[-1] * 2.0 ** max_doublings)
         xs = np.geomspace(x[-1], max(end, x[-1] * 1.01), 100)
         ax.plot(xs, fit["a"] + fit["b"] * np.log2(xs), ls="--", lw=1.0, color="black",
                 label=f"fit {fit['a']:.2f} + {fit['b']:.3f} log2(min), extrapolated")
-    for j, m in enumerate(proj["marks"]):
+    for j, m in enumerate(marks):
         color = CYCLE[(j + 1) % len(CYCLE)]
-        ax.axhline(m["tau"], color=color, ls=":", lw=1.0, label=f"{m['label']}: tau {m['tau']:.2f}")
+        ax.axhline(m["tau"], color=color, ls=":", lw=1.0,
+                   label=f"{m['label']}: online tau {m.get('online_tau', m['tau']):.2f}, offline {m['tau']:.2f}")
         if m["cpu_min"] is not None and m["cpu_min"] <= x[-1] * 2.0 ** max_doublings:
             ax.plot(m["cpu_min"], m["tau"], marker="x", ms=7, color=color)
             ax.annotate(m["time_text"], (m["cpu_min"], m["tau"]), textcoords="offset points",
@@ -138,7 +140,7 @@ def plot_recipe_projection(proj: Mapping[str, Any], *, max_doublings: int = 24, 
             ax.annotate(f"fit meets it after {m['time_text']}, beyond the chart", (x[-1] * 2.0 ** max_doublings,
                         m["tau"]), textcoords="offset points", xytext=(0, -10), ha="right", fontsize=7, color=color)
     ax.set_xscale("log")
-    ax.set_xlabel("training CPU-minutes per drafter (this machine, fp32; log scale)")
+    ax.set_xlabel("training CPU-minutes per drafter, at today's measured cost per position (log scale)")
     ax.set_ylabel(r"eval $\tau$ (offline, depth 3, no threshold)")
     ax.set_title("+k: sampled responses per train prompt; crosses: where the extrapolated fit meets a mark",
                  fontsize=8)

@@ -16,12 +16,14 @@ import numpy as np
 
 from activation_wave.core.config import StudyConfig
 from activation_wave.core.results import load_optional
+from activation_wave.core.stats import near_line
 
 #: Fewest eval prompts for an R1 verdict: below it a bootstrap over prompts takes a handful of
 #: distinct values and its p means little (the smoke profile scores 2).
 MIN_PROMPTS = 10
 
-__all__ = ["MIN_PROMPTS", "planned_arms", "verdict", "arm_rows", "status_text", "headline",
+__all__ = ["MIN_PROMPTS", "planned_arms", "verdict", "arm_rows", "status_text", "headline", "seed_sensitivity_text",
+           "power_text", "p_error_text", "hypotheses",
            "screen_headline", "confirm_text",
            "not_run_figure", "agreement_values", "break_even_taus", "TARGETS", "data_projection",
            "projection_marks", "projection_rows", "projection_text", "best_reached",
@@ -46,11 +48,15 @@ def verdict(arm: Mapping[str, Any], alpha: float = 0.05) -> str:
     'post hoc (no test)'
     >>> verdict({"delta": 0.05, "p_holm": 0.01, "n_prompts": 2})
     'no verdict (n = 2 prompts)'
+    >>> verdict({"delta": -0.02, "p_holm": 0.052})
+    'close to the line'
     """
     if arm.get("post_hoc") or arm.get("p_holm") is None:
         return "post hoc (no test)"
     if arm.get("n_prompts", MIN_PROMPTS) < MIN_PROMPTS:
         return f"no verdict (n = {arm['n_prompts']} prompts)"
+    if near_line(arm["p_holm"], alpha):
+        return "close to the line"
     if arm["p_holm"] < alpha:
         return "helps" if arm["delta"] > 0 else "hurts"
     return "within noise"
@@ -58,7 +64,8 @@ def verdict(arm: Mapping[str, Any], alpha: float = 0.05) -> str:
 
 def arm_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One table row per arm, in the order of the results file: the outcome with its interval,
-    the paired delta against the base with its interval, Holm p, R1's verdict, and (labelled
+    the paired delta against the base with its interval, Holm p, R1's verdict, the realised
+    minimum detectable delta at 80% power and the strictest Holm level, and (labelled
     secondary) training CPU-minutes and delta per CPU-minute over the base's cost."""
     base_cpu = float(doc["base"]["cpu_s"]) / 60
     rows = []
@@ -69,7 +76,9 @@ def arm_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
             "arm": a["name"], "change": ", ".join(f"{k}={v}" for k, v in a.get("overrides", {}).items()),
             "tau": a["tau"], "tau 95% CI": _ci(a.get("lo"), a.get("hi")),
             "delta": a["delta"], "delta 95% CI": _ci(a.get("delta_lo"), a.get("delta_hi")),
-            "p (Holm)": a.get("p_holm"), "R1": verdict(a), "seeds": a["n_seeds"],
+            "p (Holm)": a.get("p_holm"), "R1": verdict(a),
+            "MDE (Holm)": None if a.get("mde_holm") is None else round(float(a["mde_holm"]), 3),
+            "seeds": a["n_seeds"],
             "train CPU-min (secondary)": round(cpu, 1),
             "extra CPU-min vs base (secondary)": round(extra, 1)})
     return rows
@@ -77,6 +86,66 @@ def arm_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _ci(lo: float | None, hi: float | None) -> str:
     return "n/a" if lo is None or hi is None else f"[{lo:+.3f}, {hi:+.3f}]" if lo < 0 else f"[{lo:.3f}, {hi:.3f}]"
+
+
+def seed_sensitivity_text(doc: Mapping[str, Any] | None) -> str:
+    """The page's sentence on the seed-sensitivity analysis (``seed_sensitivity``): which R1
+    verdicts it changes.
+
+    >>> seed_sensitivity_text({"seed_sensitivity": [{"name": "a", "changed": True, "verdict": "within noise",
+    ...     "registered_verdict": "hurts", "delta": -0.05, "delta_lo": -0.11, "delta_hi": 0.0, "p_holm": 0.32,
+    ...     "n_boot": 1000}, {"name": "b", "changed": False}]}).split(": ")[1]
+    'a from hurts to within noise (delta -0.050 [-0.110, +0.000], Holm p 0.32)'
+    """
+    rows = (doc or {}).get("seed_sensitivity") or []
+    if not rows:
+        return "The seed-sensitivity analysis has not run on this results file."
+    moved = [r for r in rows if r["changed"]]
+    head = (f"Resampling each arm's and the base's seeds as well as the prompts (a hierarchical bootstrap, "
+            f"{rows[0]['n_boot']:,} resamples, the seeds spread to their unbiased variance; a sensitivity analysis "
+            f"beside R1, not a test of its own) changes {len(moved)} of {len(rows)} verdicts")
+    if not moved:
+        return head + ": every R1 verdict survives it."
+    return (head + ": " + "; ".join(f"{r['name']} from {r['registered_verdict']} to {r['verdict']} (delta "
+                                   f"{r['delta']:+.3f} {_ci(r['delta_lo'], r['delta_hi'])}, Holm p {r['p_holm']:.2f})"
+                                   for r in moved)
+            + ". With 2 seeds per arm the seeds' spread is itself poorly known, so this is a sensitivity check, not "
+              "a better test")
+
+
+def power_text(doc: Mapping[str, Any] | None) -> str:
+    """The arms that R1 finds within noise although their delta is at least half their realised
+    MDE (Holm level): within noise because the screen is underpowered for them, not shown to be
+    without effect.
+
+    >>> power_text({"arms": [{"name": "v", "delta": 0.014, "p_holm": 0.08, "mde_holm": 0.020, "mde": 0.015},
+    ...                      {"name": "w", "delta": 0.001, "p_holm": 0.9, "mde_holm": 0.02, "mde": 0.015}]})[:60]
+    'Within noise but not shown absent, the screen being underpow'
+    """
+    arms = [a for a in (doc or {}).get("arms", []) if a.get("mde_holm") is not None and not a.get("post_hoc")]
+    if not arms:
+        return ""
+    weak = [a for a in arms if verdict(a) == "within noise" and abs(a["delta"]) >= a["mde_holm"] / 2]
+    lo, hi = min(a["mde_holm"] for a in arms), max(a["mde_holm"] for a in arms)
+    text = (f"The realised minimum detectable delta at 80% power and the strictest Holm level ranges from {lo:.3f} to "
+            f"{hi:.3f} over the arms (the MDE column)")
+    if not weak:
+        return text + "."
+    return ("Within noise but not shown absent, the screen being underpowered for them: " + "; ".join(
+        f"{a['name']} ({a['delta']:+.3f} against an MDE of {a['mde_holm']:.3f}, {a['mde']:.3f} unadjusted)"
+        for a in weak) + ". " + text + ".")
+
+
+def p_error_text(doc: Mapping[str, Any] | None) -> str:
+    """How many resamples R1's p-values rest on and their largest Monte Carlo error (Holm)."""
+    arms = [a for a in (doc or {}).get("arms", []) if a.get("p_holm_mcse") is not None]
+    if not arms:
+        return "The results file does not record the p-values' Monte Carlo error."
+    worst = max(arms, key=lambda a: a["p_holm_mcse"])
+    return (f"Every p comes from {arms[0]['n_boot']:,} resamples; its Monte Carlo error is at most "
+            f"{worst['p_holm_mcse']:.4f} (Holm-adjusted, {worst['name']}), so every p is stable to the second decimal "
+            "(`p_mcse`, `p_holm_mcse` in the results file). A Holm p within 0.01 of 0.05 would be worded 'close to the "
+            "line'.")
 
 
 def status_text(doc: Mapping[str, Any] | None, planned: int) -> str:
@@ -220,22 +289,30 @@ def agreement_values(ag: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def break_even_taus(bench: Mapping[str, Any] | None = None) -> dict[str, float]:
-    """The tau at which each engine's speculation breaks even with its own plain decoding, from
-    ``benchmarks.json`` (chapter 9's cost models): our PyTorch loop (``speculative_decoding``)
-    and llama.cpp on 1 thread (``llamacpp``); an engine not measured is left out."""
+    """The online tau at which each engine's speculation breaks even with its own plain decoding
+    at the benchmark's depth, from measured rounds (``benchmarks.json``): our PyTorch loop, the
+    decoding benchmark's measured round (tau / speedup, in plain steps; chapter 9), and llama.cpp
+    on 1 thread, chapter 11's round of the 135M target (``llamacpp_1.5b``, the newer run); an
+    engine not measured is left out. A value above the depth's tau_max cannot be reached."""
     from activation_wave.core.results import load_benchmarks
 
     bench = load_benchmarks() if bench is None else bench
     out = {}
+    spec = bench.get("speculative_decoding") or {}
+    if spec.get("tau_t0") and spec.get("speedup_vs_plain_t0"):
+        out["our PyTorch loop"] = round(float(spec["tau_t0"]) / float(spec["speedup_vs_plain_t0"]), 4)
     try:
-        out["our PyTorch loop"] = float(bench["speculative_decoding"]["cost_model"]["predicted_chain_t0"]["break_even_tau"])
-    except (KeyError, TypeError):
-        pass
-    try:
-        out["llama.cpp, 1 thread"] = float(bench["llamacpp"]["by_threads"]["1"]["eagle3"]["round_costs"]["tau_needed"]["1x"])
+        rc = bench["llamacpp_1.5b"]["small"]["by_threads"]["1"]["eagle3"]["round_costs"]
+        out["llama.cpp, 1 thread"] = float(rc["round_in_plain_steps"])
     except (KeyError, TypeError):
         pass
     return out
+
+
+def tau_max(bench: Mapping[str, Any]) -> int | None:
+    """The most tokens a chain round can yield at the decoding benchmark's depth (depth + 1)."""
+    depth = ((bench.get("speculative_decoding") or {}).get("spec") or {}).get("depth")
+    return None if depth is None else int(depth) + 1
 
 
 def curve_fit(curve: Sequence[Mapping[str, float]]) -> dict[str, float] | None:
@@ -248,48 +325,46 @@ def curve_fit(curve: Sequence[Mapping[str, float]]) -> dict[str, float] | None:
     return {"a": float(a), "b": float(b)}
 
 
-def data_projection(bench: Mapping[str, Any], base_cpu_s: float | None,
-                    marks: Mapping[str, float]) -> dict[str, Any] | None:
-    """What more data would take for today's recipe to reach each of ``marks``: chapter 9's
-    data-scaling drafters (``drafter_data_scaling`` in benchmarks.json; today's recipe, all
-    train prompts, 0 to 6 sampled responses each) as a learning curve of offline tau against
-    training CPU-minutes, its fit tau = a + b log2(minutes) (:func:`curve_fit`,
-    the page's pre-registered form), and the minutes the fit predicts for each mark.
-
-    Chapter 9 timed its drafters on an earlier machine; ``base_cpu_s`` (the screen base's
-    CPU-seconds, same recipe and data as the greedy-only point) rescales every point to this
-    machine's fp32 cost, the ratio being reported. Response generation is not counted, so the
-    minutes are lower bounds. None when chapter 9's points are missing.
-
-    >>> pts = [{"fraction": 1.0, "samples_per_prompt": k, "loss_tokens": 40_000 * (k + 1),
-    ...         "train_wall_s": 60.0 * (k + 1), "tau_offline": 1.5 + 0.1 * (k + 1).bit_length() - 0.1}
-    ...        for k in (0, 1, 3)]
-    >>> p = data_projection({"drafter_data_scaling": {"points": pts}}, 120.0, {"x": 1.9})
-    >>> p["scale"], [round(m["cpu_min"]) for m in p["marks"]], p["marks"][0]["data_multiple"]
-    (2.0, [32], 4.0)
+def data_projection(bench: Mapping[str, Any], marks: Mapping[str, float]) -> dict[str, Any] | None:
+    """What more data would take for today's recipe to reach each of ``marks`` (online taus), all
+    from :mod:`activation_wave.benchmarks.costs`, the book's one source: chapter 9's data curve
+    and its fit tau = a + b log2(positions) with the slope's 95% interval
+    (:func:`~activation_wave.benchmarks.costs.data_curve`); each mark put on the curve's offline
+    scale (:func:`~activation_wave.benchmarks.costs.offline_mark`); the multiple of today's data
+    it needs, with its interval (:func:`~activation_wave.benchmarks.costs.data_multiple`); and
+    the training time = multiple x today's measured cost per drafter (training time grows with
+    the positions at fixed epochs; generation not counted). A mark above the depth's tau_max
+    cannot be reached by any drafter at that depth and gets no time. None when not measured.
     """
-    pts = sorted((p for p in (bench.get("drafter_data_scaling") or {}).get("points", [])
-                  if p.get("fraction") == 1.0 and p.get("train_wall_s")), key=lambda p: p["loss_tokens"])
-    if len(pts) < 2:
+    from activation_wave.benchmarks import costs
+
+    curve = costs.data_curve(bench)
+    today = costs.budget_cpu_min(bench, None).get(costs.TODAY)
+    if curve is None or today is None:
         return None
-    greedy = next((p for p in pts if p.get("samples_per_prompt") == 0), None)
-    scale = float(base_cpu_s) / float(greedy["train_wall_s"]) if greedy and base_cpu_s else 1.0
-    curve = [{"samples_per_prompt": p["samples_per_prompt"], "positions": p["loss_tokens"],
-              "cpu_s": float(p["train_wall_s"]) * scale, "tau_offline": float(p["tau_offline"])} for p in pts]
-    fit = curve_fit(curve)
-    last = curve[-1]
+    per_position = today["cpu_min"] / curve["today"]["positions"]
+    points = [{**p, "cpu_s": p["positions"] * per_position * 60} for p in curve["points"]]
+    shift = float(np.log2(per_position))  # log2(minutes) = log2(positions) + shift
+    fit = {"a": curve["a"] - curve["b"] * shift, "b": curve["b"], "b_lo": curve["b_lo"], "b_hi": curve["b_hi"]}
+    cap = tau_max(bench)
     out = []
-    for label, tau in marks.items():
-        minutes = None if not fit or fit["b"] <= 0 else 2 ** ((tau - fit["a"]) / fit["b"])
-        out.append({"label": label, "tau": float(tau), "cpu_min": minutes, "time_text": _duration(minutes),
-                    "data_multiple": None if minutes is None else round(minutes / (last["cpu_s"] / 60), 3),
-                    "reached": last["tau_offline"] >= tau})
-    return {"curve": curve, "fit": fit, "scale": round(scale, 3), "last": last, "marks": out,
-            "gain_per_doubling": None if not fit else fit["b"]}
+    for label, online in marks.items():
+        tau = costs.offline_mark(online, bench)
+        reachable = cap is None or online <= cap
+        m = costs.data_multiple(curve, tau) if reachable and tau is not None else {"multiple": None, "lo": None,
+                                                                                   "hi": None, "reached": False}
+        minutes = lambda k: None if k is None else k * today["cpu_min"]  # noqa: E731
+        out.append({"label": label, "online_tau": float(online), "tau": tau, "reachable": reachable,
+                    "data_multiple": m["multiple"], "multiple_lo": m["lo"], "multiple_hi": m["hi"],
+                    "cpu_min": minutes(m["multiple"]), "cpu_min_lo": minutes(m["lo"]), "cpu_min_hi": minutes(m["hi"]),
+                    "time_text": _duration(minutes(m["multiple"])) if reachable else f"unreachable at depth {cap - 1}",
+                    "reached": m["reached"]})
+    return {"curve": points, "fit": fit, "last": points[-1], "marks": out, "today_cost": today, "tau_max": cap,
+            "n_points": curve["n"], "gain_per_doubling": curve["b"]}
 
 
 def projection_marks(bench: Mapping[str, Any] | None = None) -> dict[str, float]:
-    """The marks a projection aims at: the issue's target and goal, then each engine's break-even."""
+    """The marks a projection aims at (online taus): the issue's target and goal, then each engine's break-even."""
     return {**TARGETS, **{f"break-even, {k}": v for k, v in break_even_taus(bench).items()}}
 
 
@@ -303,29 +378,53 @@ def _duration(minutes: float | None) -> str:
     return f"{minutes:.0f} CPU-minutes"
 
 
+def _range(lo: float | None, hi: float | None, fmt: Any) -> str:
+    return f"[{fmt(lo)}, {'unbounded' if hi is None else fmt(hi)}]" if lo is not None else ""
+
+
+def _multiple(k: float | None) -> str:
+    return "n/a" if k is None else f"{k:,.2f}x" if k < 10 else f"{k:,.0f}x" if k < 1e4 else f"{k:.1e}x"
+
+
 def projection_rows(proj: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One table row per mark: its tau, the training CPU time the fit predicts and the multiple
-    of today's data (an extrapolation beyond the last measured point unless already reached)."""
-    return [{"mark": m["label"], "tau": m["tau"], "predicted training time (extrapolated)": _duration(m["cpu_min"]),
-             "x today's training data": "reached" if m["reached"] else
-             ("n/a" if m["data_multiple"] is None else f"{m['data_multiple']:,.1f}" if m["data_multiple"] < 100
-              else f"{m['data_multiple']:.1e}")} for m in proj["marks"]]
+    """One table row per mark: its online tau and the same on the curve's offline scale, the
+    multiple of today's data and the training time the fit predicts, each with the interval
+    from the slope's 95% interval (an extrapolation unless already reached)."""
+    rows = []
+    for m in proj["marks"]:
+        if not m["reachable"]:
+            multiple = time = f"unreachable: above tau_max = {proj['tau_max']}"
+        elif m["reached"]:
+            multiple = time = "reached by today's drafter"
+        else:
+            multiple = f"{_multiple(m['data_multiple'])} {_range(m['multiple_lo'], m['multiple_hi'], _multiple)}"
+            time = f"{_duration(m['cpu_min'])} {_range(m['cpu_min_lo'], m['cpu_min_hi'], _duration)}"
+        rows.append({"mark": m["label"], "online tau": m["online_tau"],
+                     "offline tau (curve's scale)": m["tau"], "x today's data [95% CI]": multiple,
+                     "training time (extrapolated) [95% CI]": time})
+    return rows
 
 
 def projection_text(proj: Mapping[str, Any] | None) -> str:
-    """The paragraph under the projection: the fit, the rescaling and the predicted times."""
+    """The paragraph under the projection: the fit, the scales, today's cost and the predicted times."""
     if proj is None:
         return "Chapter 9's data-scaling drafters have not been measured (`wave bench --only drafter_data_scaling`)."
-    f, last = proj["fit"], proj["last"]
-    marks = "; ".join(f"{m['label']} (tau {m['tau']:.2f}): {_duration(m['cpu_min'])}" for m in proj["marks"])
-    return (f"Fit over chapter 9's {len(proj['curve'])} drafters of today's recipe (all train prompts, 0 to "
-            f"{last['samples_per_prompt']} sampled responses each): tau = {f['a']:.3f} + {f['b']:.3f} log2(CPU-minutes), "
-            f"so +{f['b']:.3f} tau per doubling of the training data. The largest measured drafter reaches "
-            f"{last['tau_offline']:.3f} after {last['cpu_s'] / 60:.0f} CPU-minutes ({last['positions']:,} positions; "
-            f"chapter 9's times x {proj['scale']:.2f}, the screen base's cost over the same recipe and data, so that "
-            f"every time is this machine's fp32 cost). Extrapolated training time to each mark: {marks}. Generating "
-            "the sampled responses is not counted, so these are lower bounds, and the fit assumes the gain per "
-            "doubling holds far beyond the data measured, with the same 324 train prompts.")
+    f, last, today = proj["fit"], proj["last"], proj["today_cost"]
+    marks = "; ".join(f"{m['label']} (online tau {m['online_tau']:.2f}, offline {m['tau']:.2f}): "
+                      + (m["time_text"] if not m["reachable"] else "reached" if m["reached"] else
+                         f"{_multiple(m['data_multiple'])} today's data "
+                         f"{_range(m['multiple_lo'], m['multiple_hi'], _multiple)}, {m['time_text']}")
+                      for m in proj["marks"])
+    return (f"Fit over chapter 9's {proj['n_points']} drafters of today's recipe (all train prompts, 0 to "
+            f"{last['samples_per_prompt']} sampled responses each): +{f['b']:.3f} offline tau per doubling of the "
+            f"training data (95% interval [{f['b_lo']:.3f}, {f['b_hi']:.3f}]). Times are multiples of today's "
+            f"measured cost, {today['cpu_min']:.1f} CPU-minutes per drafter ({today['measured']}), the figure every "
+            "page of this book uses. The marks are online tau (the decoding benchmark's prompts); each is put on the "
+            "curve's offline scale (96 eval prompts, no threshold) by the benchmark drafter's own ratio of the two. "
+            f"A chain of depth {proj['tau_max'] - 1} yields at most {proj['tau_max']} tokens per round, so a mark "
+            f"above {proj['tau_max']} cannot be reached at that depth. Extrapolated: {marks}. Generating the sampled "
+            "responses is not counted, and the fit assumes the gain per doubling holds far beyond the data measured, "
+            "on the same 324 train prompts.")
 
 
 def best_reached(bench: Mapping[str, Any]) -> str:
@@ -407,19 +506,46 @@ def equal_cost_text(doc: Mapping[str, Any] | None) -> str:
     return f"At the base's training cost ({x / 60:.1f} CPU-minutes), " + "; ".join(out) + "." if out else ""
 
 
-def reach_text(bench: Mapping[str, Any], doc: Mapping[str, Any] | None) -> str:
+def reach_text(bench: Mapping[str, Any], doc: Mapping[str, Any] | None = None) -> str:
     """One sentence for the landing page and chapter 8: where the benchmark drafter stands
-    against the issue's targets, and the training time the data curve's extrapolation puts
-    on the first target (:func:`data_projection`)."""
+    against the issue's targets, and the data multiple and training time the data curve's
+    extrapolation puts on the first target (:func:`data_projection`, one source with chapters 9 and 10)."""
     s = bench.get("speculative_decoding")
     if not s:
         return "the decoding benchmark has not run"
     target = TARGETS["the issue's target"]
     text = (f"today's benchmark drafter reaches an online tau of {float(s['tau_t0']):.2f} and "
             f"{float(s['speedup_vs_plain_t0']):.2f}x the plain loop, against targets of {target:g} and 1.4x")
-    proj = data_projection(bench, (doc or {}).get("base", {}).get("cpu_s"), {"t": target})
+    proj = data_projection(bench, {"t": target})
     m = proj["marks"][0] if proj else None
     if m and not m["reached"] and m["cpu_min"] is not None:
-        text += (f"; extrapolating chapter 9's data curve, tau {target:g} would take about {m['time_text']} of "
-                 f"training ({m['data_multiple']:.1f}x today's data), generation not counted")
+        text += (f"; extrapolating chapter 9's data curve, tau {target:g} would take about "
+                 f"{_multiple(m['data_multiple'])} today's data {_range(m['multiple_lo'], m['multiple_hi'], _multiple)}, "
+                 f"{m['time_text']} of training at today's measured cost, generation not counted")
     return text
+
+
+def hypotheses(doc: Mapping[str, Any] | None) -> list["Hypothesis"]:
+    """R1 of the recipe screen as one row of chapter 8's hypotheses table: does any one-factor
+    change help (per arm, Holm across the screened arms)? Empty when the screen has not run.
+
+    >>> [h.supported for h in hypotheses({"arms": [{"name": "a", "delta": 0.08, "delta_lo": 0.06, "delta_hi": 0.1,
+    ...     "p_holm": 0.001, "n_prompts": 96, "n_seeds": 2}, {"name": "b", "delta": -0.1, "delta_lo": -0.2,
+    ...     "delta_hi": -0.05, "p_holm": 0.001, "n_prompts": 96, "n_seeds": 2}]})]
+    [True]
+    """
+    from activation_wave.study.hypotheses import Hypothesis
+
+    arms = [a for a in (doc or {}).get("arms", []) if not a.get("post_hoc")]
+    if not arms:
+        return []
+    words = {a["name"]: verdict(a) for a in arms}
+    helps = [a for a in arms if words[a["name"]] == "helps"]
+    stat = "; ".join(f"{a['name']} {a['delta']:+.3f} {_ci(a['delta_lo'], a['delta_hi'])}, Holm p {a['p_holm']:.2g}"
+                     for a in helps) or "no arm helps"
+    hurt = [n for n, w in words.items() if w == "hurts"]
+    stat += (f"; {len(hurt)} hurt ({', '.join(hurt)}); {sum(w == 'within noise' for w in words.values())} within "
+             f"noise; n = {arms[0]['n_prompts']} prompts, {arms[0]['n_seeds']} seeds per arm")
+    return [Hypothesis("R1", "a one-factor change of the base recipe helps (per arm, recipe screen)", stat,
+                       bool(helps) if all(not w.startswith("no verdict") for w in words.values()) else None,
+                       f"paired bootstrap per arm, Holm across the {len(arms)} screened arms (the recipe page)")]

@@ -206,6 +206,28 @@ def study_drafter_values(train_s: Sequence[float | None], workers: int) -> dict[
             "study_drafters_min": sum(secs) / max(1, workers) / 60 if secs else NAN, "study_workers": workers}
 
 
+def _need_text(scaling: Mapping[str, Any], spec: Mapping[str, Any] | None, obs_tau_needed: float,
+               speedup_target: float) -> str:
+    """The data the target speedup needs, from :mod:`activation_wave.benchmarks.costs` (the one
+    source chapter 10's projection also reads): the online tau needed, put on the data curve's
+    offline scale, and the multiple of today's data the fit needs for it, with its interval."""
+    from activation_wave.benchmarks import costs
+
+    bench = {"drafter_data_scaling": scaling, "speculative_decoding": spec or {}}
+    if spec and spec.get("tau_t0", 0) >= obs_tau_needed:
+        return f"the benchmark's drafter reaches the {speedup_target}x target on its mixed prompts"
+    curve, mark = costs.data_curve(bench), costs.offline_mark(obs_tau_needed, bench)
+    if not spec or curve is None or mark is None or curve["b"] <= 0:
+        return "no extrapolation is possible (no speedup measured, or tau does not grow with data)"
+    m = costs.data_multiple(curve, mark)
+    hi = "unbounded" if m["hi"] is None else f"{m['hi']:.2f}"
+    return (f"reaching {speedup_target}x on the benchmark's mixed prompts at the measured round cost needs an online "
+            f"tau of {obs_tau_needed:.2f} ({mark:.2f} on the data curve's offline scale); the fit over the "
+            f"{curve['n']} drafters of today's recipe on all train prompts puts that at about {m['multiple']:.2f} times "
+            f"today's data (95% interval from the slope, {m['lo']:.2f} to {hi}), the same figure chapter 10's "
+            "projection gives")
+
+
 def data_scaling_values(scaling: Mapping[str, Any] | None, spec: Mapping[str, Any] | None,
                         obs_tau_needed: float, speedup_target: float) -> dict[str, Any]:
     """Tau against the drafter's training positions, and the data the target speedup needs.
@@ -227,19 +249,7 @@ def data_scaling_values(scaling: Mapping[str, Any] | None, spec: Mapping[str, An
         f"prompt ({p['loss_tokens'] / full['loss_tokens']:.1f}x the positions) it reaches "
         f"{p['tau_offline']:.3f}, where the fit predicted {p['tau_predicted']:.3f}" for p in sampled) \
         or "no drafter on sampled responses has been measured yet"
-    by_size = sorted(points, key=lambda p: p["loss_tokens"])
-    prev, best = by_size[-2] if len(by_size) > 1 else by_size[-1], by_size[-1]
-    b_last = ((best["tau_offline"] - prev["tau_offline"]) / math.log2(best["loss_tokens"] / prev["loss_tokens"])
-              if best["loss_tokens"] > prev["loss_tokens"] else NAN)
-    if spec and b_last > 0:
-        need = obs_tau_needed - spec["tau_t0"]
-        need_text = (f"reaching {speedup_target}x on the benchmark's mixed prompts at the measured round cost would "
-                     f"take about {need:.3f} more tau: at the {b_last:.3f} per doubling that the last two drafters "
-                     f"measured, about {2 ** (need / b_last):.2f} times the {best['loss_tokens']:,d} positions the "
-                     f"benchmark's drafter saw" if need > 0
-                     else f"the benchmark's drafter reaches the {speedup_target}x target on its mixed prompts")
-    else:
-        need_text = "no extrapolation is possible (no speedup measured, or tau does not grow with data)"
+    need_text = _need_text(scaling, spec, obs_tau_needed, speedup_target)
     return {"ds_per_doubling": scaling["tau_per_doubling"], "ds_full_tokens": full["loss_tokens"],
             "ds_full_tau": full["tau_offline"], "ds_train_acc": full["train_acc_last_epoch"], "ds_n": len(greedy),
             "ds_last_gain": full["tau_offline"] - greedy[-2]["tau_offline"] if len(greedy) > 1 else NAN,
