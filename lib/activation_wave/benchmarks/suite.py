@@ -32,7 +32,7 @@ Entry = Callable[[StudyConfig], dict[str, Any]]
 #: Benchmarks a plain ``wave bench`` skips: they take hours (the recipe study trains about
 #: 40 drafters; the 1.5B llama.cpp runs need its drafters and about half an hour), so they
 #: run only when named, e.g. ``wave bench --only recipe``.
-OPT_IN = ("recipe", "llamacpp_1.5b")
+OPT_IN = ("recipe", "llamacpp_1.5b", "data_scale")
 
 
 def entries() -> dict[str, Entry]:
@@ -41,7 +41,7 @@ def entries() -> dict[str, Entry]:
     from activation_wave.benchmarks import llamacpp_speed as llamacpp
     from activation_wave.benchmarks import metric_speed as metrics
     from activation_wave.benchmarks import pipeline_cost as pipeline
-    from activation_wave.benchmarks import recipe
+    from activation_wave.benchmarks import data_scale, recipe
 
     return {"capture_throughput": pipeline.bench_capture, "memory_scaling": pipeline.bench_memory,
             "default_profile": pipeline.bench_default_profile,
@@ -54,7 +54,9 @@ def entries() -> dict[str, Entry]:
             # chapter 11: the third architecture's target (1.5B) and the study's, side by side
             "llamacpp_1.5b": llamacpp.run_sizes,
             # the recipe study (issue 25): many drafters, resumable; writes <results>/recipe.json too
-            "recipe": recipe.run}
+            "recipe": recipe.run,
+            # issue 41: drafters on thousands of distinct prompts and H7; resumable; writes <results>/data_scale.json
+            "data_scale": data_scale.run}
 
 
 def run_benchmarks(cfg: StudyConfig, out: Path = BENCHMARKS_FILE, only: list[str] | None = None) -> dict[str, Any]:

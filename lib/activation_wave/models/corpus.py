@@ -10,8 +10,8 @@ The committed file ``data/prompts/corpus.jsonl.gz`` is a *manifest*: per prompt 
 category, the conversation it came from and the sha256 of its text, not the text. The
 texts are users' words, not this team's, and the package states no licence, so the repo
 keeps references and :func:`corpus_prompts` reads the texts from the installed package,
-checking each against its digest. A prompt source ``corpus`` (``--set data.sources=corpus``)
-loads them; every corpus prompt is in the train split.
+checking each against its digest. The prompt source ``corpus`` (``--set data.sources=corpus``,
+:func:`activation_wave.models.prompts.corpus_prompts`) loads them; every one is in the train split.
 
 >>> normalise("  Hello,   WORLD!! ")
 'hello world'
@@ -35,7 +35,6 @@ from pathlib import Path
 import numpy as np
 
 from activation_wave.core.paths import REPO_ROOT
-from activation_wave.models.prompts import Prompt
 
 CORPUS_FILE = REPO_ROOT / "data" / "prompts" / "corpus.jsonl.gz"
 CORPUS_SCHEMA = 1
@@ -344,13 +343,6 @@ def read_corpus(path: Path = CORPUS_FILE) -> tuple[list[CorpusEntry], dict]:
         raise CorpusError(f"corpus manifest {path} has schema {header.get('schema')!r}, this code reads "
                           f"{CORPUS_SCHEMA}; restore it with git checkout data/prompts/corpus.jsonl.gz")
     return entries, header
-
-
-def corpus_prompts(path: Path = CORPUS_FILE) -> list[Prompt]:
-    """The corpus as train-split prompts (source ``corpus``), texts checked against the manifest."""
-    entries, _ = read_corpus(path)
-    return [Prompt(id=e.id, text=t, category=e.category, split="train", source="corpus")
-            for e, t in zip(entries, corpus_texts(entries))]
 
 
 def corpus_texts(entries: Sequence[CorpusEntry]) -> list[str]:

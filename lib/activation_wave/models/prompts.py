@@ -142,6 +142,16 @@ def humaneval_prompts() -> list[Prompt]:
     return out
 
 
+def corpus_prompts() -> list[Prompt]:
+    """The distinct-prompt corpus (:mod:`activation_wave.models.corpus`) as train-split prompts
+    (source ``corpus``), each text read from its package and checked against the manifest."""
+    from activation_wave.models.corpus import corpus_texts, read_corpus
+
+    entries, _ = read_corpus()
+    return [Prompt(id=e.id, text=t, category=e.category, split="train", source="corpus")
+            for e, t in zip(entries, corpus_texts(entries))]
+
+
 def hub_prompts(spec: str) -> list[Prompt]:
     """Prompts from a hub dataset ``name[:split]`` (first user turn of conversations).
 
@@ -197,8 +207,6 @@ def load_prompts(cfg: DataConfig) -> list[Prompt]:
         elif source == "team":
             ps = read_prompt_jsonl(TEAM_PROMPTS, source="team")
         elif source == "corpus":
-            from activation_wave.models.corpus import corpus_prompts
-
             ps = corpus_prompts()
         elif source.startswith("hub:"):
             ps = hub_prompts(source[4:])

@@ -1,0 +1,172 @@
+"""Drafters trained on thousands of distinct prompts (``wave bench --only data_scale``).
+
+The design is pre-registered in ``book/data_scale_preregistration.md`` (:data:`PRE_REGISTRATION`):
+
+* **prompts**: nested prefixes of one ordered list, the profile's train prompts (the recipe
+  screen's data, 1x) then the corpus (:mod:`activation_wave.models.corpus`) in manifest
+  order: :data:`MULTIPLES` of the base count;
+* **budgets** in training tokens (``DraftConfig.max_tokens``): multiples of the base recipe's
+  own, ``epochs x`` the 1x set's tokens (:data:`BUDGETS`);
+* **the curve**: the default triple at :data:`CURVE`; its 1x@B1 point is the strength page's
+  top-budget default (the screen's base drafters, seeds 0-2, in the ledger);
+* **H7**: chapter 6's sets :data:`H7_SETS` at :data:`H7_POINT`, :data:`H7_SEEDS` seeds.
+
+The corpus prompts get greedy llama.cpp responses (``llama-server`` on the model's GGUF,
+:data:`ENGINE`); with the base train records first they are captured once, keeping only the
+layers the design's drafters read (``capture.layers``); every drafter trains from that one
+capture on its first n train records (``DraftConfig.train_records``), reading the shards a
+batch at a time. All of them are scored on the outcome on the *profile's* capture (its eval
+split, as the strength page scores), so the 1x drafters and the strength page's deltas are
+measured on the same records. Drafters land in the ledger as they finish, in
+:func:`design`'s order, so an interrupted run resumes and a fresh clone trains nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from activation_wave.core.config import CaptureConfig, DataConfig, DraftConfig, StudyConfig
+from activation_wave.study.chapters.data_scale import MULTIPLES
+
+__all__ = ["PRE_REGISTRATION", "MULTIPLES", "BUDGETS", "CURVE", "H7_POINT", "H7_SETS", "H7_SEEDS", "ENGINE", "Job",
+           "design", "prefix_records", "run"]
+
+#: The commit that registered the design (``book/data_scale_preregistration.md``), before any of its drafters trained.
+PRE_REGISTRATION = {"commit": "58c959292e535dfc6b5af1d58a8fcfee69f0c7f9",
+                    "page": "book/data_scale_preregistration.md"}
+BUDGETS = {"B1": 1, "B2": 2, "B4": 4}
+#: The default triple's points besides 1x@B1 (the strength page's drafters), in training order.
+CURVE = (("4x", "B1"), ("16x", "B1"), ("16x", "B2"), ("16x", "B4"))
+H7_POINT = ("16x", "B2")
+H7_SETS = ("eagle3-default", "random-0", "combined", "last-k")
+H7_SEEDS = 2
+#: How the corpus prompts' responses are generated: one request at a time (no cross-request
+#: batching, so a response does not depend on what else was in flight), two threads.
+ENGINE = {"data.engine": "llamacpp", "data.engine_slots": 1, "data.engine_threads": 2, "data.batch_size": 32}
+
+
+@dataclass(frozen=True)
+class Job:
+    """One drafter of the design."""
+
+    set: str
+    layers: tuple[int, ...]
+    multiple: str
+    budget: str
+    config: DraftConfig
+
+    @property
+    def point(self) -> str:
+        return f"{self.multiple}@{self.budget}"
+
+
+def design(base: DraftConfig, n_base: int, n_corpus: int, base_tokens: int,
+           layers: Mapping[str, Sequence[int]]) -> list[Job]:
+    """The design's drafters in the pre-registered training order (H7's first seeds, the
+    cheap curve points, the second seeds, then the largest budget).
+
+    ``base``: the screen's base recipe (its ``epochs`` define B1 with ``base_tokens``, the 1x
+    set's tokens per epoch); ``n_base`` / ``n_corpus``: base train prompts and corpus prompts;
+    ``layers``: chapter 6's sets by name. A multiple the data cannot fill raises ``ValueError``.
+    """
+    missing = [s for s in H7_SETS if s not in layers]
+    if missing:
+        raise ValueError(f"data_scale needs chapter 6's sets {missing} (06_predictors has {sorted(layers)}); "
+                         "run chapter 6 first")
+
+    def job(name: str, multiple: str, budget: str, seed: int) -> Job:
+        n = MULTIPLES[multiple] * n_base
+        if n > n_base + n_corpus:
+            raise ValueError(f"{multiple} needs {n} train prompts, the data has {n_base + n_corpus}; "
+                             "rebuild the corpus with more prompts (scripts/build_corpus.py --n)")
+        cfg = dataclasses.replace(base, seed=base.seed + seed, train_records=n,
+                                  max_tokens=BUDGETS[budget] * base.epochs * base_tokens, eval_every=0)
+        return Job(name, tuple(layers[name]), multiple, budget, cfg)
+
+    ref = H7_SETS[0]
+    first = [job(s, *H7_POINT, 0) for s in H7_SETS]
+    cheap = [job(ref, m, b, 0) for m, b in CURVE if (m, b) != H7_POINT and BUDGETS[b] == 1]
+    second = [job(s, *H7_POINT, k) for k in range(1, H7_SEEDS) for s in H7_SETS]
+    largest = [job(ref, m, b, 0) for m, b in CURVE if (m, b) != H7_POINT and BUDGETS[b] > 1]
+    return first + cheap + second + largest
+
+
+def prefix_records(base: Sequence[Any], corpus: Sequence[Any]) -> list[Any]:
+    """The training capture's records: the base train records, then the corpus's, in order
+    (so the first ``k x len(base)`` are the ``k x`` prefix)."""
+    if any(r.split != "train" for r in [*base, *corpus]):
+        raise ValueError("the data-scale capture holds train-split records only (the eval split is scored on the "
+                         "profile's capture)")
+    return [*base, *corpus]
+
+
+def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
+    """Generate, capture, train (or read from the ledger), score; the results document
+    (also saved as ``data_scale`` in the results folder) and the benchmark entry."""
+    from activation_wave.benchmarks import recipe
+    from activation_wave.benchmarks.speedup import _overrides, bench_config
+    from activation_wave.draft.experiment import ScoreOnTrain, run_jobs
+    from activation_wave.models.capture import capture
+    from activation_wave.models.prompts import corpus_prompts, generate_responses
+    from activation_wave.study.chapters import data_scale as analysis  # the results document's analysis
+    from activation_wave.study.chapters.drafter_predictors import FoundDrafter, per_prompt_tau
+    from activation_wave.study.steps import load_results, response_generator, run_capture, save_results
+
+    t0 = time.time()
+    b = cfg.bench
+    base = recipe.base_recipe(cfg)
+    pred = load_results("06_predictors", cfg)
+    layers = {x["set"]: tuple(x["layers"]) for x in pred["sets"]}
+    # the profile's capture: the base train records and the eval split every drafter is scored on
+    prof = run_capture(bench_config(cfg.profile, base.samples_per_prompt, _overrides(cfg)), progress=progress)
+    base_train = [r for r in prof.responses if r.split == "train"]
+    base_tokens = sum(min(len(r.prompt_ids) + len(r.response_ids), prof.cfg.capture.max_length) for r in base_train)
+    # the corpus's responses (committed; generated by llama.cpp when missing)
+    gen_cfg = dataclasses.replace(cfg, data=DataConfig(**{**dataclasses.asdict(cfg.data), "sources": ("corpus",),
+                                                         "samples_per_prompt": 0, "max_prompts_per_source": 0,
+                                                         **{k.split(".")[1]: v for k, v in ENGINE.items()}}))
+    t_gen = time.time()
+    with response_generator(gen_cfg, prof.target) as gen:
+        corpus, rpath = generate_responses(prof.target, corpus_prompts(), gen_cfg.data, progress=progress,
+                                           generator=gen)
+    gen_s = time.time() - t_gen
+    jobs = design(base.draft, len(base_train), len(corpus), base_tokens, layers)
+    kept = tuple(sorted({i for j in jobs for i in j.layers}))
+    cap_cfg = capture_config(prof.cfg, kept)
+    t_cap = time.time()
+    cache = capture(prof.target, prefix_records(base_train, corpus), cap_cfg, progress=progress)
+    capture_s = time.time() - t_cap
+    score = ScoreOnTrain(str(prof.cache.path), b.depth, b.draft_threshold, b.threads)
+    rows = run_jobs(prof.target, cache, [(j.set, j.layers, j.config) for j in jobs], cfg.draft.workers,
+                    progress=progress, score=score)
+    # 1x@B1: the strength page's top-budget default drafters (the screen's base, in the ledger)
+    one_x = [dataclasses.replace(base.draft, seed=base.draft.seed + k) for k in range(cfg.strength.seeds)]
+    ref_rows = run_jobs(prof.target, prof.cache, [(H7_SETS[0], layers[H7_SETS[0]], c) for c in one_x],
+                        cfg.draft.workers, progress=progress, score=score)
+    found = ([FoundDrafter(f"{j.set}@{j.point}", j.layers, j.config.seed, r["path"]) for j, r in zip(jobs, rows)]
+             + [FoundDrafter(f"{H7_SETS[0]}@1x@B1", layers[H7_SETS[0]], r["seed"], r["path"]) for r in ref_rows])
+    ids, taus, _ = per_prompt_tau(prof.target, prof.cache, found, depth=b.depth, threshold=b.draft_threshold,
+                                  workers=cfg.draft.workers, threads=b.threads, ledger=cfg.draft.ledger,
+                                  progress=progress)
+    logs = {f.set: [] for f in found}
+    for f, r in zip(found, [*rows, *ref_rows]):
+        logs[f.set].append(r["train_log"])
+    strength = load_results("06_strength", cfg)
+    doc = analysis.analyse(ids, taus, logs, layers, strength=strength, n_base=len(base_train),
+                           n_corpus=len(corpus), base_tokens=base_tokens)
+    doc.update({"pre_registration": PRE_REGISTRATION, "responses_file": rpath.name,
+                "capture": {"key": cache.path.name, "layers": list(kept), "records": len(cache.records),
+                            "tokens": cache.manifest["n_tokens"], "seconds_this_run": capture_s,
+                            "disk_mib": round(cache.disk_bytes() / 2**20)},
+                "generation_s_this_run": round(gen_s, 1), "seconds": round(time.time() - t0, 1)})
+    save_results(analysis.NAME, doc, cfg)
+    return analysis.bench_entry(doc)
+
+
+def capture_config(cfg: StudyConfig, layers: Sequence[int]) -> CaptureConfig:
+    """The training capture's config: the profile's, with only ``layers`` kept."""
+    return dataclasses.replace(cfg.capture, layers=tuple(sorted(set(map(int, layers)))))

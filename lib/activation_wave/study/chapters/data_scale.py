@@ -1,0 +1,144 @@
+"""Drafters trained on thousands of distinct prompts: the analysis of the data-scale design
+(pre-registered in ``book/data_scale_preregistration.md``; the drafters come from
+:func:`activation_wave.benchmarks.data_scale.run`).
+
+Input: per-prompt outcome tau ``[seeds, prompts]`` per label ``<set>@<multiple>@<budget>``
+and each drafter's train log. Output, the ``data_scale`` results document:
+
+* ``points``: the default triple's curve (distinct prompts, training tokens, training
+  CPU-seconds, outcome tau with its interval over prompts);
+* ``sets``: H7, each set against the default at the H7 point (paired bootstrap over prompts,
+  seeds averaged per prompt, Holm across the sets) with its wording and the design's
+  smallest detectable effect;
+* ``interaction``: H5's statistic with the strength page's top budget as the lower budget;
+* ``d1``: the 16x@B1 point against 1x@B1, paired over prompts (one seed against three);
+* ``target``: whether the default's best outcome tau reached 2.0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from activation_wave.core.stats import mean_ci, min_detectable_delta, paired_bootstrap, seed_mean
+from activation_wave.study.chapters.drafter_strength import N_BOOT, REFERENCE, comparisons, interaction, verdict
+
+NAME = "data_scale"
+#: Data sizes as multiples of the base train prompts (nested prefixes; pre-registered).
+MULTIPLES = {"1x": 1, "4x": 4, "16x": 16}
+#: The issue's target for the default triple's outcome tau at the largest data size.
+TARGET_TAU = 2.0
+
+__all__ = ["NAME", "MULTIPLES", "TARGET_TAU", "analyse", "bench_entry", "label", "split_label"]
+
+
+def label(name: str, multiple: str, budget: str) -> str:
+    """``eagle3-default@16x@B2``: how a drafter group is named in the per-prompt taus."""
+    return f"{name}@{multiple}@{budget}"
+
+
+def split_label(lab: str) -> tuple[str, str, str]:
+    """The inverse of :func:`label`."""
+    name, multiple, budget = lab.rsplit("@", 2)
+    return name, multiple, budget
+
+
+def _cpu_s(log: Mapping[str, Any]) -> float:
+    return float(log["train_wall_s"]) * int(log.get("threads") or 1)
+
+
+def _tokens_trained(log: Mapping[str, Any]) -> int:
+    """Training tokens summed over optimiser steps (logs from before token budgets: tokens x epochs)."""
+    return int(log.get("tokens_trained") or log["n_tokens"] * len(log["epochs"]))
+
+
+def _values(row: np.ndarray) -> list[float | None]:
+    return [None if not np.isfinite(v) else float(v) for v in row]
+
+
+def analyse(ids: Sequence[str], taus: Mapping[str, np.ndarray], logs: Mapping[str, Sequence[Mapping[str, Any]]],
+            layers: Mapping[str, Sequence[int]], *, strength: Mapping[str, Any] | None, n_base: int, n_corpus: int,
+            base_tokens: int, h7_point: tuple[str, str] = ("16x", "B2"), multiples: Mapping[str, int] | None = None,
+            n_boot: int = N_BOOT) -> dict[str, Any]:
+    """The results document (see the module docstring). ``taus``/``logs`` by :func:`label`;
+    ``strength``: the ``06_strength`` document (its top budget is H5's lower budget here)."""
+    multiples = dict(multiples or MULTIPLES)
+    points = []
+    for lab, tau in taus.items():
+        name, m, bud = split_label(lab)
+        if name != REFERENCE:
+            continue
+        t, lo, hi = mean_ci(_values(seed_mean(tau)))
+        lg = logs[lab]
+        points.append({"label": lab, "multiple": m, "budget": bud, "n_prompts": multiples[m] * n_base,
+                       "n_positions": float(np.mean([_tokens_trained(g) for g in lg])),
+                       "cpu_s": float(np.mean([_cpu_s(g) for g in lg])),
+                       "tokens_per_s": float(np.mean([_tokens_trained(g) / g["train_wall_s"] for g in lg])),
+                       "tau": t, "lo": lo, "hi": hi, "n_seeds": int(np.atleast_2d(tau).shape[0]),
+                       "per_prompt": _values(seed_mean(tau))})
+    points.sort(key=lambda p: (p["cpu_s"], p["n_prompts"]))
+    at = {split_label(k)[0]: v for k, v in taus.items() if split_label(k)[1:] == h7_point}
+    sets = []
+    if REFERENCE in at and len(at) > 1:
+        rows = comparisons(at, n_boot=n_boot)
+        m = len(rows)
+        for r in rows:
+            r.update({"layers": list(layers[r["set"]]), "n_seeds": int(np.atleast_2d(at[r["set"]]).shape[0]),
+                      "verdict": verdict(r),
+                      "mde": min_detectable_delta(r["sd"], r["n"], alpha=0.05 / m) if r["n"] > 1 else None})
+        sets = rows
+    inter: list[dict[str, Any]] = []
+    top = _strength_top(strength, ids)
+    if top and REFERENCE in at:
+        inter = [{**r, "verdict": verdict(r)} for r in interaction(at, top, n_boot=n_boot)]
+    d1 = None
+    one, sixteen = label(REFERENCE, "1x", "B1"), label(REFERENCE, "16x", "B1")
+    if one in taus and sixteen in taus:
+        d = paired_bootstrap(taus[sixteen], taus[one], n_boot=n_boot)
+        d1 = {"delta": d.mean, "lo": d.lo, "hi": d.hi, "p": d.p, "n": d.n, "sd": d.sd, "p_mcse": d.p_mcse,
+              "n_seeds": [int(np.atleast_2d(taus[sixteen]).shape[0]), int(np.atleast_2d(taus[one]).shape[0])],
+              "one_x_seed_spread": _seed_spread(taus[one])}
+    largest = [p for p in points if p["multiple"] == max(multiples, key=multiples.get)]
+    best = max(largest or points, key=lambda p: p["tau"], default=None)
+    return {"prompt_ids": list(ids), "n_base_prompts": n_base, "n_corpus_prompts": n_corpus,
+            "base_tokens_per_epoch": base_tokens, "h7_point": "@".join(h7_point), "points": points, "sets": sets,
+            "interaction": inter, "d1": d1,
+            "target": {"tau": TARGET_TAU, "best": best and {k: best[k] for k in ("label", "tau", "lo", "hi")},
+                       "reached": bool(best and best["tau"] >= TARGET_TAU)}}
+
+
+def _seed_spread(tau: np.ndarray) -> float | None:
+    """Largest minus smallest seed's mean tau (None for one seed)."""
+    a = np.atleast_2d(tau)
+    if a.shape[0] < 2:
+        return None
+    means = np.nanmean(a, axis=1)
+    return float(means.max() - means.min())
+
+
+def _strength_top(strength: Mapping[str, Any] | None, ids: Sequence[str]) -> dict[str, np.ndarray]:
+    """The strength page's top-budget per-prompt tau by set (seed-averaged), on ``ids``' prompts."""
+    if not strength:
+        return {}
+    top = next((b for b in strength.get("budgets", []) if b["name"] == "top"), None)
+    if top is None or list(strength.get("prompt_ids", [])) != list(ids):
+        return {}
+    return {s["set"]: np.array([np.nan if v is None else v for v in s["per_prompt"]], float) for s in top["sets"]}
+
+
+def bench_entry(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``data_scale`` entry of ``benchmarks.json``: the curve, H7 and the throughputs."""
+    cap = doc.get("capture", {})
+    return {"what": "drafters of the default triple on nested prefixes of distinct prompts and token budgets, and "
+                    "H7 (chapter 6's sets at the largest data size); outcome: per-prompt offline tau on the 96 eval "
+                    "prompts", "pre_registration": doc.get("pre_registration"),
+            "points": [{k: p[k] for k in ("label", "n_prompts", "n_positions", "cpu_s", "tau", "lo", "hi",
+                                         "n_seeds", "tokens_per_s")} for p in doc["points"]],
+            "sets": [{k: r.get(k) for k in ("set", "layers", "delta", "lo", "hi", "p", "p_holm", "p_holm_mcse",
+                                            "n_seeds", "n", "verdict", "mde")} for r in doc["sets"]],
+            "target": doc["target"],
+            "capture_tokens_per_s": (cap["tokens"] / cap["seconds_this_run"]
+                                     if cap.get("seconds_this_run") else None),
+            "capture": cap}

@@ -1,0 +1,100 @@
+"""The data-scale design: the pre-registered drafters in the pre-registered order, with the
+right data prefixes and token budgets, and an analysis that finds an effect it is given."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+
+import numpy as np
+import pytest
+
+from activation_wave.benchmarks import data_scale as ds
+from activation_wave.core.config import DraftConfig
+from activation_wave.core.paths import REPO_ROOT
+from activation_wave.draft.experiment import drafter_dir
+from activation_wave.study.chapters import data_scale as analysis
+
+LAYERS = {"eagle3-default": (2, 15, 27), "random-0": (16, 19, 24), "combined": (7, 27, 29), "last-k": (28, 29, 30),
+          "cka-diverse": (7, 18, 29)}
+BASE = DraftConfig(epochs=10, seed=0, draft_vocab=4096, ttt_steps=3, lr=0.003, batch_tokens=2048, eval_every=1)
+
+
+def test_design_is_the_pre_registered_one():
+    jobs = ds.design(BASE, 324, 4860, 72_705, LAYERS)
+    points = [(j.set, j.point, j.config.seed) for j in jobs]
+    assert points == [("eagle3-default", "16x@B2", 0), ("random-0", "16x@B2", 0), ("combined", "16x@B2", 0),
+                      ("last-k", "16x@B2", 0), ("eagle3-default", "4x@B1", 0), ("eagle3-default", "16x@B1", 0),
+                      ("eagle3-default", "16x@B2", 1), ("random-0", "16x@B2", 1), ("combined", "16x@B2", 1),
+                      ("last-k", "16x@B2", 1), ("eagle3-default", "16x@B4", 0)]
+    by = {(j.set, j.point, j.config.seed): j.config for j in jobs}
+    assert by[("eagle3-default", "4x@B1", 0)].train_records == 1296
+    assert by[("last-k", "16x@B2", 1)].train_records == 5184
+    assert by[("eagle3-default", "16x@B1", 0)].max_tokens == 727_050
+    assert by[("eagle3-default", "16x@B4", 0)].max_tokens == 4 * 727_050
+    # the recipe is the base's otherwise
+    c = by[("combined", "16x@B2", 0)]
+    assert dataclasses.replace(c, train_records=0, max_tokens=0, eval_every=1) == BASE
+    assert len({drafter_dir_key(j) for j in jobs}) == len(jobs)
+
+
+def drafter_dir_key(job):
+    class Cache:  # drafter_dir only needs the cache's path
+        path = REPO_ROOT
+    return drafter_dir(Cache(), job.layers, job.config).name
+
+
+def test_design_refuses_what_the_data_cannot_fill():
+    with pytest.raises(ValueError, match="16x needs 5184 train prompts, the data has 1324"):
+        ds.design(BASE, 324, 1000, 72_705, LAYERS)
+    with pytest.raises(ValueError, match="run chapter 6 first"):
+        ds.design(BASE, 324, 4860, 72_705, {"eagle3-default": (2, 15, 27)})
+
+
+def test_pre_registration_commit_precedes_every_use_and_holds_the_page():
+    commit = ds.PRE_REGISTRATION["commit"]
+    shown = subprocess.run(["git", "show", "--stat", "--format=%H", commit], cwd=REPO_ROOT, capture_output=True,
+                           text=True)
+    if shown.returncode != 0:
+        pytest.skip("not a git checkout with history")
+    assert shown.stdout.startswith(commit) and "book/data_scale_preregistration.md" in shown.stdout
+
+
+def test_prefix_records_keeps_order_and_refuses_eval():
+    from activation_wave.models.prompts import Response
+
+    r = [Response(id=f"r{i}", prompt_ids=[1], response_ids=[2], finish="eos", text="") for i in range(3)]
+    assert [x.id for x in ds.prefix_records(r[:1], r[1:])] == ["r0", "r1", "r2"]
+    with pytest.raises(ValueError, match="train-split records only"):
+        ds.prefix_records(r, [dataclasses.replace(r[0], split="eval")])
+
+
+def _log(tokens: int, wall: float) -> dict:
+    return {"tokens_trained": tokens, "train_wall_s": wall, "threads": 1, "n_tokens": tokens, "epochs": [{}]}
+
+
+def test_analysis_finds_a_planted_set_effect_and_the_curve():
+    rng = np.random.default_rng(0)
+    base = 1.5 + 0.3 * rng.standard_normal(96)
+    noise = lambda: 0.02 * rng.standard_normal(96)  # noqa: E731
+    taus = {analysis.label("eagle3-default", "1x", "B1"): np.stack([base + noise() for _ in range(3)]),
+            analysis.label("eagle3-default", "16x", "B1"): (base + 0.10 + noise())[None],
+            analysis.label("eagle3-default", "16x", "B2"): np.stack([base + 0.2 + noise() for _ in range(2)]),
+            analysis.label("last-k", "16x", "B2"): np.stack([base + 0.1 + noise() for _ in range(2)]),
+            analysis.label("combined", "16x", "B2"): np.stack([base + 0.2 + noise() for _ in range(2)])}
+    logs = {k: [_log(727_050 * (2 if "B2" in k else 1), 900.0 * (2 if "B2" in k else 1))] for k in taus}
+    ids = [f"p{i}" for i in range(96)]
+    doc = analysis.analyse(ids, taus, logs, LAYERS, strength=None, n_base=324, n_corpus=4860, base_tokens=72_705,
+                           n_boot=2000)
+    rows = {r["set"]: r for r in doc["sets"]}
+    assert rows["last-k"]["verdict"] == "lower" and rows["last-k"]["hi"] < 0
+    assert rows["combined"]["verdict"] == "within noise"
+    assert 0 < rows["combined"]["mde"] < 0.05
+    assert [p["label"] for p in doc["points"]] == ["eagle3-default@1x@B1", "eagle3-default@16x@B1",
+                                                   "eagle3-default@16x@B2"]
+    assert doc["points"][1]["n_prompts"] == 5184 and doc["points"][2]["cpu_s"] == 1800.0
+    assert doc["d1"]["lo"] > 0 and doc["d1"]["n_seeds"] == [1, 3]
+    assert doc["target"]["reached"] is False and doc["target"]["best"]["label"] == "eagle3-default@16x@B2"
+    entry = analysis.bench_entry(doc)
+    assert {"label", "n_prompts", "n_positions", "cpu_s", "tau", "lo", "hi"} <= set(entry["points"][0])
+    assert {"delta", "lo", "hi", "p_holm", "n_seeds"} <= set(entry["sets"][0])
