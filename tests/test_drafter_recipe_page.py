@@ -76,10 +76,12 @@ def test_confirm_text_states_r2_with_interval_and_n_and_r3_in_minutes():
     assert dr.confirm_text({}) == "Stage 2 has not run: it follows a complete screen."
 
 
-def test_break_even_taus_read_both_engines_and_skip_the_unmeasured():
-    bench = {"speculative_decoding": {"cost_model": {"predicted_chain_t0": {"break_even_tau": 1.3}}},
-             "llamacpp": {"by_threads": {"1": {"eagle3": {"round_costs": {"tau_needed": {"1x": 3.8}}}}}}}
-    assert dr.break_even_taus(bench) == {"our PyTorch loop": 1.3, "llama.cpp, 1 thread": 3.8}
+def test_break_even_taus_read_measured_rounds_and_skip_the_unmeasured():
+    bench = {"speculative_decoding": {"tau_t0": 1.84, "speedup_vs_plain_t0": 1.0042,
+                                      "cost_model": {"predicted_chain_t0": {"break_even_tau": 2.08}}},
+             "llamacpp_1.5b": {"small": {"by_threads": {"1": {"eagle3": {"round_costs": {"round_in_plain_steps": 5.08}}}}}}}
+    # our loop's from its measured round (tau / speedup), not the cost model's; llama.cpp's from chapter 11
+    assert dr.break_even_taus(bench) == {"our PyTorch loop": round(1.84 / 1.0042, 4), "llama.cpp, 1 thread": 5.08}
     assert dr.break_even_taus({"llamacpp": {}}) == {}
 
 
@@ -133,36 +135,43 @@ def test_screen_headline_counts_the_profiles_registered_arms(tmp_path):
 
 
 def _scaling(b=0.08):
-    """Chapter 9's data-scaling entry for a recipe whose tau grows by ``b`` per doubling of data."""
+    """Chapter 9's data-scaling entry for a recipe whose tau grows by ``b`` per doubling of data,
+    and a decoding benchmark whose drafter (today's data, 320,000 positions) took 40 CPU-minutes
+    and measured the same tau online and offline."""
     import math
 
     pts = [{"fraction": 1.0, "samples_per_prompt": k, "loss_tokens": 40_000 * (k + 1), "train_wall_s": 300.0 * (k + 1),
-            "tau_offline": 1.5 + b * math.log2(k + 1)} for k in (0, 1, 3, 7)]
+            "tau_offline": 1.5 + b * math.log2(k + 1) + (0.002 if k == 1 else 0.0)} for k in (0, 1, 3, 7)]
     pts.append({"fraction": 0.5, "samples_per_prompt": 0, "loss_tokens": 20_000, "train_wall_s": 150.0,
                 "tau_offline": 1.0})  # a share of the prompts: another lever, left out of the fit
-    return {"drafter_data_scaling": {"points": pts}}
+    spec = {"tau_t0": 2.0, "speedup_vs_plain_t0": 1.0, "spec": {"depth": 3},
+            "drafter_eval_offline": {"tau_offline": 2.0}, "drafter_training": {"train_wall_s": 1200.0, "threads": 2}}
+    return {"drafter_data_scaling": {"points": pts}, "speculative_decoding": spec}
 
 
-def test_data_projection_recovers_the_fit_and_rescales_to_this_machine():
-    proj = dr.data_projection(_scaling(), 600.0, {"near": 1.8, "far": 3.5, "done": 1.6})
-    assert proj["scale"] == 2.0 and len(proj["curve"]) == 4  # 600 s here for the greedy point timed at 300 s
-    assert abs(proj["fit"]["b"] - 0.08) < 1e-9
-    near, far, done = proj["marks"]
-    # tau 1.8 is 0.3 / 0.08 = 3.75 doublings above the greedy point's 10 minutes; the last point took 80
-    assert abs(near["cpu_min"] - 10 * 2 ** 3.75) < 1e-6 and not near["reached"]
-    assert abs(near["data_multiple"] - 10 * 2 ** 3.75 / 80) < 1e-3
-    assert far["cpu_min"] > 1e8 and done["reached"]  # 25 doublings: CPU-years
+def test_data_projection_uses_one_cost_one_scale_and_gives_intervals():
+    proj = dr.data_projection(_scaling(), {"near": 1.9, "far": 3.5, "done": 1.6, "beyond": 4.5})
+    assert len(proj["curve"]) == 4 and abs(proj["fit"]["b"] - 0.08) < 2e-3
+    assert proj["today_cost"]["cpu_min"] == 40.0 and proj["tau_max"] == 4
+    near, far, done, beyond = proj["marks"]
+    # tau 1.9 is about 0.16 / 0.08 = 2 doublings above today's fit: about 4x today's data, 4 x 40 CPU-minutes
+    assert 3.5 < near["data_multiple"] < 4.5 and abs(near["cpu_min"] - 40.0 * near["data_multiple"]) < 1e-9
+    assert near["multiple_lo"] < near["data_multiple"] < near["multiple_hi"] and not near["reached"]
+    assert far["cpu_min"] > 1e7 and done["reached"]
+    assert not beyond["reachable"] and beyond["cpu_min"] is None and "unreachable at depth 3" == beyond["time_text"]
     rows = dr.projection_rows(proj)
-    assert rows[2]["x today's training data"] == "reached" and rows[1]["predicted training time (extrapolated)"].endswith("CPU-years")
+    assert rows[2]["x today's data [95% CI]"] == "reached by today's drafter"
+    assert rows[1]["training time (extrapolated) [95% CI]"].split(" [")[0].endswith("CPU-years")
+    assert rows[3]["x today's data [95% CI]"] == "unreachable: above tau_max = 4"
     text = dr.projection_text(proj)
-    assert "tau = 1.234 + 0.080 log2(CPU-minutes)" in text and "x 2.00" in text and "lower bounds" in text
-    assert dr.data_projection({}, 600.0, {"x": 2.0}) is None and "not been measured" in dr.projection_text(None)
+    assert "40.0 CPU-minutes per drafter" in text and "offline scale" in text and "lower bounds" not in text
+    assert dr.data_projection({}, {"x": 2.0}) is None and "not been measured" in dr.projection_text(None)
 
 
 def test_data_projection_of_a_curve_that_does_not_rise_predicts_never():
-    proj = dr.data_projection(_scaling(b=-0.01), 600.0, {"x": 2.0})
+    proj = dr.data_projection(_scaling(b=-0.01), {"x": 2.0})
     assert proj["marks"][0]["cpu_min"] is None
-    assert dr.projection_rows(proj)[0]["predicted training time (extrapolated)"].startswith("never")
+    assert dr.projection_rows(proj)[0]["training time (extrapolated) [95% CI]"].startswith("never")
 
 
 def test_projection_figure_marks_the_crossings_and_the_marks_beyond_the_chart():
@@ -170,17 +179,18 @@ def test_projection_figure_marks_the_crossings_and_the_marks_beyond_the_chart():
     matplotlib.use("Agg")
     from activation_wave.plots import plot_recipe_projection
 
-    proj = dr.data_projection(_scaling(), 600.0, {"near": 1.7, "far": 3.5})
+    proj = dr.data_projection(_scaling(), {"near": 1.9, "far": 3.5, "beyond": 4.5})
     ax = plot_recipe_projection(proj, max_doublings=10).axes[0]
     texts = [t.get_text() for t in ax.texts]
     assert any(t.endswith("CPU-minutes") or "CPU-hours" in t for t in texts)
     assert any("beyond the chart" in t for t in texts) and ax.get_xscale() == "log"
     labels = [line.get_label() for line in ax.get_lines()]
-    assert "today's recipe (measured)" in labels and "far: tau 3.50" in labels
+    assert "today's recipe (measured)" in labels and "far: online tau 3.50, offline 3.50" in labels
+    assert not any(lab.startswith("beyond") for lab in labels)  # above tau_max: not drawn
 
 
 def test_marks_are_the_targets_then_each_engines_break_even():
-    bench = {"llamacpp": {"by_threads": {"1": {"eagle3": {"round_costs": {"tau_needed": {"1x": 3.8}}}}}}}
+    bench = {"llamacpp_1.5b": {"small": {"by_threads": {"1": {"eagle3": {"round_costs": {"round_in_plain_steps": 3.8}}}}}}}
     assert dr.projection_marks(bench) == {**dr.TARGETS, "break-even, llama.cpp, 1 thread": 3.8}
     assert "has not run" in dr.best_reached({})
 
@@ -198,8 +208,9 @@ def test_efficiency_names_the_cheapest_arm_that_is_not_worse():
 
 
 def test_reach_text_states_the_targets_and_the_extrapolated_time():
-    bench = {"speculative_decoding": {"tau_t0": 1.84, "speedup_vs_plain_t0": 1.0}, **_scaling()}
-    text = dr.reach_text(bench, {"base": {"cpu_s": 600.0}})
+    bench = _scaling()
+    bench["speculative_decoding"] |= {"tau_t0": 1.84, "speedup_vs_plain_t0": 1.0}
+    text = dr.reach_text(bench)
     assert text.startswith("today's benchmark drafter reaches an online tau of 1.84 and 1.00x the plain loop")
-    assert "tau 1.9 would take about" in text and "generation not counted" in text
+    assert "tau 1.9 would take about" in text and "today's data" in text and "generation not counted" in text
     assert dr.reach_text({}, None) == "the decoding benchmark has not run"

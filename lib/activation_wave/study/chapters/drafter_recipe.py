@@ -94,7 +94,7 @@ def seed_sensitivity_text(doc: Mapping[str, Any] | None) -> str:
 
     >>> seed_sensitivity_text({"seed_sensitivity": [{"name": "a", "changed": True, "verdict": "within noise",
     ...     "registered_verdict": "hurts", "delta": -0.05, "delta_lo": -0.11, "delta_hi": 0.0, "p_holm": 0.32,
-    ...     "n_boot": 1000}, {"name": "b", "changed": False}]}).split(": ")[1]
+    ...     "n_boot": 1000}, {"name": "b", "changed": False}]}).split(": ")[1].split(". ")[0]
     'a from hurts to within noise (delta -0.050 [-0.110, +0.000], Holm p 0.32)'
     """
     rows = (doc or {}).get("seed_sensitivity") or []
@@ -109,8 +109,8 @@ def seed_sensitivity_text(doc: Mapping[str, Any] | None) -> str:
     return (head + ": " + "; ".join(f"{r['name']} from {r['registered_verdict']} to {r['verdict']} (delta "
                                    f"{r['delta']:+.3f} {_ci(r['delta_lo'], r['delta_hi'])}, Holm p {r['p_holm']:.2f})"
                                    for r in moved)
-            + ". With 2 seeds per arm the seeds' spread is itself poorly known, so this is a sensitivity check, not "
-              "a better test")
+            + f". With {((doc or {}).get('base') or {}).get('n_seeds', 'few')} seeds per arm the seeds' spread is "
+              "itself poorly known, so this is a sensitivity check, not a better test")
 
 
 def power_text(doc: Mapping[str, Any] | None) -> str:
