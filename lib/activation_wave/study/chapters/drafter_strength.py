@@ -322,7 +322,11 @@ def answer_text(doc: Mapping[str, Any] | None) -> str:
           "The per-layer norm still hurts " + ", ".join(f"{r['set']} ({stat(r)})" for r in hurts) + " (H6 not supported)"
           if hurts else
           "The per-layer norm is within noise (H6 not supported)" if doc["norm_arm"] else "The norm arm has not run")
-    return f"{head} {h5} {h6}."
+    moved_by_seeds = [f"{r['comparison']} for {r['set']}" for r in doc.get("seed_sensitivity") or []
+                      if r["changed"] and not r["comparison"].startswith("delta at the bottom")]
+    seeds = (" Resampling the seeds as well (the sensitivity analysis below) leaves these verdicts within noise: "
+             + "; ".join(moved_by_seeds) + "." if moved_by_seeds else "")
+    return f"{head} {h5} {h6}.{seeds}"
 
 
 _WHERE = {"higher": "above the default", "lower": "below the default", "within noise": "within noise",
@@ -430,10 +434,13 @@ def hypotheses(doc: Mapping[str, Any] | None) -> list[Hypothesis]:
 
     return ([Hypothesis(f"H5 ({r['set']})", "its delta against the default changes from chapter 6's budget to the "
                         "stronger one", stat(r, "I"), ok(r, None),
-                        "top minus bottom delta, paired over prompts, Holm across the sets (the page after chapter 6)")
+                        "top minus bottom delta, paired over prompts, Holm across the sets (the page after chapter 6; "
+                        "its seed-sensitivity analysis is beside it there)")
              for r in doc["interaction"]]
             + [Hypothesis(f"H6 ({r['set']})", "the per-layer norm before fc helps at the stronger budget",
-                          stat(r, "delta tau"), ok(r, "higher"), "norm minus no norm, 3 seeds each, Holm across the triples")
+                          stat(r, "delta tau"), ok(r, "higher"),
+                          "norm minus no norm, 3 seeds each, Holm across the triples; the norm arm trained on "
+                          "another CPU than the plain drafters (the page's confound)")
                for r in doc["norm_arm"]])
 
 
