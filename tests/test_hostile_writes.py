@@ -91,6 +91,22 @@ EMPTY_CONVERTER = """
 """
 
 
+def _fake_generation(ctx: Ctx) -> list[str]:
+    """llama.cpp generation replaced by a fake that answers every prompt at once (no llama-server
+    here), so a command that is not refused up front does write its --out; returns the argv head."""
+    import activation_wave.engines.llamacpp_generate as gen
+    from activation_wave.models.prompts import Response
+
+    def generate(gguf, prompts, tokenizer, max_new_tokens, **kw):
+        run = gen.GenerationRun(engine="fake llama.cpp", slots=1, tokens={p.id: [1, 2] for p in prompts}, wall_s=1.0)
+        return [Response(p.id, [1], [1, 2], "length", "ab", split=p.split, engine=run.engine) for p in prompts], run, {}
+
+    ctx.mp.setattr(gen, "gguf_of_model", lambda name: ctx.tmp / "fake.gguf")
+    ctx.mp.setattr(gen, "gguf_tokenizer", lambda gguf: None)
+    ctx.mp.setattr(gen, "generate_with_llamacpp", generate)
+    return ["generate", *ctx.common(), "--engine", "llamacpp"]
+
+
 def _model_folder(ctx: Ctx, **config) -> Path:
     """A copy of the world's tiny model whose config.json has ``config`` changed."""
     m = ctx.tmp / "m"
@@ -157,14 +173,13 @@ def _user_book_parent(ctx: Ctx) -> Path:
 Row = tuple[str, Callable[[Ctx], list], tuple[str, ...]]
 CASES: dict[str, Row] = {
     "generate --out is its own prompt file": (
-        "1", lambda c: ["generate", *c.common(), "--engine", "llamacpp", "--split", "eval", "--out", c.world["prompts"]],
+        "1", lambda c: [*_fake_generation(c), "--split", "eval", "--out", c.world["prompts"]],
         ("is a prompt file this command reads", "write the responses elsewhere")),
     "generate --out a file it did not write": (
-        "1", lambda c: ["generate", *c.common(), "--engine", "llamacpp", "--out", _write(c.tmp / "notes.jsonl", "{}\n")],
+        "1", lambda c: [*_fake_generation(c), "--out", _write(c.tmp / "notes.jsonl", "{}\n")],
         ("notes.jsonl exists and is not a file the study wrote", "--force")),
     "generate --out the committed team prompts": (
-        "1", lambda c: ["generate", *c.common(), "--engine", "llamacpp", "--out",
-                        c.watched(ROOT / "data" / "prompts" / "team_prompts.jsonl")],
+        "1", lambda c: [*_fake_generation(c), "--out", c.watched(ROOT / "data" / "prompts" / "team_prompts.jsonl")],
         ("team_prompts.jsonl exists and is not a file the study wrote",)),
     "study --book-dir D/book with the user's files in D": (
         "3", lambda c: ["study", *c.common(), "--no-build", "--book-dir", _user_book_parent(c) / "book"],
@@ -179,13 +194,13 @@ CASES: dict[str, Row] = {
     "info on a folder whose config has one block more than its weights": (
         "7", lambda c: ["info", "--model", _model_folder(c, num_hidden_layers=5)],
         ("do not match its config.json", "missing", "num_hidden_layers")),
-    "generate --temperature nan": ("8", lambda c: ["generate", *c.common(), "--engine", "llamacpp", "--out",
+    "generate --temperature nan": ("8", lambda c: [*_fake_generation(c), "--out",
                                                    c.gone(c.tmp / "r.jsonl"), "--temperature", "nan", "--json"],
                                    ("--temperature nan", "in [0, 10]")),
-    "generate --temperature inf": ("8", lambda c: ["generate", *c.common(), "--engine", "llamacpp", "--out",
+    "generate --temperature inf": ("8", lambda c: [*_fake_generation(c), "--out",
                                                    c.gone(c.tmp / "r.jsonl"), "--temperature", "inf"],
                                    ("--temperature inf", "in [0, 10]")),
-    "generate --seed -1": ("8", lambda c: ["generate", *c.common(), "--engine", "llamacpp", "--out",
+    "generate --seed -1": ("8", lambda c: [*_fake_generation(c), "--out",
                                            c.gone(c.tmp / "r.jsonl"), "--seed", "-1"], ("--seed -1", "in [0, 4294967295]")),
     "study --only ''": ("9", lambda c: ["study", *c.common(), "--only", "", "--no-build", "--book-dir",
                                         c.gone(c.tmp / "run") / "book"], ("--only ''", "every notebook")),
@@ -222,11 +237,11 @@ CASES: dict[str, Row] = {
         ("06_predictors.json", "has no 'layers' list", "wave study")),
     # the poor messages and leftovers
     "generate --check-against an empty file": (
-        "msg", lambda c: ["generate", *c.common(), "--engine", "llamacpp", "--out", c.gone(c.tmp / "r.jsonl"),
+        "msg", lambda c: [*_fake_generation(c), "--out", c.gone(c.tmp / "r.jsonl"),
                           "--check-against", _write(c.tmp / "empty.jsonl", b"")],
         ("empty.jsonl holds no responses",)),
     "generate --check-against a binary file": (
-        "msg", lambda c: ["generate", *c.common(), "--engine", "llamacpp", "--out", c.gone(c.tmp / "r.jsonl"),
+        "msg", lambda c: [*_fake_generation(c), "--out", c.gone(c.tmp / "r.jsonl"),
                           "--check-against", _write(c.tmp / "bin.jsonl", bytes(range(256)) * 4)],
         ("bin.jsonl is not a responses .jsonl",)),
     "dry-run data.samples_per_prompt=1e9": (
@@ -260,6 +275,17 @@ def test_hostile_write_exits_2_with_one_line_and_touches_nothing(case, world, ru
     assert _snapshot(deep, ctx.watch) == before, case  # nothing lost, changed or left behind
     assert not any(p.exists() for p in ctx.absent), case
     assert time.time() - t0 < 60, case  # refused up front
+
+
+def test_the_fake_generation_writes_a_new_out_and_replaces_its_own(world, run, tmp_path, monkeypatch):
+    """The rows' fake llama.cpp does generate: a new --out is written, and written again over itself."""
+    ctx = Ctx(world, tmp_path, monkeypatch)
+    out = tmp_path / "r.jsonl"
+    for _ in range(2):
+        code, _, err = run([*_fake_generation(ctx), "--split", "eval", "--out", out, "--json"])
+        assert code == 0, err
+        assert json.loads(out.read_text().splitlines()[0])["schema"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["r.jsonl"]
 
 
 # ----------------------------------------------------------------------------- the ledger (cases 4, 5)

@@ -49,6 +49,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
+from activation_wave.core import files
 from activation_wave.core.config import CaptureConfig
 from activation_wave.models.prompts import Response
 from activation_wave.core.hashing import file_sha256
@@ -273,8 +274,7 @@ def _write_shard(target: Target, recs: Sequence[Response], first: int, cfg: Capt
             "records": [first, first + len(recs)],
             "n_tokens": int(hidden.shape[1]), "n_loss_tokens": int(cat["loss_mask"].sum()), "dtypes": dtypes}
     side = path.with_suffix(".json")
-    side.with_suffix(".json.tmp").write_text(json.dumps(info))
-    os.replace(side.with_suffix(".json.tmp"), side)
+    files.write_json(side, info, indent=None)
     return info
 
 
@@ -383,9 +383,7 @@ def _capture_into(out: Path, target: Target, responses: Sequence[Response], cfg:
         "n_loss_tokens": sum(s["n_loss_tokens"] for s in shards),
         "seconds_this_run": round(time.time() - t0, 2),
     }
-    tmp = out / "manifest.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1))
-    os.replace(tmp, manifest_path)
+    files.write_json(manifest_path, manifest, indent=1)  # written last: the cache is complete
     return CaptureCache(out)
 
 

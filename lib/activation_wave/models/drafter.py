@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -716,22 +715,19 @@ def save_drafter(drafter: Eagle3Drafter, out_dir: str | Path, provenance: dict[s
     if bad:
         raise DrafterError(f"refusing to save a drafter with non-finite weights ({bad_text(bad)}): its training "
                            "diverged; retrain with a lower learning rate, e.g. --set draft.lr=3e-4")
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "model.safetensors.tmp"
-    save_file(state, str(tmp), metadata={"format": "pt", "producer": "activation_wave"})
+    from activation_wave.core import files
     from activation_wave.core.hashing import file_sha256
 
-    weights_sha256 = file_sha256(tmp)
-    os.replace(tmp, out / "model.safetensors")
-    (out / "config.json.tmp").write_text(json.dumps(drafter.spec.to_hf_config(), indent=1))
-    os.replace(out / "config.json.tmp", out / "config.json")
+    with files.atomic_path(out / "model.safetensors") as tmp:
+        save_file(state, str(tmp), metadata={"format": "pt", "producer": "activation_wave"})
+        weights_sha256 = file_sha256(tmp)
+    files.write_json(out / "config.json", drafter.spec.to_hf_config(), indent=1)
     from activation_wave.core.results import git_commit
 
     prov = {"schema_version": SCHEMA_VERSION, "written": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "git_commit": git_commit(), "spec": asdict(drafter.spec), **(provenance or {}),
             "weights_sha256": weights_sha256}
-    (out / "provenance.json.tmp").write_text(json.dumps(prov, indent=1, sort_keys=True, default=str))
-    os.replace(out / "provenance.json.tmp", out / "provenance.json")
+    files.write_json(out / "provenance.json", prov, indent=1, sort_keys=True, default=str)  # last: marks it complete
     return out
 
 

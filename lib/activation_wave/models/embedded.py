@@ -182,9 +182,9 @@ def _is_verified(spec: SplitGGUF, path: Path) -> bool:
 def _write_record(spec: SplitGGUF, path: Path, prov: dict[str, Any]) -> None:
     size, mtime = _stat_key(path)
     rec = {**prov, "sha256": spec.sha256, "size": size, "mtime_ns": mtime}
-    tmp = path.with_name(f".{path.name}.verified.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(rec, indent=1, sort_keys=True))
-    os.replace(tmp, _verified_record(path))
+    from activation_wave.core import files
+
+    files.write_json(_verified_record(path), rec, indent=1, sort_keys=True)
 
 
 def gguf_metadata(path: Path, prefix: str = "general.") -> dict[str, Any]:
