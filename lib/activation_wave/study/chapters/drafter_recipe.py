@@ -143,9 +143,10 @@ def p_error_text(doc: Mapping[str, Any] | None) -> str:
         return "The results file does not record the p-values' Monte Carlo error."
     worst = max(arms, key=lambda a: a["p_holm_mcse"])
     return (f"Every p comes from {arms[0]['n_boot']:,} resamples; its Monte Carlo error is at most "
-            f"{worst['p_holm_mcse']:.4f} (Holm-adjusted, {worst['name']}), so every p is stable to the second decimal "
-            "(`p_mcse`, `p_holm_mcse` in the results file). A Holm p within 0.01 of 0.05 would be worded 'close to the "
-            "line'.")
+            f"{worst['p_holm_mcse']:.4f} (Holm-adjusted, {worst['name']}; largest near p = 0.5, about a seventh of "
+            "that near 0.05), so two Monte Carlo errors move no p by more than "
+            f"{2 * worst['p_holm_mcse']:.3f} (`p_mcse`, `p_holm_mcse` in the results file). A Holm p within 0.01 of "
+            "0.05 would be worded 'close to the line'.")
 
 
 def status_text(doc: Mapping[str, Any] | None, planned: int) -> str:

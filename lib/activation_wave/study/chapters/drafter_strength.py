@@ -432,15 +432,22 @@ def hypotheses(doc: Mapping[str, Any] | None) -> list[Hypothesis]:
         return (f"{name} = {r['delta']:+.3f} {_ci(r['lo'], r['hi'])}, Holm p = {r['p_holm']:.3g}, n = {r['n']} prompts"
                 f"{within_noise(r['lo'], r['hi'])}")
 
+    seeds = {(r["comparison"][:2], r["set"]): r for r in doc.get("seed_sensitivity") or []}
+
+    def survives(kind: str, r: Mapping[str, Any]) -> str:
+        s_ = seeds.get((kind, r["set"]))
+        return ("" if s_ is None else f"; resampling seeds too (sensitivity analysis): {s_['verdict']}, Holm p "
+                f"{s_['p_holm']:.2f}")
+
     return ([Hypothesis(f"H5 ({r['set']})", "its delta against the default changes from chapter 6's budget to the "
                         "stronger one", stat(r, "I"), ok(r, None),
                         "top minus bottom delta, paired over prompts, Holm across the sets (the page after chapter 6; "
-                        "its seed-sensitivity analysis is beside it there)")
+                        "its seed-sensitivity analysis is beside it there)" + survives("H5", r))
              for r in doc["interaction"]]
             + [Hypothesis(f"H6 ({r['set']})", "the per-layer norm before fc helps at the stronger budget",
                           stat(r, "delta tau"), ok(r, "higher"),
                           "norm minus no norm, 3 seeds each, Holm across the triples; the norm arm trained on "
-                          "another CPU than the plain drafters (the page's confound)")
+                          "another CPU than the plain drafters (the page's confound)" + survives("H6", r))
                for r in doc["norm_arm"]])
 
 
