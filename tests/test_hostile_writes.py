@@ -30,26 +30,22 @@ from types import SimpleNamespace
 
 import pytest
 from test_cli_errors import assert_one_line, run, world  # noqa: F401 - fixtures
+import test_hostile_inputs as hostile
+from test_hostile_inputs import _fake_llamacpp
 
 ROOT = Path(__file__).resolve().parents[1]
 NEEDLES = os.environ.get("HOSTILE_NEEDLES", "1") != "0"
 
 
 @dataclass
-class Ctx:
-    world: dict
-    tmp: Path
-    mp: pytest.MonkeyPatch
-    absent: list[Path] = field(default_factory=list)
-    watch: list[Path] = field(default_factory=list)
+class Ctx(hostile.Ctx):
+    """issue 24's row context, plus repo paths a row watches."""
 
-    def common(self) -> list[str]:
-        return list(self.world["common"])
+    watch: list[Path] = field(default_factory=list)
 
     def gone(self, p: Path) -> Path:
         """A path the command must not create."""
-        self.absent.append(p)
-        return p
+        return self.absent_path(p)
 
     def watched(self, p: Path) -> Path:
         """A path outside tmp whose files must stay byte-identical (a repo file or folder, shallow)."""
@@ -76,13 +72,6 @@ def _snapshot(paths: list[Path], shallow: list[Path]) -> dict[str, str]:
         for p in sorted(root.iterdir()) if root.is_dir() else [root]:
             out[str(p)] = "<dir>" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else "-"
     return out
-
-
-def _fake_llamacpp(ctx: Ctx, converter: str) -> None:
-    root = ctx.tmp / "llamacpp"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "convert_hf_to_gguf.py").write_text(textwrap.dedent(converter))
-    ctx.mp.setenv("LLAMACPP_DIR", str(root))
 
 
 EMPTY_CONVERTER = """
@@ -244,9 +233,6 @@ CASES: dict[str, Row] = {
         "msg", lambda c: [*_fake_generation(c), "--out", c.gone(c.tmp / "r.jsonl"),
                           "--check-against", _write(c.tmp / "bin.jsonl", bytes(range(256)) * 4)],
         ("bin.jsonl is not a responses .jsonl",)),
-    "dry-run data.samples_per_prompt=1e9": (
-        "msg", lambda c: ["dry-run", "--set", "data.samples_per_prompt=1000000000"],
-        ("step drafter needs", "data.samples_per_prompt")),
     "dry-run strength.singles=999": ("msg", lambda c: ["dry-run", "--set", "strength.singles=999"],
                                      ("strength.singles = [999]", "1..30")),
     "study with a bad third.model": (
@@ -396,19 +382,16 @@ def test_a_corrupt_entry_is_reported_on_the_study_log_too(tmp_path, monkeypatch)
     assert "unreadable" in relay.read_text()
 
 
-def test_a_read_only_ledger_is_refused_before_training_naming_draft_ledger(tmp_path):
+def test_a_read_only_ledger_is_refused_before_training_naming_draft_ledger(tmp_path, monkeypatch):
+    """The check train_or_load makes before training (os.access is faked: this runs as root)."""
     from activation_wave.draft import ledger
 
     drafter = _entry(tmp_path)
     folder = ledger.ledger_file(str(tmp_path / "ledger"), drafter).parent
-    folder.chmod(0o555)
-    try:
-        if os.access(folder, os.W_OK):
-            pytest.skip("running as a user that writes read-only folders (root)")
-        with pytest.raises(ledger.LedgerError, match="draft.ledger"):
-            ledger.check_writable(str(tmp_path / "ledger"), drafter)
-    finally:
-        folder.chmod(0o755)
+    real = os.access
+    monkeypatch.setattr(ledger.os, "access", lambda p, mode: False if Path(p) == folder else real(p, mode))
+    with pytest.raises(ledger.LedgerError, match=r"not writable \(draft.ledger\).*--set draft.ledger="):
+        ledger.check_writable(str(tmp_path / "ledger"), drafter)
 
 
 # ----------------------------------------------------------------------------- a full disk (case 2)

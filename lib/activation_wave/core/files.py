@@ -114,14 +114,20 @@ def check_replace(path: str | Path, owned: Owned = anything, *, force: bool = Fa
     return path
 
 
-def _fsync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
+def _fsync(path: Path) -> None:
+    """Flush ``path``'s data to the disk (a file written by another writer than this module)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
-    except OSError:  # some filesystems refuse fsync on a folder; the rename is still atomic
-        pass
     finally:
         os.close(fd)
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        _fsync(folder)
+    except OSError:  # some filesystems refuse fsync on a folder; the rename is still atomic
+        pass
 
 
 def _failed(path: Path, existed: bool, exc: OSError) -> WriteFailed:
@@ -145,11 +151,7 @@ def atomic_path(path: str | Path, owned: Owned = anything, *, force: bool = Fals
     tmp = Path(name)
     try:
         yield tmp
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync(tmp)
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
@@ -192,11 +194,7 @@ def publish(src: str | Path, path: str | Path, owned: Owned = anything, *, force
     src, path = Path(src), check_replace(path, owned, force=force, flag=flag)
     existed = path.exists()
     try:
-        fd = os.open(src, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync(src)
         os.replace(src, path)
     except OSError as exc:
         raise _failed(path, existed, exc) from None
