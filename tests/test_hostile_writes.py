@@ -557,6 +557,13 @@ def test_ctrl_c_in_a_chapter_prints_one_line(tmp_path):
 # ----------------------------------------------------------------------------- the property
 
 
+GGUF_CONVERTER = """
+    import struct, sys, pathlib
+    out = pathlib.Path(sys.argv[sys.argv.index("--outfile") + 1])
+    out.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 1, 0))  # a header with one tensor
+"""
+
+
 def _hostile_targets(world: dict, tmp: Path) -> list[Path]:
     """Existing files the study did not write, folders holding them, and the repository's own folders and files."""
     user = tmp / "user"
@@ -576,17 +583,31 @@ def test_no_command_changes_a_file_it_did_not_create(world, run, tmp_path, monke
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
+    import activation_wave.benchmarks.suite as suite
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     targets = _hostile_targets(world, tmp_path)
     common = [str(a) for a in world["common"]]
+    # fakes that do write, so that a target the guards let through would really be replaced
+    ctx = Ctx(world, tmp_path / "fakes", monkeypatch)
+    ctx.tmp.mkdir()
+    generate = _fake_generation(ctx)
+    _fake_llamacpp(ctx, GGUF_CONVERTER)
+    monkeypatch.setattr(suite, "entries", lambda: {"metrics": lambda cfg: {"fake": 1}})
     commands: dict[str, Callable[[Path], list[str]]] = {
-        "generate": lambda t: ["generate", *common, "--engine", "llamacpp", "--out", str(t)],
+        "generate": lambda t: [*map(str, generate), "--out", str(t)],
         "bench": lambda t: ["bench", "--out", str(t), "--only", "metrics"],
         "export": lambda t: ["export", *common, "--engine", "llamacpp", "--draft", str(world["draft"]), "--out", str(t)],
         "train-draft": lambda t: ["train-draft", *common, "--layers", "1,2", "--out", str(t)],
         "study": lambda t: ["study", *common, "--no-build", "--book-dir", str(t)],
         "study (t/book)": lambda t: ["study", *common, "--no-build", "--book-dir", str(t / "book")],
     }
+
+    for name, suffix in (("generate", "r.jsonl"), ("bench", "b.json"), ("export", "d.gguf")):  # the fakes write
+        fresh = ctx.tmp / "fresh" / suffix
+        fresh.parent.mkdir(exist_ok=True)
+        code, _, err = run(commands[name](fresh))
+        assert code == 0 and fresh.stat().st_size > 0, (name, err)
 
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
     @given(command=st.sampled_from(sorted(commands)), target=st.sampled_from(targets))
