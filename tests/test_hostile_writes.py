@@ -485,7 +485,10 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_sigterm_during_export_stops_the_converter_and_removes_the_work_folder(world, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_sigterm_during_export_stops_the_converter_and_removes_the_work_folder(world, tmp_path, sig):
+    """SIGTERM: exit 143, one line, the converter stopped, its work folder removed. SIGKILL (no
+    cleanup can run): the converter still dies with its parent (PR_SET_PDEATHSIG)."""
     root = tmp_path / "llamacpp"
     (root / "src").mkdir(parents=True)
     (root / "src" / "convert_hf_to_gguf.py").write_text(textwrap.dedent(SLOW_CONVERTER))
@@ -503,16 +506,18 @@ def test_sigterm_during_export_stops_the_converter_and_removes_the_work_folder(w
         time.sleep(0.2)
     assert pid_file.exists(), proc.stderr.read() if proc.poll() is not None else "converter never started"
     child = int(pid_file.read_text())
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err
-    assert_one_line(err, "terminated (SIGTERM)")
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 143, err
+        assert_one_line(err, "terminated (SIGTERM)")
     for _ in range(50):
         if not _alive(child):
             break
         time.sleep(0.1)
     assert not _alive(child)
-    assert list(out_dir.iterdir()) == []  # no .d.gguf.export-* folder left
+    if sig == signal.SIGTERM:
+        assert list(out_dir.iterdir()) == []  # no .d.gguf.export-* folder left
 
 
 NOTEBOOK = """# %% tags=["parameters"]

@@ -128,6 +128,17 @@ def write_target_dir(target: Any, out: str | Path) -> Path:
     return out
 
 
+def die_with_parent() -> None:
+    """``preexec_fn`` of the children started here (llama-server, the converter): the kernel sends
+    them SIGTERM when this process dies, however it dies (Linux ``PR_SET_PDEATHSIG``); a
+    SIGTERM or Ctrl-C that this process survives stops them in the ``finally`` that started them."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
 def convert_command(lc: LlamaCpp, draft_dir: Path, target_dir: Path, out: Path, outtype: str) -> list[str]:
     """The converter command line (the venv's Python, llama.cpp's own gguf-py first)."""
     return [sys.executable, str(lc.converter), str(draft_dir), "--outfile", str(out), "--outtype", outtype,
@@ -202,7 +213,8 @@ def export_llamacpp(draft_dir: str | Path, out: str | Path, target: Any, *, outt
         tdir = write_target_dir(target, work / "target")
         staged = _stage_drafter(draft_dir, spec, work / "draft")
         written = work / out.name
-        proc = subprocess.run(convert_command(lc, staged, tdir, written, outtype), capture_output=True, text=True)
+        proc = subprocess.run(convert_command(lc, staged, tdir, written, outtype), capture_output=True, text=True,
+                              preexec_fn=die_with_parent)
         kept = f"the existing {out} is unchanged" if out.exists() else f"{out} was not written"
         if proc.returncode != 0 or not written.exists():
             tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
@@ -328,7 +340,7 @@ def llama_server(lc: LlamaCpp, model: Path, port: int, threads: int, log: Path, 
     with open(log, "w") as fh:
         proc = subprocess.Popen(server_command(lc, model, port, threads, draft=draft, settings=wanted, ctx=ctx,
                                                slots=slots, extra=extra),
-                                stdout=fh, stderr=subprocess.STDOUT)
+                                stdout=fh, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
     server = Server(f"http://127.0.0.1:{port}", log, proc)
     try:
         t0 = time.time()
