@@ -14,7 +14,12 @@
 
 Every step takes ``--profile`` and ``--set section.key=value`` overrides; see
 ``wave <step> --help``. Exit codes: 0 success, 2 bad input (one line on stderr naming
-the problem and the fix), 130 interrupted (Ctrl-C; caches written so far are kept).
+the problem and the fix), 130 interrupted (Ctrl-C; caches written so far are kept), 143
+terminated (SIGTERM; child processes are stopped and temporary folders removed).
+
+Files are written through :mod:`activation_wave.core.files`: atomically, and an existing
+``--out`` is replaced only when the study wrote it (a responses file, a benchmarks file, a
+GGUF) unless ``--force``; ``study --book-dir`` must be new, empty, or a run folder the study made.
 """
 
 from __future__ import annotations
