@@ -24,6 +24,7 @@ TOC = ROOT / "_toc.yml"
 CHAPTERS = [
     "intro", "00_data_and_capture", "01_layer_entropy", "02_concat_entropy",
     "03_cka_compartments", "04_token_filtering", "05_layer_selection", "06_eagle3_speedup", "06b_drafter_strength",
+    "06c_data_scale",
     # chapters 1-4 again on the second architecture (activation_wave.study.notebooks.SECOND_ARCH)
     "second/01_layer_entropy", "second/02_concat_entropy", "second/03_cka_compartments", "second/04_token_filtering",
     # chapters 1-5 on the third (THIRD_ARCH)

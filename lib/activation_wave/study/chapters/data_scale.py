@@ -31,7 +31,8 @@ MULTIPLES = {"1x": 1, "4x": 4, "16x": 16}
 #: The issue's target for the default triple's outcome tau at the largest data size.
 TARGET_TAU = 2.0
 
-__all__ = ["NAME", "MULTIPLES", "TARGET_TAU", "analyse", "bench_entry", "label", "split_label"]
+__all__ = ["NAME", "MULTIPLES", "TARGET_TAU", "analyse", "answer_text", "bench_entry", "curve_text", "h7_rows", "h7_table", "label",
+           "split_label", "status_text"]
 
 
 def label(name: str, multiple: str, budget: str) -> str:
@@ -142,3 +143,71 @@ def bench_entry(doc: Mapping[str, Any]) -> dict[str, Any]:
             "capture_tokens_per_s": (cap["tokens"] / cap["seconds_this_run"]
                                      if cap.get("seconds_this_run") else None),
             "capture": cap}
+
+
+# ----------------------------------------------------------------------------- words
+
+
+def _ci(lo: float, hi: float) -> str:
+    return f"[{lo:+.3f}, {hi:+.3f}]"
+
+
+def status_text(doc: Mapping[str, Any] | None) -> str:
+    """What the page can say: the design has not run (and how to run it), or what it measured."""
+    if doc is None:
+        return ("The design is registered but has not run to the end on this machine: its corpus responses or "
+                "some of its drafters are not yet in the repository (`data/responses/`, the drafter ledger "
+                "`data/drafters/`). `wave bench --profile default --only data_scale` runs it, resumably; this page "
+                "then re-scores its drafters from the ledger without training them.")
+    n = sum(len(p.get("per_prompt", [])) > 0 for p in doc["points"])
+    return (f"{n} points of the default triple's curve and {len(doc['sets'])} H7 comparisons, on "
+            f"{len(doc['prompt_ids'])} eval prompts.")
+
+
+def answer_text(doc: Mapping[str, Any] | None) -> str:
+    """H7's answer in one or two sentences, each set with its delta, interval and Holm p."""
+    if doc is None or not doc["sets"]:
+        return "Not measured yet (see above)."
+    parts = [f"{r['set']} {r['layers']}: {r['verdict']}, delta {r['delta']:+.3f} {_ci(r['lo'], r['hi'])}, "
+             f"Holm p {r['p_holm']:.3g} ({r['n_seeds']} seeds)" for r in doc["sets"]]
+    beats = [r["set"] for r in doc["sets"] if r["verdict"] == "higher"]
+    mde = max((r["mde"] for r in doc["sets"] if r.get("mde")), default=float("nan"))
+    head = (f"At {doc['h7_point']} ({doc['points'] and max(p['n_prompts'] for p in doc['points'])} distinct prompts) "
+            + (f"{', '.join(beats)} beat the default" if beats else "no selection rule's set beats the default"))
+    return f"{head}: " + "; ".join(parts) + f". The design detects |delta| of about {mde:.3f} (80% power, Holm)."
+
+
+def curve_text(doc: Mapping[str, Any] | None) -> str:
+    """The curve in words: each point's tau, and D1 (16x against 1x at the same budget)."""
+    if doc is None or not doc["points"]:
+        return "Not measured yet."
+    pts = "; ".join(f"{p['label'].split('@', 1)[1]}: tau {p['tau']:.3f} {_ci(p['lo'], p['hi'])} after "
+                    f"{p['cpu_s'] / 60:.0f} CPU-minutes" for p in doc["points"])
+    d1 = doc.get("d1")
+    tail = ""
+    if d1:
+        spread = d1.get("one_x_seed_spread")
+        tail = (f" At the base's own budget B1, 16 times the distinct prompts change tau by {d1['delta']:+.3f} "
+                f"{_ci(d1['lo'], d1['hi'])} (paired over {d1['n']} prompts, p {d1['p']:.3g}; one seed against three"
+                + (f", whose means spread over {spread:.3f}" if spread is not None else "") + ").")
+    t = doc["target"]
+    best = t.get("best")
+    goal = (f" The target tau {t['tau']:.1f} is {'reached' if t['reached'] else 'not reached'}"
+            + (f": the best default drafter at the largest data size reaches {best['tau']:.3f}." if best else "."))
+    return pts + "." + tail + goal
+
+
+def h7_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """H7's table rows."""
+    return [{"set": r["set"], "layers": str(r["layers"]), "seeds": r["n_seeds"], "delta": f"{r['delta']:+.3f}",
+             "95% CI": _ci(r["lo"], r["hi"]), "Holm p": f"{r['p_holm']:.3g}", "MDE": f"{r['mde']:.3f}",
+             "verdict": r["verdict"]} for r in doc["sets"]]
+
+
+def h7_table(doc: Mapping[str, Any] | None) -> Any:
+    """H7's table as the page shows it (None before the design has run)."""
+    import pandas as pd
+
+    from activation_wave.core.tables import format_table
+
+    return format_table(pd.DataFrame(h7_rows(doc))) if doc and doc["sets"] else None
