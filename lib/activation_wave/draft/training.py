@@ -47,9 +47,7 @@ only runs on positions with a loss.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -344,7 +342,7 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
                                       "train_wall_s")},
     }
     save_drafter(drafter, out_dir, provenance)
-    tmp = out_dir / "train_log.json.tmp"
-    tmp.write_text(json.dumps(log, indent=1))
-    os.replace(tmp, out_dir / "train_log.json")
+    from activation_wave.core import files
+
+    files.write_json(out_dir / "train_log.json", log, indent=1)  # last: marks the drafter finished
     return out_dir

@@ -80,6 +80,8 @@ def patch_layer_inputs(src: str | Path, files: Sequence[str] = LAYER_INPUT_PATCH
     Idempotent: a file that already sets ``t_layer_inp`` is left alone. A file whose block
     loop is not found exactly once raises :class:`LlamaCppError` (another llama.cpp version:
     check the graph by hand)."""
+    from activation_wave.core.files import write_text  # (``files`` here is the argument)
+
     changed = []
     for rel in files:
         path = Path(src) / rel
@@ -90,7 +92,7 @@ def patch_layer_inputs(src: str | Path, files: Sequence[str] = LAYER_INPUT_PATCH
             raise LlamaCppError(f"{path}: expected one block loop '{_BLOCK_LOOP.strip()}', found "
                                 f"{text.count(_BLOCK_LOOP)}; this llama.cpp version differs from 11434, so add "
                                 "'res->t_layer_inp[il] = inpL;' at the top of its block loop by hand")
-        path.write_text(text.replace(_BLOCK_LOOP, _BLOCK_LOOP + _LAYER_INPUT))
+        write_text(path, text.replace(_BLOCK_LOOP, _BLOCK_LOOP + _LAYER_INPUT))
         changed.append(rel)
     return changed
 
