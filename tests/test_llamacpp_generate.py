@@ -312,3 +312,26 @@ def test_an_engine_the_config_does_not_name_is_refused(tiny_target, tmp_path):
     gen = G.ServerGenerator(tmp_path / "m.gguf", workdir=tmp_path)
     with pytest.raises(ValueError, match="data.engine is 'pytorch' but the generator is a ServerGenerator"):
         generate_responses(tiny_target, PROMPTS3, DataConfig(), progress=False, generator=gen)
+
+
+def test_two_servers_share_a_batch_and_give_what_one_gives(fake_server, tiny_target, tmp_path):
+    """``data.engine_servers``: request i goes to server i % n with its own seed; with one slot
+    per server the responses (and so the cache key, which does not name servers) are unchanged."""
+    from activation_wave.core.config import DataConfig
+    from activation_wave.models.prompts import generate_responses, responses_key
+
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF fake")
+    cfg = DataConfig(max_new_tokens=6, batch_size=3, engine="llamacpp")
+    assert responses_key(tiny_target, PROMPTS3, cfg) == responses_key(tiny_target, PROMPTS3,
+                                                                      replace(cfg, engine_servers=2))
+    got = {}
+    for n in (1, 2):
+        with G.ServerGenerator(gguf, slots=1, threads=1, workdir=tmp_path / f"w{n}", llamacpp=fake_server,
+                               servers=n) as gen:
+            got[n] = gen([[5, 6], [7], [8, 9, 10]], 6, seed=3)
+            assert len(list((tmp_path / f"w{n}").glob("llama-server-*.log"))) == n
+            assert gen.engine.endswith("servers 2") == (n == 2)
+    assert got[1] == got[2] == [([6] * 3 + [2], "eos"), ([7] * 3 + [2], "eos"), ([10] * 3 + [2], "eos")]
+    with pytest.raises(ValueError, match="servers=0"):
+        G.ServerGenerator(gguf, workdir=tmp_path, servers=0)

@@ -175,6 +175,10 @@ def evaluate(cfg: StudyConfig, *, train: bool, progress: bool = True) -> dict[st
     one_x = [dataclasses.replace(base.draft, seed=base.draft.seed + k) for k in range(cfg.strength.seeds)]
     ref_rows = run_jobs(prof.target, prof.cache, [(H7_SETS[0], layers[H7_SETS[0]], c) for c in one_x],
                         cfg.draft.workers, progress=progress, score=score)
+    seen = {int(r["train_log"]["n_tokens"]) for r in ref_rows}
+    if seen and seen != {base_tokens}:  # B1 is defined by the 1x drafters' own tokens per epoch
+        raise ValueError(f"the 1x drafters trained on {sorted(seen)} tokens per epoch, the design counts "
+                         f"{base_tokens}: the profile's capture changed (capture.max_length?) since they trained")
     found = ([FoundDrafter(f"{j.set}@{j.point}", j.layers, j.config.seed, r["path"]) for j, r in zip(jobs, rows)]
              + [FoundDrafter(f"{H7_SETS[0]}@1x@B1", layers[H7_SETS[0]], r["seed"], r["path"]) for r in ref_rows])
     ids, taus, _ = per_prompt_tau(prof.target, prof.cache, found, depth=b.depth, threshold=b.draft_threshold,

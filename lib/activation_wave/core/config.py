@@ -308,11 +308,14 @@ class DataConfig:
     engine: str = "pytorch"
     engine_slots: int = 1
     engine_threads: int = 2
+    # llama-servers sharing each batch (not in the responses' key: with one slot each, a response is
+    # decoded alone whatever the number of servers); two one-thread servers use 2 cores best
+    engine_servers: int = 1
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "max_prompts_per_source": NON_NEGATIVE, "max_new_tokens": AT_LEAST_1, "batch_size": AT_LEAST_1,
         "seed": SEED, "samples_per_prompt": NON_NEGATIVE, "sample_temperature": TEMPERATURE,
-        "engine_slots": AT_LEAST_1, "engine_threads": AT_LEAST_1}
+        "engine_slots": AT_LEAST_1, "engine_threads": AT_LEAST_1, "engine_servers": AT_LEAST_1}
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"engine": ("pytorch", "llamacpp")}
 
     def __post_init__(self) -> None:

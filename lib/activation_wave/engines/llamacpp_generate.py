@@ -138,18 +138,24 @@ def generate(url: str, items: Sequence[tuple[str, Sequence[int]]], max_new_token
     Item ``i`` is sampled with seed ``seed + i``, so a response does not depend on which
     slot served it or when. Returns them by id with the server's timings and the wall time.
     """
+    return _serve(url, [(rid, ids, seed + i) for i, (rid, ids) in enumerate(items)], max_new_tokens, engine=engine,
+                  slots=slots, temperature=temperature, progress=progress)
+
+
+def _serve(url: str, requests: Sequence[tuple[str, Sequence[int], int]], max_new_tokens: int, *, engine: str,
+           slots: int, temperature: float, progress: Callable[[int], None] | None = None) -> GenerationRun:
+    """:func:`generate` of ``(response id, prompt ids, seed)`` requests."""
     if slots < 1:
         raise ValueError(f"slots={slots}: need at least 1")
     run = GenerationRun(engine=engine, slots=slots)
 
-    def one(i: int) -> tuple[str, dict[str, Any]]:
-        rid, ids = items[i]
-        return rid, _post(url + "/completion", request_body(ids, max_new_tokens, temperature=temperature,
-                                                            seed=seed + i))
+    def one(req: tuple[str, Sequence[int], int]) -> tuple[str, dict[str, Any]]:
+        rid, ids, s = req
+        return rid, _post(url + "/completion", request_body(ids, max_new_tokens, temperature=temperature, seed=s))
 
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=slots) as pool:
-        for rid, reply in pool.map(one, range(len(items))):
+        for rid, reply in pool.map(one, requests):
             run.tokens[rid], run.finish[rid] = parse_reply(reply, max_new_tokens)
             run.timings[rid] = dict(reply.get("timings") or {})
             if progress:
@@ -182,19 +188,24 @@ def responses_header(gguf: Path, run: GenerationRun, items: Sequence[tuple[str, 
 
 
 class ServerGenerator:
-    """``data.engine: llamacpp``: a llama-server on ``gguf`` as the responses cache's
-    :class:`~activation_wave.models.prompts.BatchGenerator`. The server starts on the first
-    batch (a fully cached response set starts nothing) and stops on :meth:`close` (or at
-    the end of a ``with`` block). Each batch is sent ``slots`` requests at a time; request
-    ``i`` of a batch with seed ``s`` samples with seed ``s + i``. ``ctx_per_slot`` bounds
-    prompt plus response."""
+    """``data.engine: llamacpp``: llama-servers on ``gguf`` as the responses cache's
+    :class:`~activation_wave.models.prompts.BatchGenerator`. The servers start on the first
+    batch (a fully cached response set starts nothing) and stop on :meth:`close` (or at the
+    end of a ``with`` block). ``servers`` servers of ``threads`` threads each share a batch:
+    request ``i`` goes to server ``i % servers``, each server takes ``slots`` requests at a
+    time; request ``i`` of a batch with seed ``s`` samples with seed ``s + i``. With one slot
+    per server a response does not depend on the servers (each is decoded alone), so servers
+    only add throughput: on 2 cores, two one-thread servers decode twice what one does.
+    ``ctx_per_slot`` bounds prompt plus response."""
 
     def __init__(self, gguf: Path, *, slots: int = 1, threads: int = 2, workdir: Path,
-                 ctx_per_slot: int = 4096, llamacpp: Any = None) -> None:
+                 ctx_per_slot: int = 4096, llamacpp: Any = None, servers: int = 1) -> None:
+        if servers < 1:
+            raise ValueError(f"servers={servers}: need at least 1")
         self.gguf, self.slots, self.threads, self.workdir = gguf, slots, threads, workdir
-        self.ctx_per_slot, self._lc = ctx_per_slot, llamacpp
+        self.ctx_per_slot, self._lc, self.servers = ctx_per_slot, llamacpp, servers
         self._stack: Any = None
-        self._url = ""
+        self._urls: list[str] = []
         self._engine = ""
 
     @property
@@ -211,11 +222,19 @@ class ServerGenerator:
 
         lc = self._lc or find_llamacpp()
         stack = ExitStack()
-        log = self.workdir / f"llama-server-np{self.slots}-t{self.threads}.log"
-        server = stack.enter_context(llama_server(lc, self.gguf, free_port(), self.threads, log,
-                                                  ctx=self.slots * self.ctx_per_slot, slots=self.slots))
-        self._stack, self._url = stack, server.url
-        self._engine = server_engine(server.url, self.gguf, slots=self.slots, threads=self.threads)
+        try:
+            for k in range(self.servers):
+                log = self.workdir / f"llama-server-np{self.slots}-t{self.threads}{f'-{k}' if k else ''}.log"
+                server = stack.enter_context(llama_server(lc, self.gguf, free_port(), self.threads, log,
+                                                          ctx=self.slots * self.ctx_per_slot, slots=self.slots))
+                self._urls.append(server.url)
+        except BaseException:
+            stack.close()
+            self._urls = []
+            raise
+        self._stack = stack
+        many = f", servers {self.servers}" if self.servers > 1 else ""
+        self._engine = server_engine(self._urls[0], self.gguf, slots=self.slots, threads=self.threads) + many
 
     def __call__(self, prompt_ids: list[list[int]], max_new_tokens: int, *, temperature: float = 0.0,
                  seed: int = 0) -> list[tuple[list[int], str]]:
@@ -224,14 +243,25 @@ class ServerGenerator:
             raise ValueError(f"a prompt plus {max_new_tokens} new tokens is {longest} tokens, over the llama.cpp "
                              f"context of {self.ctx_per_slot} per slot; lower data.max_new_tokens")
         self._start()
-        run = generate(self._url, [(str(i), ids) for i, ids in enumerate(prompt_ids)], max_new_tokens,
-                       engine=self._engine, slots=self.slots, temperature=temperature, seed=seed)
-        return [(run.tokens[str(i)], run.finish[str(i)]) for i in range(len(prompt_ids))]
+        shares = [list(range(k, len(prompt_ids), len(self._urls))) for k in range(len(self._urls))]
+
+        def serve(k: int) -> GenerationRun:
+            # request i keeps seed s + i whichever server decodes it
+            return _serve(self._urls[k], [(str(i), prompt_ids[i], seed + i) for i in shares[k]], max_new_tokens,
+                          engine=self._engine, slots=self.slots, temperature=temperature)
+
+        with ThreadPoolExecutor(max_workers=len(self._urls)) as pool:
+            runs = list(pool.map(serve, range(len(self._urls))))
+        out: dict[int, tuple[list[int], str]] = {}
+        for k, run in enumerate(runs):
+            out.update({i: (run.tokens[str(i)], run.finish[str(i)]) for i in shares[k]})
+        return [out[i] for i in range(len(prompt_ids))]
 
     def close(self) -> None:
         if self._stack is not None:
             self._stack.close()
             self._stack = None
+            self._urls = []
 
     def __enter__(self) -> ServerGenerator:
         return self

@@ -72,7 +72,7 @@ def response_generator(cfg: StudyConfig, target: Target) -> contextlib.AbstractC
     work = cache_root() / "llamacpp-responses"
     work.mkdir(parents=True, exist_ok=True)
     return ServerGenerator(gguf_of_model(cfg.model), slots=cfg.data.engine_slots, threads=cfg.data.engine_threads,
-                           workdir=work)
+                           workdir=work, servers=cfg.data.engine_servers)
 
 
 def run_capture(cfg: StudyConfig, *, regenerate: bool = False, progress: bool = True) -> Captured:
