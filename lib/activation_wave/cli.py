@@ -418,10 +418,12 @@ def check_results_file(path: Path, *, flag: str = "--out") -> Path:
     if not isinstance(doc, dict):
         raise ValueError(f"{flag} {path} holds a JSON {type(doc).__name__}, not an object of benchmark entries; give "
                          "a results file written by `wave bench`, or a new path")
-    if doc and "machine" not in doc:
-        raise ValueError(f"{flag} {path} is a JSON object without the 'machine' key of a benchmarks file: not one "
-                         "written by `wave bench`, so it is not replaced; give a new path or an existing "
-                         "benchmarks file")
+    from activation_wave.core.results import benchmarks_owned
+
+    why = benchmarks_owned(path)
+    if why is not None:
+        raise ValueError(f"{flag} {path} is a JSON object but {why}: not one written by `wave bench`, so it is not "
+                         "replaced; give a new path or an existing benchmarks file")
     return path
 
 
@@ -541,7 +543,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "hours of drafter training, resumable, so it runs only when named; also writes "
                    "data/results/<profile>/<model>/recipe.json), llamacpp_1.5b (chapter 11: the third architecture's "
                    "1.5B target and the study's model in llama.cpp, plain / EAGLE-3 / n-gram at 1 and 2 threads; "
-                   "about 30 minutes, runs only when named; WAVE_LLAMACPP_SMALL_DRAFTER names the 135M drafter)")
+                   "about 30 minutes, runs only when named; WAVE_LLAMACPP_SMALL_DRAFTER names the 135M drafter), data_scale (issue 41: drafters on thousands of distinct "
+                   "prompts; resumable, runs only when named; also writes data/results/<profile>/<model>/data_scale.json)")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("dry-run", help="validate a config and estimate memory, disk and time without loading weights")

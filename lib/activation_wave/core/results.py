@@ -43,8 +43,18 @@ BENCHMARKS_FILE = RESULTS_ROOT / "benchmarks.json"
 META_KEYS = ("name", "config", "written", "git_commit")
 #: What an existing file must hold to be replaced as a results file (:func:`save_result`).
 RESULTS_OWNED = files.json_with("name", "config", "written")
-#: What an existing file must hold to be replaced as the benchmarks file (``wave bench``).
-BENCHMARKS_OWNED = files.json_with("machine")
+
+
+def benchmarks_owned(path: Path) -> str | None:
+    """The guard of the benchmarks file (``wave bench --out``): None when ``path`` holds a JSON
+    object of benchmark entries (every value an object, as ``machine`` and each entry are),
+    else why not (a file the study did not write, which it never replaces)."""
+    why = files.json_with()(path)
+    if why is not None:
+        return why
+    doc = json.loads(path.read_bytes())
+    odd = sorted(k for k, v in doc.items() if not isinstance(v, dict))
+    return f"its {odd[0]!r} is not a benchmark entry (an object)" if odd else None
 
 
 class ResultsFileError(ValueError):
@@ -189,11 +199,8 @@ def load_benchmarks(path: Path = BENCHMARKS_FILE) -> dict[str, Any]:
 def write_benchmarks(path: Path, doc: Mapping[str, Any], *, force: bool = False) -> Path:
     """Write the benchmarks file ``doc`` to ``path`` through the write layer: atomic (a full
     disk leaves the previous file intact), and an existing file is replaced only when it is a
-    benchmarks file (it has ``machine``) or it is empty, unless ``force``."""
-    def owned(p: Path) -> str | None:
-        return None if p.stat().st_size == 0 or read_json_object(p, "") == {} else BENCHMARKS_OWNED(p)
-
-    return files.write_json(path, dict(doc), owned, force=force, flag="--out")
+    benchmarks file (:func:`benchmarks_owned`), unless ``force``."""
+    return files.write_json(path, dict(doc), benchmarks_owned, force=force, flag="--out")
 
 
 def save_result(name: str, result: Any, cfg: StudyConfig, root: str | Path | None = None) -> Path:
