@@ -116,6 +116,10 @@ def _results(ctx: Ctx, text: str) -> Path:
     return root
 
 
+#: A config.json of 650 8B-sized blocks (the weights stay the tiny model's: nothing may load them).
+BIG = {"num_hidden_layers": 650, "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+       "num_key_value_heads": 8, "vocab_size": 128256}
+
 #: A chapter-6 document whose reference set has no ``layers`` (case 17).
 NO_LAYERS = json.dumps({"name": "06_predictors", "config": {"model": "tiny-model"}, "written": "x",
                         "reference": "eagle3-default", "sets": [{"set": "eagle3-default"}],
@@ -202,10 +206,11 @@ CASES: dict[str, Row] = {
                           _write(c.tmp / "existing.gguf", b"GGUF my previous export")])[1],
         ("wrote 0 bytes", "existing.gguf is unchanged")),
     "info on a folder whose config has 650 big blocks": (
-        "12", lambda c: ["info", "--model", _model_folder(c, num_hidden_layers=650, hidden_size=4096,
-                                                          intermediate_size=14336, num_attention_heads=32,
-                                                          num_key_value_heads=8, vocab_size=128256)],
+        "12", lambda c: ["info", "--model", _model_folder(c, **BIG)],
         ("step load needs", "8 GiB limit", "WAVE_MEMORY_GIB")),
+    "speculate on a folder whose config has 650 big blocks": (
+        "12", lambda c: ["speculate", "--model", _model_folder(c, **BIG), "--draft", c.world["draft"], "--prompts",
+                         c.world["prompts"]], ("GiB of memory", "8 GiB limit")),
     "train-draft's memory guard counts --layers": (
         "13", lambda c: (_memory_between(c, 1, 4), ["train-draft", *c.common(), "--set", "select.k=1", "--set",
                                                     BIG_BATCH, "--layers",

@@ -215,8 +215,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     from activation_wave.engines.llamacpp import check_export_out, export_llamacpp
     from activation_wave.study.steps import get_target
 
+    from activation_wave.study.estimate import check_before_load
+
     cfg = _config(args)
     check_export_out(Path(args.out), force=args.force)  # before the target is loaded
+    check_before_load(cfg, steps=("load",))
     target = get_target(cfg)
     out = export_llamacpp(args.draft, args.out, target, outtype=args.outtype, force=args.force)
     print(f"gguf       {out}  ({out.stat().st_size / 2**20:.1f} MiB, {args.outtype})")
@@ -375,8 +378,9 @@ def cmd_speculate(args: argparse.Namespace) -> int:
     every = read_prompt_jsonl(args.prompts)
     prompts = every[: cfg.spec.max_prompts]
     load_drafter(args.draft)  # a broken checkpoint fails here, before the target is loaded
-    from activation_wave.study.estimate import check_fit, shape_of
+    from activation_wave.study.estimate import check_before_load, check_fit, shape_of
 
+    check_before_load(cfg)  # from config.json alone, before the weights
     target = get_target(cfg)
     check_fit(cfg, shape_of(target.model.config))
     drafter = load_drafter(args.draft, target)
