@@ -125,7 +125,7 @@ cfg = notebook_config(profile, model, overrides)
 doc = strength.run(cfg, root=results_root or None) if cfg.strength.seeds else None
 if doc is not None:
     save_results(st.NAME, doc, cfg, results_root or None)
-from activation_wave.benchmarks import costs
+from activation_wave.study import training_costs as costs
 from activation_wave.core.results import load_benchmarks, load_optional
 
 pred = load_optional("06_predictors", cfg, results_root or None)
@@ -220,7 +220,7 @@ glue_figure("fig_strength_epochs", plot_strength_epochs(st.epoch_deltas(doc)) if
 # deviation above): its default reaches {glue:text}`strength_top_tau:.2f` on the outcome (offline,
 # threshold 0.15), while the benchmark's drafter reaches {glue:text}`strength_bench_train_tau:.2f` on
 # its training-time evaluation (offline, no threshold: another scale), and released EAGLE-3
-# drafters 2.5 to 6. Measured training costs per drafter (`activation_wave.benchmarks.costs`,
+# drafters 2.5 to 6. Measured training costs per drafter (`activation_wave.study.training_costs`,
 # the one source the book reads): the top budget's recipe {glue:text}`strength_top_min:.1f`
 # CPU-minutes (the recipe screen's base), today's benchmark recipe {glue:text}`strength_today_min:.1f`. Two budgets give a slope, not a curve; the middle
 # budget and the single layers were dropped by the pre-registered shrink and can be added

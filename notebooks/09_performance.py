@@ -141,7 +141,7 @@ values["study_epochs"] = cfg.draft.epochs
 #
 # Training that drafter took {glue:text}`spec_train_min:.0f` minutes
 # ({glue:text}`spec_train_cpu_min:.1f` CPU-minutes, the cost of today's recipe that every page
-# quotes, from `activation_wave.benchmarks.costs`) at
+# quotes, from `activation_wave.study.training_costs`) at
 # {glue:text}`spec_train_tps:.0f` response positions per second (all unrolled steps, in
 # {glue:text}`spec_train_dtype` on {glue:text}`spec_train_threads:d` thread(s); the table at the top of
 # this chapter names the CPU); each of chapter 6's {glue:text}`study_drafters_n:d` drafters took
@@ -328,7 +328,7 @@ rows = perf.profile_timings()
 timings = pd.DataFrame(rows, columns=["profile", "notebook", "seconds", "longest seconds"])
 display(timings.pivot(index="notebook", columns="profile", values=["seconds", "longest seconds"]).round(1))
 values |= perf.timing_values(rows)
-from activation_wave.benchmarks import costs
+from activation_wave.study import training_costs as costs
 
 values["spec_train_cpu_min"] = costs.budget_cpu_min(bench, None).get(costs.TODAY, {}).get("cpu_min", float("nan"))
 values["ch6_cold_cost"] = perf.cold_cost_text(values["study_drafters_min"], values["ch6_longest_min"])

@@ -172,7 +172,7 @@ def test_data_scaling_extrapolation():
     spec = {"tau_t0": 1.5, "drafter_eval_offline": {"tau_offline": 1.5}}
     v = perf.data_scaling_values(scaling, spec, obs_tau_needed=1.7, speedup_target=1.2)
     # the figure is costs.data_multiple's, the function chapter 10's projection reads (one source)
-    from activation_wave.benchmarks import costs
+    from activation_wave.study import training_costs as costs
     m = costs.data_multiple(costs.data_curve({"drafter_data_scaling": scaling}), 1.7)
     assert 1.0 < m["multiple"] < 4.0 and m["lo"] < m["multiple"] and (m["hi"] is None or m["hi"] > m["multiple"])
     assert f"about {m['multiple']:.2f} times today's data" in v["ds_need"]

@@ -137,7 +137,7 @@ def run(cfg: StudyConfig, *, root: str | None = None, progress: bool = True) -> 
     if tuple(bottom_ids) != tuple(ids):
         raise ValueError(f"chapter 6 scored {len(bottom_ids)} eval prompts and this page {len(ids)}, not the same "
                          "ones in the same order: re-run chapter 6 on the same capture before this page")
-    from activation_wave.benchmarks import costs
+    from activation_wave.study import training_costs as costs
     from activation_wave.core.results import load_benchmarks, load_optional
 
     # one cost per budget (benchmarks/costs): chapter 6's drafters and the screen base, the top budget's recipe

@@ -328,16 +328,16 @@ def curve_fit(curve: Sequence[Mapping[str, float]]) -> dict[str, float] | None:
 
 def data_projection(bench: Mapping[str, Any], marks: Mapping[str, float]) -> dict[str, Any] | None:
     """What more data would take for today's recipe to reach each of ``marks`` (online taus), all
-    from :mod:`activation_wave.benchmarks.costs`, the book's one source: chapter 9's data curve
+    from :mod:`activation_wave.study.training_costs`, the book's one source: chapter 9's data curve
     and its fit tau = a + b log2(positions) with the slope's 95% interval
-    (:func:`~activation_wave.benchmarks.costs.data_curve`); each mark put on the curve's offline
-    scale (:func:`~activation_wave.benchmarks.costs.offline_mark`); the multiple of today's data
-    it needs, with its interval (:func:`~activation_wave.benchmarks.costs.data_multiple`); and
+    (:func:`~activation_wave.study.training_costs.data_curve`); each mark put on the curve's offline
+    scale (:func:`~activation_wave.study.training_costs.offline_mark`); the multiple of today's data
+    it needs, with its interval (:func:`~activation_wave.study.training_costs.data_multiple`); and
     the training time = multiple x today's measured cost per drafter (training time grows with
     the positions at fixed epochs; generation not counted). A mark above the depth's tau_max
     cannot be reached by any drafter at that depth and gets no time. None when not measured.
     """
-    from activation_wave.benchmarks import costs
+    from activation_wave.study import training_costs as costs
 
     curve = costs.data_curve(bench)
     today = costs.budget_cpu_min(bench, None).get(costs.TODAY)

@@ -208,10 +208,10 @@ def study_drafter_values(train_s: Sequence[float | None], workers: int) -> dict[
 
 def _need_text(scaling: Mapping[str, Any], spec: Mapping[str, Any] | None, obs_tau_needed: float,
                speedup_target: float) -> str:
-    """The data the target speedup needs, from :mod:`activation_wave.benchmarks.costs` (the one
+    """The data the target speedup needs, from :mod:`activation_wave.study.training_costs` (the one
     source chapter 10's projection also reads): the online tau needed, put on the data curve's
     offline scale, and the multiple of today's data the fit needs for it, with its interval."""
-    from activation_wave.benchmarks import costs
+    from activation_wave.study import training_costs as costs
 
     bench = {"drafter_data_scaling": scaling, "speculative_decoding": spec or {}}
     if spec and spec.get("tau_t0", 0) >= obs_tau_needed:
