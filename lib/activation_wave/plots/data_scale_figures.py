@@ -41,12 +41,15 @@ def plot_data_scale_curve(doc: Mapping[str, Any], recipe: Mapping[str, Any] | No
                 right.errorbar([cpu / 60], [a["tau"]], yerr=[[a["tau"] - a["lo"]], [a["hi"] - a["tau"]]], marker="s",
                                ms=5, capsize=3, color="0.35" if j else "0.6", ls="none", label=f"resampled: {name}")
     left.set_xscale("log", base=2)
+    sizes = sorted({p["n_prompts"] for p in doc["points"]})
+    left.set_xticks(sizes, [f"{n:,}" for n in sizes])
+    left.minorticks_off()
     left.set_xlabel("distinct train prompts (log scale)")
     right.set_xlabel("training CPU-minutes per drafter")
-    left.set_ylabel(r"outcome $\tau$ (offline, 96 eval prompts)")
+    left.set_ylabel(rf"outcome $\tau$ (offline, {len(doc['prompt_ids'])} eval prompts)")
     for ax in (left, right):
         ax.grid(alpha=0.3)
-    right.legend(fontsize=7, loc="lower right")
+    right.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig
 

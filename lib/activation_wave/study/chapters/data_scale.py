@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from activation_wave.core.stats import mean_ci, min_detectable_delta, paired_bootstrap, seed_mean
-from activation_wave.study.chapters.drafter_strength import N_BOOT, REFERENCE, comparisons, interaction, verdict
+from activation_wave.study.chapters.drafter_strength import (MIN_PROMPTS, N_BOOT, REFERENCE, comparisons, interaction,
+                                                             verdict)
 
 NAME = "data_scale"
 #: Data sizes as multiples of the base train prompts (nested prefixes; pre-registered).
@@ -88,7 +89,8 @@ def analyse(ids: Sequence[str], taus: Mapping[str, np.ndarray], logs: Mapping[st
         for r in rows:
             r.update({"layers": list(layers[r["set"]]), "n_seeds": int(np.atleast_2d(at[r["set"]]).shape[0]),
                       "verdict": verdict(r),
-                      "mde": min_detectable_delta(r["sd"], r["n"], alpha=0.05 / m) if r["n"] > 1 else None})
+                      "mde": (min_detectable_delta(r["sd"], r["n"], alpha=0.05 / m) if r["n"] >= MIN_PROMPTS
+                              else None)})
         sets = rows
     inter: list[dict[str, Any]] = []
     top = _strength_top(strength, ids)
@@ -171,18 +173,23 @@ def answer_text(doc: Mapping[str, Any] | None) -> str:
     parts = [f"{r['set']} {r['layers']}: {r['verdict']}, delta {r['delta']:+.3f} {_ci(r['lo'], r['hi'])}, "
              f"Holm p {r['p_holm']:.3g} ({r['n_seeds']} seeds)" for r in doc["sets"]]
     beats = [r["set"] for r in doc["sets"] if r["verdict"] == "higher"]
-    mde = max((r["mde"] for r in doc["sets"] if r.get("mde")), default=float("nan"))
-    head = (f"At {doc['h7_point']} ({doc['points'] and max(p['n_prompts'] for p in doc['points'])} distinct prompts) "
-            + (f"{', '.join(beats)} beat the default" if beats else "no selection rule's set beats the default"))
-    return f"{head}: " + "; ".join(parts) + f". The design detects |delta| of about {mde:.3f} (80% power, Holm)."
+    mdes = [r["mde"] for r in doc["sets"] if r.get("mde") is not None]
+    where = f"At {doc['h7_point']} ({max(p['n_prompts'] for p in doc['points'])} distinct prompts)"
+    if all(r["verdict"].startswith("no verdict") for r in doc["sets"]):
+        head = f"{where} the eval prompts are too few for a verdict"
+    else:
+        head = f"{where} " + (f"{', '.join(beats)} beat the default" if beats
+                              else "no selection rule's set beats the default")
+    tail = f" The design detects |delta| of about {max(mdes):.3f} (80% power, Holm)." if mdes else ""
+    return f"{head}: " + "; ".join(parts) + "." + tail
 
 
 def curve_text(doc: Mapping[str, Any] | None) -> str:
     """The curve in words: each point's tau, and D1 (16x against 1x at the same budget)."""
     if doc is None or not doc["points"]:
         return "Not measured yet."
-    pts = "; ".join(f"{p['label'].split('@', 1)[1]}: tau {p['tau']:.3f} {_ci(p['lo'], p['hi'])} after "
-                    f"{p['cpu_s'] / 60:.0f} CPU-minutes" for p in doc["points"])
+    pts = "; ".join(f"{p['label'].split('@', 1)[1]}: tau {p['tau']:.3f} [{p['lo']:.3f}, {p['hi']:.3f}] after "
+                    f"{p['cpu_s'] / 60:.1f} CPU-minutes" for p in doc["points"])
     d1 = doc.get("d1")
     tail = ""
     if d1:
@@ -200,7 +207,8 @@ def curve_text(doc: Mapping[str, Any] | None) -> str:
 def h7_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     """H7's table rows."""
     return [{"set": r["set"], "layers": str(r["layers"]), "seeds": r["n_seeds"], "delta": f"{r['delta']:+.3f}",
-             "95% CI": _ci(r["lo"], r["hi"]), "Holm p": f"{r['p_holm']:.3g}", "MDE": f"{r['mde']:.3f}",
+             "95% CI": _ci(r["lo"], r["hi"]), "Holm p": f"{r['p_holm']:.3g}",
+             "MDE": "-" if r["mde"] is None else f"{r['mde']:.3f}",
              "verdict": r["verdict"]} for r in doc["sets"]]
 
 
