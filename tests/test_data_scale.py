@@ -98,3 +98,13 @@ def test_analysis_finds_a_planted_set_effect_and_the_curve():
     entry = analysis.bench_entry(doc)
     assert {"label", "n_prompts", "n_positions", "cpu_s", "tau", "lo", "hi"} <= set(entry["points"][0])
     assert {"delta", "lo", "hi", "p_holm", "n_seeds"} <= set(entry["sets"][0])
+
+
+def test_h7_hypotheses_follow_the_verdicts():
+    doc = {"h7_point": "16x@B2", "sets": [
+        {"set": "a", "verdict": "lower", "delta": -0.05, "lo": -0.07, "hi": -0.03, "p_holm": 0.001, "n": 96, "n_seeds": 2},
+        {"set": "b", "verdict": "higher", "delta": 0.05, "lo": 0.03, "hi": 0.07, "p_holm": 0.001, "n": 96, "n_seeds": 2},
+        {"set": "c", "verdict": "close to the line", "delta": 0.02, "lo": 0.0, "hi": 0.04, "p_holm": 0.05, "n": 96,
+         "n_seeds": 2}]}
+    assert [h.supported for h in analysis.hypotheses(doc)] == [True, False, None]
+    assert analysis.hypotheses(None) == []

@@ -32,7 +32,7 @@ MULTIPLES = {"1x": 1, "4x": 4, "16x": 16}
 #: The issue's target for the default triple's outcome tau at the largest data size.
 TARGET_TAU = 2.0
 
-__all__ = ["NAME", "MULTIPLES", "TARGET_TAU", "analyse", "answer_text", "bench_entry", "curve_text", "h7_rows", "h7_table", "label",
+__all__ = ["NAME", "MULTIPLES", "TARGET_TAU", "analyse", "answer_text", "bench_entry", "curve_text", "h7_rows", "h7_table", "hypotheses", "label",
            "split_label", "status_text"]
 
 
@@ -219,3 +219,23 @@ def h7_table(doc: Mapping[str, Any] | None) -> Any:
     from activation_wave.core.tables import format_table
 
     return format_table(pd.DataFrame(h7_rows(doc))) if doc and doc["sets"] else None
+
+
+def hypotheses(doc: Mapping[str, Any] | None) -> list[Any]:
+    """H7 per set, for chapter 8's table (empty before the design has run; ``supported`` None
+    where the prompts are too few or the Holm p is too close to the line for a verdict).
+    H7 predicts that no set beats the default: supported for a set unless it is "higher"."""
+    from activation_wave.core.stats import within_noise
+    from activation_wave.study.hypotheses import Hypothesis
+
+    if doc is None:
+        return []
+    out = []
+    for r in doc["sets"]:
+        v = r["verdict"]
+        ok = None if v.startswith("no verdict") or v == "close to the line" else v != "higher"
+        out.append(Hypothesis(f"H7 ({r['set']})", f"at {doc['h7_point']} it does not beat the default",
+                              f"delta = {r['delta']:+.3f} {_ci(r['lo'], r['hi'])}, Holm p = {r['p_holm']:.3g}, "
+                              f"n = {r['n']} prompts, {r['n_seeds']} seeds{within_noise(r['lo'], r['hi'])}", ok,
+                              "set minus default, paired over prompts, Holm across the sets (chapter 6c)"))
+    return out
