@@ -20,6 +20,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from activation_wave.core.files import WriteFailed, WriteRefused
 from activation_wave.models.corpus import CORPUS_FILE, CorpusError, build_corpus, write_corpus
 from activation_wave.models.prompts import TEAM_PROMPTS, humaneval_prompts, read_prompt_jsonl
 
@@ -38,7 +39,11 @@ def main() -> int:
     except CorpusError as exc:
         print(f"build_corpus: {exc}", file=sys.stderr)
         return 2
-    write_corpus(entries, report, args.out)
+    try:
+        write_corpus(entries, report, args.out)
+    except (WriteRefused, WriteFailed) as exc:
+        print(f"build_corpus: {exc}", file=sys.stderr)
+        return 2
     print(json.dumps(asdict(report), indent=1))
     print(f"wrote {len(entries)} prompts to {args.out}")
     return 0

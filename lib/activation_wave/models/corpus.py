@@ -306,25 +306,14 @@ def _digest(text: str) -> str:
 
 def write_corpus(entries: Sequence[CorpusEntry], report: CorpusReport, path: Path = CORPUS_FILE) -> None:
     """Write the manifest: a header line (schema, report), then one entry per line, gzipped
-    with a fixed mtime so the same corpus gives the same bytes."""
+    with a fixed mtime so the same corpus gives the same bytes. An existing ``path`` is
+    replaced only when it is gzipped (a manifest this module wrote); through :mod:`core.files`."""
+    from activation_wave.core import files
+
     lines = [json.dumps({"schema": CORPUS_SCHEMA, "report": asdict(report)})]
     lines += [json.dumps(asdict(e)) for e in entries]
     blob = gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0)
-    _write_atomic(path, blob)
-
-
-def _write_atomic(path: Path, blob: bytes) -> None:
-    import os
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(blob)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    files.write_bytes(path, blob, files.starts_with(b"\x1f\x8b", "gzipped corpus manifest"), flag="--out")
 
 
 def read_corpus(path: Path = CORPUS_FILE) -> tuple[list[CorpusEntry], dict]:
