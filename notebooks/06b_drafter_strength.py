@@ -114,6 +114,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from activation_wave.benchmarks import strength
+from activation_wave.core.results import load_benchmarks, load_optional
 from activation_wave.core.tables import format_table
 from activation_wave.plots import plot_strength_deltas, plot_strength_epochs
 from activation_wave.study.chapters import drafter_strength as st
@@ -125,20 +126,8 @@ cfg = notebook_config(profile, model, overrides)
 doc = strength.run(cfg, root=results_root or None) if cfg.strength.seeds else None
 if doc is not None:
     save_results(st.NAME, doc, cfg, results_root or None)
-from activation_wave.study import training_costs as costs
-from activation_wave.core.results import load_benchmarks, load_optional
-
-pred = load_optional("06_predictors", cfg, results_root or None)
-budget = costs.budget_cpu_min(load_benchmarks(), load_optional("recipe", cfg, results_root or None))
-nan = float("nan")
-glue_values(strength_answer=st.answer_text(doc), strength_change=st.change_text(doc),
-            strength_advice=st.advice_text(doc), strength_cost=st.cost_text(doc) or "Not recorded",
-            strength_seeds=st.seed_sensitivity_text(doc), strength_confound=st.confound_text(doc) or "",
-            strength_ch6_range=st.bottom_delta_range(pred),
-            strength_ch6_tau=next((x["tau"] for x in (pred or {}).get("sets", []) if x["set"] == st.REFERENCE), nan),
-            strength_top_min=budget.get(costs.SCREEN, {}).get("cpu_min", nan),
-            strength_today_min=budget.get(costs.TODAY, {}).get("cpu_min", nan),
-            strength_top_tau=st.tau_default(doc, st.TOP), strength_bench_train_tau=st.bench_training_tau(load_benchmarks()))
+glue_values(**st.page_values(doc, load_optional("06_predictors", cfg, results_root or None), load_benchmarks(),
+                             load_optional("recipe", cfg, results_root or None)))
 
 # %% [markdown]
 # ## The answer
@@ -150,10 +139,8 @@ glue_values(strength_answer=st.answer_text(doc), strength_change=st.change_text(
 #
 # **Seeds.** {glue:text}`strength_seeds` The registered tests resample prompts only, with each
 # set's seeds averaged per prompt; the sensitivity analysis is in the results file under
-# `seed_sensitivity` (per comparison: delta, interval, p, Holm p, verdict). Every registered
-# $p$ comes from 200,000 resamples and carries its Monte Carlo error in the results file
-# (`p_mcse`, `p_holm_mcse`); a Holm $p$ within 0.01 of 0.05 is worded "close to the line",
-# whichever side of it the resamples put it.
+# `seed_sensitivity` (per comparison: delta, interval, p, Holm p, verdict).
+# {glue:text}`strength_p_error`
 #
 # Each budget's taus and deltas against the default (Holm across the sets within a budget;
 # the bottom rows are chapter 6's drafters, read from its results):

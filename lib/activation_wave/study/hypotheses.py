@@ -5,9 +5,11 @@ chapters that test hypotheses (6 and 7) and the pages that list them (8, the lan
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Hypothesis", "VERDICT_WORD"]
+__all__ = ["Hypothesis", "VERDICT_WORD", "p_error_text"]
 
 
 @dataclass(frozen=True)
@@ -24,3 +26,22 @@ class Hypothesis:
 #: How the book words a pre-registered verdict (``Hypothesis.supported``).
 VERDICT_WORD = {True: "supported", False: "not supported", None: "not testable here"}
 
+
+
+def p_error_text(rows: Sequence[Mapping[str, Any]], label: str) -> str:
+    """How many resamples a page's registered p-values rest on and their largest Monte Carlo
+    error (Holm-adjusted: ``p_holm_mcse``), naming the comparison (``row[label]``) it belongs to.
+
+    >>> p_error_text([{"set": "a", "n_boot": 200000, "p_holm_mcse": 0.0031}, {"set": "b", "n_boot": 200000,
+    ...               "p_holm_mcse": 0.0004}], "set").split(";")[0]
+    'Every registered p comes from 200,000 resamples'
+    """
+    rows = [r for r in rows if r.get("p_holm_mcse") is not None]
+    if not rows:
+        return "The results file does not record the p-values' Monte Carlo error."
+    worst = max(rows, key=lambda r: r["p_holm_mcse"])
+    return (f"Every registered p comes from {rows[0]['n_boot']:,} resamples; its Monte Carlo error is at most "
+            f"{worst['p_holm_mcse']:.4f} (Holm-adjusted, {worst[label]}; largest near p = 0.5, about a seventh of "
+            f"that near 0.05), so two Monte Carlo errors move no p by more than {2 * worst['p_holm_mcse']:.3f} "
+            "(`p_mcse`, `p_holm_mcse` in the results file). A Holm p within 0.01 of 0.05 is worded 'close to the "
+            "line', whichever side of it the resamples put it.")

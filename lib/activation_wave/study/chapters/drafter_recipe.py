@@ -137,16 +137,10 @@ def power_text(doc: Mapping[str, Any] | None) -> str:
 
 
 def p_error_text(doc: Mapping[str, Any] | None) -> str:
-    """How many resamples R1's p-values rest on and their largest Monte Carlo error (Holm)."""
-    arms = [a for a in (doc or {}).get("arms", []) if a.get("p_holm_mcse") is not None]
-    if not arms:
-        return "The results file does not record the p-values' Monte Carlo error."
-    worst = max(arms, key=lambda a: a["p_holm_mcse"])
-    return (f"Every p comes from {arms[0]['n_boot']:,} resamples; its Monte Carlo error is at most "
-            f"{worst['p_holm_mcse']:.4f} (Holm-adjusted, {worst['name']}; largest near p = 0.5, about a seventh of "
-            "that near 0.05), so two Monte Carlo errors move no p by more than "
-            f"{2 * worst['p_holm_mcse']:.3f} (`p_mcse`, `p_holm_mcse` in the results file). A Holm p within 0.01 of "
-            "0.05 would be worded 'close to the line'.")
+    """How many resamples R1's p-values rest on and their largest Monte Carlo error (:func:`~activation_wave.study.hypotheses.p_error_text`)."""
+    from activation_wave.study.hypotheses import p_error_text as text
+
+    return text([a for a in (doc or {}).get("arms", []) if not a.get("post_hoc")], "name")
 
 
 def status_text(doc: Mapping[str, Any] | None, planned: int) -> str:

@@ -48,7 +48,7 @@ N_BOOT_SEEDS = 50_000
 MIN_PROMPTS = 10
 
 __all__ = ["NAME", "REFERENCE", "seed_sensitivity", "seed_sensitivity_text", "comparisons", "interaction", "norm_effects", "analyse", "verdict", "tau_rows", "interaction_rows", "norm_rows", "answer_text", "cost_text",
-           "change_text", "advice_text", "confound_text", "bottom_delta_range", "tau_default",
+           "change_text", "advice_text", "confound_text", "bottom_delta_range", "tau_default", "p_error_text", "page_values",
            "bench_training_tau", "hypotheses", "not_run_figure", "epoch_deltas"]
 
 
@@ -522,3 +522,35 @@ def bench_training_tau(bench: Mapping[str, Any] | None) -> float:
     threshold: not the outcome's scale), NaN when not measured."""
     v = (((bench or {}).get("speculative_decoding") or {}).get("drafter_eval_offline") or {}).get("tau_offline")
     return float("nan") if v is None else float(v)
+
+
+def p_error_text(doc: Mapping[str, Any] | None) -> str:
+    """The registered tests' resamples and largest Monte Carlo error of their p (:func:`~activation_wave.study.hypotheses.p_error_text`)."""
+    from activation_wave.study.hypotheses import p_error_text as text
+
+    if not doc:
+        return "Not measured yet."
+    rows = ([{**c, "what": f"{b['name']} budget, {c['set']}"} for b in doc["budgets"] for c in b["comparison"]]
+            + [{**r, "what": f"H5, {r['set']}"} for r in doc["interaction"]]
+            + [{**r, "what": f"H6, {r['set']}"} for r in doc["norm_arm"]])
+    return text(rows, "what")
+
+
+def page_values(doc: Mapping[str, Any] | None, pred: Mapping[str, Any] | None, bench: Mapping[str, Any] | None,
+                recipe_doc: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Every value the page glues: its words (from ``doc``, this page's results), chapter 6's
+    figures (``pred``: ``06_predictors``), and the training cost per budget from the book's one
+    source (:func:`~activation_wave.study.training_costs.budget_cpu_min`; NaN where not measured)."""
+    from activation_wave.study import training_costs as costs
+
+    nan = float("nan")
+    budget = costs.budget_cpu_min(bench, recipe_doc)
+    return {"strength_answer": answer_text(doc), "strength_change": change_text(doc),
+            "strength_advice": advice_text(doc), "strength_cost": cost_text(doc) or "Not recorded",
+            "strength_seeds": seed_sensitivity_text(doc), "strength_p_error": p_error_text(doc),
+            "strength_confound": confound_text(doc), "strength_ch6_range": bottom_delta_range(pred),
+            "strength_ch6_tau": next((float(x["tau"]) for x in (pred or {}).get("sets", []) if x["set"] == REFERENCE),
+                                     nan),
+            "strength_top_min": budget.get(costs.SCREEN, {}).get("cpu_min", nan),
+            "strength_today_min": budget.get(costs.TODAY, {}).get("cpu_min", nan),
+            "strength_top_tau": tau_default(doc, TOP), "strength_bench_train_tau": bench_training_tau(bench)}
