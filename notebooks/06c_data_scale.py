@@ -29,7 +29,7 @@ overrides = "{}"
 from activation_wave.benchmarks import data_scale
 from activation_wave.core.results import load_optional
 from activation_wave.plots.data_scale_figures import plot_data_scale_curve, plot_data_scale_sets, plot_not_run
-from activation_wave.study.chapters import data_scale as ds
+from activation_wave.study.chapters import drafter_data_scale as ds
 from activation_wave.study.glue import glue_figure, glue_values
 from activation_wave.study.steps import notebook_config, save_results
 

@@ -13,7 +13,7 @@ from activation_wave.benchmarks import data_scale as ds
 from activation_wave.core.config import DraftConfig
 from activation_wave.core.paths import REPO_ROOT
 from activation_wave.draft.experiment import drafter_dir
-from activation_wave.study.chapters import data_scale as analysis
+from activation_wave.study.chapters import drafter_data_scale as analysis
 
 LAYERS = {"eagle3-default": (2, 15, 27), "random-0": (16, 19, 24), "combined": (7, 27, 29), "last-k": (28, 29, 30),
           "cka-diverse": (7, 18, 29)}

@@ -183,7 +183,8 @@ def test_run_is_resumable_and_writes_the_results_file(tiny_caches, tmp_path, mon
     doc = json.loads(path.read_text())
     assert {"name", "config", "written", "git_commit", "base", "arms", "outcome", "pre_registration",
             "prompt_ids", "combined"} <= set(doc)
-    assert doc["name"] == "recipe" and doc["pre_registration"].startswith("book/chapters/10_drafter_recipe")
+    assert doc["name"] == "recipe" and doc["pre_registration"]["page"].startswith("book/chapters/10_drafter_recipe")
+    assert len(doc["pre_registration"]["commit"]) == 40
     assert [a["name"] for a in doc["arms"]] == ["head-target", "lr-constant", "samples-1", "combined"]
     n_eval = sum(r.split == "eval" for r in responses)
     for a in doc["arms"]:

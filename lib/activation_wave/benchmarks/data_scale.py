@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from activation_wave.core.config import CaptureConfig, DataConfig, DraftConfig, StudyConfig
-from activation_wave.study.chapters.data_scale import MULTIPLES
+from activation_wave.study.chapters.drafter_data_scale import MULTIPLES
 
 __all__ = ["PRE_REGISTRATION", "MULTIPLES", "BUDGETS", "CURVE", "H7_POINT", "H7_SETS", "H7_SEEDS", "ENGINE", "Job",
            "corpus_generation", "design", "evaluate", "generate_corpus_responses", "prefix_records", "responses_ready", "run"]
@@ -116,7 +116,7 @@ class _Unopened:
 def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
     """``wave bench --only data_scale``: generate, capture, train (or read from the ledger),
     score; saves the results document as ``data_scale`` and returns the benchmark entry."""
-    from activation_wave.study.chapters import data_scale as analysis  # the results document's analysis
+    from activation_wave.study.chapters import drafter_data_scale as analysis  # the results document's analysis
     from activation_wave.study.steps import save_results
 
     doc = evaluate(cfg, train=True, progress=progress)
@@ -135,7 +135,7 @@ def evaluate(cfg: StudyConfig, *, train: bool, progress: bool = True) -> dict[st
     from activation_wave.models.capture import cache_dir_for, capture
     from activation_wave.models.prompts import generate_responses
     from activation_wave.core.results import load_optional
-    from activation_wave.study.chapters import data_scale as analysis
+    from activation_wave.study.chapters import drafter_data_scale as analysis
     from activation_wave.study.chapters.drafter_predictors import FoundDrafter, per_prompt_tau
     from activation_wave.study.steps import load_results, response_generator, run_capture
 

@@ -351,6 +351,8 @@ class CaptureConfig:
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"dtype": ("auto", "fp16", "bf16", "fp32")}
 
     def __post_init__(self) -> None:
+        if isinstance(self.layers, list):  # a manifest's params (JSON) give a list
+            object.__setattr__(self, "layers", tuple(self.layers))
         validate(self)
 
 
