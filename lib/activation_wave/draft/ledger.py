@@ -31,7 +31,6 @@ import platform
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from activation_wave.core import files
@@ -87,27 +86,22 @@ def ledger_file(root: str | Path, drafter_path: str | Path) -> Path | None:
     return base / p.parent.parent.name / f"{p.name}.json"
 
 
-def _filed_name(doc: Mapping[str, Any]) -> str | None:
-    """The drafter folder name an entry's layers and config give (the name it must be filed
-    under), or None when its config is not one this version can read."""
-    from activation_wave.core.config import DraftConfig
-    from activation_wave.draft.experiment import drafter_dir
-
-    try:
-        cfg = DraftConfig(**doc["config"])
-        return drafter_dir(SimpleNamespace(path=Path(".")), doc["layers"], cfg).name  # type: ignore[arg-type]
-    except (TypeError, ValueError, KeyError):
-        return None
-
-
 def check_entry(path: Path, doc: Mapping[str, Any]) -> None:
-    """Raise :class:`LedgerError` unless the entry ``doc`` read from ``path`` belongs there: its
-    layers and config give the file's name, and its capture (when recorded) is the folder's."""
+    """Raise :class:`LedgerError` unless the entry ``doc`` read from ``path`` belongs there: the
+    drafter it was recorded for (``drafter``: the cache folder name, which its layers and config
+    chose) is the file's name, its layers start that name (entries written before ``drafter``
+    was recorded are checked by their layers), and its capture (when recorded) is the folder's."""
     fix = f"delete {path} (or restore it: git checkout -- {path}) and its drafter is trained or read again"
-    want = _filed_name(doc)
-    if want != path.stem:
-        raise LedgerError(f"drafter ledger entry {path} holds another drafter's entry (layers {doc.get('layers')}, "
-                          f"which file as {want or 'an unreadable config'}.json, not {path.name}): {fix}")
+    layers = doc.get("layers")
+    try:
+        prefix = "L" + "-".join(str(int(i)) for i in sorted(layers)) + "-"  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise LedgerError(f"drafter ledger entry {path} has no valid 'layers' ({layers!r}): {fix}") from None
+    recorded = doc.get("drafter", path.stem)
+    if recorded != path.stem or not path.stem.startswith(prefix):
+        named = recorded if recorded != path.stem else f"{prefix}*"
+        raise LedgerError(f"drafter ledger entry {path} holds another drafter's entry (layers {layers}, recorded "
+                          f"as {named}.json, not {path.name}): {fix}")
     capture = doc.get("capture")
     if capture is not None and capture != path.parent.name:
         raise LedgerError(f"drafter ledger entry {path} was recorded for the capture {capture!r}, not the folder "
@@ -204,7 +198,7 @@ def record_training(root: str | Path, drafter_path: str | Path, layers: Sequence
         old = old or {}
         same = old.get("weights_digest") == digest
         return {"version": LEDGER_VERSION, "layers": [int(i) for i in layers], "config": dict(config),
-                "capture": path.parent.name, "cpu": cpu_record(), "weights_digest": digest,
+                "drafter": path.stem, "capture": path.parent.name, "cpu": cpu_record(), "weights_digest": digest,
                 "train_log": dict(train_log), "scores": old.get("scores", {}) if same else {}}
 
     _update(path, change)
