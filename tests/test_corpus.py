@@ -111,3 +111,19 @@ def test_build_is_deterministic_and_balanced():
     assert [e.category for e in a] == ["writing", "math"] * 3
     with pytest.raises(C.CorpusError, match="fewer than"):
         C.build_corpus(10_000, [], openers=rows)
+
+
+def test_a_gzipped_committed_response_set_seeds_the_cache(tmp_path, monkeypatch):
+    """Large response sets (the corpus's) are committed as ``<name>.gz``; a cache without them is
+    seeded from the unpacked bytes, and a partial set is then completed where it stopped."""
+    import activation_wave.models.prompts as data
+
+    monkeypatch.setenv("WAVE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(data, "COMMITTED_RESPONSES", tmp_path / "committed")
+    (tmp_path / "committed").mkdir()
+    body = b'{"schema": 1, "header": {"key": "k"}}\n'
+    (tmp_path / "committed" / "m-k.jsonl.gz").write_bytes(gzip.compress(body))
+    path = data._response_cache("m-k.jsonl", False)
+    assert path.read_bytes() == body
+    path.write_bytes(body + b"{}\n")  # a cache that exists is not replaced by the committed copy
+    assert data._response_cache("m-k.jsonl", False).read_bytes() == body + b"{}\n"
