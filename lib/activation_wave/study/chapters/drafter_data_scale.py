@@ -157,10 +157,10 @@ def _ci(lo: float, hi: float) -> str:
 def status_text(doc: Mapping[str, Any] | None) -> str:
     """What the page can say: the design has not run (and how to run it), or what it measured."""
     if doc is None:
-        return ("The design is registered but has not run to the end on this machine: its corpus responses or "
-                "some of its drafters are not yet in the repository (`data/responses/`, the drafter ledger "
-                "`data/drafters/`). `wave bench --profile default --only data_scale` runs it, resumably; this page "
-                "then re-scores its drafters from the ledger without training them.")
+        return ("The design is registered but has not run to the end: its corpus responses or some of its "
+                "drafters are not yet in the repository (data/responses/, the drafter ledger data/drafters/). "
+                "wave bench --profile default --only data_scale runs it, resumably; this page then re-scores its "
+                "drafters from the ledger without training them.")
     n = sum(len(p.get("per_prompt", [])) > 0 for p in doc["points"])
     return (f"{n} points of the default triple's curve and {len(doc['sets'])} H7 comparisons, on "
             f"{len(doc['prompt_ids'])} eval prompts.")
