@@ -33,7 +33,7 @@ from activation_wave.core.config import CaptureConfig, DataConfig, DraftConfig, 
 from activation_wave.study.chapters.drafter_data_scale import MULTIPLES
 
 __all__ = ["PRE_REGISTRATION", "MULTIPLES", "BUDGETS", "CURVE", "H7_POINT", "H7_SETS", "H7_SEEDS", "ENGINE", "Job",
-           "corpus_generation", "design", "evaluate", "generate_corpus_responses", "prefix_records", "responses_ready", "run"]
+           "corpus_agreement", "corpus_generation", "design", "evaluate", "generate_corpus_responses", "prefix_records", "responses_ready", "run"]
 
 #: The commit that registered the design (``book/data_scale_preregistration.md``), before any of its drafters trained.
 PRE_REGISTRATION = {"commit": "58c959292e535dfc6b5af1d58a8fcfee69f0c7f9",
@@ -229,6 +229,35 @@ def generate_corpus_responses(cfg: StudyConfig, *, progress: bool = True) -> Any
     with response_generator(gen_cfg, prof.target) as gen:
         _, path = generate_responses(prof.target, prompts, gen_cfg.data, progress=progress, generator=gen)
     return path
+
+
+def corpus_agreement(cfg: StudyConfig, n: int = 32, *, progress: bool = True) -> dict[str, Any]:
+    """Greedy agreement of the committed llama.cpp corpus responses with the PyTorch target's own,
+    on the first ``n`` corpus prompts llama.cpp has answered (the PyTorch ones generated here, in
+    batches of ``data.batch_size``); saved as ``corpus_agreement`` in the results folder."""
+    from activation_wave.benchmarks import recipe
+    from activation_wave.benchmarks.speedup import _overrides, bench_config
+    from activation_wave.engines.llamacpp_generate import greedy_agreement
+    from activation_wave.models.prompts import _response_cache, generate_responses, read_responses, responses_key
+    from activation_wave.study.steps import run_capture, save_results
+
+    prof = run_capture(bench_config(cfg.profile, recipe.base_recipe(cfg).samples_per_prompt, _overrides(cfg)),
+                       progress=progress)
+    gen_cfg, prompts = corpus_generation(cfg, sum(r.split == "train" for r in prof.responses))
+    path = _response_cache(f"{prof.target.slug}-{responses_key(prof.target, prompts, gen_cfg.data)}.jsonl", False)
+    done = read_responses(path)
+    chosen = [p for p in prompts if p.id in done][:n]
+    if len(chosen) < n:
+        raise ValueError(f"only {len(chosen)} corpus prompts have llama.cpp responses, {n} asked for; "
+                         "generate more first (scripts/generate_corpus_responses.py)")
+    ref, _ = generate_responses(prof.target, chosen, dataclasses.replace(cfg.data, engine="pytorch",
+                                                                         sources=("corpus",)), progress=progress)
+    agreement = greedy_agreement(ref, [done[p.id] for p in chosen])
+    doc = {"what": "greedy agreement of llama.cpp (the data-scale corpus responses) with the PyTorch target on "
+                   f"the first {n} corpus prompts llama.cpp answered (shortest prompts first)",
+           "engine": done[chosen[0].id].engine, "reference_engine": ref[0].engine, **agreement.to_json()}
+    save_results("corpus_agreement", doc, cfg)
+    return doc
 
 
 def responses_ready(target: Any, prompts: Sequence[Any], data: DataConfig) -> bool:
