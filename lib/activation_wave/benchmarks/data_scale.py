@@ -242,7 +242,7 @@ def corpus_agreement(cfg: StudyConfig, n: int = 32, *, progress: bool = True) ->
     """Greedy agreement of the committed llama.cpp corpus responses with the PyTorch target's own,
     on the first ``n`` corpus prompts llama.cpp has answered (the PyTorch ones generated here, in
     batches of ``data.batch_size``); saved as ``corpus_agreement`` in the results folder."""
-    from activation_wave.engines.llamacpp_generate import greedy_agreement
+    from activation_wave.engines.llamacpp_generate import divergence_logits, greedy_agreement
     from activation_wave.models.prompts import _response_cache, generate_responses, read_responses, responses_key
     from activation_wave.study.steps import save_results
 
@@ -256,10 +256,20 @@ def corpus_agreement(cfg: StudyConfig, n: int = 32, *, progress: bool = True) ->
                          "generate more first (scripts/generate_corpus_responses.py)")
     ref, _ = generate_responses(prof.target, chosen, dataclasses.replace(cfg.data, engine="pytorch",
                                                                          sources=("corpus",)), progress=progress)
-    agreement = greedy_agreement(ref, [done[p.id] for p in chosen])
+    cand = {p.id: done[p.id] for p in chosen}
+    agreement = greedy_agreement(ref, cand)
+    rows = divergence_logits(prof.target, {r.id: r for r in ref}, cand, agreement)
+    gaps = sorted(r["gap"] for r in rows)
     doc = {"what": "greedy agreement of llama.cpp (the data-scale corpus responses) with the PyTorch target on "
                    f"the first {n} corpus prompts llama.cpp answered (shortest prompts first)",
-           "engine": done[chosen[0].id].engine, "reference_engine": ref[0].engine, **agreement.to_json()}
+           "engine": done[chosen[0].id].engine, "reference_engine": ref[0].engine, **agreement.to_json(),
+           "divergence": {"how": "PyTorch fp32 target, batch 1, at each prompt's first differing position: the "
+                                 "logit of its own token minus llama.cpp's (engines/llamacpp_generate.divergence_logits)",
+                          "n": len(rows), "gap_median": gaps[len(gaps) // 2] if gaps else None,
+                          "gap_max": gaps[-1] if gaps else None,
+                          "gap_below": {str(t): sum(g < t for g in gaps) for t in (0.1, 0.25, 0.5, 1.0)},
+                          "llamacpp_token_is_pytorch_second": sum(r["candidate_is_second"] for r in rows),
+                          "rows": rows}}
     save_results("corpus_agreement", doc, cfg)
     return doc
 
