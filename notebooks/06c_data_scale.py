@@ -52,7 +52,7 @@ glue_values(scale_status=ds.status_text(doc), scale_answer=ds.answer_text(doc), 
 # **The data curve.** {glue:text}`scale_curve`
 
 # %% tags=["hide-input"]
-glue_figure("fig_scale_curve", plot_data_scale_curve(doc, recipe) if doc else plot_not_run())
+glue_figure("fig_scale_curve", plot_data_scale_curve(doc, recipe) if doc else plot_not_run(ds.NOT_RUN))
 
 # %% [markdown]
 # ```{glue:figure} fig_scale_curve
@@ -67,7 +67,7 @@ glue_figure("fig_scale_curve", plot_data_scale_curve(doc, recipe) if doc else pl
 # ```
 
 # %% tags=["hide-input"]
-glue_figure("fig_scale_sets", plot_data_scale_sets(doc) if doc and doc["sets"] else plot_not_run())
+glue_figure("fig_scale_sets", plot_data_scale_sets(doc) if doc and doc["sets"] else plot_not_run(ds.NOT_RUN))
 
 # %% [markdown]
 # ```{glue:figure} fig_scale_sets

@@ -68,8 +68,8 @@ from typing import Any
 import numpy as np
 
 from activation_wave.core.config import RECIPE_ARMS, RECIPE_SHRINK_ORDER, ConfigError, DraftConfig, StudyConfig
-from activation_wave.core.stats import (N_BOOT, hierarchical_bootstrap, holm, mean_ci, min_detectable_delta,
-                                       paired_bootstrap, seed_mean)
+from activation_wave.core.stats import (N_BOOT, finite_values, hierarchical_bootstrap, holm, mean_ci,
+                                       min_detectable_delta, paired_bootstrap, seed_mean)
 from activation_wave.draft.experiment import ScoreOnTrain
 from activation_wave.models.capture import CaptureCache
 from activation_wave.models.targets import Target
@@ -248,9 +248,6 @@ def combine(rows: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], list[str
 # ----------------------------------------------------------------------------- statistics
 
 
-def _values(row: np.ndarray) -> list[float | None]:
-    return [None if not np.isfinite(v) else float(v) for v in row]
-
 
 def compare(base_tau: np.ndarray, arm_taus: Mapping[str, np.ndarray], *, n_boot: int = N_BOOT,
             seed: int = 0) -> list[dict[str, Any]]:
@@ -276,7 +273,7 @@ def compare(base_tau: np.ndarray, arm_taus: Mapping[str, np.ndarray], *, n_boot:
                      "delta": d.mean, "delta_lo": d.lo, "delta_hi": d.hi, "p": d.p, "p_mcse": d.p_mcse,
                      "n_boot": d.n_boot, "sd": d.sd, "mde": min_detectable_delta(d.sd, d.n),
                      "mde_holm": min_detectable_delta(d.sd, d.n, alpha=0.05 / len(arm_taus)),
-                     "per_prompt_tau": _values(mean), "per_seed_tau": [_values(r) for r in tau]})
+                     "per_prompt_tau": finite_values(mean), "per_seed_tau": [finite_values(r) for r in tau]})
     for row, p in zip(rows, holm([r["p"] for r in rows])):
         row["p_holm"] = p
         row["p_holm_mcse"] = row["p_mcse"] * (min(p, 1.0) / row["p"] if row["p"] else 1.0)
@@ -466,8 +463,8 @@ def run_recipe(cfg: StudyConfig, target: Target, caches: CacheFor, *, progress: 
                     "arms (the combined arm is post hoc: raw p only)"),
         "base": {"name": b.recipe_base, "config": dataclasses.asdict(base.draft),
                  "samples_per_prompt": base.samples_per_prompt, "n_seeds": b.recipe_seeds, "tau": tau, "lo": lo,
-                 "hi": hi, **_runs_summary(base_runs), "cpu_s_data": 0.0, "per_prompt_tau": _values(base_mean),
-                 "per_seed_tau": [_values(r) for r in np.atleast_2d(taus[BASE])]},
+                 "hi": hi, **_runs_summary(base_runs), "cpu_s_data": 0.0, "per_prompt_tau": finite_values(base_mean),
+                 "per_seed_tau": [finite_values(r) for r in np.atleast_2d(taus[BASE])]},
         "arms": arms, "seed_sensitivity": sensitivity, "skipped": skipped, "shrunk": shrunk(b.recipe_arms), "combined": combined, "confirm": confirm,
         "prompt_ids": list(ids),
         "best": None if best is None else best["name"],
@@ -550,7 +547,7 @@ def run_confirm(cfg: StudyConfig, target: Target, caches: CacheFor, base_cache: 
         runs = _runs_summary(trained[r.name])
         arms[r.name] = {"overrides": r.overrides, "samples_per_prompt": r.samples_per_prompt, **runs,
                         "fit": curve_fit(runs["curve"]), "cpu_min_to_mark": cpu_minutes_to(runs["curve"], R3_TAU)}
-    arms[TODAY].update(tau=t, lo=lo, hi=hi, per_prompt_tau=_values(t_mean))
+    arms[TODAY].update(tau=t, lo=lo, hi=hi, per_prompt_tau=finite_values(t_mean))
     arms[COMBINED].update({k: row[k] for k in ("tau", "lo", "hi", "per_prompt_tau")})
     supported = row["delta"] > 0 and row["p"] < 0.05 and row["n_prompts"] >= MIN_PROMPTS
     reach_t, reach_c = arms[TODAY]["cpu_min_to_mark"], arms[COMBINED]["cpu_min_to_mark"]
@@ -599,7 +596,7 @@ def reanalyse(doc: Mapping[str, Any], ledger_root: str, depth: int, threshold: f
     arms = [{**a, **{k: v for k, v in rows[a["name"]].items() if k != "name"}} if a["name"] in rows else a
             for a in doc["arms"]]
     return {**doc, "pre_registration": PRE_REGISTRATION, "arms": arms,
-            "base": {**doc["base"], "per_seed_tau": [_values(r) for r in base_tau]},
+            "base": {**doc["base"], "per_seed_tau": [finite_values(r) for r in base_tau]},
             "seed_sensitivity": seed_sensitivity(base_tau, taus, list(rows.values())),
             "reanalysed": {"by": "activation_wave.benchmarks.recipe.reanalyse", "from": f"the drafter ledger, score {key}",
                            "why": "issue 44: 200,000 resamples with each p's Monte Carlo error, realised MDEs, the "

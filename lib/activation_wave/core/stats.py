@@ -45,7 +45,7 @@ NEAR_LINE = 0.01
 #: Replicates drawn at once (bounds memory at about CHUNK x prompts values).
 _CHUNK = 20_000
 
-__all__ = ["N_BOOT", "NEAR_LINE", "PairedDelta", "p_mcse", "near_line", "hierarchical_bootstrap", "Correlation", "CorrelationDifference", "Spread", "seed_mean", "paired_bootstrap",
+__all__ = ["N_BOOT", "NEAR_LINE", "PairedDelta", "p_mcse", "near_line", "hierarchical_bootstrap", "Correlation", "CorrelationDifference", "Spread", "seed_mean", "finite_values", "paired_bootstrap",
            "bootstrap_p", "bootstrap_mean_ci", "mean_ci", "holm", "spearman", "spearman_ci", "spearman_difference",
            "within_noise", "group_difference", "min_detectable_delta", "power_at", "repeat_spread"]
 
@@ -134,6 +134,15 @@ def seed_mean(tau: ArrayLike) -> np.ndarray:
     count = ok.sum(0)
     total = np.where(ok, a, 0.0).sum(0)
     return np.divide(total, count, out=np.full(a.shape[1], np.nan), where=count > 0)
+
+
+def finite_values(row: ArrayLike) -> list[float | None]:
+    """Per-prompt values as a results file holds them: NaN or infinite (not scored) -> None.
+
+    >>> finite_values([1.5, float("nan")])
+    [1.5, None]
+    """
+    return [None if not np.isfinite(v) else float(v) for v in np.asarray(row, float)]
 
 
 def bootstrap_p(replicates: ArrayLike) -> float:

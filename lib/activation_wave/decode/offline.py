@@ -47,15 +47,16 @@ def offline_acceptance(drafter: Eagle3Drafter, cache: CaptureCache, depth: int, 
     drafter.eval()
     # read a batch at a time from the shards (a large capture's split need not fit in memory)
     disk = DiskRecords(cache, drafter.spec.layers, split, dtype=drafter.fc.weight.dtype)
-    wanted = None if ids is None else set(ids)
-    chosen = [i for i, (_, _, _, r) in enumerate(disk.index) if wanted is None or cache.records[r]["id"] in wanted]
+    if ids is not None:
+        wanted = set(ids)
+        disk = disk.view([i for i, (_, _, _, r) in enumerate(disk.index) if cache.records[r]["id"] in wanted])
     lengths = disk.lengths()
     stats = DecodeStats(depth)
     all_drafted, all_acc = [0] * depth, [0] * depth
     per_record = []
     new_total = rounds_total = 0
-    for group in make_batches([lengths[i] for i in chosen], batch_tokens):
-        recs = [disk[chosen[i]] for i in group]
+    for group in make_batches(lengths, batch_tokens):
+        recs = [disk[i] for i in group]
         b = collate(recs, depth).to(drafter.fc.weight.device)
         outs = drafter.unroll(drafter.fuse(b.hidden), b.input_ids, b.lengths, depth, sub=b.sub)
         lps = [torch.log_softmax(drafter.logits(o).float(), -1).max(-1) for o in outs]

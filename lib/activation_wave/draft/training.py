@@ -85,23 +85,6 @@ def draft_vocab_for(records: Sequence[Record], vocab_size: int, size: int, alway
     return select_draft_vocab(counts, size, secondary=seen, always=always)
 
 
-class _Subset(Sequence[Record]):
-    """Records ``keep`` of ``base`` (a :class:`DiskRecords`), read on demand."""
-
-    def __init__(self, base: DiskRecords, keep: Sequence[int]):
-        self.base, self.keep = base, list(keep)
-
-    def __len__(self) -> int:
-        return len(self.keep)
-
-    def __getitem__(self, i: int) -> Record:  # type: ignore[override]
-        return self.base[self.keep[i]]
-
-    def lengths(self) -> list[int]:
-        every = self.base.lengths()
-        return [every[i] for i in self.keep]
-
-
 def _plan(batches: Sequence[Sequence[int]], lengths: Sequence[int], epochs: int, max_tokens: int,
           gen: torch.Generator) -> list[list[int]]:
     """The batch order of every epoch: a seeded permutation per epoch, ``epochs`` of them, or
@@ -233,8 +216,8 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
             n_keep = max(1, round(records_fraction * len(keep)))
             pick = torch.randperm(len(keep), generator=torch.Generator().manual_seed(cfg.seed))[:n_keep]
             keep = sorted(pick.tolist())
-        records = _Subset(on_disk, keep)
-        meta = _Subset(DiskRecords(cache, layers, "train", dtype=store, hidden=False), keep)
+        records = on_disk.view(keep)
+        meta = records.view(hidden=False)  # what the vocabulary and the counts read
         vocab = target.vocab_size
         draft_ids = draft_vocab_for(meta, vocab, cfg.draft_vocab, always=sorted(eos_ids(target)))
         device = next(target.model.parameters()).device
@@ -248,8 +231,11 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         gen = torch.Generator().manual_seed(cfg.seed)
         plan = _plan(batches, lengths, cfg.epochs, cfg.max_tokens, gen)
         total_steps = sum(len(p) for p in plan)
-        n_loss = sum(int(r.loss_mask.sum()) for r in meta)
-        covered = sum(int(drafter.t2d.cpu()[r.top1[r.loss_mask]].sum()) for r in meta)
+        n_loss = covered = 0
+        in_vocab = drafter.t2d.cpu()
+        for r in meta:  # one more pass over the records' metadata
+            n_loss += int(r.loss_mask.sum())
+            covered += int(in_vocab[r.top1[r.loss_mask]].sum())
         if covered == 0:
             raise ValueError(f"none of the {n_loss} training positions has its target token in the draft vocabulary "
                              f"of {len(draft_ids)} tokens (draft.draft_vocab = {cfg.draft_vocab}), so there is nothing "

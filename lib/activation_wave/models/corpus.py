@@ -213,13 +213,14 @@ def overlaps(corpus: Sequence[str], others: Sequence[str], *,
     other_norm = {normalise(t): j for j, t in enumerate(others)}
     out = []
     for i, text in enumerate(corpus):
-        if normalise(text) in other_norm:
-            out.append((i, other_norm[normalise(text)], 1.0))
+        same = other_norm.get(normalise(text))
+        if same is not None:
+            out.append((i, same, 1.0))
             continue
         s = shingles(text)
         for j, o in enumerate(other_sets):
-            if len(s & o) and jaccard(s, o) >= threshold:
-                out.append((i, j, jaccard(s, o)))
+            if not s.isdisjoint(o) and (jac := jaccard(s, o)) >= threshold:
+                out.append((i, j, jac))
     return out
 
 

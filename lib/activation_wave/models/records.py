@@ -10,6 +10,7 @@ imports the other's internals.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -108,6 +109,16 @@ class DiskRecords(Sequence[Record]):
 
     def __len__(self) -> int:
         return len(self.index)
+
+    def view(self, keep: Sequence[int] | None = None, *, hidden: bool | None = None) -> DiskRecords:
+        """The records ``keep`` (positions in this view, in that order; all by default), with or
+        without their hidden states: the same shards, no second pass over them."""
+        out = copy.copy(self)
+        if keep is not None:
+            out.index = [self.index[i] for i in keep]
+        if hidden is not None:
+            out.hidden = hidden
+        return out
 
     def lengths(self) -> list[int]:
         return [stop - first for _, first, stop, _ in self.index]

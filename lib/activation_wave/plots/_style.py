@@ -74,3 +74,14 @@ def layer_axis(ax: Axes, ids: Sequence[int], axis: str = "x", label: str = "laye
     else:
         ax.set_ylabel(label)
         ax.set_yticks(ticks)
+
+
+def plot_not_run(text: str) -> Figure:
+    """A small figure holding only ``text`` (e.g. "not measured yet: ..."): what a page glues in
+    place of a results figure while its study has not run, so the book builds without it."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(FIGSIZE[0], 1.2))
+    ax.text(0.5, 0.5, text, ha="center", va="center")
+    ax.set_axis_off()
+    return fig

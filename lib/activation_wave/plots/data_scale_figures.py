@@ -10,7 +10,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from activation_wave.plots._style import CYCLE, FIGSIZE, METHOD_COLORS
+from activation_wave.plots._style import CYCLE, FIGSIZE, METHOD_COLORS, plot_not_run
 
 __all__ = ["plot_data_scale_curve", "plot_data_scale_sets", "plot_not_run"]
 
@@ -74,11 +74,3 @@ def plot_data_scale_sets(doc: Mapping[str, Any]) -> Figure:
     fig.tight_layout()
     return fig
 
-
-def plot_not_run(text: str = "not measured yet: the data-scale design has not run to the end") -> Figure:
-    """A small figure holding ``text``, glued in place of a results figure so the book builds
-    before the design's drafters exist."""
-    fig, ax = plt.subplots(figsize=(FIGSIZE[0], 1.2))
-    ax.text(0.5, 0.5, text, ha="center", va="center")
-    ax.set_axis_off()
-    return fig

@@ -22,17 +22,20 @@ from typing import Any
 
 import numpy as np
 
-from activation_wave.core.stats import mean_ci, min_detectable_delta, paired_bootstrap, seed_mean
+from activation_wave.core.stats import finite_values, mean_ci, min_detectable_delta, paired_bootstrap, seed_mean
+from activation_wave.study.training_costs import train_cpu_min
 from activation_wave.study.chapters.drafter_strength import (MIN_PROMPTS, N_BOOT, REFERENCE, comparisons, interaction,
                                                              verdict)
 
 NAME = "data_scale"
 #: Data sizes as multiples of the base train prompts (nested prefixes; pre-registered).
 MULTIPLES = {"1x": 1, "4x": 4, "16x": 16}
+#: What the page's figures say while the design has not run to the end.
+NOT_RUN = "not measured yet: the data-scale design has not run to the end"
 #: The issue's target for the default triple's outcome tau at the largest data size.
 TARGET_TAU = 2.0
 
-__all__ = ["NAME", "MULTIPLES", "TARGET_TAU", "analyse", "answer_text", "bench_entry", "curve_text", "h7_rows", "h7_table", "hypotheses", "label",
+__all__ = ["NAME", "MULTIPLES", "NOT_RUN", "TARGET_TAU", "analyse", "answer_text", "bench_entry", "curve_text", "h7_rows", "h7_table", "hypotheses", "label",
            "split_label", "status_text"]
 
 
@@ -48,16 +51,14 @@ def split_label(lab: str) -> tuple[str, str, str]:
 
 
 def _cpu_s(log: Mapping[str, Any]) -> float:
-    return float(log["train_wall_s"]) * int(log.get("threads") or 1)
+    """Training CPU-seconds of one drafter, from the study's one cost function."""
+    return 60 * train_cpu_min(log["train_wall_s"], log.get("threads"))
 
 
 def _tokens_trained(log: Mapping[str, Any]) -> int:
     """Training tokens summed over optimiser steps (logs from before token budgets: tokens x epochs)."""
     return int(log.get("tokens_trained") or log["n_tokens"] * len(log["epochs"]))
 
-
-def _values(row: np.ndarray) -> list[float | None]:
-    return [None if not np.isfinite(v) else float(v) for v in row]
 
 
 def analyse(ids: Sequence[str], taus: Mapping[str, np.ndarray], logs: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -72,14 +73,14 @@ def analyse(ids: Sequence[str], taus: Mapping[str, np.ndarray], logs: Mapping[st
         name, m, bud = split_label(lab)
         if name != REFERENCE:
             continue
-        t, lo, hi = mean_ci(_values(seed_mean(tau)))
+        t, lo, hi = mean_ci(finite_values(seed_mean(tau)))
         lg = logs[lab]
         points.append({"label": lab, "multiple": m, "budget": bud, "n_prompts": multiples[m] * n_base,
                        "n_positions": float(np.mean([_tokens_trained(g) for g in lg])),
                        "cpu_s": float(np.mean([_cpu_s(g) for g in lg])),
                        "tokens_per_s": float(np.mean([_tokens_trained(g) / g["train_wall_s"] for g in lg])),
                        "tau": t, "lo": lo, "hi": hi, "n_seeds": int(np.atleast_2d(tau).shape[0]),
-                       "per_prompt": _values(seed_mean(tau))})
+                       "per_prompt": finite_values(seed_mean(tau))})
     points.sort(key=lambda p: (p["cpu_s"], p["n_prompts"]))
     at = {split_label(k)[0]: v for k, v in taus.items() if split_label(k)[1:] == h7_point}
     sets = []

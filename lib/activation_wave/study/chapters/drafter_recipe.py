@@ -244,12 +244,9 @@ def confirm_text(doc: Mapping[str, Any] | None) -> str:
 def not_run_figure() -> Any:
     """A small figure that says the recipe screen has not run (the page glues it in place of
     the results figures, so the book builds before the study has run)."""
-    import matplotlib.pyplot as plt
+    from activation_wave.plots import plot_not_run
 
-    fig, ax = plt.subplots(figsize=(6.4, 1.2))
-    ax.text(0.5, 0.5, "not measured yet: wave bench --only recipe", ha="center", va="center")
-    ax.set_axis_off()
-    return fig
+    return plot_not_run("not measured yet: wave bench --only recipe")
 
 
 def strength_values(pred: Mapping[str, Any] | None, bench: Mapping[str, Any]) -> dict[str, float]:

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from activation_wave.core.stats import (N_BOOT, hierarchical_bootstrap, holm, mean_ci, near_line, paired_bootstrap,
-                                       seed_mean, within_noise)
+from activation_wave.core.stats import (N_BOOT, finite_values, hierarchical_bootstrap, holm, mean_ci, near_line,
+                                       paired_bootstrap, seed_mean, within_noise)
 from activation_wave.study.hypotheses import Hypothesis
 
 NAME = "06_strength"
@@ -109,16 +109,13 @@ def norm_effects(top: Mapping[str, np.ndarray], norm_sets: Sequence[str], *, n_b
             for n, d, p in zip(names, ds, holm([d.p for d in ds]))]
 
 
-def _values(row: np.ndarray) -> list[float | None]:
-    return [None if not np.isfinite(v) else float(v) for v in row]
-
 
 def _tau_summary(name: str, tau: np.ndarray, layers: Sequence[int], n_seeds: int | None = None) -> dict[str, Any]:
     mean = seed_mean(tau)
-    t, lo, hi = mean_ci(_values(mean))
+    t, lo, hi = mean_ci(finite_values(mean))
     n = int(np.atleast_2d(tau).shape[0]) if n_seeds is None else n_seeds
     return {"set": name, "layers": list(layers), "n_seeds": n, "tau": t, "lo": lo, "hi": hi,
-            "per_prompt": _values(mean), "per_seed": [_values(r) for r in np.atleast_2d(tau)]}
+            "per_prompt": finite_values(mean), "per_seed": [finite_values(r) for r in np.atleast_2d(tau)]}
 
 
 def _sensitivity_rows(kind: str, contrasts: Mapping[str, Sequence[tuple[float, np.ndarray]]],
@@ -454,12 +451,9 @@ def hypotheses(doc: Mapping[str, Any] | None) -> list[Hypothesis]:
 def not_run_figure() -> Any:
     """A small figure that says the page's drafters have not been trained (glued in place of
     the results figure, so the book builds without them)."""
-    import matplotlib.pyplot as plt
+    from activation_wave.plots import plot_not_run
 
-    fig, ax = plt.subplots(figsize=(6.4, 1.2))
-    ax.text(0.5, 0.5, "not measured yet: strength.seeds is 0 in this profile", ha="center", va="center")
-    ax.set_axis_off()
-    return fig
+    return plot_not_run("not measured yet: strength.seeds is 0 in this profile")
 
 
 def epoch_deltas(doc: Mapping[str, Any]) -> dict[str, list[tuple[int, float]]]:
