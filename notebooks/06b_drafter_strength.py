@@ -172,6 +172,17 @@ if doc is not None:
 # SD column is the realised per-prompt SD of the interaction, against the 0.050 to 0.065
 # assumed for the power statement.
 #
+# **The third budget** (registered with the data-scale design, {doc}`../data_scale_preregistration`):
+# the *corpus* drafters of {doc}`06c_data_scale`, trained on 16 times the distinct prompts for
+# twice the top budget's training tokens, 2 seeds per set. The same statistic with the top
+# budget as the lower one, Holm across the sets (no rows until those drafters have trained):
+
+# %% tags=["hide-input"]
+if doc is not None and doc.get("interaction_corpus"):
+    display(format_table(pd.DataFrame(st.interaction_corpus_rows(doc))))
+
+# %% [markdown]
+#
 # ## H6: does the per-layer norm help at the stronger budget?
 
 # %% tags=["hide-input"]

@@ -77,8 +77,10 @@ glue_values(ranking=ranking_text(R.paired, 3))
 # stronger training budget ({ref}`sec-strength-prereg`: H5 per set, H6 per triple), and
 # chapter 7 three more for the drafters of the second architecture ({ref}`sec-cross-prereg`,
 # G1-G3), the recipe screen R1 for the drafter's training recipe ({ref}`sec-recipe-prereg`), and
-# chapter 11 two for the 1.5B target in llama.cpp ({ref}`sec-cpu-prereg`, C1 and C2); here is
-# each verdict, by the rule fixed then.
+# chapter 11 two for the 1.5B target in llama.cpp ({ref}`sec-cpu-prereg`, C1 and C2), and the
+# data-scale design H7 for drafters trained on thousands of distinct prompts
+# ({doc}`../data_scale_preregistration`; its rows, and H5's third budget, appear once its
+# drafters have trained); here is each verdict, by the rule fixed then.
 
 # %% tags=["remove-input"]
 from activation_wave.core.results import load_benchmarks, load_optional, load_result

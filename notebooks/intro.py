@@ -39,7 +39,7 @@ overrides = "{}"
 import matplotlib.pyplot as plt
 
 from activation_wave.study.glue import glue_figure, glue_values
-from activation_wave.study.chapters import drafter_recipe as recipe_page, drafter_strength, landing
+from activation_wave.study.chapters import drafter_data_scale, drafter_recipe as recipe_page, drafter_strength, landing
 from activation_wave.study.hypotheses import VERDICT_WORD
 from activation_wave.study.steps import open_chapter
 from activation_wave.plots import plot_key_figure
@@ -60,6 +60,9 @@ glue_values(model_name=k.model, n_layers=k.n_layers, n_prompts=k.n_prompts, n_po
             lossless_word="exactly" if k.lossless else "not always")
 from activation_wave.core.results import load_benchmarks, load_optional
 
+scale_doc = load_optional(drafter_data_scale.NAME, cfg, results_root or None)
+glue_values(scale_answer=drafter_data_scale.answer_text(scale_doc) if scale_doc else drafter_data_scale.NOT_RUN,
+            scale_curve=drafter_data_scale.curve_text(scale_doc) if scale_doc else "")
 glue_values(strength_answer=drafter_strength.answer_text(R.strength),
             strength_change=drafter_strength.change_text(R.strength))
 recipe_doc = load_optional("recipe", cfg, results_root or None)
@@ -128,6 +131,9 @@ glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set fo
 #   chapters say why.
 # - **Stronger drafters.** In the pre-registered recipe screen of
 #   {doc}`10_drafter_recipe`, {glue:text}`recipe_headline`. So far {glue:text}`recipe_reach`.
+# - **Thousands of distinct prompts** ({doc}`06c_data_scale`, pre-registered: H7). The
+#   layer answer for drafters trained on 16 times the distinct prompts:
+#   {glue:text}`scale_answer` {glue:text}`scale_curve`
 # - **Where EAGLE-3 pays on a CPU.** At 135M parameters a speculative round costs more
 #   plain steps in llama.cpp than any of these drafters can win back. With the third
 #   architecture's 1.5B target and its own drafters (chapter 11):

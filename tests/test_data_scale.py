@@ -108,3 +108,34 @@ def test_h7_hypotheses_follow_the_verdicts():
          "n_seeds": 2}]}
     assert [h.supported for h in analysis.hypotheses(doc)] == [True, False, None]
     assert analysis.hypotheses(None) == []
+
+
+def test_the_h7_point_becomes_the_strength_pages_third_budget():
+    """data_scale's document -> strength_budget -> the strength page's analysis: a corpus budget
+    with its own deltas, H5's corpus - top interaction (a planted gain is found, a steady set is
+    not) and chapter 8's third-budget hypotheses."""
+    from activation_wave.study.chapters import drafter_strength as st
+
+    rng = np.random.default_rng(1)
+    ids = [f"p{i}" for i in range(96)]
+    base = 1.4 + 0.3 * rng.random(96)
+    noise = lambda k: 0.01 * rng.standard_normal((k, 96))  # noqa: E731
+    at = {"eagle3-default": base + 0.4, "last-k": base + 0.36, "combined": base + 0.46}
+    taus = {analysis.label(n, "16x", "B2"): v + noise(2) for n, v in at.items()}
+    logs = {k: [_log(1_454_100, 1800.0)] * 2 for k in taus}
+    doc = analysis.analyse(ids, taus, logs, LAYERS, strength=None, n_base=324, n_corpus=4860, base_tokens=72_705,
+                           n_boot=2000)
+    corpus, cpu = analysis.strength_budget(doc, ids)
+    assert set(corpus) == set(at) and corpus["combined"].shape == (2, 96) and cpu == 1800.0
+    assert analysis.strength_budget(doc, ids[::-1]) == ({}, None)  # other prompts: no third budget
+    top = {"eagle3-default": base + 0.2 + noise(3), "last-k": base + 0.16 + noise(3), "combined": base + 0.2 + noise(3)}
+    bottom = {"eagle3-default": base, "last-k": base - 0.04, "combined": base}
+    sdoc = st.analyse({"bottom": bottom, "top": top, st.CORPUS: corpus}, LAYERS, [], n_boot=2000, n_boot_seeds=500)
+    assert [b["name"] for b in sdoc["budgets"]] == ["bottom", "top", st.CORPUS]
+    inter = {r["set"]: r for r in sdoc["interaction_corpus"]}
+    assert abs(inter["combined"]["delta"] - 0.06) < 0.01 and st.verdict(inter["combined"]) == "higher"
+    assert st.verdict(inter["last-k"]) == "within noise"
+    assert any(r["comparison"] == st.H5_CORPUS for r in sdoc["seed_sensitivity"])
+    names = [h.name for h in st.hypotheses(sdoc)]
+    assert "H5, third budget (combined)" in names and "H5, third budget (last-k)" in names
+    assert "third budget" in st.answer_text(sdoc) and st.interaction_corpus_rows(sdoc)[0]["set"] == "last-k"

@@ -19,8 +19,8 @@ import numpy as np
 
 from activation_wave.benchmarks import recipe
 from activation_wave.core.config import ConfigError, DraftConfig, StudyConfig
-from activation_wave.study.chapters.drafter_strength import (BOTTOM, MIDDLE, NORM, PRE_REGISTRATION, REFERENCE, TOP,
-                                                             analyse)
+from activation_wave.study.chapters.drafter_strength import (BOTTOM, CORPUS, MIDDLE, NORM, PRE_REGISTRATION, REFERENCE,
+                                                             TOP, analyse)
 
 __all__ = ["budget_recipes", "design", "run", "training_cpus", "AVX2_TOKENS_PER_S"]
 
@@ -139,6 +139,14 @@ def run(cfg: StudyConfig, *, root: str | None = None, progress: bool = True) -> 
                          "ones in the same order: re-run chapter 6 on the same capture before this page")
     from activation_wave.study import training_costs as costs
     from activation_wave.core.results import load_benchmarks, load_optional
+    from activation_wave.study.chapters import drafter_data_scale
+
+    # the third budget: the data-scale design's H7 drafters, as its results file scored them (same eval prompts)
+    corpus, corpus_cpu = drafter_data_scale.strength_budget(load_optional(drafter_data_scale.NAME, cfg, root), ids)
+    if corpus:
+        taus[CORPUS] = corpus
+        if corpus_cpu is not None:
+            cpu[CORPUS] = corpus_cpu
 
     # one cost per budget (benchmarks/costs): chapter 6's drafters and the screen base, the top budget's recipe
     budget_costs = costs.budget_cpu_min(load_benchmarks(), load_optional("recipe", cfg, root))
@@ -152,6 +160,8 @@ def run(cfg: StudyConfig, *, root: str | None = None, progress: bool = True) -> 
             "outcome": (f"per-prompt offline tau on the {len(ids)} eval prompts at chain depth {b.depth} and draft "
                         f"threshold {b.draft_threshold:g}, seeds averaged per prompt (chapter 6's)"),
             "recipes": {BOTTOM: "chapter 6's drafters (06_predictors)",
+                        **({CORPUS: "the data-scale design's H7 point (data_scale.json; book/"
+                                    "data_scale_preregistration.md)"} if corpus else {}),
                         **{k: dataclasses.asdict(v) for k, v in budget_recipes(cfg).items()}},
             "design": {"sets": [REFERENCE, *s.sets], "norm_sets": list(s.norm_sets), "seeds_top": s.seeds,
                        "middle": s.middle, "singles": list(s.singles),

@@ -12,7 +12,9 @@ and each drafter's train log. Output, the ``data_scale`` results document:
   smallest detectable effect;
 * ``interaction``: H5's statistic with the strength page's top budget as the lower budget;
 * ``d1``: the 16x@B1 point against 1x@B1, paired over prompts (one seed against three);
-* ``target``: whether the default's best outcome tau reached 2.0.
+* ``target``: whether the default's best outcome tau reached 2.0;
+* ``drafters``: per label, the per-seed per-prompt tau and the mean training CPU-seconds
+  (what the strength page reads for its third budget, :func:`strength_budget`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ NOT_RUN = "not measured yet: the data-scale design has not run to the end"
 TARGET_TAU = 2.0
 
 __all__ = ["NAME", "MULTIPLES", "NOT_RUN", "TARGET_TAU", "analyse", "answer_text", "bench_entry", "curve_text", "h7_rows", "h7_table", "hypotheses", "label",
-           "split_label", "status_text"]
+           "split_label", "status_text", "strength_budget"]
 
 
 def label(name: str, multiple: str, budget: str) -> str:
@@ -104,11 +106,13 @@ def analyse(ids: Sequence[str], taus: Mapping[str, np.ndarray], logs: Mapping[st
         d1 = {"delta": d.mean, "lo": d.lo, "hi": d.hi, "p": d.p, "n": d.n, "sd": d.sd, "p_mcse": d.p_mcse,
               "n_seeds": [int(np.atleast_2d(taus[sixteen]).shape[0]), int(np.atleast_2d(taus[one]).shape[0])],
               "one_x_seed_spread": _seed_spread(taus[one])}
+    per_label = {lab: {"per_seed": [finite_values(r) for r in np.atleast_2d(tau)],
+                       "cpu_s": float(np.mean([_cpu_s(g) for g in logs[lab]]))} for lab, tau in taus.items()}
     largest = [p for p in points if p["multiple"] == max(multiples, key=multiples.get)]
     best = max(largest or points, key=lambda p: p["tau"], default=None)
     return {"prompt_ids": list(ids), "n_base_prompts": n_base, "n_corpus_prompts": n_corpus,
             "base_tokens_per_epoch": base_tokens, "h7_point": "@".join(h7_point), "points": points, "sets": sets,
-            "interaction": inter, "d1": d1,
+            "interaction": inter, "d1": d1, "drafters": per_label,
             "target": {"tau": TARGET_TAU, "best": best and {k: best[k] for k in ("label", "tau", "lo", "hi")},
                        "reached": bool(best and best["tau"] >= TARGET_TAU)}}
 
@@ -130,6 +134,28 @@ def _strength_top(strength: Mapping[str, Any] | None, ids: Sequence[str]) -> dic
     if top is None or list(strength.get("prompt_ids", [])) != list(ids):
         return {}
     return {s["set"]: np.array([np.nan if v is None else v for v in s["per_prompt"]], float) for s in top["sets"]}
+
+
+def strength_budget(doc: Mapping[str, Any] | None, ids: Sequence[str]) -> tuple[dict[str, np.ndarray], float | None]:
+    """The H7 point's drafters as the strength page's third budget: per set, the per-seed
+    per-prompt tau ``[seeds, prompts]`` on ``ids`` (the strength page's eval prompts, which must
+    be the design's, in order) and the mean training CPU-seconds of the default's drafters
+    there. Empty (and None) when the design has not run or scored other prompts.
+
+    >>> doc = {"prompt_ids": ["a", "b"], "h7_point": "16x@B2", "drafters": {
+    ...     "eagle3-default@16x@B2": {"per_seed": [[1.5, None]], "cpu_s": 60.0},
+    ...     "eagle3-default@16x@B1": {"per_seed": [[1.4, 1.2]], "cpu_s": 30.0}}}
+    >>> taus, cpu = strength_budget(doc, ["a", "b"])
+    >>> list(taus), taus["eagle3-default"].tolist(), cpu
+    (['eagle3-default'], [[1.5, nan]], 60.0)
+    """
+    if not doc or "drafters" not in doc or list(doc.get("prompt_ids", [])) != list(ids):
+        return {}, None
+    point = tuple(doc["h7_point"].split("@"))
+    at = {split_label(lab)[0]: d for lab, d in doc["drafters"].items() if split_label(lab)[1:] == point}
+    taus = {name: np.array([[np.nan if v is None else v for v in row] for row in d["per_seed"]], float)
+            for name, d in at.items()}
+    return taus, (at[REFERENCE]["cpu_s"] if REFERENCE in at else None)
 
 
 def bench_entry(doc: Mapping[str, Any]) -> dict[str, Any]:

@@ -39,6 +39,11 @@ NAME = "06_strength"
 REFERENCE = "eagle3-default"
 NORM = "+norm"
 BOTTOM, MIDDLE, TOP = "bottom", "middle", "top"
+#: The third budget: the data-scale design's H7 point (16x the distinct prompts, twice the top
+#: budget's training tokens; pre-registered in ``book/data_scale_preregistration.md``).
+CORPUS = "corpus"
+#: The seed-sensitivity family of H5's third-budget interaction (corpus minus top).
+H5_CORPUS = "H5 interaction, corpus - top"
 #: The commit that registered H5 and H6 (``sec-strength-prereg``), before any drafter of the page trained.
 PRE_REGISTRATION = {"commit": "e099d4396d428d36dc644ac8eb01869f0638df68",
                     "page": "book/chapters/06b_drafter_strength (sec-strength-prereg)"}
@@ -47,7 +52,7 @@ N_BOOT_SEEDS = 50_000
 #: Fewer paired prompts than this give no verdict (the smoke profile's handful).
 MIN_PROMPTS = 10
 
-__all__ = ["NAME", "REFERENCE", "seed_sensitivity", "seed_sensitivity_text", "comparisons", "interaction", "norm_effects", "analyse", "verdict", "tau_rows", "interaction_rows", "norm_rows", "answer_text", "cost_text",
+__all__ = ["NAME", "REFERENCE", "CORPUS", "H5_CORPUS", "seed_sensitivity", "seed_sensitivity_text", "comparisons", "interaction", "norm_effects", "analyse", "verdict", "tau_rows", "interaction_rows", "interaction_corpus_rows", "norm_rows", "answer_text", "cost_text",
            "change_text", "advice_text", "confound_text", "bottom_delta_range", "tau_default", "p_error_text", "page_values",
            "bench_training_tau", "hypotheses", "not_run_figure", "epoch_deltas"]
 
@@ -148,6 +153,12 @@ def seed_sensitivity(taus: Mapping[str, Mapping[str, np.ndarray]], doc: Mapping[
         out += _sensitivity_rows(f"delta at the {bud['name']} budget",
                                  {n: [(1.0, t[n]), (-1.0, t[REFERENCE])] for n in t
                                   if n != REFERENCE and not n.endswith(NORM)}, bud["comparison"], n_boot, seed)
+    if CORPUS in taus and TOP in taus:
+        cor, top = taus[CORPUS], taus[TOP]
+        out += _sensitivity_rows(H5_CORPUS,
+                                 {n: [(1.0, cor[n]), (-1.0, cor[REFERENCE]), (-1.0, top[n]), (1.0, top[REFERENCE])]
+                                  for n in cor if n in top and n != REFERENCE}, doc.get("interaction_corpus", []),
+                                 n_boot, seed)
     if TOP in taus and BOTTOM in taus:
         top, bot = taus[TOP], taus[BOTTOM]
         out += _sensitivity_rows("H5 interaction", {n: [(1.0, top[n]), (-1.0, top[REFERENCE]), (-1.0, bot[n]),
@@ -190,7 +201,7 @@ def analyse(taus: Mapping[str, Mapping[str, np.ndarray]], layers: Mapping[str, S
     ``n_seeds``: seed counts of a budget given already seed-averaged. ``seed_sensitivity``:
     every comparison again with seeds resampled too (:func:`seed_sensitivity`)."""
     budgets = []
-    for name in (b for b in (BOTTOM, MIDDLE, TOP) if b in taus):
+    for name in (b for b in (BOTTOM, MIDDLE, TOP, CORPUS) if b in taus):
         t = {k: v for k, v in taus[name].items() if not k.endswith(NORM)}
         if REFERENCE not in t:
             continue
@@ -202,7 +213,10 @@ def analyse(taus: Mapping[str, Mapping[str, np.ndarray]], layers: Mapping[str, S
                         "comparison": comparisons(t, n_boot=n_boot, seed=seed)})
     inter = (interaction({k: v for k, v in taus[TOP].items() if not k.endswith(NORM)}, taus[BOTTOM],
                          n_boot=n_boot, seed=seed) if TOP in taus and BOTTOM in taus else [])
-    doc = {"budgets": budgets, "interaction": inter,
+    plain_top = {k: v for k, v in taus.get(TOP, {}).items() if not k.endswith(NORM)}
+    inter3 = (interaction(taus[CORPUS], plain_top, n_boot=n_boot, seed=seed) if CORPUS in taus and plain_top
+              else [])
+    doc = {"budgets": budgets, "interaction": inter, "interaction_corpus": inter3,
            "norm_arm": norm_effects(taus[TOP], norm_sets, n_boot=n_boot, seed=seed) if TOP in taus else []}
     return doc | {"seed_sensitivity": seed_sensitivity(taus, doc, norm_sets, n_boot=n_boot_seeds, seed=seed)}
 
@@ -275,6 +289,15 @@ def interaction_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                  verdict(r), verdict(r))} for r in doc["interaction"]]
 
 
+def interaction_corpus_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """H5's third budget: per set, delta at the top and corpus budgets and their difference."""
+    return [{"set": r["set"], "delta top": r["delta_bottom"], "delta corpus": r["delta_top"],
+             "I = corpus - top": r["delta"], "95% CI": _ci(r["lo"], r["hi"]), "p (Holm)": r["p_holm"],
+             "SD per prompt": r["sd"], "n": r["n"],
+             "H5": {"higher": "supported (gains with budget)", "lower": "supported (falls behind with budget)"}.get(
+                 verdict(r), verdict(r))} for r in doc.get("interaction_corpus") or []]
+
+
 def norm_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     """H6's table: per triple, tau without and with the per-layer norm, the delta, Holm p, verdict."""
     return [{"triple": r["set"], "tau, no norm": r["tau_plain"], "tau, per-layer norm": r["tau_norm"],
@@ -323,7 +346,24 @@ def answer_text(doc: Mapping[str, Any] | None) -> str:
                       if r["changed"] and not r["comparison"].startswith("delta at the bottom")]
     seeds = (" Resampling the seeds as well (the sensitivity analysis below) leaves these verdicts within noise: "
              + "; ".join(moved_by_seeds) + "." if moved_by_seeds else "")
-    return f"{head} {h5} {h6}.{seeds}"
+    return f"{head} {h5} {h6}.{_corpus_text(doc)}{seeds}"
+
+
+def _corpus_text(doc: Mapping[str, Any]) -> str:
+    """The third budget's sentence (empty before the data-scale design has trained its H7 drafters)."""
+    cor, top = _budget(doc, CORPUS), _budget(doc, TOP)
+    if cor is None or top is None:
+        return ""
+    words = {"higher": "is above the default", "lower": "is below the default", "within noise": "is within noise of it",
+             "close to the line": "is close to the line"}
+    clauses = "; ".join(f"{c['set']} {words.get(verdict(c), verdict(c))} ({_stat(c)})" for c in cor["comparison"])
+    moved = [f"{r['set']} ({'gains on' if r['delta'] > 0 else 'falls further behind'} the default: {_stat(r, 'I')})"
+             for r in doc.get("interaction_corpus") or [] if verdict(r) in ("higher", "lower")]
+    h5 = ("From the stronger budget to the corpus budget, " + ", ".join(moved) + "." if moved else
+          "From the stronger budget to the corpus budget no set's delta changed beyond noise.")
+    return (f" At the third budget (the data-scale design's corpus drafters: 16 times the distinct prompts, twice the "
+            f"training tokens; the default's tau {cor['tau_default']['tau']:.3f} against "
+            f"{top['tau_default']['tau']:.3f}): {clauses}. {h5}")
 
 
 _WHERE = {"higher": "above the default", "lower": "below the default", "within noise": "within noise",
@@ -429,7 +469,8 @@ def hypotheses(doc: Mapping[str, Any] | None) -> list[Hypothesis]:
         return (f"{name} = {r['delta']:+.3f} {_ci(r['lo'], r['hi'])}, Holm p = {r['p_holm']:.3g}, n = {r['n']} prompts"
                 f"{within_noise(r['lo'], r['hi'])}")
 
-    seeds = {(r["comparison"][:2], r["set"]): r for r in doc.get("seed_sensitivity") or []}
+    seeds = {("H5c" if r["comparison"] == H5_CORPUS else r["comparison"][:2], r["set"]): r
+             for r in doc.get("seed_sensitivity") or []}
 
     def survives(kind: str, r: Mapping[str, Any]) -> str:
         s_ = seeds.get((kind, r["set"]))
@@ -441,6 +482,11 @@ def hypotheses(doc: Mapping[str, Any] | None) -> list[Hypothesis]:
                         "top minus bottom delta, paired over prompts, Holm across the sets (the page after chapter 6; "
                         "its seed-sensitivity analysis is beside it there)" + survives("H5", r))
              for r in doc["interaction"]]
+            + [Hypothesis(f"H5, third budget ({r['set']})", "its delta against the default changes from the stronger "
+                          "budget to the corpus budget (16x the distinct prompts, twice the tokens)", stat(r, "I"),
+                          ok(r, None), "corpus minus top delta, paired over prompts, Holm across the sets (registered "
+                          "with the data-scale design)" + survives("H5c", r))
+               for r in doc.get("interaction_corpus") or []]
             + [Hypothesis(f"H6 ({r['set']})", "the per-layer norm before fc helps at the stronger budget",
                           stat(r, "delta tau"), ok(r, "higher"),
                           "norm minus no norm, 3 seeds each, Holm across the triples; the norm arm trained on "

@@ -20,7 +20,7 @@ from activation_wave.core.layers import last_blocks, span_text
 from activation_wave.core.results import load_result
 from activation_wave.core.stats import group_difference
 from activation_wave.study.chapters import drafter_predictors as dp
-from activation_wave.study.chapters import drafter_strength
+from activation_wave.study.chapters import drafter_data_scale, drafter_strength
 from activation_wave.core.results import load_optional
 from activation_wave.study.chapters.cka_compartments import CkaCompartmentsResult
 from activation_wave.study.chapters.cross_drafters import CrossDrafterResult
@@ -57,6 +57,7 @@ class Chapters:
     cross: CrossModelResult
     cross_drafters: CrossDrafterResult
     strength: dict[str, Any] | None = None  # ``06_strength`` (the page after chapter 6), None before it runs
+    data_scale: dict[str, Any] | None = None  # ``data_scale`` (chapter 6c, H7), None before its design has run
 
 
 def load_chapters(cfg: StudyConfig, root: str | Path | None = None) -> Chapters:
@@ -71,7 +72,8 @@ def load_chapters(cfg: StudyConfig, root: str | Path | None = None) -> Chapters:
                     drafters=get("06_eagle3_speedup", Eagle3SpeedupResult), paired=get("06_predictors", DrafterPredictors),
                     cross=get("07_cross_model", CrossModelResult),
                     cross_drafters=get("07_cross_drafters", CrossDrafterResult),
-                    strength=load_optional(drafter_strength.NAME, cfg, root))
+                    strength=load_optional(drafter_strength.NAME, cfg, root),
+                    data_scale=load_optional(drafter_data_scale.NAME, cfg, root))
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,7 @@ def run(cfg: StudyConfig, root: str | Path | None = None, *, chapters: Chapters 
     return ResultsSummary(
         findings=findings(ch), selection=selection_rows(ch),
         hypotheses=(evaluate_hypotheses(ch.paired) + drafter_strength.hypotheses(ch.strength)
+                    + drafter_data_scale.hypotheses(ch.data_scale)
                     + cross_hypotheses(ch.cross_drafters)),
         predictors=[vars(p) for p in ch.paired.predictors],
         tau_spread=float(max(t3) - min(t3)),
