@@ -27,7 +27,7 @@ overrides = "{}"
 
 # %% tags=["hide-input"]
 from activation_wave.benchmarks import data_scale
-from activation_wave.core.results import load_optional
+from activation_wave.core.results import load_benchmarks, load_optional
 from activation_wave.plots.data_scale_figures import plot_data_scale_curve, plot_data_scale_sets, plot_not_run
 from activation_wave.study.chapters import drafter_data_scale as ds
 from activation_wave.study.glue import glue_figure, glue_values
@@ -40,7 +40,9 @@ doc = data_scale.evaluate(cfg, train=False)
 if doc is not None:
     save_results(ds.NAME, doc, cfg, results_root or None)
 recipe = load_optional("recipe", cfg, results_root or None)
-glue_values(scale_status=ds.status_text(doc), scale_answer=ds.answer_text(doc), scale_curve=ds.curve_text(doc))
+progress = data_scale.status(cfg) if doc is None else None  # how far the design has run (no tau before its end)
+glue_values(scale_status=ds.status_text(doc, progress), scale_answer=ds.answer_text(doc),
+            scale_curve=ds.curve_text(doc), scale_cost=ds.cost_text(doc, load_benchmarks().get("data_scale")))
 
 # %% [markdown]
 # ## The answer
@@ -50,6 +52,8 @@ glue_values(scale_status=ds.status_text(doc), scale_answer=ds.answer_text(doc), 
 # **H7.** {glue:text}`scale_answer`
 #
 # **The data curve.** {glue:text}`scale_curve`
+#
+# **Where the time goes.** {glue:text}`scale_cost`
 
 # %% tags=["hide-input"]
 glue_figure("fig_scale_curve", plot_data_scale_curve(doc, recipe) if doc else plot_not_run(ds.NOT_RUN))

@@ -139,3 +139,13 @@ def test_the_h7_point_becomes_the_strength_pages_third_budget():
     names = [h.name for h in st.hypotheses(sdoc)]
     assert "H5, third budget (combined)" in names and "H5, third budget (last-k)" in names
     assert "third budget" in st.answer_text(sdoc) and st.interaction_corpus_rows(sdoc)[0]["set"] == "last-k"
+
+
+def test_the_page_says_how_far_the_design_has_run_without_any_tau():
+    start = {"profile": "smoke", "responses": 0, "responses_needed": 330, "drafters": None, "trained": []}
+    assert "has not started" in analysis.status_text(None, start) and "--profile smoke" in analysis.status_text(None, start)
+    part = {**start, "profile": "default", "responses": 4860, "responses_needed": 4860, "drafters": 12,
+            "trained": ["eagle3-default@16x@B2#s0"]}
+    text = analysis.status_text(None, part)
+    assert "1 of 12 drafters" in text and "4,860 of 4,860" in text and "tau" not in text
+    assert analysis.cost_text(None, None) == "Not measured yet."

@@ -106,6 +106,9 @@ def test_a_token_budget_of_whole_epochs_is_those_epochs(worlds, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
     log = json.loads((budget / "train_log.json").read_text())
     assert log["tokens_trained"] == 2 * tokens and len(log["epochs"]) == 2
+    split = log["time_split"]  # where the optimisation time went: its parts add up to at most the epochs' wall
+    assert set(split) == {"data_s", "forward_s", "backward_s", "optimizer_s"} and min(split.values()) > 0
+    assert sum(split.values()) <= log["train_wall_s"] + 0.05
 
 
 def test_plan_cuts_the_last_epoch_at_the_budget():

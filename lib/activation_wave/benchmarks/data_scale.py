@@ -33,7 +33,7 @@ from activation_wave.core.config import CaptureConfig, DataConfig, DraftConfig, 
 from activation_wave.study.chapters.drafter_data_scale import MULTIPLES
 
 __all__ = ["PRE_REGISTRATION", "MULTIPLES", "BUDGETS", "CURVE", "H7_POINT", "H7_SETS", "H7_SEEDS", "ENGINE", "Job",
-           "corpus_agreement", "corpus_generation", "design", "evaluate", "generate_corpus_responses", "prefix_records", "responses_ready", "run"]
+           "corpus_agreement", "corpus_generation", "design", "evaluate", "generate_corpus_responses", "prefix_records", "responses_ready", "run", "status"]
 
 #: The commit that registered the design (``book/data_scale_preregistration.md``), before any of its drafters trained.
 PRE_REGISTRATION = {"commit": "58c959292e535dfc6b5af1d58a8fcfee69f0c7f9",
@@ -200,6 +200,38 @@ def evaluate(cfg: StudyConfig, *, train: bool, progress: bool = True) -> dict[st
                             "seconds_this_run": capture_s},
                 "generation_s_this_run": round(gen_s, 1), "seconds": round(time.time() - t0, 1)})
     return doc
+
+
+def status(cfg: StudyConfig) -> dict[str, Any]:
+    """How far the design has run, without scoring anything (what the page says before it has
+    run to the end): corpus responses generated, and which drafters of :func:`design` are in
+    the ledger (labels ``<set>@<multiple>@<budget>#s<seed>``); ``drafters`` is None until
+    every response exists (the capture's key needs them all)."""
+    from activation_wave.benchmarks import recipe
+    from activation_wave.draft.experiment import is_trained
+    from activation_wave.models.capture import cache_dir_for
+    from activation_wave.models.prompts import _response_cache, read_responses, responses_key
+    from activation_wave.study.steps import load_results
+
+    prof = profile_capture(cfg, progress=False)
+    base_train = [r for r in prof.responses if r.split == "train"]
+    gen_cfg, prompts = corpus_generation(cfg, len(base_train))
+    done = read_responses(_response_cache(f"{prof.target.slug}-{responses_key(prof.target, prompts, gen_cfg.data)}.jsonl",
+                                          False))
+    out: dict[str, Any] = {"profile": cfg.profile, "responses": sum(p.id in done for p in prompts),
+                           "responses_needed": len(prompts),
+                           "drafters": None, "trained": []}
+    if out["responses"] < len(prompts):
+        return out
+    layers = {x["set"]: tuple(x["layers"]) for x in load_results("06_predictors", cfg)["sets"]}
+    jobs = design(recipe.base_recipe(cfg).draft, len(base_train), len(prompts),
+                  _tokens(base_train, prof.cfg.capture.max_length), layers)
+    kept = tuple(sorted({i for j in jobs for i in j.layers}))
+    records = prefix_records(base_train, [done[p.id] for p in prompts])
+    cache = _Unopened(cache_dir_for(prof.target, records, capture_config(prof.cfg, kept)))
+    out["drafters"] = len(jobs)
+    out["trained"] = [f"{j.set}@{j.point}#s{j.config.seed}" for j in jobs if is_trained(cache, j.layers, j.config)]
+    return out
 
 
 def profile_capture(cfg: StudyConfig, *, progress: bool = True) -> Any:

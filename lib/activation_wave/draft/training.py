@@ -253,12 +253,18 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         has_eval = any(r.get("split") == "eval" for r in cache.records)
         bar = progress_bar(total=total_steps, desc=f"draft {list(layers)}", unit="batch", disable=not progress)
         step = 0
+        # where the optimisation time goes (summed over steps): reading and collating the batch
+        # (shards on disk for DiskRecords), forward + loss, backward, clip + optimiser step
+        split = {"data_s": 0.0, "forward_s": 0.0, "backward_s": 0.0, "optimizer_s": 0.0}
         for epoch, order in enumerate(plan):
             sums = [[0.0, 0.0, 0] for _ in range(cfg.ttt_steps)]
             feature_sums = [0.0] * cfg.ttt_steps
             t_epoch, tokens = time.time(), 0
             for bi in order:
+                t0 = time.perf_counter()
                 batch = collate([records[i] for i in batches[bi]], cfg.ttt_steps).to(device)
+                t1 = time.perf_counter()
+                split["data_s"] += t1 - t0
                 for g in opt.param_groups:
                     g["lr"] = _lr_at(step, total_steps, cfg.lr, cfg.lr_schedule, cfg.warmup_frac)
                 with autocast:
@@ -269,15 +275,20 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
                         f"drafter training on layers {list(layers)} diverged: the loss is {float(loss.detach())} at "
                         f"epoch {epoch + 1}, step {step + 1} of {total_steps} (draft.lr = {cfg.lr:g}); nothing was "
                         f"saved. Lower the learning rate, e.g. --set draft.lr={min(cfg.lr / 10, 3e-4):g}")
+                t2 = time.perf_counter()
+                split["forward_s"] += t2 - t1
                 opt.zero_grad(set_to_none=True)
                 if not loss.requires_grad:  # no position of this batch has a target in the draft vocabulary
                     step += 1
                     bar.update(1)
                     continue
                 loss.backward()
+                t3 = time.perf_counter()
+                split["backward_s"] += t3 - t2
                 if cfg.grad_clip > 0:
                     torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
                 opt.step()
+                split["optimizer_s"] += time.perf_counter() - t3
                 step += 1
                 for j, s in enumerate(stats):
                     if s["n"]:
@@ -312,6 +323,7 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         train_s = sum(e["wall_s"] for e in log["epochs"])  # optimisation only, without periodic evals
         drafter.eval()
         log["train_wall_s"] = round(train_s, 2)
+        log["time_split"] = {k: round(v, 2) for k, v in split.items()}
         # Response (loss) positions processed per second of training, all epochs.
         log["tokens_per_s"] = round(sum(e["loss_tokens"] for e in log["epochs"]) / max(1e-9, train_s), 1)
         if has_eval:

@@ -38,7 +38,7 @@ NOT_RUN = "not measured yet: the data-scale design has not run to the end"
 TARGET_TAU = 2.0
 
 __all__ = ["NAME", "MULTIPLES", "NOT_RUN", "TARGET_TAU", "analyse", "answer_text", "bench_entry", "curve_text", "h7_rows", "h7_table", "hypotheses", "label",
-           "split_label", "status_text", "strength_budget"]
+           "split_label", "status_text", "strength_budget", "time_split", "cost_text"]
 
 
 def label(name: str, multiple: str, budget: str) -> str:
@@ -107,7 +107,8 @@ def analyse(ids: Sequence[str], taus: Mapping[str, np.ndarray], logs: Mapping[st
               "n_seeds": [int(np.atleast_2d(taus[sixteen]).shape[0]), int(np.atleast_2d(taus[one]).shape[0])],
               "one_x_seed_spread": _seed_spread(taus[one])}
     per_label = {lab: {"per_seed": [finite_values(r) for r in np.atleast_2d(tau)],
-                       "cpu_s": float(np.mean([_cpu_s(g) for g in logs[lab]]))} for lab, tau in taus.items()}
+                       "cpu_s": float(np.mean([_cpu_s(g) for g in logs[lab]])),
+                       "time_split": time_split(logs[lab])} for lab, tau in taus.items()}
     largest = [p for p in points if p["multiple"] == max(multiples, key=multiples.get)]
     best = max(largest or points, key=lambda p: p["tau"], default=None)
     return {"prompt_ids": list(ids), "n_base_prompts": n_base, "n_corpus_prompts": n_corpus,
@@ -115,6 +116,24 @@ def analyse(ids: Sequence[str], taus: Mapping[str, np.ndarray], logs: Mapping[st
             "interaction": inter, "d1": d1, "drafters": per_label,
             "target": {"tau": TARGET_TAU, "best": best and {k: best[k] for k in ("label", "tau", "lo", "hi")},
                        "reached": bool(best and best["tau"] >= TARGET_TAU)}}
+
+
+def time_split(logs: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
+    """Where the drafters' optimisation time went, as shares of its sum over ``logs`` (their
+    ``time_split``: batch reading, forward, backward, optimiser); None when no log records it
+    (drafters trained before it was logged).
+
+    >>> time_split([{"time_split": {"data_s": 1.0, "forward_s": 3.0}}, {"time_split": {"data_s": 1.0, "forward_s": 5.0}}])
+    {'data_s': 0.2, 'forward_s': 0.8}
+    >>> time_split([{}]) is None
+    True
+    """
+    parts = [g["time_split"] for g in logs if g.get("time_split")]
+    if not parts:
+        return None
+    total = {k: sum(p.get(k, 0.0) for p in parts) for k in parts[0]}
+    whole = sum(total.values()) or 1.0
+    return {k: round(v / whole, 4) for k, v in total.items()}
 
 
 def _seed_spread(tau: np.ndarray) -> float | None:
@@ -171,7 +190,9 @@ def bench_entry(doc: Mapping[str, Any]) -> dict[str, Any]:
             "target": doc["target"],
             "capture_tokens_per_s": (cap["tokens"] / cap["seconds_this_run"]
                                      if cap.get("seconds_this_run") else None),
-            "capture": cap}
+            "capture": cap,
+            "training_time_split": time_split([{"time_split": d["time_split"]} for d in doc.get("drafters", {}).values()
+                                               if d.get("time_split")])}
 
 
 # ----------------------------------------------------------------------------- words
@@ -181,16 +202,64 @@ def _ci(lo: float, hi: float) -> str:
     return f"[{lo:+.3f}, {hi:+.3f}]"
 
 
-def status_text(doc: Mapping[str, Any] | None) -> str:
-    """What the page can say: the design has not run (and how to run it), or what it measured."""
+def status_text(doc: Mapping[str, Any] | None, progress: Mapping[str, Any] | None = None) -> str:
+    """What the page can say: the design has not run to the end (how far it got, from
+    ``benchmarks.data_scale.status``, and how to resume it; no tau is shown before the end), or
+    what it measured.
+
+    >>> status_text(None, {"responses": 4860, "responses_needed": 4860, "drafters": 12, "trained": ["a", "b"]})[:93]
+    'The design is registered and has run in part: 4,860 of 4,860 corpus responses, 2 of 12 drafte'
+    """
     if doc is None:
-        return ("The design is registered but has not run to the end: its corpus responses or some of its "
-                "drafters are not yet in the repository (data/responses/, the drafter ledger data/drafters/). "
-                "wave bench --profile default --only data_scale runs it, resumably; this page then re-scores its "
-                "drafters from the ledger without training them.")
+        done = ""
+        if progress and progress["responses"] == 0:
+            done = " and has not started: no corpus response is generated yet"
+        elif progress:
+            drafters = (f"{len(progress['trained'])} of {progress['drafters']} drafters in the ledger"
+                        if progress.get("drafters") is not None else "no drafter yet (the capture waits for every response)")
+            done = (f" and has run in part: {progress['responses']:,} of {progress['responses_needed']:,} corpus "
+                    f"responses, {drafters}. Its results are shown when every drafter has trained (no interim look)")
+        return ("The design is registered" + (done or " but has not run to the end: its corpus responses or some of "
+                                                     "its drafters are not yet in the repository") +
+                f". wave bench --profile {(progress or {}).get('profile', 'default')} --only data_scale runs it, resumably; this page then re-scores its "
+                "drafters from the ledger (data/drafters/) without training them.")
     n = sum(len(p.get("per_prompt", [])) > 0 for p in doc["points"])
     return (f"{n} points of the default triple's curve and {len(doc['sets'])} H7 comparisons, on "
             f"{len(doc['prompt_ids'])} eval prompts.")
+
+
+_PARTS = {"data_s": "reading and collating batches from the shards", "forward_s": "forward and loss",
+          "backward_s": "backward", "optimizer_s": "clipping and the optimiser step"}
+
+
+def cost_text(doc: Mapping[str, Any] | None, entry: Mapping[str, Any] | None) -> str:
+    """Where the design's time goes: the capture's positions per second (``entry``: the
+    ``data_scale`` entry of ``benchmarks.json``, written by the run that captured) and the
+    drafters' training tokens per second with the shares of their optimisation time.
+
+    >>> cost_text({"points": [{"tokens_per_s": 800.0}], "drafters": {"a": {"time_split": {"data_s": 0.1,
+    ...     "forward_s": 0.5, "backward_s": 0.4}}}}, None)[:60]
+    'Training: 800 training tokens/s per one-thread drafter (mean'
+    """
+    if doc is None:
+        return "Not measured yet."
+    out = []
+    cap = (entry or {}).get("capture") or {}
+    if cap.get("seconds_this_run"):
+        out.append(f"Capture: {cap['tokens']:,} positions of {len(cap['layers'])} layers in "
+                   f"{cap['seconds_this_run'] / 60:.0f} minutes, {cap['tokens'] / cap['seconds_this_run']:.0f} "
+                   "positions/s (the target's forward passes, batch by batch, and the shards' writes).")
+    speeds = [p["tokens_per_s"] for p in doc["points"] if p.get("tokens_per_s")]
+    split = time_split([{"time_split": d["time_split"]} for d in (doc.get("drafters") or {}).values()
+                        if d.get("time_split")])
+    if speeds:
+        text = (f"Training: {np.mean(speeds):.0f} training tokens/s per one-thread drafter (mean over the curve's "
+                "points)")
+        if split:
+            text += "; of the optimisation time, " + ", ".join(f"{100 * v:.0f}% {_PARTS.get(k, k)}"
+                                                              for k, v in sorted(split.items(), key=lambda kv: -kv[1]))
+        out.append(text + ".")
+    return " ".join(out)
 
 
 def answer_text(doc: Mapping[str, Any] | None) -> str:
