@@ -548,7 +548,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "data/results/<profile>/<model>/recipe.json), llamacpp_1.5b (chapter 11: the third architecture's "
                    "1.5B target and the study's model in llama.cpp, plain / EAGLE-3 / n-gram at 1 and 2 threads; "
                    "about 30 minutes, runs only when named; WAVE_LLAMACPP_SMALL_DRAFTER names the 135M drafter), data_scale (issue 41: drafters on thousands of distinct "
-                   "prompts; resumable, runs only when named; also writes data/results/<profile>/<model>/data_scale.json)")
+                   "prompts; resumable, runs only when named; also writes data/results/<profile>/<model>/data_scale.json), "
+                   "llamacpp_ceiling (issue 42: an EAGLE-3 round in llama.cpp term by term, verify cost by batch size, "
+                   "extraction, drafter calls f16/q8_0, predicted vs measured rounds and the ceiling per depth, both "
+                   "targets at 1 and 2 threads; about 12 minutes on 2 quiet cores, runs only when named; size: "
+                   "python -m activation_wave.benchmarks.llamacpp_ceiling --prompts N --max-new-tokens T)")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("dry-run", help="validate a config and estimate memory, disk and time without loading weights")

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from activation_wave.core.config import StudyConfig
-from activation_wave.core.results import BENCHMARKS_FILE, load_benchmarks, without_cache_root, write_benchmarks
+from activation_wave.core.results import BENCHMARKS_FILE, load_benchmarks, merge_benchmarks, without_cache_root
 from activation_wave.benchmarks.peak import PeakRSS, cpu_model
 
 
@@ -32,12 +32,13 @@ Entry = Callable[[StudyConfig], dict[str, Any]]
 #: Benchmarks a plain ``wave bench`` skips: they take hours (the recipe study trains about
 #: 40 drafters; the 1.5B llama.cpp runs need its drafters and about half an hour), so they
 #: run only when named, e.g. ``wave bench --only recipe``.
-OPT_IN = ("recipe", "llamacpp_1.5b", "data_scale")
+OPT_IN = ("recipe", "llamacpp_1.5b", "data_scale", "llamacpp_ceiling")
 
 
 def entries() -> dict[str, Entry]:
     """Every benchmark by name, in the order ``wave bench`` runs them."""
     from activation_wave.benchmarks import speedup as decoding
+    from activation_wave.benchmarks import llamacpp_ceiling as ceiling
     from activation_wave.benchmarks import llamacpp_speed as llamacpp
     from activation_wave.benchmarks import metric_speed as metrics
     from activation_wave.benchmarks import pipeline_cost as pipeline
@@ -53,6 +54,8 @@ def entries() -> dict[str, Entry]:
             "llamacpp": lambda cfg: llamacpp.run(profile=cfg.profile, model=cfg.model),
             # chapter 11: the third architecture's target (1.5B) and the study's, side by side
             "llamacpp_1.5b": llamacpp.run_sizes,
+            # issue 42: the round's terms, predicted next to measured, and the ceiling per depth (~12 min)
+            "llamacpp_ceiling": ceiling.run,
             # the recipe study (issue 25): many drafters, resumable; writes <results>/recipe.json too
             "recipe": recipe.run,
             # issue 41: drafters on thousands of distinct prompts and H7; resumable; writes <results>/data_scale.json
@@ -81,6 +84,8 @@ def run_benchmarks(cfg: StudyConfig, out: Path = BENCHMARKS_FILE, only: list[str
         result["measured"] = time.strftime("%Y-%m-%dT%H:%M:%S")
         result["machine"] = doc["machine"]  # entries of one file may come from different machines
         doc[name] = without_cache_root(result)  # drafter folders as cache keys, not this machine's paths
-        write_benchmarks(out, doc)  # atomic: a full disk keeps the previous file
+        # atomic (a full disk keeps the previous file), and merged into the file as it is now: an
+        # entry another run wrote meanwhile is kept
+        doc = merge_benchmarks(out, {"machine": doc["machine"], name: doc[name]})
         print(f"[bench] {name}: {json.dumps(result)[:300]}", flush=True)
     return doc

@@ -203,6 +203,18 @@ def write_benchmarks(path: Path, doc: Mapping[str, Any], *, force: bool = False)
     return files.write_json(path, dict(doc), benchmarks_owned, force=force, flag="--out")
 
 
+def merge_benchmarks(path: Path, entries: Mapping[str, Any], *, force: bool = False) -> dict[str, Any]:
+    """Set ``entries`` (name -> entry) in the benchmarks file at ``path``, keeping every other key
+    as the file holds it *now* (read, merge and write under the folder's lock): two ``wave bench``
+    runs that overlap (an hours-long one and a short one) no longer drop each other's entries.
+    Returns the document written."""
+    def change(current: dict[str, Any] | None) -> dict[str, Any]:
+        return {**(current or {}), **entries}
+
+    read = lambda p: load_benchmarks(p) if p.exists() else None  # noqa: E731
+    return files.update_json(path, change, benchmarks_owned, read=read, force=force, flag="--out") or {}
+
+
 def save_result(name: str, result: Any, cfg: StudyConfig, root: str | Path | None = None) -> Path:
     """Write ``<results dir>/<name>.json`` atomically: the result's fields (a dataclass or
     a mapping) beside the config and provenance (:data:`META_KEYS`). Paths under the cache
