@@ -119,7 +119,7 @@ from IPython.display import display
 
 from activation_wave.core.results import save_result
 from activation_wave.core.tables import format_table
-from activation_wave.plots import plot_break_even_by_size, plot_round_costs
+from activation_wave.plots import plot_break_even_by_size, plot_ceiling, plot_round_costs, plot_where_it_pays
 from activation_wave.study.chapters import cpu_payoff as cpu
 from activation_wave.study.chapters import performance as perf
 from activation_wave.study.glue import glue_figure, glue_values
@@ -190,9 +190,7 @@ glue_values(cpu_speed_text=cpu.speed_text(entry), cpu_reading_text=cpu.reading_t
 # %% tags=["hide-input"]
 rounds = cpu.round_frame(entry or {})
 if len(rounds):
-    display(format_table(rounds, {"plain step (ms)": "{:.1f}", "verify and rest (steps)": "{:.2f}",
-                                  "drafting (steps)": "{:.2f}", "round = break-even tau": "{:.2f}",
-                                  "measured tau": "{:.2f}"}))
+    display(format_table(rounds, cpu.ROUND_FORMATS))
 glue_figure("fig_round_costs", plot_round_costs(rounds.to_dict("records")))
 
 # %% [markdown]
@@ -220,10 +218,7 @@ cm = cpu.cost_model(entry or {}, threads="1")
 glue_values(cpu_cost_text=cpu.cost_text(cm))
 glue_figure("fig_break_even_by_size", plot_break_even_by_size(cm))
 if cm is not None:
-    display(pd.DataFrame([{"input": "round cost at 135M and 1.5B (plain steps)", "source": "measured, this run"},
-                          {"input": "tau of the 1.5B drafter in llama.cpp", "source": "measured, this run"},
-                          {"input": "GGUF sizes", "source": "measured (file sizes)"},
-                          {"input": "round cost at any other size", "source": "extrapolated: a line through two points"}]))
+    display(cpu.cost_inputs_frame())
 
 # %% [markdown]
 # {glue:text}`cpu_cost_text`
@@ -236,6 +231,69 @@ if cm is not None:
 # step is a straight line in log-log coordinates (dashed where it extrapolates), and the
 # taus the two drafters reached in llama.cpp (horizontal lines; dotted verticals where the
 # curve meets them). Two points fix the curve; they do not test its shape.
+# ```
+#
+# (sec-cpu-ceiling)=
+# ## The ceiling, term by term
+#
+# The round costs above come from drafters that barely draft, and they lump the target's
+# verify together with everything llama.cpp does not time. So the benchmark
+# `wave bench --only llamacpp_ceiling` (issue 42) measures each term on its own, for both
+# targets at 1 and 2 threads, every server started with the flags above:
+#
+# - the target's **verify of k = 1 .. 8 tokens** (logits of every row, their sampling), with
+#   llama.cpp's n-gram lookup drafting k - 1 tokens from a repeated block and its benchmarking
+#   switch `--spec-synth-rates` accepting every draft (the output is not valid text, the
+#   decode path is the real one; rounds without a draft count as plain steps);
+# - the **extraction**: an EAGLE-3 server that never drafts (`p_min` 1), less its one timed
+#   drafter call;
+# - **one drafter call** (one decode of the head with its draft-vocabulary output, and
+#   llama.cpp's CPU sampling), from llama.cpp's drafting timer, for the drafter exported as
+#   today (f16) and quantized by the converter (q8_0). Both GGUFs already lack `token_embd`
+#   (the study's drafters never save the embedding, and llama.cpp's EAGLE-3 loader then
+#   takes the target's) and their `output` head has the draft vocabulary's rows only (the
+#   loader sizes it by `d2t`); 4-bit types need `llama-quantize`, which this build lacks.
+#
+# The model of a depth-n round: $V(n+1) + E + (n+1)\,c$ plain steps, the verify, the
+# extraction and n drafting calls plus one over the verify batch that llama.cpp does not
+# time. Next to it, the round *measured* with every draft accepted (`--spec-synth-rates`),
+# at the tau the 1.5B drafter reached (`--spec-synth-len`), with each variant's real drafts
+# (whose outputs must equal plain decoding's) and for the n-gram speculation. The measured
+# round with every draft accepted is the ceiling: no drafter of that depth can do better.
+
+# %% tags=["hide-input"]
+ceiling = bench.get(cpu.CEILING)
+for table in cpu.ceiling_tables(ceiling):
+    display(table)
+glue_values(**cpu.ceiling_values(ceiling, entry))
+glue_figure("fig_ceiling", plot_ceiling(cpu.ceiling_frame(ceiling).to_dict("records")))
+glue_figure("fig_where_it_pays", plot_where_it_pays(cpu.where_points(ceiling), cpu.today_taus(entry)))
+
+# %% [markdown]
+# {glue:text}`cpu_ceiling_text`
+#
+# ```{glue:figure} fig_ceiling
+# :name: fig-ceiling
+#
+# The ceiling: speedup over plain llama.cpp against tau (tokens per round) for each draft
+# depth (colour) and drafter GGUF (solid f16, dashed q8_0), one panel per target and thread
+# count, from the round measured with every draft accepted; the dot at tau = depth + 1 is the
+# best any drafter of that depth can reach. A drafter pays where its line is above the
+# dotted line at 1; where the dot is below it, no drafter can.
+# ```
+#
+# ## Where it would pay
+#
+# {glue:text}`cpu_where_text`
+#
+# ```{glue:figure} fig_where_it_pays
+# :name: fig-where-it-pays
+#
+# Break-even tau of a depth-3 round (its cost in plain steps, f16 drafter) against the
+# thread count: measured (filled dots, solid line) and the roofline model above
+# (open circles, dashed line; extrapolated beyond the measured thread counts), with the
+# taus today's drafters reach in llama.cpp (dotted horizontal lines). Where a target's curve
+# falls below a drafter's line, that drafter would pay.
 # ```
 #
 # ## Verdicts
@@ -253,3 +311,7 @@ display(format_table(pd.DataFrame([{"hypothesis": h.name, "claim": h.claim, "pri
 # above: its rule is met by any difference the design detects, however small, and between
 # drafters that barely draft a detectable difference says nothing about which layers a
 # deployable drafter should read.
+#
+# ## The answer
+#
+# {glue:text}`cpu_answer_text`

@@ -219,3 +219,103 @@ def test_the_benchmark_recovers_planted_terms_and_predicts_its_rounds(fake_lc, t
     assert head["ceiling"]["135M"]["1"]["3"] == max(a["ceiling"][v]["3"] for v in a["ceiling"])
     assert head["worst_agreement"] == max(abs(x) for v in a["agreement"].values()
                                           for x in (v.values() if isinstance(v, dict) else [v]))
+
+
+# ----------------------------------------------------------------------------- chapter 11 and the landing page
+
+
+def _setting(step, slope, ext, call, rounds, threads):
+    """One target at one thread count as analyse_setting writes it (depths 1-4, two variants)."""
+    measured = {v: {str(d): r for d, r in rounds.items()} for v in ("f16", "q8_0")}
+    return {"threads": threads, "plain_step_ms": {"verify": step, "rounds": step, "ceiling": step},
+            "verify_cost_by_k": {str(k): 1 + slope * (k - 1) for k in range(1, 9)}, "verify_slope": slope,
+            "verify_probe": {str(k): {"k": float(k), "steps": 1 + slope * (k - 1), "exact": True} for k in range(2, 9)},
+            "extraction_cost": {"steps": ext}, "draft_call_cost": {v: {"steps": call} for v in ("f16", "q8_0")},
+            "round_cost_measured": measured,
+            "round_cost_predicted": {v: {d: r * 1.05 for d, r in m.items()} for v, m in measured.items()},
+            "agreement": {v: {d: 0.05 for d in m} for v, m in measured.items()},
+            "ceiling": {v: {d: round((int(d) + 1) / r, 4) for d, r in m.items()} for v, m in measured.items()},
+            "identical_to_plain": {"eagle3_f16": "4/4", "eagle3_q8_0": "4/4"}}
+
+
+#: A canned ceiling entry: at 135M every ceiling is below 1 (the drafter's calls dominate); at 1.5B
+#: on 2 threads a perfect drafter pays.
+CEILING_ENTRY = {"n_prompts": 4, "max_new_tokens": 40, "targets": {
+    "135M": {"model": "smollm2-135m", "by_threads": {
+        "1": _setting(7.0, 0.6, 0.3, 0.9, {1: 3.4, 2: 4.5, 3: 5.6, 4: 6.7}, 1)}},
+    "1.5B": {"model": "qwen2.5-coder-1.5b", "by_threads": {
+        "1": _setting(42.0, 0.7, 0.1, 0.1, {1: 2.0, 2: 2.8, 3: 3.6, 4: 4.4}, 1),
+        "2": _setting(33.0, 0.5, 0.1, 0.1, {1: 1.7, 2: 2.3, 3: 2.9, 4: 3.5}, 2)}}}}
+SIZES = {"large": {"by_threads": {"2": {
+    "eagle3": {"tau": 1.05, "speedup": 0.31, "speedup_ci": [0.30, 0.33], "prompts": 12},
+    "ngram": {"speedup": 1.61, "speedup_ci": [1.22, 2.22], "prompts": 12, "tau": 1.94, "identical_to_plain": 12}}}},
+    "small": {"by_threads": {"2": {"eagle3": {"tau": 1.56}}}}}
+
+
+def test_ceiling_frame_and_text_say_where_no_drafter_can_pay_and_why():
+    from activation_wave.study.chapters import cpu_payoff as cpu
+
+    df = cpu.ceiling_frame(CEILING_ENTRY)
+    assert len(df) == 3 * 2 * 4 and set(df["depth"]) == {1, 2, 3, 4}
+    row = df[(df["target"] == "135M") & (df["variant"] == "f16") & (df["depth"] == 3)].iloc[0]
+    assert row["verify (steps)"] == pytest.approx(2.8) and row["drafter calls (steps)"] == pytest.approx(3.6)
+    assert row["break-even tau"] == row["round measured"] == 5.6
+    text = cpu.ceiling_text(CEILING_ENTRY)
+    assert "At 135M on 1 thread no drafter can pay" in text and "the drafter's calls" in text
+    assert "1.5B at 2 threads: 1.43x (depth 4" in text  # 5 / 3.5, the best depth
+    assert "within 5% of the measured" in text and "n = 4 held-out prompts" in text
+    assert "not been measured" in cpu.ceiling_text(None) and cpu.ceiling_frame(None).empty
+    terms = cpu.terms_frame(CEILING_ENTRY)
+    assert list(terms["per extra token"]) == [0.6, 0.7, 0.5] and terms["identical f16"].iloc[0] == "4/4"
+    assert len(cpu.ceiling_tables(CEILING_ENTRY)) == 2 and cpu.ceiling_tables(None) == []
+
+
+def test_where_it_pays_marks_measured_points_apart_from_the_model():
+    from activation_wave.study.chapters import cpu_payoff as cpu
+
+    pts = cpu.where_points(CEILING_ENTRY)
+    big = [p for p in pts if p["target"] == "1.5B"]
+    assert {p["threads"] for p in big if p["measured"]} == {1, 2}
+    assert [p["break_even"] for p in big if p["measured"]] == [3.6, 2.9]
+    model = [p for p in big if not p["measured"]]
+    assert [p["threads"] for p in model] == [1, 2, 4, 8, 16]
+    assert all(a["break_even"] > b["break_even"] for a, b in zip(model, model[1:]))  # more threads, cheaper verify
+    assert cpu.today_taus(SIZES) == {"1.5B drafter": 1.05, "135M drafter": 1.56}
+    text = cpu.where_text(CEILING_ENTRY, SIZES)
+    assert "extrapolated" in text and "(measured)" in text
+    assert "the 1.5B drafter (tau 1.05 in llama.cpp) pays at no thread count" in text
+    assert cpu.where_text(None, SIZES) == ""
+
+
+def test_the_answer_and_the_landing_page_read_the_ngram_result_and_the_ceiling():
+    from activation_wave.study.chapters import cpu_payoff as cpu
+
+    ans = cpu.answer_text(SIZES, CEILING_ENTRY)
+    assert "n-gram lookup pays on the 1.5B target: 1.61x [1.22, 2.22] at 2 threads" in ans
+    assert "n = 12 prompts" in ans and "at most 1.14x at 1 thread" in ans and "at most 1.43x at 2 threads" in ans
+    vals = cpu.ceiling_values(None, None)
+    assert set(vals) == {"cpu_ceiling_text", "cpu_where_text", "cpu_answer_text"}
+    assert "Not measured yet" in vals["cpu_answer_text"]
+    sizes = {"large": {"by_threads": {"2": {"eagle3": {"tau": 1.05, "speedup": 0.31, "speedup_ci": [0.30, 0.33],
+                                                        "prompts": 12, "identical_to_plain": 12},
+                                             "ngram": SIZES["large"]["by_threads"]["2"]["ngram"]}}}}
+    land = cpu.landing_text(sizes, CEILING_ENTRY)
+    assert "1.61x (1.22 to 2.22" in land and "at most 1.43x there (depth 4" in land
+    assert "at most" not in cpu.landing_text(sizes)
+
+
+def test_ceiling_figures_have_labelled_axes_and_a_not_measured_state():
+    import matplotlib.pyplot as plt
+
+    from activation_wave.plots import plot_ceiling, plot_where_it_pays
+    from activation_wave.study.chapters import cpu_payoff as cpu
+
+    fig = plot_ceiling(cpu.ceiling_frame(CEILING_ENTRY).to_dict("records"))
+    assert len(fig.axes) == 3 and all(ax.get_xlabel() for ax in fig.axes) and fig.axes[0].get_ylabel()
+    fig2 = plot_where_it_pays(cpu.where_points(CEILING_ENTRY), cpu.today_taus(SIZES))
+    ax = fig2.axes[0]
+    assert ax.get_xlabel() == "threads" and ax.get_ylabel()
+    assert any("extrapolated" in t.get_text() for t in ax.get_legend().get_texts())
+    for f in (plot_ceiling([]), plot_where_it_pays([])):
+        assert "not measured" in f.axes[0].texts[0].get_text()
+    plt.close("all")

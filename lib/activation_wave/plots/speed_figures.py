@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from activation_wave.plots._style import _ax
 
 __all__ = ["plot_ratios", "plot_memory_curve", "plot_scaling", "plot_data_scaling", "plot_decoding_costs",
-           "plot_metric_scaling", "plot_round_costs", "plot_break_even_by_size"]
+           "plot_metric_scaling", "plot_round_costs", "plot_break_even_by_size", "plot_ceiling", "plot_where_it_pays"]
 
 
 def plot_ratios(names: Sequence[str], ratios: Sequence[float], targets: Sequence[float | None], *,
@@ -214,4 +214,65 @@ def plot_break_even_by_size(model: Any, *, ax: Axes | None = None) -> Figure:
     ax.set_xlabel("target GGUF size (MiB, 4-bit weights)")
     ax.set_ylabel("break-even tau (round cost in plain steps)")
     ax.legend(fontsize=8)
+    return fig
+
+
+#: Line colour per draft depth and style per drafter GGUF variant, in the ceiling figures.
+DEPTH_COLORS = {1: "#1b9e77", 2: "#d95f02", 3: "#7570b3", 4: "#e7298a"}
+VARIANT_STYLES = {"f16": "-", "q8_0": "--"}
+
+
+def plot_ceiling(rows: Sequence[Mapping[str, Any]], *, axes: Sequence[Axes] | None = None) -> Figure:
+    """Chapter 11's ceiling: one panel per target and thread count, the speedup ``tau / round``
+    against tau = 1 .. depth + 1 for each draft depth (colour) and drafter variant (line style),
+    from the measured round with every draft accepted; a dot marks each depth's ceiling
+    (tau = depth + 1). Above the dotted line at 1 a drafter of that tau pays. ``rows``: the
+    records of ``cpu_payoff.ceiling_frame`` (empty: a figure that says it was not measured)."""
+    from activation_wave.plots._style import plot_not_run
+
+    if not rows:
+        return plot_not_run("not measured yet: wave bench --only llamacpp_ceiling")
+    panels = list(dict.fromkeys((r["target"], r["threads"]) for r in rows))
+    fig, axs = _panels(len(panels), axes, (3.6 * len(panels), 3.6))
+    for ax, (target, threads) in zip(axs, panels):
+        for r in (r for r in rows if (r["target"], r["threads"]) == (target, threads)):
+            n, rnd = int(r["depth"]), float(r["round measured"])
+            taus = np.arange(1, n + 2)
+            ax.plot(taus, taus / rnd, color=DEPTH_COLORS.get(n, "black"), ls=VARIANT_STYLES.get(r["variant"], ":"),
+                    label=f"depth {n}, {r['variant']}")
+            ax.scatter([n + 1], [(n + 1) / rnd], color=DEPTH_COLORS.get(n, "black"), s=18, zorder=3)
+        ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+        ax.set_title(f"{target}, {threads} thread{'s' if threads != 1 else ''}", fontsize=10)
+        ax.set_xlabel("tau (tokens per round)")
+    axs[0].set_ylabel("speedup over plain llama.cpp")
+    handles = {h.get_label(): h for a in axs for h in a.get_lines() if not h.get_label().startswith("_")}
+    axs[-1].legend(list(handles.values()), list(handles), fontsize=7, loc="upper left")
+    return fig
+
+
+def plot_where_it_pays(points: Sequence[Mapping[str, Any]], taus: Mapping[str, float] | None = None, *,
+                       ax: Axes | None = None) -> Figure:
+    """Break-even tau against threads per target (log x): measured thread counts as filled dots on
+    a solid line, the roofline model's extrapolation as a dashed line with open circles, and the
+    taus today's drafters reach as horizontal lines. ``points``: ``cpu_payoff.where_points``."""
+    from activation_wave.plots._style import plot_not_run
+
+    if not points:
+        return plot_not_run("not measured yet: wave bench --only llamacpp_ceiling")
+    fig, ax = _ax(ax, figsize=(6.4, 3.8))
+    colors = ("#d95f02", "#7570b3", "#1b9e77")
+    for target, color in zip(dict.fromkeys(p["target"] for p in points), colors):
+        meas = sorted((p["threads"], p["break_even"]) for p in points if p["target"] == target and p["measured"])
+        model = sorted((p["threads"], p["break_even"]) for p in points if p["target"] == target and not p["measured"])
+        if model:
+            ax.plot(*zip(*model), color=color, ls="--", marker="o", mfc="none", label=f"{target}: model (extrapolated)")
+        if meas:
+            ax.plot(*zip(*meas), color=color, marker="o", label=f"{target}: measured")
+    for (label, t), color in zip((taus or {}).items(), ("black", "#666666", "#a6761d")):
+        ax.axhline(t, color=color, lw=1, ls=":", label=f"tau of the {label} in llama.cpp")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("threads")
+    ax.set_ylabel("break-even tau, depth 3 (plain steps per round)")
+    ax.legend(fontsize=7)
     return fig

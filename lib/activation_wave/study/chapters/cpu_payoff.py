@@ -27,9 +27,13 @@ from activation_wave.study.hypotheses import Hypothesis
 
 NAME = "11_cpu_drafters"
 BENCH = "llamacpp_1.5b"
+#: The benchmark that measures an EAGLE-3 round term by term (issue 42).
+CEILING = "llamacpp_ceiling"
 
 __all__ = ["NAME", "BENCH", "has_drafters", "drafter_sets", "run_drafters", "trained_drafters", "speed_frame",
-           "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "drafters_text", "speed_text", "cost_text", "reading_text", "landing_text"]
+           "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "drafters_text", "speed_text", "cost_text", "reading_text", "landing_text",
+           "CEILING", "ceiling_frame", "terms_frame", "ceiling_text", "where_points", "where_text", "today_taus", "ngram_text",
+           "answer_text", "ceiling_tables", "ceiling_values", "ROUND_FORMATS", "cost_inputs_frame"]
 
 
 def has_drafters(cfg: StudyConfig) -> bool:
@@ -135,6 +139,11 @@ def speed_frame(entry: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: Number formats of :func:`round_frame`'s table on the page.
+ROUND_FORMATS = {"plain step (ms)": "{:.1f}", "verify and rest (steps)": "{:.2f}", "drafting (steps)": "{:.2f}",
+                 "round = break-even tau": "{:.2f}", "measured tau": "{:.2f}"}
+
+
 def round_frame(entry: Mapping[str, Any], method: str = "eagle3") -> pd.DataFrame:
     """The round-cost decomposition of ``method`` at each size and thread count, in plain
     steps: verify and the rest, drafting, the whole round (= the break-even tau), with the
@@ -210,6 +219,14 @@ def cost_model(entry: Mapping[str, Any], threads: str = "1", method: str = "eagl
     slope = (math.log(b1 - 1.0) - math.log(b0 - 1.0)) / (math.log(s1) - math.log(s0))
     taus = {label: float(t) for label, t in (("1.5B drafter", tau1), ("135M drafter", tau0)) if t}
     return CostModel(int(threads), (s0, s1), (b0, b1), slope, taus, (s1 * 2**20 / p1) if p1 else 0.7)
+
+
+def cost_inputs_frame() -> pd.DataFrame:
+    """What the two-point cost model reads, and which of it is measured or extrapolated."""
+    return pd.DataFrame([{"input": "round cost at 135M and 1.5B (plain steps)", "source": "measured, this run"},
+                         {"input": "tau of the 1.5B drafter in llama.cpp", "source": "measured, this run"},
+                         {"input": "GGUF sizes", "source": "measured (file sizes)"},
+                         {"input": "round cost at any other size", "source": "extrapolated: a line through two points"}])
 
 
 def evaluate_hypotheses(entry: Mapping[str, Any] | None, drafters: cd.CrossDrafterResult | None,
@@ -425,8 +442,9 @@ def lossless_text(entry: Mapping[str, Any] | None) -> str:
     return out
 
 
-def landing_text(entry: Mapping[str, Any] | None) -> str:
-    """The landing page's sentence on where EAGLE-3 pays on a CPU (plain text)."""
+def landing_text(entry: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | None = None) -> str:
+    """The landing page's sentence on where EAGLE-3 pays on a CPU (plain text), with the
+    ``llamacpp_ceiling`` entry's best speedup of a perfect drafter where measured."""
     large = ((entry or {}).get("large") or {}).get("by_threads") or {}
     small = ((entry or {}).get("small") or {}).get("by_threads") or {}
     if not large:
@@ -453,6 +471,12 @@ def landing_text(entry: Mapping[str, Any] | None) -> str:
         nlo, nhi = ngram["speedup_ci"]
         out += (f"; llama.cpp's model-free n-gram lookup runs at {ngram['speedup']:.2f}x ({nlo:.2f} to {nhi:.2f}, "
                 f"{ngram['identical_to_plain']}/{ngram['prompts']} identical)")
+    df = ceiling_frame(ceiling)
+    big = df[(df["target"] == "1.5B") & (df["threads"] == int(t))] if len(df) else df
+    if len(big):
+        best = big.loc[big["ceiling"].idxmax()]
+        out += (f"; even a drafter whose every draft is accepted would reach at most {best['ceiling']:.2f}x there "
+                f"(depth {int(best['depth'])}, measured with llama.cpp's synthetic acceptance, chapter 11's ceiling)")
     cm = cost_model(entry or {}, threads="1")
     s1 = cm.sizes_mib[1] if cm is not None else 0.0
     near = {label: cm.params_for(t) for label, t in cm.taus.items()
@@ -461,3 +485,258 @@ def landing_text(entry: Mapping[str, Any] | None) -> str:
         out += ("; a two-point extrapolation (1 thread, labelled as such in chapter 11) would put break-even at about "
                 + " and ".join(f"{b:.0f}B parameters for the {label}'s tau" for label, b in near.items()))
     return out
+
+
+# ----------------------------------------------------------------------------- the ceiling (issue 42)
+
+#: The terms of a round, in the order the chapter names them.
+TERMS = {"verify": "the target's verify of the extra tokens", "extraction": "the hidden-state extraction",
+         "drafter": "the drafter's calls"}
+
+
+def _ceiling_settings(entry: Mapping[str, Any] | None):
+    """(target label, model, threads, analysis) for every measured setting of the ceiling entry."""
+    for label, t in ((entry or {}).get("targets") or {}).items():
+        for th, a in sorted((t.get("by_threads") or {}).items(), key=lambda kv: int(kv[0])):
+            yield label, t.get("model", ""), int(th), a
+
+
+def _verify_at(a: Mapping[str, Any], k: int) -> float | None:
+    from activation_wave.decode.ceiling import VerifyCurve
+
+    pts = {(p.get("k") or float(kk)): p["steps"] for kk, p in (a.get("verify_probe") or {}).items()}
+    return round(VerifyCurve(pts).at(k), 4) if pts else None
+
+
+def ceiling_frame(entry: Mapping[str, Any] | None) -> pd.DataFrame:
+    """One row per target, thread count, drafter variant and depth of the ``llamacpp_ceiling``
+    entry: the round's terms in plain steps (verify of depth + 1 tokens, extraction, the drafter's
+    depth + 1 calls), the round predicted from them and as measured with every draft accepted,
+    their relative difference, the break-even tau (the measured round) and the ceiling (the
+    speedup at tau = depth + 1). Empty without the entry."""
+    rows = []
+    for label, model, th, a in _ceiling_settings(entry):
+        ext = a["extraction_cost"]["steps"]
+        for v, by_d in a["round_cost_measured"].items():
+            if v not in a["draft_call_cost"]:
+                continue
+            c = a["draft_call_cost"][v]["steps"]
+            for d, r in by_d.items():
+                if not d.isdigit():
+                    continue
+                n = int(d)
+                rows.append({"target": label, "threads": th, "variant": v, "depth": n,
+                             "verify (steps)": _verify_at(a, n + 1), "extraction (steps)": ext,
+                             "drafter calls (steps)": round((n + 1) * c, 4),
+                             "round predicted": a["round_cost_predicted"][v][d], "round measured": r,
+                             "difference": a["agreement"][v][d], "break-even tau": r,
+                             "ceiling": a["ceiling"][v][d]})
+    return pd.DataFrame(rows)
+
+
+def terms_frame(entry: Mapping[str, Any] | None) -> pd.DataFrame:
+    """The measured terms per target and thread count: the plain step, the verify of 2, 4 and 8
+    tokens and its cost per extra token (the slope), the extraction, one drafter call per
+    variant, and whether each variant's real drafts left the output equal to plain decoding's."""
+    rows = []
+    for label, model, th, a in _ceiling_settings(entry):
+        v = a["verify_cost_by_k"]
+        row = {"target": label, "threads": th, "plain step (ms)": a["plain_step_ms"]["verify"],
+               "verify k=2": v.get("2"), "verify k=4": v.get("4"), "verify k=8": v.get("8"),
+               "per extra token": a["verify_slope"], "extraction": a["extraction_cost"]["steps"]}
+        for var, c in a["draft_call_cost"].items():
+            row[f"call {var}"] = c["steps"]
+            row[f"identical {var}"] = a["identical_to_plain"].get(f"eagle3_{var}")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _largest_term(row: Mapping[str, Any]) -> str:
+    parts = {"verify": row["verify (steps)"] - 1.0, "extraction": row["extraction (steps)"],
+             "drafter": row["drafter calls (steps)"]}
+    return max(parts, key=lambda k: parts[k])
+
+
+def ceiling_text(entry: Mapping[str, Any] | None) -> str:
+    """The ceiling in words: per target and thread count the best speedup a perfect drafter
+    reaches (and at which depth and variant), the break-even tau at depth 3, where no drafter
+    can pay and which term causes it, and how far the predicted rounds lie from the measured."""
+    df = ceiling_frame(entry)
+    if df.empty:
+        return ("The round's terms have not been measured (wave bench --only llamacpp_ceiling, about 12 minutes on "
+                "two quiet cores after scripts/setup_llamacpp.sh).")
+    parts, never = [], []
+    for (label, th), g in df.groupby(["target", "threads"], sort=False):
+        best = g.loc[g["ceiling"].idxmax()]
+        d3 = g[(g["depth"] == 3) & (g["variant"] == g["variant"].iloc[0])]
+        be = f", break-even at depth 3 needs tau {d3['break-even tau'].iloc[0]:.2f}" if len(d3) else ""
+        parts.append(f"{label} at {_threads(th)}: {best['ceiling']:.2f}x (depth {best['depth']}, {best['variant']} "
+                     f"drafter){be}")
+        if best["ceiling"] < 1.0:
+            never.append((label, th, best))
+    n_prompts = (entry or {}).get("n_prompts")
+    tokens = (entry or {}).get("max_new_tokens")
+    worst = df["difference"].abs().max()
+    out = ("The best speedup a drafter whose every draft is accepted could reach (llama.cpp's synthetic acceptance, "
+           f"measured; n = {n_prompts} held-out prompts of {tokens} new tokens per server, one run, so no interval): "
+           + "; ".join(parts) + ". ")
+    for label, th, best in never:
+        term = _largest_term(best)
+        out += (f"At {label} on {_threads(th)} no drafter can pay: even with every draft accepted a round costs "
+                f"{best['round measured']:.2f} plain steps for {best['depth'] + 1} tokens, and its largest term beyond "
+                f"the one step it replaces is {TERMS[term]}. ")
+    out += (f"The rounds predicted from the terms lie within {100 * worst:.0f}% of the measured ones "
+            f"({len(df)} depth and variant settings" + (", the issue's bar of 15% met" if worst <= 0.15 else
+                                                          ", beyond the issue's bar of 15%") + ").")
+    return out
+
+
+def where_points(entry: Mapping[str, Any] | None, depth: int = 3, threads: Sequence[int] = (1, 2, 4, 8, 16)
+                 ) -> list[dict[str, Any]]:
+    """Break-even tau at ``depth`` against threads per target: the measured thread counts
+    (``measured`` True, from the measured round) and the roofline model of
+    :func:`~activation_wave.decode.ceiling.thread_model` at ``threads`` (the drafter's terms held
+    at their value at the largest measured thread count, in plain steps)."""
+    from activation_wave.decode.ceiling import thread_model
+
+    by_target: dict[str, dict[int, Any]] = {}
+    for label, _, th, a in _ceiling_settings(entry):
+        by_target.setdefault(label, {})[th] = a
+    out = []
+    for label, runs in by_target.items():
+        model = thread_model({th: (a["plain_step_ms"]["verify"], a["verify_slope"]) for th, a in runs.items()})
+        top = runs[max(runs)]
+        var = next(iter(top["draft_call_cost"]), None)
+        if model is None or var is None:
+            continue
+        ext, call = top["extraction_cost"]["steps"], top["draft_call_cost"][var]["steps"]
+        for th, a in sorted(runs.items()):
+            r = (a["round_cost_measured"].get(var) or {}).get(str(depth))
+            if r is not None:
+                out.append({"target": label, "threads": th, "break_even": r, "measured": True})
+        for th in threads:
+            out.append({"target": label, "threads": th, "break_even": round(model.round_steps(th, depth, ext, call), 4),
+                        "measured": False, "slope": round(model.slope(th), 4), "drafter_terms": round(ext + (depth + 1) * call, 4),
+                        "model": model.fit})
+    return out
+
+
+def where_text(entry: Mapping[str, Any] | None, sizes: Mapping[str, Any] | None, depth: int = 3) -> str:
+    """Where EAGLE-3 would pay (issue 42, item 5): per target, the verify's cost per extra token
+    measured at each thread count, the roofline model's break-even tau at more threads
+    (extrapolated, and said so), and the thread count at which break-even falls to the taus
+    today's drafters reach in llama.cpp (the ``llamacpp_1.5b`` entry's)."""
+    from activation_wave.decode.ceiling import thread_model
+
+    pts = where_points(entry, depth)
+    if not pts:
+        return ""
+    taus = today_taus(sizes)
+    out = (f"Model (stated, not tested beyond the two measured thread counts): a step reads the weights once and computes "
+           f"per token, so a verify of k tokens costs 1 + (k - 1) s plain steps, s the compute's share of a step; "
+           f"compute divides over threads, the weight read does not get faster. ")
+    for label in dict.fromkeys(p["target"] for p in pts):
+        mine = [p for p in pts if p["target"] == label]
+        meas = {p["threads"]: p["break_even"] for p in mine if p["measured"]}
+        ext = {p["threads"]: p for p in mine if not p["measured"] and p["threads"] > max(meas or {0: 0})}
+        runs = {th: a for lab, _, th, a in _ceiling_settings(entry) if lab == label}
+        slopes = ", ".join(f"{a['verify_slope']:.2f} of a step at {_threads(th)}" for th, a in sorted(runs.items()))
+        out += f"{label}: each extra verified token costs {slopes} (measured)"
+        if meas:
+            out += (f"; break-even at depth {depth} is {', '.join(f'{v:.2f} at {_threads(t)}' for t, v in sorted(meas.items()))}"
+                    " (measured)")
+        if ext:
+            out += (", extrapolated " + ", ".join(f"{p['break_even']:.2f} at {t}" for t, p in sorted(ext.items()))
+                    + f" threads (the drafter's own terms fixed at {next(iter(ext.values()))['drafter_terms']:.2f} "
+                    "steps)")
+        model = thread_model({th: (a["plain_step_ms"]["verify"], a["verify_slope"]) for th, a in runs.items()})
+        top = runs[max(runs)]
+        var = next(iter(top["draft_call_cost"]))
+        e, c = top["extraction_cost"]["steps"], top["draft_call_cost"][var]["steps"]
+        for who, tau in taus.items():
+            if tau is None or model is None:
+                continue
+            t = model.threads_for(tau, depth, e, c)
+            if t is None:
+                out += (f"; the {who} (tau {tau:.2f} in llama.cpp) pays at no thread count: the drafter's "
+                        f"terms alone cost {e + (depth + 1) * c:.2f} steps beyond the step")
+            else:
+                out += f"; break-even falls to the {who}'s tau {tau:.2f} at about {t:.0f} threads"
+        out += ". "
+    return out.strip()
+
+
+def today_taus(sizes: Mapping[str, Any] | None) -> dict[str, float]:
+    """The tau each target's EAGLE-3 drafter reached in llama.cpp (the ``llamacpp_1.5b`` entry),
+    by "<size> drafter"."""
+    out = {}
+    for label, part in (("1.5B", "large"), ("135M", "small")):
+        runs = (((sizes or {}).get(part) or {}).get("by_threads") or {}).values()
+        tau = next((r["eagle3"]["tau"] for r in runs if (r.get("eagle3") or {}).get("tau")), None)
+        if tau:
+            out[f"{label} drafter"] = float(tau)
+    return out
+
+
+def ngram_text(sizes: Mapping[str, Any] | None) -> str:
+    """llama.cpp's n-gram speculation on the 1.5B target, from the ``llamacpp_1.5b`` entry: the
+    only speculation that pays on this CPU (speedup, interval, n, tau, identical outputs)."""
+    large = ((sizes or {}).get("large") or {}).get("by_threads") or {}
+    if not large:
+        return ""
+    t = max(large, key=int)
+    ng = large[t].get("ngram")
+    if not ng or not ng.get("speedup_ci"):
+        return ""
+    lo, hi = ng["speedup_ci"]
+    verdict = "pays" if lo > 1.0 else "does not pay (its interval reaches 1)"
+    return (f"llama.cpp's model-free n-gram lookup {verdict} on the 1.5B target: {ng['speedup']:.2f}x [{lo:.2f}, {hi:.2f}] "
+            f"at {_threads(t)} (95% paired bootstrap over n = {ng['prompts']} prompts, tau {ng['tau']:.2f}, "
+            f"{ng['identical_to_plain']}/{ng['prompts']} outputs identical to plain); it drafts by copying the "
+            "prompt, so its drafts cost nothing to make and its rounds verify a short batch.")
+
+
+def answer_text(sizes: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | None) -> str:
+    """The chapter's answer: the n-gram result, C1 as measured with the toy drafter, and what
+    the ceiling says about any drafter (plain text)."""
+    out = []
+    ng = ngram_text(sizes)
+    if ng:
+        out.append(ng)
+    large = ((sizes or {}).get("large") or {}).get("by_threads") or {}
+    if large:
+        t = max(large, key=int)
+        e = large[t]["eagle3"]
+        out.append(f"EAGLE-3 with the 1.5B drafter trained here runs at {e['speedup']:.2f}x "
+                   f"[{e['speedup_ci'][0]:.2f}, {e['speedup_ci'][1]:.2f}] at {_threads(t)}, but that drafter barely "
+                   f"drafts (tau {e['tau']:.2f}): the verdict is about it, not about EAGLE-3.")
+    df = ceiling_frame(ceiling)
+    big = df[df["target"] == "1.5B"] if len(df) else df
+    if len(big):
+        for th, g in big.groupby("threads"):
+            best = g.loc[g["ceiling"].idxmax()]
+            d3 = g[g["depth"] == 3]["break-even tau"]
+            out.append(f"What any drafter could reach there, measured: at most {best['ceiling']:.2f}x at {_threads(th)} "
+                       f"(every draft accepted, depth {best['depth']})"
+                       + (f"; break-even needs tau {d3.min():.2f} at depth 3." if len(d3) else "."))
+    return " ".join(out) if out else "Not measured yet (wave bench --only llamacpp_1.5b, --only llamacpp_ceiling)."
+
+
+def ceiling_tables(ceiling: Mapping[str, Any] | None) -> list[Any]:
+    """The ceiling section's tables (the measured terms; each round predicted and measured), as
+    styled tables; none when the ceiling has not been measured."""
+    from activation_wave.core.tables import format_table
+
+    if not ceiling:
+        return []
+    fmt = {c: "{:.3f}" for c in ("verify (steps)", "extraction (steps)", "drafter calls (steps)", "extraction")}
+    return [format_table(terms_frame(ceiling), {**fmt, "plain step (ms)": "{:.1f}"}),
+            format_table(ceiling_frame(ceiling), {**fmt, "difference": "{:+.1%}", "ceiling": "{:.2f}x"})]
+
+
+def ceiling_values(ceiling: Mapping[str, Any] | None, sizes: Mapping[str, Any] | None) -> dict[str, str]:
+    """The page's glued texts of the ceiling section: ``cpu_ceiling_text``, ``cpu_where_text``
+    and ``cpu_answer_text``."""
+    return {"cpu_ceiling_text": ceiling_text(ceiling),
+            "cpu_where_text": where_text(ceiling, sizes) or "Needs the ceiling's measurement (above).",
+            "cpu_answer_text": answer_text(sizes, ceiling)}
