@@ -301,6 +301,11 @@ def _round_ms(s: Mapping[str, Any]) -> float:
     return s["ms"] / s["rounds"]
 
 
+def _rounds_per_ms(s: Mapping[str, Any]) -> float:
+    """Generated tokens per ms, the free first token of each response left out (as in :func:`_step`)."""
+    return (s["tokens"] - s.get("prompts", 0)) / s["ms"]
+
+
 def analyse_setting(raw: Mapping[str, Any], *, depths: Sequence[int] = (1, 2, 3, 4), real_depth: int = 3,
                     tau_now: float | None = None) -> dict[str, Any]:
     """The terms, predictions and ceilings of one target at one thread count from
@@ -371,7 +376,7 @@ def analyse_setting(raw: Mapping[str, Any], *, depths: Sequence[int] = (1, 2, 3,
     return {"threads": raw["threads"], "plain_step_ms": {"verify": round(s_ver, 3), "rounds": round(s_rnd, 3),
                                                          "ceiling": round(s_top, 3)},
             "verify_cost_by_k": by_k, "verify_slope": round(curve.slope, 4), "verify_probe": detail,
-            "extraction_cost": {**ext, "never_drafts_speedup": round(s_rnd * never["tokens"] / never["ms"], 4)},
+            "extraction_cost": {**ext, "never_drafts_speedup": round(s_rnd * _rounds_per_ms(never), 4)},
             "draft_call_cost": calls, "round_cost_measured": measured, "round_cost_predicted": predicted,
             "agreement": agreement, "ceiling": ceilings, "ceiling_predicted": ceilings_pred, "speedup_by_tau": curves,
             "identical_to_plain": {n: f"{d['identical']}/{d['prompts']}" for n, d in raw.get("identical_to_plain", {}).items()},

@@ -662,7 +662,13 @@ def where_text(entry: Mapping[str, Any] | None, sizes: Mapping[str, Any] | None,
                         f"terms alone cost {e + (depth + 1) * c:.2f} steps beyond the step")
             else:
                 out += f"; break-even falls to the {who}'s tau {tau:.2f} at about {t:.0f} threads"
-        out += ". "
+        # a larger target of the same kind: weight reads and compute both grow with the parameters, so s
+        # stays; the drafter's terms shrink beside a dearer step. What is left at depth 1 is the verify.
+        floor = 1.0 + top["verify_slope"]
+        out += (f"; at {_threads(max(runs))} no target size brings depth-1 break-even below 1 + s = {floor:.2f} "
+                "(model: the drafter's terms vanish beside a larger target, the verify's share does not), "
+                + "; ".join(f"the {who}'s tau {tau:.2f} {'clears' if tau > floor else 'does not clear'} that floor"
+                            for who, tau in taus.items()) + ". ")
     return out.strip()
 
 
