@@ -291,7 +291,8 @@ glue_figure("fig_where_it_pays", plot_where_it_pays(cpu.where_points(ceiling), c
 #
 # Break-even tau of a depth-3 round (its cost in plain steps, f16 drafter) against the
 # thread count: measured (filled dots, solid line) and the roofline model above
-# (open circles, dashed line; extrapolated beyond the measured thread counts), with the
+# (open circles, dashed line; at the measured thread counts its distance from the dots is
+# its own error, beyond them it extrapolates), with the
 # taus today's drafters reach in llama.cpp (dotted horizontal lines). Where a target's curve
 # falls below a drafter's line, that drafter would pay.
 # ```

@@ -261,7 +261,9 @@ def test_ceiling_frame_and_text_say_where_no_drafter_can_pay_and_why():
     assert row["verify (steps)"] == pytest.approx(2.8) and row["drafter calls (steps)"] == pytest.approx(3.6)
     assert row["break-even tau"] == row["round measured"] == 5.6
     text = cpu.ceiling_text(CEILING_ENTRY)
-    assert "At 135M on 1 thread no drafter can pay" in text and "the drafter's calls" in text
+    assert "At 135M on 1 thread no drafter can pay at any depth (ceiling 0.59 to 0.75)" in text
+    assert "largest term beyond the step is the drafter's calls" in text and "At 1.5B" not in text
+
     assert "1.5B at 2 threads: 1.43x (depth 4" in text  # 5 / 3.5, the best depth
     assert "within 5% of the measured" in text and "n = 4 held-out prompts" in text
     assert "not been measured" in cpu.ceiling_text(None) and cpu.ceiling_frame(None).empty
@@ -282,7 +284,7 @@ def test_where_it_pays_marks_measured_points_apart_from_the_model():
     assert all(a["break_even"] > b["break_even"] for a, b in zip(model, model[1:]))  # more threads, cheaper verify
     assert cpu.today_taus(SIZES) == {"1.5B drafter": 1.05, "135M drafter": 1.56}
     text = cpu.where_text(CEILING_ENTRY, SIZES)
-    assert "extrapolated" in text and "(measured)" in text
+    assert "extrapolates" in text and "(measured)" in text and "the model gives these within" in text
     assert "the 1.5B drafter (tau 1.05 in llama.cpp) pays at no thread count" in text
     assert cpu.where_text(None, SIZES) == ""
 
