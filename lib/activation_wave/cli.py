@@ -551,7 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "prompts; resumable, runs only when named; also writes data/results/<profile>/<model>/data_scale.json), "
                    "llamacpp_ceiling (issue 42: an EAGLE-3 round in llama.cpp term by term, verify cost by batch size, "
                    "extraction, drafter calls f16/q8_0, predicted vs measured rounds and the ceiling per depth, both "
-                   "targets at 1 and 2 threads; about 12 minutes on 2 quiet cores, runs only when named; size: "
+                   "targets at 1 and 2 threads; about 30 minutes on 2 quiet cores, runs only when named; size: "
                    "python -m activation_wave.benchmarks.llamacpp_ceiling --prompts N --max-new-tokens T)")
     p.set_defaults(func=cmd_bench)
 

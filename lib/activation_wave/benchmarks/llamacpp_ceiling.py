@@ -220,8 +220,8 @@ def serve_group(lc: Any, target_gguf: Path, servers: Mapping[str, Mapping[str, A
             live[name] = stack.enter_context(llama_server(
                 lc, target_gguf, free_port(), threads, workdir / f"{name}-t{threads}.log", draft=s.get("draft"),
                 settings=s.get("settings"), extra=[*flags, *s.get("extra", ())]))
-        for name in names:  # warm-up: first-call allocations
-            complete(live[name], prompts[0][1], 8)
+        for name in names:  # warm-up (first-call allocations) on a short prefix: a full prompt pass costs seconds
+            complete(live[name], prompts[0][1][:32], 8)
         before = {n: (parse_spec_stats(live[n].log_text()) or [None])[-1] for n in names}
         res: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
         for i, (pid, ids) in enumerate(progress_bar(prompts, desc=desc, unit="prompt", disable=not desc)):
@@ -412,7 +412,9 @@ def run(cfg: Any = None, *, n_prompts: int = 4, max_new_tokens: int = 40, thread
         workdir: str | Path | None = None, profile: str | None = None) -> dict[str, Any]:
     """The ``llamacpp_ceiling`` entry (module docstring). Size: ``n_prompts`` held-out prompts of
     ``max_new_tokens`` each per server; about 21 servers per target and thread count (defaults:
-    about 12 minutes on 2 quiet cores). ``drafters``: target label -> drafter folder to use
+    29 minutes on 2 quiet cores, measured: 92 server starts and, for the 1.5B target at 1 thread,
+    seconds of prompt pass per request; ``--prompts 2 --max-new-tokens 32`` should about halve
+    it). ``drafters``: target label -> drafter folder to use
     instead of the ledger's."""
     from activation_wave.benchmarks.llamacpp_speed import held_out_prompts
     from activation_wave.engines.llamacpp import export_llamacpp, find_llamacpp

@@ -54,7 +54,7 @@ def entries() -> dict[str, Entry]:
             "llamacpp": lambda cfg: llamacpp.run(profile=cfg.profile, model=cfg.model),
             # chapter 11: the third architecture's target (1.5B) and the study's, side by side
             "llamacpp_1.5b": llamacpp.run_sizes,
-            # issue 42: the round's terms, predicted next to measured, and the ceiling per depth (~12 min)
+            # issue 42: the round's terms, predicted next to measured, and the ceiling per depth (~30 min)
             "llamacpp_ceiling": ceiling.run,
             # the recipe study (issue 25): many drafters, resumable; writes <results>/recipe.json too
             "recipe": recipe.run,

@@ -578,7 +578,7 @@ def ceiling_text(entry: Mapping[str, Any] | None) -> str:
     predicted rounds lie from the measured ones."""
     df = ceiling_frame(entry)
     if df.empty:
-        return ("The round's terms have not been measured (wave bench --only llamacpp_ceiling, about 12 minutes on "
+        return ("The round's terms have not been measured (wave bench --only llamacpp_ceiling, about half an hour on "
                 "two quiet cores after scripts/setup_llamacpp.sh).")
     parts = []
     for (label, th), g in df.groupby(["target", "threads"], sort=False):
