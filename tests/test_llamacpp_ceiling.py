@@ -321,3 +321,13 @@ def test_ceiling_figures_have_labelled_axes_and_a_not_measured_state():
     for f in (plot_ceiling([]), plot_where_it_pays([])):
         assert "not measured" in f.axes[0].texts[0].get_text()
     plt.close("all")
+
+
+def test_a_ceiling_within_noise_of_one_is_not_worded_as_cannot_pay():
+    """One run of a few prompts has no interval: a ceiling of 0.97 reads "at best break even"."""
+    from activation_wave.study.chapters import cpu_payoff as cpu
+
+    entry = {**CEILING_ENTRY, "targets": {"1.5B": {"model": "qwen2.5-coder-1.5b", "by_threads": {
+        "1": _setting(42.0, 0.7, 0.1, 0.1, {1: 2.06, 2: 2.8, 3: 3.6, 4: 4.4}, 1)}}}}
+    text = cpu.ceiling_text(entry)
+    assert "the ceiling at depth 1 is 0.97, within 5% of 1" in text and "no drafter can pay" not in text

@@ -551,6 +551,11 @@ def terms_frame(entry: Mapping[str, Any] | None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: A ceiling within this of 1 is worded "at best break even", not "cannot pay": it is one run of a
+#: few prompts without an interval.
+NEAR_ONE = 0.05
+
+
 def _largest_term(row: Mapping[str, Any]) -> str:
     parts = {"verify": row["verify (steps)"] - 1.0, "extraction": row["extraction (steps)"],
              "drafter": row["drafter calls (steps)"]}
@@ -612,6 +617,10 @@ def ceiling_text(entry: Mapping[str, Any] | None) -> str:
         span = f"{g.min():.2f}" if g.min() == g.max() else f"{g.min():.2f} to {g.max():.2f}"
         at = ("at any depth" if len(depths) == df["depth"].nunique() else
               f"at depth {', '.join(map(str, depths))}")
+        if g.min() >= 1.0 - NEAR_ONE:  # one run of a few prompts, no interval: a ceiling this close to 1 is not below it
+            out += (f"At {label} on {_threads(th)} the ceiling {at} is {span}, within {NEAR_ONE:.0%} of 1 in one run "
+                    f"without an interval: a drafter could at best break even there. ")
+            continue
         out += (f"At {label} on {_threads(th)} no drafter can pay {at} (ceiling {span}): even with every draft "
                 f"accepted a round costs more plain steps than the tokens it yields, and its largest term beyond the "
                 f"step is {TERMS[terms.iloc[0]]}. ")
