@@ -323,7 +323,7 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         train_s = sum(e["wall_s"] for e in log["epochs"])  # optimisation only, without periodic evals
         drafter.eval()
         log["train_wall_s"] = round(train_s, 2)
-        log["time_split"] = {k: round(v, 2) for k, v in split.items()}
+        log["time_split"] = {k: round(v, 6) for k, v in split.items()}
         # Response (loss) positions processed per second of training, all epochs.
         log["tokens_per_s"] = round(sum(e["loss_tokens"] for e in log["epochs"]) / max(1e-9, train_s), 1)
         if has_eval:
