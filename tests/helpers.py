@@ -82,9 +82,9 @@ def permutation_capture(target: Target, out_dir, *, n_prompts: int, max_new_toke
 
 
 #: Source of a quiet HTTP handler for the fake llama-server scripts the tests run as
-#: subprocesses (``send(obj)`` answers 200 with ``obj`` as JSON): a script puts
-#: ``JSON_HANDLER`` on a line of its own and subclasses ``JsonHandler``; :func:`fake_script`
-#: fills it in.
+#: subprocesses (``send(obj)`` answers 200 with ``obj`` as JSON, ``read_json()`` is the
+#: request's JSON body, GET answers the health check): a script puts ``JSON_HANDLER`` on a line
+#: of its own and subclasses ``JsonHandler``; :func:`fake_script` fills it in.
 JSON_HANDLER_SRC = """class JsonHandler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
@@ -95,6 +95,12 @@ JSON_HANDLER_SRC = """class JsonHandler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def read_json(self):
+        return json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+
+    def do_GET(self):
+        self.send({"status": "ok"})
 """
 
 
@@ -102,6 +108,20 @@ def fake_script(source: str) -> str:
     """A fake server script: ``source`` (which imports http.server and json) with its
     ``JSON_HANDLER`` line replaced by :data:`JSON_HANDLER_SRC`."""
     return source.replace("JSON_HANDLER\n", JSON_HANDLER_SRC, 1)
+
+
+def install_fake_server(root, source: str):
+    """``source`` (see :func:`fake_script`) as an executable ``llama-server`` in a llama.cpp
+    build layout under ``root``; the :class:`LlamaCpp` that finds it."""
+    import sys
+
+    from activation_wave.engines.llamacpp import LlamaCpp
+
+    server = root / "build" / "bin" / "llama-server"
+    server.parent.mkdir(parents=True, exist_ok=True)
+    server.write_text(f"#!{sys.executable}\n" + fake_script(source))
+    server.chmod(0o755)
+    return LlamaCpp(root)
 
 
 def tiny_drafter_config(**draft):

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from helpers import fake_script
+from helpers import install_fake_server
 from activation_wave.benchmarks import llamacpp_speed as B
 from activation_wave.models.drafter import Eagle3Drafter, save_drafter
 from activation_wave.engines.llamacpp import (
@@ -270,11 +270,8 @@ FAKE_SERVER = textwrap.dedent('''
     JSON_HANDLER
 
     class H(JsonHandler):
-        def do_GET(self):
-            self.send({"status": "ok"})
-
         def do_POST(self):
-            req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            req = self.read_json()
             n = req["n_predict"]
             timings = {"predicted_n": n, "predicted_ms": 10.0 * n}
             if draft:
@@ -295,11 +292,7 @@ FAKE_SERVER = textwrap.dedent('''
 
 
 def _fake_server(root, ignore_flags):
-    server = root / "build" / "bin" / "llama-server"
-    server.parent.mkdir(parents=True, exist_ok=True)
-    server.write_text(f"#!{sys.executable}\n" + fake_script(FAKE_SERVER).replace("IGNORE_FLAGS", str(ignore_flags)))
-    server.chmod(0o755)
-    return LlamaCpp(root)
+    return install_fake_server(root, FAKE_SERVER.replace("IGNORE_FLAGS", str(ignore_flags)))
 
 
 @pytest.mark.parametrize("ignore_flags", [False, True])

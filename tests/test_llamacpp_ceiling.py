@@ -3,15 +3,13 @@ orchestration and analysis against a fake llama-server whose costs follow a plan
 
 from __future__ import annotations
 
-import sys
 import textwrap
 
 import pytest
 
 from activation_wave.benchmarks import llamacpp_ceiling as C
 from activation_wave.decode import ceiling as cm
-from activation_wave.engines.llamacpp import LlamaCpp
-from helpers import fake_script
+from helpers import install_fake_server
 
 # ----------------------------------------------------------------------------- the arithmetic
 
@@ -134,11 +132,8 @@ FAKE_SERVER = textwrap.dedent('''
     JSON_HANDLER
 
     class H(JsonHandler):
-        def do_GET(self):
-            self.send({"status": "ok"})
-
         def do_POST(self):
-            req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            req = self.read_json()
             n = req["n_predict"]
             tokens = [req["prompt"][0]] * n
             timings = {"predicted_n": n}
@@ -182,11 +177,7 @@ FAKE_SERVER = textwrap.dedent('''
 
 @pytest.fixture
 def fake_lc(tmp_path):
-    server = tmp_path / "lc" / "build" / "bin" / "llama-server"
-    server.parent.mkdir(parents=True)
-    server.write_text(f"#!{sys.executable}\n" + fake_script(FAKE_SERVER))
-    server.chmod(0o755)
-    return LlamaCpp(tmp_path / "lc")
+    return install_fake_server(tmp_path / "lc", FAKE_SERVER)
 
 
 def test_the_benchmark_recovers_planted_terms_and_predicts_its_rounds(fake_lc, tmp_path):

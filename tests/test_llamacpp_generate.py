@@ -6,7 +6,6 @@ build, no model weights."""
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 import threading
 import time
@@ -14,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from helpers import fake_script
+from helpers import install_fake_server
 from activation_wave.engines import llamacpp_generate as G
 from activation_wave.engines.llamacpp import LlamaCpp, server_command
 from activation_wave.models.capture import data_hash
@@ -156,7 +155,7 @@ FAKE_SERVER = textwrap.dedent('''
             self.send({"status": "ok"} if self.path == "/health" else {"build_info": f"b0-fake np{slots}"})
 
         def do_POST(self):
-            req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            req = self.read_json()
             n = req["n_predict"]
             toks = [req["prompt"][-1]] * min(n, 3) + ([2] if n > 3 else [])
             self.send({"tokens": toks, "stop_type": "eos" if n > 3 else "limit", "tokens_predicted": len(toks),
@@ -168,11 +167,7 @@ FAKE_SERVER = textwrap.dedent('''
 
 @pytest.fixture()
 def fake_server(tmp_path):
-    server = tmp_path / "lc" / "build" / "bin" / "llama-server"
-    server.parent.mkdir(parents=True)
-    server.write_text(f"#!{sys.executable}\n" + fake_script(FAKE_SERVER))
-    server.chmod(0o755)
-    return LlamaCpp(tmp_path / "lc")
+    return install_fake_server(tmp_path / "lc", FAKE_SERVER)
 
 
 def test_slots_are_a_server_flag(tmp_path):

@@ -136,7 +136,7 @@ def evaluate(cfg: StudyConfig, *, train: bool, progress: bool = True) -> dict[st
     or a drafter is missing (the design has not run to the end)."""
     from activation_wave.benchmarks import recipe
     from activation_wave.draft.experiment import ScoreOnTrain, is_trained, run_jobs
-    from activation_wave.models.capture import cache_dir_for, capture
+    from activation_wave.models.capture import capture
     from activation_wave.models.prompts import generate_responses
     from activation_wave.core.results import load_optional
     from activation_wave.study.chapters import drafter_data_scale as analysis
@@ -160,11 +160,7 @@ def evaluate(cfg: StudyConfig, *, train: bool, progress: bool = True) -> dict[st
     with response_generator(gen_cfg, prof.target) as gen:
         corpus, rpath = generate_responses(prof.target, prompts, gen_cfg.data, progress=progress, generator=gen)
     gen_s = time.time() - t_gen
-    jobs = design(base.draft, len(base_train), len(corpus), base_tokens, layers)
-    kept = tuple(sorted({i for j in jobs for i in j.layers}))
-    cap_cfg = capture_config(prof.cfg, kept)
-    records = prefix_records(base_train, corpus)
-    cache: Any = _Unopened(cache_dir_for(prof.target, records, cap_cfg))
+    jobs, cap_cfg, records, cache = _plan(base.draft, prof, base_train, base_tokens, corpus, layers)
     capture_s = None
     if not all(is_trained(cache, j.layers, j.config) for j in jobs):
         if not train:
@@ -195,7 +191,7 @@ def evaluate(cfg: StudyConfig, *, train: bool, progress: bool = True) -> dict[st
     doc = analysis.analyse(ids, taus, logs, layers, strength=strength, n_base=len(base_train),
                            n_corpus=len(corpus), base_tokens=base_tokens)
     doc.update({"pre_registration": PRE_REGISTRATION, "responses_file": rpath.name,
-                "capture": {"key": cache.path.name, "layers": list(kept), "records": len(records),
+                "capture": {"key": cache.path.name, "layers": list(cap_cfg.layers), "records": len(records),
                             "tokens": _tokens(records, cap_cfg.max_length),
                             "seconds_this_run": capture_s},
                 "generation_s_this_run": round(gen_s, 1), "seconds": round(time.time() - t0, 1)})
@@ -209,26 +205,20 @@ def status(cfg: StudyConfig) -> dict[str, Any]:
     every response exists (the capture's key needs them all)."""
     from activation_wave.benchmarks import recipe
     from activation_wave.draft.experiment import is_trained
-    from activation_wave.models.capture import cache_dir_for
-    from activation_wave.models.prompts import _response_cache, read_responses, responses_key
     from activation_wave.study.steps import load_results
 
     prof = profile_capture(cfg, progress=False)
     base_train = [r for r in prof.responses if r.split == "train"]
     gen_cfg, prompts = corpus_generation(cfg, len(base_train))
-    done = read_responses(_response_cache(f"{prof.target.slug}-{responses_key(prof.target, prompts, gen_cfg.data)}.jsonl",
-                                          False))
+    done = _done_responses(prof.target, prompts, gen_cfg.data)
     out: dict[str, Any] = {"profile": cfg.profile, "responses": sum(p.id in done for p in prompts),
                            "responses_needed": len(prompts),
                            "drafters": None, "trained": []}
     if out["responses"] < len(prompts):
         return out
     layers = {x["set"]: tuple(x["layers"]) for x in load_results("06_predictors", cfg)["sets"]}
-    jobs = design(recipe.base_recipe(cfg).draft, len(base_train), len(prompts),
-                  _tokens(base_train, prof.cfg.capture.max_length), layers)
-    kept = tuple(sorted({i for j in jobs for i in j.layers}))
-    records = prefix_records(base_train, [done[p.id] for p in prompts])
-    cache = _Unopened(cache_dir_for(prof.target, records, capture_config(prof.cfg, kept)))
+    jobs, _, _, cache = _plan(recipe.base_recipe(cfg).draft, prof, base_train,
+                              _tokens(base_train, prof.cfg.capture.max_length), [done[p.id] for p in prompts], layers)
     out["drafters"] = len(jobs)
     out["trained"] = [f"{j.set}@{j.point}#s{j.config.seed}" for j in jobs if is_trained(cache, j.layers, j.config)]
     return out
@@ -280,13 +270,12 @@ def corpus_agreement(cfg: StudyConfig, n: int = 32, *, progress: bool = True) ->
     on the first ``n`` corpus prompts llama.cpp has answered (the PyTorch ones generated here, in
     batches of ``data.batch_size``); saved as ``corpus_agreement`` in the results folder."""
     from activation_wave.engines.llamacpp_generate import divergence_logits, greedy_agreement
-    from activation_wave.models.prompts import _response_cache, generate_responses, read_responses, responses_key
+    from activation_wave.models.prompts import generate_responses
     from activation_wave.study.steps import save_results
 
     prof = profile_capture(cfg, progress=progress)
     gen_cfg, prompts = corpus_generation(cfg, sum(r.split == "train" for r in prof.responses))
-    path = _response_cache(f"{prof.target.slug}-{responses_key(prof.target, prompts, gen_cfg.data)}.jsonl", False)
-    done = read_responses(path)
+    done = _done_responses(prof.target, prompts, gen_cfg.data)
     chosen = [p for p in prompts if p.id in done][:n]
     if len(chosen) < n:
         raise ValueError(f"only {len(chosen)} corpus prompts have llama.cpp responses, {n} asked for; "
@@ -313,11 +302,28 @@ def corpus_agreement(cfg: StudyConfig, n: int = 32, *, progress: bool = True) ->
 
 def responses_ready(target: Any, prompts: Sequence[Any], data: DataConfig) -> bool:
     """Whether every response of ``prompts`` under ``data`` is committed or cached (nothing to generate)."""
+    done = _done_responses(target, prompts, data)
+    return all(p.id in done for p in prompts)
+
+
+def _done_responses(target: Any, prompts: Sequence[Any], data: DataConfig) -> dict[str, Any]:
+    """The responses of ``prompts`` under ``data`` generated so far (committed or cached), by prompt id."""
     from activation_wave.models.prompts import _response_cache, read_responses, responses_key
 
-    path = _response_cache(f"{target.slug}-{responses_key(target, prompts, data)}.jsonl", False)
-    done = read_responses(path)
-    return all(p.id in done for p in prompts)
+    return read_responses(_response_cache(f"{target.slug}-{responses_key(target, prompts, data)}.jsonl", False))
+
+
+def _plan(base: DraftConfig, prof: Any, base_train: Sequence[Any], base_tokens: int, corpus: Sequence[Any],
+          layers: Mapping[str, Sequence[int]]) -> tuple[list[Job], CaptureConfig, list[Any], Any]:
+    """The design's drafters (:func:`design`) on the profile capture ``prof``'s train records and
+    the corpus records, the training capture's config (only the layers they read), its records,
+    and its folder by key (unopened, found without capturing)."""
+    from activation_wave.models.capture import cache_dir_for
+
+    jobs = design(base, len(base_train), len(corpus), base_tokens, layers)
+    cap_cfg = capture_config(prof.cfg, {i for j in jobs for i in j.layers})
+    records = prefix_records(base_train, corpus)
+    return jobs, cap_cfg, records, _Unopened(cache_dir_for(prof.target, records, cap_cfg))
 
 
 def capture_config(cfg: StudyConfig, layers: Sequence[int]) -> CaptureConfig:

@@ -119,7 +119,8 @@ def analyse(ids: Sequence[str], taus: Mapping[str, np.ndarray], logs: Mapping[st
 
 
 def time_split(logs: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
-    """Where the drafters' optimisation time went, as shares of its sum over ``logs`` (their
+    """Where the drafters' optimisation time went, as shares of its sum over ``logs`` (train logs, or
+    the results document's per-label ``drafters`` entries: anything carrying a
     ``time_split``: batch reading, forward, backward, optimiser); None when no log records it
     (drafters trained before it was logged).
 
@@ -191,8 +192,7 @@ def bench_entry(doc: Mapping[str, Any]) -> dict[str, Any]:
             "capture_tokens_per_s": (cap["tokens"] / cap["seconds_this_run"]
                                      if cap.get("seconds_this_run") else None),
             "capture": cap,
-            "training_time_split": time_split([{"time_split": d["time_split"]} for d in doc.get("drafters", {}).values()
-                                               if d.get("time_split")])}
+            "training_time_split": time_split(list(doc.get("drafters", {}).values()))}
 
 
 # ----------------------------------------------------------------------------- words
@@ -250,8 +250,7 @@ def cost_text(doc: Mapping[str, Any] | None, entry: Mapping[str, Any] | None) ->
                    f"{cap['seconds_this_run'] / 60:.0f} minutes, {cap['tokens'] / cap['seconds_this_run']:.0f} "
                    "positions/s (the target's forward passes, batch by batch, and the shards' writes).")
     speeds = [p["tokens_per_s"] for p in doc["points"] if p.get("tokens_per_s")]
-    split = time_split([{"time_split": d["time_split"]} for d in (doc.get("drafters") or {}).values()
-                        if d.get("time_split")])
+    split = time_split(list((doc.get("drafters") or {}).values()))
     if speeds:
         text = (f"Training: {np.mean(speeds):.0f} training tokens/s per one-thread drafter (mean over the curve's "
                 "points)")

@@ -42,8 +42,8 @@ BOTTOM, MIDDLE, TOP = "bottom", "middle", "top"
 #: The third budget: the data-scale design's H7 point (16x the distinct prompts, twice the top
 #: budget's training tokens; pre-registered in ``book/data_scale_preregistration.md``).
 CORPUS = "corpus"
-#: The seed-sensitivity family of H5's third-budget interaction (corpus minus top).
-H5_CORPUS = "H5 interaction, corpus - top"
+#: The seed-sensitivity families of H5 (top minus bottom), H5's third budget (corpus minus top) and H6.
+H5_TOP, H5_CORPUS, H6_NORM = "H5 interaction", "H5 interaction, corpus - top", "H6 norm arm"
 #: The commit that registered H5 and H6 (``sec-strength-prereg``), before any drafter of the page trained.
 PRE_REGISTRATION = {"commit": "e099d4396d428d36dc644ac8eb01869f0638df68",
                     "page": "book/chapters/06b_drafter_strength (sec-strength-prereg)"}
@@ -161,10 +161,10 @@ def seed_sensitivity(taus: Mapping[str, Mapping[str, np.ndarray]], doc: Mapping[
                                  n_boot, seed)
     if TOP in taus and BOTTOM in taus:
         top, bot = taus[TOP], taus[BOTTOM]
-        out += _sensitivity_rows("H5 interaction", {n: [(1.0, top[n]), (-1.0, top[REFERENCE]), (-1.0, bot[n]),
+        out += _sensitivity_rows(H5_TOP, {n: [(1.0, top[n]), (-1.0, top[REFERENCE]), (-1.0, bot[n]),
                                                         (1.0, bot[REFERENCE])] for n in top if n in bot and n != REFERENCE},
                                  doc["interaction"], n_boot, seed)
-        out += _sensitivity_rows("H6 norm arm", {n: [(1.0, top[n + NORM]), (-1.0, top[n])] for n in norm_sets
+        out += _sensitivity_rows(H6_NORM, {n: [(1.0, top[n + NORM]), (-1.0, top[n])] for n in norm_sets
                                                  if n in top and n + NORM in top}, doc["norm_arm"], n_boot, seed)
     return out
 
@@ -280,22 +280,24 @@ def tau_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def interaction_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """H5's table: per set, delta at each budget and the interaction with interval, Holm p, verdict."""
-    return [{"set": r["set"], "delta bottom": r["delta_bottom"], "delta top": r["delta_top"],
-             "I = top - bottom": r["delta"], "95% CI": _ci(r["lo"], r["hi"]), "p (Holm)": r["p_holm"],
+def _interaction_table(rows: Sequence[Mapping[str, Any]], lower: str, upper: str) -> list[dict[str, Any]]:
+    """An H5 table (:func:`interaction`'s rows between budgets ``lower`` and ``upper``): per set,
+    delta at each budget and the interaction with interval, Holm p, verdict."""
+    return [{"set": r["set"], f"delta {lower}": r["delta_bottom"], f"delta {upper}": r["delta_top"],
+             f"I = {upper} - {lower}": r["delta"], "95% CI": _ci(r["lo"], r["hi"]), "p (Holm)": r["p_holm"],
              "SD per prompt": r["sd"], "n": r["n"],
              "H5": {"higher": "supported (gains with budget)", "lower": "supported (falls behind with budget)"}.get(
-                 verdict(r), verdict(r))} for r in doc["interaction"]]
+                 verdict(r), verdict(r))} for r in rows]
+
+
+def interaction_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """H5's table, top against bottom budget."""
+    return _interaction_table(doc["interaction"], BOTTOM, TOP)
 
 
 def interaction_corpus_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """H5's third budget: per set, delta at the top and corpus budgets and their difference."""
-    return [{"set": r["set"], "delta top": r["delta_bottom"], "delta corpus": r["delta_top"],
-             "I = corpus - top": r["delta"], "95% CI": _ci(r["lo"], r["hi"]), "p (Holm)": r["p_holm"],
-             "SD per prompt": r["sd"], "n": r["n"],
-             "H5": {"higher": "supported (gains with budget)", "lower": "supported (falls behind with budget)"}.get(
-                 verdict(r), verdict(r))} for r in doc.get("interaction_corpus") or []]
+    """H5's third-budget table, corpus against top budget."""
+    return _interaction_table(doc.get("interaction_corpus") or [], TOP, CORPUS)
 
 
 def norm_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -317,9 +319,7 @@ def answer_text(doc: Mapping[str, Any] | None) -> str:
     n = _n_prompts(top)
 
     stat = _stat
-    words = {"higher": "is above the default", "lower": "is below the default", "within noise": "is within noise of it",
-             "close to the line": "is close to the line"}
-    clauses = [f"{c['set']} {words.get(verdict(c), verdict(c))} ({stat(c)})" for c in top["comparison"]]
+    clauses = [f"{c['set']} {_IS.get(verdict(c), verdict(c))} ({stat(c)})" for c in top["comparison"]]
     head = (f"At the stronger budget (the default's tau {top['tau_default']['tau']:.3f} against "
             f"{bottom['tau_default']['tau']:.3f} after one epoch; paired over {n} prompts, Holm across the sets): "
             + "; ".join(clauses) + ".")
@@ -354,9 +354,7 @@ def _corpus_text(doc: Mapping[str, Any]) -> str:
     cor, top = _budget(doc, CORPUS), _budget(doc, TOP)
     if cor is None or top is None:
         return ""
-    words = {"higher": "is above the default", "lower": "is below the default", "within noise": "is within noise of it",
-             "close to the line": "is close to the line"}
-    clauses = "; ".join(f"{c['set']} {words.get(verdict(c), verdict(c))} ({_stat(c)})" for c in cor["comparison"])
+    clauses = "; ".join(f"{c['set']} {_IS.get(verdict(c), verdict(c))} ({_stat(c)})" for c in cor["comparison"])
     moved = [f"{r['set']} ({'gains on' if r['delta'] > 0 else 'falls further behind'} the default: {_stat(r, 'I')})"
              for r in doc.get("interaction_corpus") or [] if verdict(r) in ("higher", "lower")]
     h5 = ("From the stronger budget to the corpus budget, " + ", ".join(moved) + "." if moved else
@@ -366,6 +364,9 @@ def _corpus_text(doc: Mapping[str, Any]) -> str:
             f"{top['tau_default']['tau']:.3f}): {clauses}. {h5}")
 
 
+#: A set's verdict against the default as the answers word it.
+_IS = {"higher": "is above the default", "lower": "is below the default", "within noise": "is within noise of it",
+       "close to the line": "is close to the line"}
 _WHERE = {"higher": "above the default", "lower": "below the default", "within noise": "within noise",
           "close to the line": "close to the line (Holm p near 0.05)"}
 
@@ -469,8 +470,7 @@ def hypotheses(doc: Mapping[str, Any] | None) -> list[Hypothesis]:
         return (f"{name} = {r['delta']:+.3f} {_ci(r['lo'], r['hi'])}, Holm p = {r['p_holm']:.3g}, n = {r['n']} prompts"
                 f"{within_noise(r['lo'], r['hi'])}")
 
-    seeds = {("H5c" if r["comparison"] == H5_CORPUS else r["comparison"][:2], r["set"]): r
-             for r in doc.get("seed_sensitivity") or []}
+    seeds = {(r["comparison"], r["set"]): r for r in doc.get("seed_sensitivity") or []}
 
     def survives(kind: str, r: Mapping[str, Any]) -> str:
         s_ = seeds.get((kind, r["set"]))
@@ -480,17 +480,17 @@ def hypotheses(doc: Mapping[str, Any] | None) -> list[Hypothesis]:
     return ([Hypothesis(f"H5 ({r['set']})", "its delta against the default changes from chapter 6's budget to the "
                         "stronger one", stat(r, "I"), ok(r, None),
                         "top minus bottom delta, paired over prompts, Holm across the sets (the page after chapter 6; "
-                        "its seed-sensitivity analysis is beside it there)" + survives("H5", r))
+                        "its seed-sensitivity analysis is beside it there)" + survives(H5_TOP, r))
              for r in doc["interaction"]]
             + [Hypothesis(f"H5, third budget ({r['set']})", "its delta against the default changes from the stronger "
                           "budget to the corpus budget (16x the distinct prompts, twice the tokens)", stat(r, "I"),
                           ok(r, None), "corpus minus top delta, paired over prompts, Holm across the sets (registered "
-                          "with the data-scale design)" + survives("H5c", r))
+                          "with the data-scale design)" + survives(H5_CORPUS, r))
                for r in doc.get("interaction_corpus") or []]
             + [Hypothesis(f"H6 ({r['set']})", "the per-layer norm before fc helps at the stronger budget",
                           stat(r, "delta tau"), ok(r, "higher"),
                           "norm minus no norm, 3 seeds each, Holm across the triples; the norm arm trained on "
-                          "another CPU than the plain drafters (the page's confound)" + survives("H6", r))
+                          "another CPU than the plain drafters (the page's confound)" + survives(H6_NORM, r))
                for r in doc["norm_arm"]])
 
 
