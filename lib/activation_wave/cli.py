@@ -552,7 +552,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "llamacpp_ceiling (issue 42: an EAGLE-3 round in llama.cpp term by term, verify cost by batch size, "
                    "extraction, drafter calls f16/q8_0, predicted vs measured rounds and the ceiling per depth, both "
                    "targets at 1 and 2 threads; about 30 minutes on 2 quiet cores, runs only when named; size: "
-                   "python -m activation_wave.benchmarks.llamacpp_ceiling --prompts N --max-new-tokens T)")
+                   "python -m activation_wave.benchmarks.llamacpp_ceiling --prompts N --max-new-tokens T), "
+                   "large_drafter (issue 42: the 1.5B default triple's drafter on 1,024 distinct prompts answered by "
+                   "llama.cpp; responses, capture and training take hours, resumable, runs only when named; "
+                   "llamacpp_1.5b then measures it beside the toy drafter)")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("dry-run", help="validate a config and estimate memory, disk and time without loading weights")

@@ -598,6 +598,7 @@ def run_sizes(cfg: Any, *, n_prompts: int = 12, max_new_tokens: int = 96, thread
     The figure is EAGLE-3 (default triple) at the largest thread count."""
     import os
 
+    from activation_wave.benchmarks import large_drafter
     from activation_wave.engines.llamacpp import find_llamacpp
     from activation_wave.study.chapters import cpu_payoff as cpu
 
@@ -612,7 +613,9 @@ def run_sizes(cfg: Any, *, n_prompts: int = 12, max_new_tokens: int = 96, thread
                                 "`wave bench --only speculative_decoding` first")
     work = Path(workdir or tempfile.mkdtemp(prefix="wave-llamacpp-sizes-"))
     trained = cpu.trained_drafters(cfg)
-    large = _size_run(lc, cfg.third.model, {"eagle3": trained[cpu.DEFAULT_SET]},
+    corpus_drafter = large_drafter.trained(cfg)  # issue 42's drafter, beside the toy one once it has trained
+    large = _size_run(lc, cfg.third.model, {"eagle3": trained[cpu.DEFAULT_SET],
+                                            **({large_drafter.METHOD: corpus_drafter} if corpus_drafter else {})},
                       cfg.profile, n_prompts=n_prompts, max_new_tokens=max_new_tokens, threads=threads, work=work,
                       ngram=True, diagnose=True)
     small = _size_run(lc, cfg.model, {"eagle3": small_drafter}, cfg.profile, n_prompts=n_prompts,

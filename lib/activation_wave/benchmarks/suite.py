@@ -32,7 +32,7 @@ Entry = Callable[[StudyConfig], dict[str, Any]]
 #: Benchmarks a plain ``wave bench`` skips: they take hours (the recipe study trains about
 #: 40 drafters; the 1.5B llama.cpp runs need its drafters and about half an hour), so they
 #: run only when named, e.g. ``wave bench --only recipe``.
-OPT_IN = ("recipe", "llamacpp_1.5b", "data_scale", "llamacpp_ceiling")
+OPT_IN = ("recipe", "llamacpp_1.5b", "data_scale", "llamacpp_ceiling", "large_drafter")
 
 
 def entries() -> dict[str, Entry]:
@@ -42,7 +42,7 @@ def entries() -> dict[str, Entry]:
     from activation_wave.benchmarks import llamacpp_speed as llamacpp
     from activation_wave.benchmarks import metric_speed as metrics
     from activation_wave.benchmarks import pipeline_cost as pipeline
-    from activation_wave.benchmarks import data_scale, recipe
+    from activation_wave.benchmarks import data_scale, large_drafter, recipe
 
     return {"capture_throughput": pipeline.bench_capture, "memory_scaling": pipeline.bench_memory,
             "default_profile": pipeline.bench_default_profile,
@@ -53,6 +53,8 @@ def entries() -> dict[str, Entry]:
             # needs the optional llama.cpp build (scripts/setup_llamacpp.sh)
             "llamacpp": lambda cfg: llamacpp.run(profile=cfg.profile, model=cfg.model),
             # chapter 11: the third architecture's target (1.5B) and the study's, side by side
+            # issue 42: a 1.5B drafter trained on the corpus (responses, capture, training: hours; resumable)
+            "large_drafter": large_drafter.run,
             "llamacpp_1.5b": llamacpp.run_sizes,
             # issue 42: the round's terms, predicted next to measured, and the ceiling per depth (~30 min)
             "llamacpp_ceiling": ceiling.run,

@@ -33,7 +33,8 @@ CEILING = "llamacpp_ceiling"
 __all__ = ["NAME", "BENCH", "has_drafters", "drafter_sets", "run_drafters", "trained_drafters", "speed_frame",
            "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "drafters_text", "speed_text", "cost_text", "reading_text", "landing_text",
            "CEILING", "ceiling_frame", "terms_frame", "ceiling_text", "where_points", "where_text", "today_taus", "ngram_text",
-           "answer_text", "ceiling_tables", "ceiling_values", "ROUND_FORMATS", "cost_inputs_frame"]
+           "answer_text", "ceiling_tables", "ceiling_values", "ROUND_FORMATS", "cost_inputs_frame", "LARGE",
+           "LARGE_METHOD", "LARGE_TARGET", "large_drafter_text"]
 
 
 def has_drafters(cfg: StudyConfig) -> bool:
@@ -69,10 +70,10 @@ def run_drafters(cfg: StudyConfig, results_root: str | None = None, *, n_boot: i
 
 
 def trained_drafters(cfg: StudyConfig, results_root: str | None = None,
-                     names: Sequence[str] = (DEFAULT_SET,)) -> dict[str, str]:
+                     names: Sequence[str] = (DEFAULT_SET,), *, weights: bool = True) -> dict[str, str]:
     """Set name -> weight folder of the first seed of the pre-registered drafters of the
     sets ``names`` (trained here when the cache has no weights, e.g. on a clone whose
-    ledger holds only scores)."""
+    ledger holds only scores; ``weights=False``: the folder as the ledger names it, nothing trained)."""
     from activation_wave.draft.experiment import train_or_load
     from activation_wave.study.steps import run_capture
 
@@ -82,7 +83,7 @@ def trained_drafters(cfg: StudyConfig, results_root: str | None = None,
     jobs = cd.design(sets, rule, cap.cache.n_layers, dcfg.draft, seeds=1, sweep_stride=0)
     out = {}
     for job in (j for j in jobs if j.set in names):
-        path, _ = train_or_load(cap.target, cap.cache, list(job.layers), job.config, weights=True)
+        path, _ = train_or_load(cap.target, cap.cache, list(job.layers), job.config, weights=weights)
         out[job.set] = str(path)
     return out
 
@@ -93,7 +94,12 @@ def _threads(n: int | str) -> str:
 
 #: Table labels of the methods in the ``llamacpp_1.5b`` entry (others keep their key).
 METHOD_LABELS = {"plain": "plain", "plain_repack": "plain, repacked weights (llama.cpp's default)",
-                 "eagle3": "EAGLE-3", "ngram": "n-gram lookup"}
+                 "eagle3": "EAGLE-3", "ngram": "n-gram lookup", "eagle3_corpus": "EAGLE-3, corpus drafter"}
+#: The benchmark of issue 42's 1.5B drafter trained on the corpus (``benchmarks.large_drafter``), and its
+#: method in the ``llamacpp_1.5b`` side by side.
+LARGE, LARGE_METHOD = "large_drafter", "eagle3_corpus"
+#: The outcome tau issue 42 asks of that drafter.
+LARGE_TARGET = 1.5
 #: The entry's reference run under llama.cpp's default flags (``benchmarks.llamacpp_speed.FASTEST_PLAIN``).
 REPACKED = "plain_repack"
 
@@ -246,6 +252,7 @@ def evaluate_hypotheses(entry: Mapping[str, Any] | None, drafters: cd.CrossDraft
                         f"tau {e['tau']:.2f}, identical to plain {e['identical_to_plain']}/{e['prompts']}"
                         + (f", every server {_server_flags(entry)}" if _server_flags(entry) else ""),
                         lo > 1.0, "paired bootstrap over prompts, one test")
+    c1b = _c1_corpus(entry)
     if drafters is None:
         c2 = Hypothesis("C2", "the best rule's set beats the default (1.5B drafters)", "no drafters in this profile",
                         None, "")
@@ -253,7 +260,51 @@ def evaluate_hypotheses(entry: Mapping[str, Any] | None, drafters: cd.CrossDraft
         (g1, *_) = cd.evaluate_hypotheses(drafters, alpha)
         c2 = dataclasses.replace(g1, name="C2", claim="the best rule's set beats the default (1.5B drafters, one "
                                  "seed each)")
-    return [c1, c2]
+    return [c1, *([c1b] if c1b else []), c2]
+
+
+def _corpus_run(sizes: Mapping[str, Any] | None) -> tuple[str, dict[str, Any]] | None:
+    """(threads, run) of the corpus drafter at the largest thread count it was measured at."""
+    large = ((sizes or {}).get("large") or {}).get("by_threads") or {}
+    runs = {t: r[LARGE_METHOD] for t, r in large.items() if (r.get(LARGE_METHOD) or {}).get("speedup_ci")}
+    return (t := max(runs, key=int), runs[t]) if runs else None
+
+
+def _c1_corpus(sizes: Mapping[str, Any] | None) -> Hypothesis | None:
+    """C1 re-stated for the corpus drafter (the second amendment), once it is in the side by side."""
+    got = _corpus_run(sizes)
+    if got is None:
+        return None
+    t, e = got
+    lo, hi = e["speedup_ci"]
+    return Hypothesis("C1 (corpus drafter)", f"EAGLE-3 in llama.cpp with the corpus drafter beats plain llama.cpp at "
+                      f"{_threads(t)} (1.5B target)",
+                      f"pooled speedup {e['speedup']:.3f}x [{lo:.3f}, {hi:.3f}], n = {e['prompts']} prompts, tau "
+                      f"{e['tau']:.2f}, identical to plain {e['identical_to_plain']}/{e['prompts']}",
+                      lo > 1.0, "paired bootstrap over prompts, one test (second amendment)")
+
+
+def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any] | None) -> str:
+    """Issue 42's 1.5B drafter in words: its data, cost and outcome tau beside the toy drafter's
+    (paired over the same eval prompts), and its llama.cpp row once measured."""
+    if not large:
+        return ("Not trained yet. `wave bench --only large_drafter` generates the corpus responses (llama.cpp), "
+                "captures the triple's layers and trains the drafter (hours on two cores; resumable), then "
+                "`wave bench --only llamacpp_1.5b` puts it beside the toy drafter.")
+    d, (lo, hi) = large["delta_vs_toy"], large["tau_ci"]
+    reached = "reaches" if large["figure"] >= LARGE_TARGET else "does not reach"
+    out = (f"The corpus drafter (the default triple {large['layers']}, {large['train_prompts']:,} distinct train "
+           f"prompts, {large['budget_tokens']:,} training tokens, {large['train_cpu_min']:.0f} CPU-minutes of "
+           f"training) has outcome tau {large['figure']:.2f} [{lo:.2f}, {hi:.2f}] on the n = {d['n']} eval prompts "
+           f"where the toy drafter has {large['baseline']:.2f} (paired difference {d['mean']:+.2f} "
+           f"[{d['lo']:+.2f}, {d['hi']:+.2f}], p {d['p']:.3g}); it {reached} the issue's {LARGE_TARGET}. ")
+    got = _corpus_run(sizes)
+    if got is None:
+        return out + "Its llama.cpp row is not measured yet (`wave bench --only llamacpp_1.5b`)."
+    t, e = got
+    lo, hi = e["speedup_ci"]
+    return out + (f"In llama.cpp at {_threads(t)} it runs at {e['speedup']:.2f}x [{lo:.2f}, {hi:.2f}] of plain "
+                  f"(tau {e['tau']:.2f}, {e['identical_to_plain']}/{e['prompts']} outputs identical to plain).")
 
 
 def drafters_text(res: cd.CrossDrafterResult | None, workers: int = 1, *, epochs: int = 1,
@@ -771,6 +822,11 @@ def answer_text(sizes: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | No
         out.append(f"EAGLE-3 with the 1.5B drafter trained here runs at {e['speedup']:.2f}x "
                    f"[{e['speedup_ci'][0]:.2f}, {e['speedup_ci'][1]:.2f}] at {_threads(t)}, but that drafter barely "
                    f"drafts (tau {e['tau']:.2f}): the verdict is about it, not about EAGLE-3.")
+        got = _corpus_run(sizes)
+        if got:
+            tc, c = got
+            out.append(f"The corpus drafter (the second amendment; C1 re-stated) runs at {c['speedup']:.2f}x "
+                       f"[{c['speedup_ci'][0]:.2f}, {c['speedup_ci'][1]:.2f}] at {_threads(tc)} with tau {c['tau']:.2f}.")
     df = ceiling_frame(ceiling)
     big = df[df["target"] == "1.5B"] if len(df) else df
     if len(big):
@@ -799,9 +855,10 @@ def ceiling_tables(ceiling: Mapping[str, Any] | None) -> list[Any]:
             format_table(ceiling_frame(ceiling), {**fmt, "difference": "{:+.1%}", "ceiling": "{:.2f}x"})]
 
 
-def ceiling_values(ceiling: Mapping[str, Any] | None, sizes: Mapping[str, Any] | None) -> dict[str, str]:
-    """The page's glued texts of the ceiling section: ``cpu_ceiling_text``, ``cpu_where_text``
-    and ``cpu_answer_text``."""
-    return {"cpu_ceiling_text": ceiling_text(ceiling),
+def ceiling_values(ceiling: Mapping[str, Any] | None, sizes: Mapping[str, Any] | None,
+                   large: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """The page's glued texts of the ceiling section: ``cpu_ceiling_text``, ``cpu_where_text``,
+    ``cpu_answer_text`` and, from issue 42's ``large`` drafter entry, ``cpu_large_text``."""
+    return {"cpu_ceiling_text": ceiling_text(ceiling), "cpu_large_text": large_drafter_text(large, sizes),
             "cpu_where_text": where_text(ceiling, sizes) or "Needs the ceiling's measurement (above).",
             "cpu_answer_text": answer_text(sizes, ceiling)}

@@ -1,0 +1,165 @@
+"""A 1.5B drafter worth measuring in llama.cpp (``wave bench --only large_drafter``; issue 42).
+
+Chapter 11's C1 drafter (the default triple of the third model, ``third.model``) trained two
+epochs on 128 prompts and accepts almost nothing (outcome tau 1.00), so C1 measured an
+untrained drafter. This benchmark trains the same triple the way issue 41 trains SmolLM2's:
+on the 128 base train prompts plus the first :data:`N_CORPUS` corpus prompts
+(:mod:`activation_wave.models.corpus`), each answered greedily by the 1.5B target in
+llama.cpp (:data:`ENGINE`, committed under ``data/responses/``), for :data:`BUDGET` training
+tokens with :data:`RECIPE`. The design is registered in chapter 11 (its second amendment)
+before the drafter trains.
+
+The drafter is scored on the outcome of chapter 6 on the eval split the toy drafter is scored
+on (the third model's drafter capture), so the two are paired over the same prompts; it lands
+in the ledger like every drafter. ``wave bench --only llamacpp_1.5b`` then puts it beside the
+toy drafter (:func:`trained`), where C1 is re-stated for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from activation_wave.core.config import DataConfig, DraftConfig, StudyConfig
+from activation_wave.study.chapters.cpu_payoff import LARGE as NAME
+from activation_wave.study.chapters.cpu_payoff import LARGE_METHOD as METHOD
+from activation_wave.study.chapters.cpu_payoff import LARGE_TARGET
+
+__all__ = ["NAME", "N_CORPUS", "BUDGET", "RECIPE", "ENGINE", "METHOD", "generation_config", "drafter_config", "run",
+           "trained"]
+
+#: Corpus prompts added to the third model's 128 base train prompts (8x the base).
+N_CORPUS = 896
+#: Training tokens (summed over the optimiser's steps; ``DraftConfig.max_tokens``), about five epochs.
+BUDGET = 1_000_000
+#: The recipe screen's base (chapter 10), with bf16 autocast: 2.8x fp32's training speed on a CPU with
+#: bf16 units (the ``training_precision`` benchmark); one drafter, so both cores train it (threads are
+#: part of a drafter's key, so they are fixed here, not read from the machine).
+RECIPE = {"draft_vocab": 4096, "ttt_steps": 3, "step_decay": 0.8, "lr": 0.003, "lr_schedule": "cosine",
+          "warmup_frac": 0.05, "batch_tokens": 2048, "soft_targets": True, "dtype": "bf16", "epochs": 1,
+          "seed": 0, "eval_every": 0, "samples_per_prompt": 0, "threads": 2}
+#: How the corpus prompts' responses are generated: two one-thread llama-servers on the target's
+#: GGUF, one request at a time each (a response does not depend on what else is in flight).
+ENGINE = {"engine": "llamacpp", "engine_slots": 1, "engine_servers": 2, "engine_threads": 1}
+
+
+def generation_config(dcfg: StudyConfig) -> StudyConfig:
+    """The config that generates the corpus responses: the third drafters' data config
+    (their ``max_new_tokens``) on the corpus source, greedy, :data:`ENGINE`."""
+    data = DataConfig(**{**dataclasses.asdict(dcfg.data), "sources": ("corpus",), "samples_per_prompt": 0,
+                         "max_prompts_per_source": 0, **ENGINE})
+    return dataclasses.replace(dcfg, data=data)
+
+
+def drafter_config(dcfg: StudyConfig) -> DraftConfig:
+    """The drafter's recipe: :data:`RECIPE` and :data:`BUDGET` on the third drafters' config (its ledger)."""
+    return dataclasses.replace(dcfg.draft, **RECIPE, max_tokens=BUDGET, train_records=0, records_fraction=1.0)
+
+
+def _plan(cfg: StudyConfig, *, progress: bool) -> dict[str, Any]:
+    """The pieces every step shares: the third drafters' config and capture (base train records and
+    the eval split), the default triple, and the corpus prompts."""
+    from activation_wave.models.prompts import corpus_prompts
+    from activation_wave.select.across_models import third_drafter_config
+    from activation_wave.study.chapters import cpu_payoff as cpu
+    from activation_wave.study.steps import run_capture
+
+    if not cfg.third.model:
+        raise ValueError(f"the {cfg.profile} profile names no third model (third.model); "
+                         "the large drafter is the third model's")
+    dcfg = third_drafter_config(cfg)
+    cap = run_capture(dcfg, progress=progress)
+    sets, _ = cpu.drafter_sets(cfg)
+    prompts = corpus_prompts()
+    if len(prompts) < N_CORPUS:
+        raise ValueError(f"the large drafter needs {N_CORPUS} corpus prompts, the corpus has {len(prompts)}; "
+                         f"rebuild it with more (scripts/build_corpus.py --n {N_CORPUS})")
+    return {"dcfg": dcfg, "cap": cap, "layers": tuple(sets[cpu.DEFAULT_SET]), "prompts": prompts[:N_CORPUS],
+            "base_train": [r for r in cap.responses if r.split == "train"]}
+
+
+def _training_capture(plan: dict[str, Any], corpus: list[Any], *, progress: bool, open_: bool = True) -> Any:
+    """The capture the drafter trains on (the base train records, then the corpus's; the triple's
+    layers only); ``open_=False``: its folder by key alone, found without capturing."""
+    from activation_wave.benchmarks.data_scale import _Unopened, capture_config, prefix_records
+    from activation_wave.models.capture import cache_dir_for, capture
+
+    records = prefix_records(plan["base_train"], corpus)
+    cap_cfg = capture_config(plan["dcfg"], plan["layers"])
+    if not open_:
+        return _Unopened(cache_dir_for(plan["cap"].target, records, cap_cfg))
+    return capture(plan["cap"].target, records, cap_cfg, progress=progress)
+
+
+def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
+    """Generate (or read) the responses, capture the triple's layers, train (or read from the
+    ledger), score against the toy drafter on the same eval prompts; the benchmark entry."""
+    from activation_wave.core.results import cache_key
+    from activation_wave.core.stats import bootstrap_mean_ci, paired_bootstrap
+    from activation_wave.draft.experiment import ScoreOnTrain, run_jobs
+    from activation_wave.models.prompts import generate_responses
+    from activation_wave.study.chapters import cpu_payoff as cpu
+    from activation_wave.study.chapters.drafter_predictors import FoundDrafter, per_prompt_tau
+    from activation_wave.study.steps import response_generator
+
+    t0 = time.time()
+    plan = _plan(cfg, progress=progress)
+    dcfg, cap, layers = plan["dcfg"], plan["cap"], plan["layers"]
+    gen_cfg = generation_config(dcfg)
+    t_gen = time.time()
+    with response_generator(gen_cfg, cap.target) as gen:
+        corpus, rpath = generate_responses(cap.target, plan["prompts"], gen_cfg.data, progress=progress, generator=gen)
+    gen_s = time.time() - t_gen
+    t_cap = time.time()
+    cache = _training_capture(plan, corpus, progress=progress)
+    cap_s = time.time() - t_cap
+    b = cfg.bench
+    score = ScoreOnTrain(str(cap.cache.path), b.depth, b.draft_threshold, b.threads)
+    (row,) = run_jobs(cap.target, cache, [(cpu.DEFAULT_SET, layers, drafter_config(dcfg))], 1,
+                      progress=progress, score=score)
+    toy = cpu.trained_drafters(cfg, names=(cpu.DEFAULT_SET,), weights=False)[cpu.DEFAULT_SET]
+    found = [FoundDrafter("corpus", layers, 0, row["path"]), FoundDrafter("toy", layers, 0, toy)]
+    ids, taus, pooled = per_prompt_tau(cap.target, cap.cache, found, depth=b.depth, threshold=b.draft_threshold,
+                                       threads=b.threads, ledger=dcfg.draft.ledger, progress=progress)
+    log = row["train_log"]
+    delta = dataclasses.asdict(paired_bootstrap(taus["corpus"], taus["toy"], seed=0))
+    threads = RECIPE["threads"]
+    return {"figure": round(pooled["corpus"], 4), "unit": f"outcome tau (offline, depth {b.depth}, draft threshold "
+                                                          f"{b.draft_threshold}, {len(ids)} eval prompts)",
+            "baseline": round(pooled["toy"], 4), "baseline_unit": "the same, chapter 11's C1 drafter (toy)",
+            "target": f">= {LARGE_TARGET} (issue 42)", "model": cfg.third.model, "layers": list(layers),
+            "drafter": cache_key(row["path"]), "toy_drafter": cache_key(toy),
+            "tau_ci": list(bootstrap_mean_ci(taus["corpus"][0], seed=0)), "delta_vs_toy": delta,
+            "train_prompts": len(plan["base_train"]) + len(corpus), "corpus_prompts": len(corpus),
+            "responses_file": rpath.name, "train_tokens": log.get("n_tokens"), "loss_tokens": log.get("n_loss_tokens"),
+            "budget_tokens": BUDGET, "train_s": log.get("train_wall_s"), "train_threads": threads,
+            "train_cpu_min": round((log.get("train_wall_s") or 0) * threads / 60, 1),
+            "time_split": log.get("time_split"), "recipe": RECIPE, "engine": ENGINE,
+            "generation_s_this_run": round(gen_s, 1), "capture_s_this_run": round(cap_s, 1),
+            "capture": {"key": cache.path.name, "records": len(plan["base_train"]) + len(corpus)},
+            "eval_prompt_ids": list(ids), "per_prompt_tau": {k: [None if v != v else round(float(v), 5) for v in t[0]]
+                                                            for k, t in taus.items()},
+            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, second amendment)",
+            "seconds": round(time.time() - t0, 1)}
+
+
+def trained(cfg: StudyConfig) -> str | None:
+    """The weight folder of the large drafter once it has trained (made again on this machine
+    from its ledger entry when the weights are missing); None before it has. Nothing is generated."""
+    from activation_wave.benchmarks.data_scale import _done_responses
+    from activation_wave.draft.experiment import is_trained, train_or_load
+
+    if not cfg.third.model:
+        return None
+    plan = _plan(cfg, progress=False)
+    done = _done_responses(plan["cap"].target, plan["prompts"], generation_config(plan["dcfg"]).data)
+    if any(p.id not in done for p in plan["prompts"]):
+        return None
+    corpus = [done[p.id] for p in plan["prompts"]]
+    dconf = drafter_config(plan["dcfg"])
+    if not is_trained(_training_capture(plan, corpus, progress=False, open_=False), plan["layers"], dconf):
+        return None
+    path, _ = train_or_load(plan["cap"].target, _training_capture(plan, corpus, progress=False),
+                            list(plan["layers"]), dconf, weights=True)
+    return str(path)

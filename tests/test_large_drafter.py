@@ -1,0 +1,89 @@
+"""Issue 42's 1.5B drafter on the corpus (benchmarks/large_drafter.py) and how chapter 11 reads it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from activation_wave.benchmarks import large_drafter as ld
+from activation_wave.core.config import load_config
+from activation_wave.draft.experiment import drafter_dir
+from activation_wave.select.across_models import third_drafter_config
+from activation_wave.study.chapters import cpu_payoff as cpu
+
+
+class _Folder:
+    def __init__(self, path):
+        self.path = path
+
+
+def test_the_recipe_is_the_registered_one_and_its_key_does_not_depend_on_the_machine(tmp_path):
+    cfg = load_config("default")
+    d = ld.drafter_config(third_drafter_config(cfg))
+    assert (d.max_tokens, d.dtype, d.threads, d.batch_tokens, d.draft_vocab, d.ttt_steps, d.lr) == (
+        1_000_000, "bf16", 2, 2048, 4096, 3, 0.003)
+    assert d.ledger == "data/drafters" and d.train_records == 0 and d.seed == 0
+    # draft.workers / draft.threads of the machine running it change the third drafters' threads, not this key
+    busy = load_config("default", {"draft.workers": 1, "draft.threads": 1})
+    folder = _Folder(tmp_path)
+    assert drafter_dir(folder, [2, 14, 25], ld.drafter_config(third_drafter_config(busy))) == \
+        drafter_dir(folder, [2, 14, 25], d)
+
+
+def test_the_responses_come_from_llamacpp_on_the_corpus_one_request_per_server():
+    g = ld.generation_config(third_drafter_config(load_config("default"))).data
+    assert g.sources == ("corpus",) and g.engine == "llamacpp" and g.samples_per_prompt == 0
+    assert (g.engine_slots, g.engine_servers, g.engine_threads) == (1, 2, 1)
+    assert g.max_new_tokens == load_config("default").third.drafter_max_new_tokens
+
+
+def test_a_profile_without_a_third_model_has_no_large_drafter():
+    cfg = load_config("smoke")
+    cfg = dataclasses.replace(cfg, third=dataclasses.replace(cfg.third, model=""))
+    assert ld.trained(cfg) is None
+    with pytest.raises(ValueError, match="third.model"):
+        ld.run(cfg, progress=False)
+
+
+def _run(speedup: float, lo: float, hi: float, tau: float = 1.5) -> dict:
+    return {"speedup": speedup, "speedup_ci": [lo, hi], "tau": tau, "prompts": 12, "identical_to_plain": 12,
+            "tokens_per_s": 10.0}
+
+
+def _sizes(corpus: dict | None) -> dict:
+    run = {"threads": 2, "plain": {"tokens_per_s": 30.0}, "eagle3": _run(0.31, 0.30, 0.33, 1.05)}
+    if corpus:
+        run[cpu.LARGE_METHOD] = corpus
+    return {"large": {"by_threads": {"2": run}, "model": "qwen2.5-coder-1.5b"}}
+
+
+LARGE = {"figure": 1.62, "baseline": 1.0, "tau_ci": [1.5, 1.74], "layers": [2, 14, 25], "train_prompts": 1024,
+         "budget_tokens": 1_000_000, "train_cpu_min": 90.0,
+         "delta_vs_toy": {"mean": 0.62, "lo": 0.5, "hi": 0.74, "p": 0.0001, "n": 32}}
+
+
+def test_c1_is_restated_for_the_corpus_drafter_by_the_same_rule():
+    names = [h.name for h in cpu.evaluate_hypotheses(_sizes(None), None)]
+    assert names == ["C1", "C2"]  # before the rerun: no row for it
+    hs = {h.name: h for h in cpu.evaluate_hypotheses(_sizes(_run(0.45, 0.42, 0.48)), None)}
+    assert hs["C1 (corpus drafter)"].supported is False and "0.450x [0.420, 0.480]" in hs["C1 (corpus drafter)"].statistic
+    hs = {h.name: h for h in cpu.evaluate_hypotheses(_sizes(_run(1.2, 1.05, 1.3)), None)}
+    assert hs["C1 (corpus drafter)"].supported is True
+    assert hs["C1"].supported is False  # the toy drafter's verdict is untouched
+
+
+def test_the_page_states_the_drafter_its_target_and_its_llamacpp_row():
+    assert "Not trained yet" in cpu.large_drafter_text(None, _sizes(None))
+    text = cpu.large_drafter_text(LARGE, _sizes(None))
+    assert "1,024 distinct train prompts" in text and "1.62 [1.50, 1.74]" in text and "reaches the issue's 1.5" in text
+    assert "not measured yet" in text
+    short = cpu.large_drafter_text({**LARGE, "figure": 1.31}, _sizes(_run(0.4, 0.38, 0.42, 1.3)))
+    assert "does not reach the issue's 1.5" in short and "0.40x [0.38, 0.42]" in short and "12/12" in short
+    assert set(cpu.ceiling_values(None, None, LARGE)) >= {"cpu_large_text", "cpu_answer_text"}
+
+
+def test_the_answer_names_the_corpus_drafters_row_once_measured():
+    assert "corpus drafter" not in cpu.answer_text(_sizes(None), None)
+    assert "corpus drafter (the second amendment; C1 re-stated) runs at 0.45x [0.42, 0.48] at 2 threads" in \
+        cpu.answer_text(_sizes(_run(0.45, 0.42, 0.48)), None)
