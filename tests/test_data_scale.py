@@ -149,3 +149,21 @@ def test_the_page_says_how_far_the_design_has_run_without_any_tau():
     text = analysis.status_text(None, part)
     assert "1 of 12 drafters" in text and "4,860 of 4,860" in text and "tau" not in text
     assert analysis.cost_text(None, None) == "Not measured yet."
+
+
+def test_the_benchmark_adopts_the_default_triples_strongest_single_drafter():
+    from activation_wave.benchmarks.data_scale import strongest_label
+    from activation_wave.core.config import ConfigError, load_config
+
+    doc = {"drafters": {
+        "eagle3-default@16x@B2": {"per_seed": [[1.9, 2.1, None], [2.3, 2.3, 2.2]]},
+        "eagle3-default@16x@B4": {"per_seed": [[2.2, 2.2, 2.2]]},
+        "last-k@16x@B2": {"per_seed": [[3.0, 3.0, 3.0]]},  # another set: never the benchmark's drafter
+        "eagle3-default@1x@B1": {"per_seed": [[1.5, 1.5, 1.5], [1.4, 1.6, 1.5]]}}}
+    lab, k, tau = strongest_label(doc)
+    assert (lab, k) == ("eagle3-default@16x@B2", 1) and abs(tau - 2.2667) < 1e-3  # a None prompt is skipped, not 0
+    with pytest.raises(ValueError, match="no default-triple drafter"):
+        strongest_label({"drafters": {"last-k@16x@B2": {"per_seed": [[3.0]]}}})
+    assert load_config("default", {"bench.drafter": "data_scale"}).bench.drafter == "data_scale"
+    with pytest.raises(ConfigError, match="bench.drafter"):
+        load_config("default", {"bench.drafter": "best"})

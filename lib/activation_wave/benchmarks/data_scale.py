@@ -33,7 +33,8 @@ from activation_wave.core.config import CaptureConfig, DataConfig, DraftConfig, 
 from activation_wave.study.chapters.drafter_data_scale import MULTIPLES
 
 __all__ = ["PRE_REGISTRATION", "MULTIPLES", "BUDGETS", "CURVE", "H7_POINT", "H7_SETS", "H7_SEEDS", "ENGINE", "Job",
-           "corpus_agreement", "corpus_generation", "design", "evaluate", "generate_corpus_responses", "prefix_records", "responses_ready", "run", "status"]
+           "corpus_agreement", "corpus_generation", "design", "evaluate", "generate_corpus_responses", "prefix_records", "responses_ready", "run", "status",
+           "strongest", "strongest_label"]
 
 #: The commit that registered the design (``book/data_scale_preregistration.md``), before any of its drafters trained.
 PRE_REGISTRATION = {"commit": "58c959292e535dfc6b5af1d58a8fcfee69f0c7f9",
@@ -196,6 +197,56 @@ def evaluate(cfg: StudyConfig, *, train: bool, progress: bool = True) -> dict[st
                             "seconds_this_run": capture_s},
                 "generation_s_this_run": round(gen_s, 1), "seconds": round(time.time() - t0, 1)})
     return doc
+
+
+def strongest_label(doc: Mapping[str, Any]) -> tuple[str, int, float]:
+    """The default triple's single strongest drafter in a results document: (label, seed index,
+    its outcome tau = mean over the eval prompts it scored), by the pre-registered outcome."""
+    from activation_wave.study.chapters import drafter_data_scale as analysis
+
+    rows = [(lab, k, sum(v for v in seed if v is not None) / max(1, sum(v is not None for v in seed)))
+            for lab, d in doc["drafters"].items() if analysis.split_label(lab)[0] == H7_SETS[0]
+            for k, seed in enumerate(d["per_seed"])]
+    if not rows:
+        raise ValueError("the data-scale results hold no default-triple drafter; run wave bench --only data_scale")
+    return max(rows, key=lambda r: r[2])
+
+
+def strongest(cfg: StudyConfig, *, progress: bool = True) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """The weight folder, train log and choice (label, seed, tau) of the design's strongest
+    default-triple drafter (:func:`strongest_label` of the committed ``data_scale`` results),
+    its weights made here from the ledger when missing (which may need the training capture)."""
+    from activation_wave.benchmarks import recipe
+    from activation_wave.draft.experiment import train_or_load
+    from activation_wave.models.capture import capture
+    from activation_wave.study.chapters import drafter_data_scale as analysis
+    from activation_wave.study.steps import load_results
+
+    try:
+        doc = load_results(analysis.NAME, cfg)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"bench.drafter=data_scale needs the data-scale results ({e}); run "
+                                "wave bench --only data_scale first, or use bench.drafter=recipe") from e
+    lab, k, tau = strongest_label(doc)
+    name, multiple, budget = analysis.split_label(lab)
+    base = recipe.base_recipe(cfg).draft
+    prof = profile_capture(cfg, progress=progress)
+    layers = {x["set"]: tuple(x["layers"]) for x in load_results("06_predictors", cfg)["sets"]}
+    choice = {"label": lab, "seed": base.seed + k, "tau": tau}
+    if multiple == "1x":  # the strength page's drafters, on the profile's capture
+        path, log = train_or_load(prof.target, prof.cache, list(layers[name]),
+                                  dataclasses.replace(base, seed=base.seed + k), progress=progress)
+        return str(path), log, choice
+    base_train = [r for r in prof.responses if r.split == "train"]
+    gen_cfg, prompts = corpus_generation(cfg, len(base_train))
+    done = _done_responses(prof.target, prompts, gen_cfg.data)
+    jobs, cap_cfg, records, _ = _plan(base, prof, base_train, _tokens(base_train, prof.cfg.capture.max_length),
+                                      [done[p.id] for p in prompts], layers)
+    job = next(j for j in jobs if (j.set, j.multiple, j.budget, j.config.seed) == (name, multiple, budget,
+                                                                                  base.seed + k))
+    cache = capture(prof.target, records, cap_cfg, progress=progress)
+    path, log = train_or_load(prof.target, cache, list(job.layers), job.config, progress=progress)
+    return str(path), log, choice
 
 
 def status(cfg: StudyConfig) -> dict[str, Any]:

@@ -99,6 +99,11 @@ def _benchmark_drafter(cfg: StudyConfig, progress: bool) -> tuple[Captured, str,
     """The capture with the benchmark's data, and the benchmark drafter on the EAGLE-3
     default layers (trained once, then loaded from the drafter cache), with its log."""
     cap = run_capture(bench_config(cfg.profile, overrides=_overrides(cfg)), progress=progress)
+    if cfg.bench.drafter == "data_scale":  # issue 41: the design's strongest drafter (same eval prompts)
+        from activation_wave.benchmarks import data_scale
+
+        path, log, choice = data_scale.strongest(cfg, progress=progress)
+        return cap, path, {**log, "adopted_from": {"benchmark": "data_scale", **choice}}
     path, log = train_or_load(cap.target, cap.cache, eagle3_default_layers(cap.target.n_layers), bench_draft(cfg),
                               progress=progress)
     return cap, str(path), log
@@ -170,10 +175,11 @@ def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
     out["command"] = f"wave bench --profile {cfg.profile} --only speculative_decoding" + "".join(
         f" --set {k}={v}" for k, v in _overrides(cfg).items())
     out["drafter_config"] = {k: train_log.get("config", {}).get(k)
-                             for k in ("draft_vocab", "ttt_steps", "epochs", "lr", "dtype")}
+                             for k in ("draft_vocab", "ttt_steps", "epochs", "lr", "dtype", "max_tokens", "train_records")}
     out["drafter_eval_offline"] = {k: (train_log.get("eval") or {}).get(k) for k in ("tau_offline",
                                                                                      "acceptance_by_position")}
-    out["drafter_data"] = _data_summary(cap.cfg, cache)
+    out["drafter_data"] = (_data_summary(cap.cfg, cache) if "adopted_from" not in train_log else
+                           {"adopted_from": train_log["adopted_from"], "train_records": train_log.get("n_records")})
     out["drafter_outcome"] = _outcome_score(cfg, target, cache, path)
     out["torch_threads"] = b.threads
     out["seconds"] = round(time.time() - t_start, 1)

@@ -635,6 +635,9 @@ class BenchConfig:
     recipe_base: str = "screen"
     recipe_epochs: int = 0  # the base recipe's epochs (0 = draft_epochs)
     recipe_eval_every: int = 1  # learning curve: eval tau every n epochs (0 = only the final one)
+    # the decoding benchmark's drafter: "recipe" = trained here with the recipe above; "data_scale" = the
+    # data-scale design's strongest default-triple drafter by its outcome (issue 41; needs that design run)
+    drafter: str = "recipe"
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "draft_epochs": AT_LEAST_1, "draft_ttt_steps": AT_LEAST_1, "draft_batch_tokens": AT_LEAST_1,
@@ -646,7 +649,8 @@ class BenchConfig:
         "capture_batch_size": AT_LEAST_1, "capture_repeats": AT_LEAST_1, "recipe_seeds": AT_LEAST_1,
         "recipe_epochs": NON_NEGATIVE, "recipe_eval_every": NON_NEGATIVE}
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"precision_dtype": ("bfloat16", "float16"),
-                                                     "recipe_base": ("screen", "bench")}
+                                                     "recipe_base": ("screen", "bench"),
+                                                     "drafter": ("recipe", "data_scale")}
 
     def __post_init__(self) -> None:
         validate(self)
