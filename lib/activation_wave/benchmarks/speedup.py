@@ -22,6 +22,7 @@ import dataclasses
 import json
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,15 +96,23 @@ def bench_spec(cfg: StudyConfig) -> SpecConfig:
                                max_new_tokens=b.max_new_tokens)
 
 
-def _benchmark_drafter(cfg: StudyConfig, progress: bool) -> tuple[Captured, str, dict[str, Any]]:
-    """The capture with the benchmark's data, and the benchmark drafter on the EAGLE-3
-    default layers (trained once, then loaded from the drafter cache), with its log."""
-    cap = run_capture(bench_config(cfg.profile, overrides=_overrides(cfg)), progress=progress)
-    if cfg.bench.drafter == "data_scale":  # issue 41: the design's strongest drafter (same eval prompts)
-        from activation_wave.benchmarks import data_scale
+#: Where an adopted drafter comes from: ``cfg -> (weight folder, train log, what was chosen)``
+#: (``benchmarks.data_scale.strongest``; passed in by ``wave bench``, which knows both benchmarks).
+Adopt = Callable[..., tuple[str, dict[str, Any], dict[str, Any]]]
 
-        path, log, choice = data_scale.strongest(cfg, progress=progress)
-        return cap, path, {**log, "adopted_from": {"benchmark": "data_scale", **choice}}
+
+def _benchmark_drafter(cfg: StudyConfig, progress: bool, adopt: Adopt | None = None
+                       ) -> tuple[Captured, str, dict[str, Any]]:
+    """The capture with the benchmark's data, and the benchmark drafter on the EAGLE-3
+    default layers (trained once, then loaded from the drafter cache), with its log; with
+    ``bench.drafter`` other than ``recipe``, the drafter ``adopt`` gives instead."""
+    cap = run_capture(bench_config(cfg.profile, overrides=_overrides(cfg)), progress=progress)
+    if cfg.bench.drafter != "recipe":  # issue 41: the data-scale design's strongest drafter (same eval prompts)
+        if adopt is None:
+            raise ValueError(f"bench.drafter={cfg.bench.drafter} is adopted by `wave bench --only "
+                             "speculative_decoding`; called directly, pass adopt= (benchmarks.data_scale.strongest)")
+        path, log, choice = adopt(cfg, progress=progress)
+        return cap, path, {**log, "adopted_from": {"benchmark": cfg.bench.drafter, **choice}}
     path, log = train_or_load(cap.target, cap.cache, eagle3_default_layers(cap.target.n_layers), bench_draft(cfg),
                               progress=progress)
     return cap, str(path), log
@@ -129,8 +138,9 @@ def _data_summary(cfg: StudyConfig, cache: Any) -> dict[str, Any]:
             "eval_records": sum(r["split"] == "eval" for r in cache.records)}
 
 
-def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
-    """The decoding benchmark under ``cfg`` (see the module docstring); a JSON-able dict.
+def run(cfg: StudyConfig, *, progress: bool = True, adopt: Adopt | None = None) -> dict[str, Any]:
+    """The decoding benchmark under ``cfg`` (see the module docstring); a JSON-able dict
+    (``adopt``: see :func:`_benchmark_drafter`).
 
     Every figure pools the ``bench.rounds`` interleaved runs over all prompts (tokens and
     seconds summed); ``by_round`` keeps each round's speedups and ``round_spread`` their
@@ -142,7 +152,7 @@ def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
 
     t_start = time.time()
     b, spec = cfg.bench, bench_spec(cfg)
-    cap, path, train_log = _benchmark_drafter(cfg, progress)
+    cap, path, train_log = _benchmark_drafter(cfg, progress, adopt)
     target, cache = cap.target, cap.cache
     drafter = load_drafter(path, target)
     picked = held_out_prompts(target, cap.cfg.data, b.n_prompts, spec.seed)

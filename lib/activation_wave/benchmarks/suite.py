@@ -47,7 +47,8 @@ def entries() -> dict[str, Entry]:
     return {"capture_throughput": pipeline.bench_capture, "memory_scaling": pipeline.bench_memory,
             "default_profile": pipeline.bench_default_profile,
             "metrics": lambda cfg: metrics.run(threads=cfg.bench.threads),
-            "speculative_decoding": decoding.run, "speculative_decoding_bf16": decoding.run_precision,
+            "speculative_decoding": lambda cfg: decoding.run(
+                cfg, adopt=data_scale.strongest if cfg.bench.drafter == "data_scale" else None), "speculative_decoding_bf16": decoding.run_precision,
             "training_precision": decoding.run_training_precision,
             "drafter_data_scaling": decoding.run_data_scaling,
             # needs the optional llama.cpp build (scripts/setup_llamacpp.sh)
