@@ -288,9 +288,9 @@ def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any]
     """Issue 42's 1.5B drafter in words: its data, cost and outcome tau beside the toy drafter's
     (paired over the same eval prompts), and its llama.cpp row once measured."""
     if not large:
-        return ("Not trained yet. `wave bench --only large_drafter` generates the corpus responses (llama.cpp), "
+        return ("Not trained yet. wave bench --only large_drafter generates the corpus responses (llama.cpp), "
                 "captures the triple's layers and trains the drafter (hours on two cores; resumable), then "
-                "`wave bench --only llamacpp_1.5b` puts it beside the toy drafter.")
+                "wave bench --only llamacpp_1.5b puts it beside the toy drafter.")
     d, (lo, hi) = large["delta_vs_toy"], large["tau_ci"]
     reached = "reaches" if large["figure"] >= LARGE_TARGET else "does not reach"
     out = (f"The corpus drafter (the default triple {large['layers']}, {large['train_prompts']:,} distinct train "
@@ -300,7 +300,7 @@ def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any]
            f"[{d['lo']:+.2f}, {d['hi']:+.2f}], p {d['p']:.3g}); it {reached} the issue's {LARGE_TARGET}. ")
     got = _corpus_run(sizes)
     if got is None:
-        return out + "Its llama.cpp row is not measured yet (`wave bench --only llamacpp_1.5b`)."
+        return out + "Its llama.cpp row is not measured yet (wave bench --only llamacpp_1.5b)."
     t, e = got
     lo, hi = e["speedup_ci"]
     return out + (f"In llama.cpp at {_threads(t)} it runs at {e['speedup']:.2f}x [{lo:.2f}, {hi:.2f}] of plain "
