@@ -34,7 +34,7 @@ from activation_wave.study.chapters.drafter_data_scale import MULTIPLES
 
 __all__ = ["PRE_REGISTRATION", "MULTIPLES", "BUDGETS", "CURVE", "H7_POINT", "H7_SETS", "H7_SEEDS", "ENGINE", "Job",
            "corpus_agreement", "corpus_generation", "design", "evaluate", "generate_corpus_responses", "prefix_records", "responses_ready", "run", "status",
-           "strongest", "strongest_label"]
+           "strongest", "strongest_label", "training_capture"]
 
 #: The commit that registered the design (``book/data_scale_preregistration.md``), before any of its drafters trained.
 PRE_REGISTRATION = {"commit": "58c959292e535dfc6b5af1d58a8fcfee69f0c7f9",
@@ -369,12 +369,19 @@ def _plan(base: DraftConfig, prof: Any, base_train: Sequence[Any], base_tokens: 
     """The design's drafters (:func:`design`) on the profile capture ``prof``'s train records and
     the corpus records, the training capture's config (only the layers they read), its records,
     and its folder by key (unopened, found without capturing)."""
+    jobs = design(base, len(base_train), len(corpus), base_tokens, layers)
+    return (jobs, *training_capture(prof.target, prof.cfg, base_train, corpus, {i for j in jobs for i in j.layers}))
+
+
+def training_capture(target: Any, cfg: StudyConfig, base_train: Sequence[Any], corpus: Sequence[Any],
+                     layers: Sequence[int]) -> tuple[CaptureConfig, list[Any], Any]:
+    """A capture of the base train records then the corpus's, keeping only ``layers``: its config,
+    its records, and its folder by key (unopened, found without capturing)."""
     from activation_wave.models.capture import cache_dir_for
 
-    jobs = design(base, len(base_train), len(corpus), base_tokens, layers)
-    cap_cfg = capture_config(prof.cfg, {i for j in jobs for i in j.layers})
+    cap_cfg = capture_config(cfg, layers)
     records = prefix_records(base_train, corpus)
-    return jobs, cap_cfg, records, _Unopened(cache_dir_for(prof.target, records, cap_cfg))
+    return cap_cfg, records, _Unopened(cache_dir_for(target, records, cap_cfg))
 
 
 def capture_config(cfg: StudyConfig, layers: Sequence[int]) -> CaptureConfig:

@@ -82,14 +82,12 @@ def _plan(cfg: StudyConfig, *, progress: bool) -> dict[str, Any]:
 def _training_capture(plan: dict[str, Any], corpus: list[Any], *, progress: bool, open_: bool = True) -> Any:
     """The capture the drafter trains on (the base train records, then the corpus's; the triple's
     layers only); ``open_=False``: its folder by key alone, found without capturing."""
-    from activation_wave.benchmarks.data_scale import _Unopened, capture_config, prefix_records
-    from activation_wave.models.capture import cache_dir_for, capture
+    from activation_wave.benchmarks.data_scale import training_capture
+    from activation_wave.models.capture import capture
 
-    records = prefix_records(plan["base_train"], corpus)
-    cap_cfg = capture_config(plan["dcfg"], plan["layers"])
-    if not open_:
-        return _Unopened(cache_dir_for(plan["cap"].target, records, cap_cfg))
-    return capture(plan["cap"].target, records, cap_cfg, progress=progress)
+    cap_cfg, records, unopened = training_capture(plan["cap"].target, plan["dcfg"], plan["base_train"], corpus,
+                                                  plan["layers"])
+    return capture(plan["cap"].target, records, cap_cfg, progress=progress) if open_ else unopened
 
 
 def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
