@@ -132,7 +132,11 @@ def test_the_benchmark_entry_holds_what_the_issue_asks_for(monkeypatch, tmp_path
     from activation_wave.engines import llamacpp
 
     monkeypatch.setattr(llamacpp, "find_llamacpp", lambda: "lc")
+    from activation_wave.benchmarks import large_drafter
+
     monkeypatch.setattr(cpu, "trained_drafters", lambda cfg: {cpu.DEFAULT_SET: "d-large"})
+    corpus = [None]  # issue 42's corpus drafter: not trained yet, then trained
+    monkeypatch.setattr(large_drafter, "trained", lambda cfg: corpus[0])
     seen = []
 
     def fake_size_run(lc, model, drafters, profile, **kw):
@@ -152,6 +156,9 @@ def test_the_benchmark_entry_holds_what_the_issue_asks_for(monkeypatch, tmp_path
     assert "1.5b" in out["model"] and out["ratio"] == 0.9 and out["ratio_ci"] == [0.8, 0.99]
     assert out["tokens_per_s_by_threads"]["2"] == {"plain": 10.0, "eagle3": 9.0}
     assert out["identical_to_plain"] == {"1": "12/12", "2": "11/12"} and out["tau_by_threads"]["1"] == 2.2
+    corpus[0] = "d-corpus"
+    B.run_sizes(cfg, small_drafter=small, threads=(1, 2))
+    assert seen[-2][1] == {"eagle3": "d-large", large_drafter.METHOD: "d-corpus"}
 
 
 def test_drafters_text_says_when_the_drafters_are_too_weak_to_rank_layers():
