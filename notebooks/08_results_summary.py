@@ -86,14 +86,15 @@ glue_values(ranking=ranking_text(R.paired, 3))
 from activation_wave.core.results import load_benchmarks, load_optional, load_result
 from activation_wave.study.chapters import cpu_payoff as cpu
 from activation_wave.study.chapters import cross_drafters as cd
-from activation_wave.study.chapters import drafter_recipe
+from activation_wave.study.chapters import drafter_data_scale, drafter_recipe
 
 try:
     ch11 = load_result(cpu.NAME, cfg, results_root or None, cls=cd.CrossDrafterResult)
 except FileNotFoundError:
     ch11 = None
 later = (drafter_recipe.hypotheses(load_optional("recipe", cfg, results_root or None))
-         + cpu.evaluate_hypotheses(load_benchmarks().get(cpu.BENCH), ch11))
+         + cpu.evaluate_hypotheses(load_benchmarks().get(cpu.BENCH), ch11)
+         + drafter_data_scale.hypotheses(load_optional(drafter_data_scale.NAME, cfg, results_root or None)))
 display(format_table(pd.DataFrame(list(s.hypotheses) + later)))
 
 # %% tags=["remove-cell"]

@@ -100,6 +100,23 @@ def test_analysis_finds_a_planted_set_effect_and_the_curve():
     assert {"delta", "lo", "hi", "p_holm", "n_seeds"} <= set(entry["sets"][0])
 
 
+def test_the_projection_recovers_a_planted_slope_and_says_what_the_target_takes():
+    """Three budgets on a line of +0.1 tau per doubling of CPU-minutes (a little noise): the fit
+    finds the slope inside its interval, and tau 2.0 from 1.6 at 40 minutes takes 4 doublings."""
+    pts = [{"label": f"eagle3-default@16x@B{k}", "cpu_s": 600.0 * k, "tau": 1.4 + 0.1 * np.log2(k) + e}
+           for k, e in ((1, 0.004), (2, -0.008), (4, 0.004))]
+    p = analysis.projection(pts, 2.0)
+    assert p["fit"]["b_lo"] < 0.1 < p["fit"]["b_hi"] and p["fit"]["n"] == 3
+    assert p["from"] == "eagle3-default@16x@B4" and p["from_cpu_min"] == 40.0
+    assert 40 * 2 ** 3.5 < p["cpu_min"] < 40 * 2 ** 4.5 and p["cpu_min_lo"] < p["cpu_min"] < p["cpu_min_hi"]
+    assert "about 11 CPU-hours of training per drafter" in analysis.projection_text(p)
+    assert analysis.projection(pts[:2]) is None
+    assert analysis.projection_text({**p, "reached": True}) == ""
+    flat = [dict(q, tau=1.5 + (0.01 if i == 1 else 0)) for i, q in enumerate(pts)]  # no gain: no budget reaches 2.0
+    assert analysis.projection(flat, 2.0)["cpu_min"] is None
+    assert "does not rise enough to reach tau 2.0" in analysis.projection_text(analysis.projection(flat, 2.0))
+
+
 def test_h7_hypotheses_follow_the_verdicts():
     doc = {"h7_point": "16x@B2", "sets": [
         {"set": "a", "verdict": "lower", "delta": -0.05, "lo": -0.07, "hi": -0.03, "p_holm": 0.001, "n": 96, "n_seeds": 2},

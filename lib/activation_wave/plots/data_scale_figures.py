@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
@@ -19,7 +21,8 @@ def plot_data_scale_curve(doc: Mapping[str, Any], recipe: Mapping[str, Any] | No
     """Two panels: outcome tau (95% interval over prompts) of the default triple's drafters
     against distinct train prompts (left, log scale; one marker per token budget) and
     against training CPU-minutes per drafter (right), with the recipe screen's base and its
-    samples-1 arm (the same prompts, one more sampled response each) as resampling points."""
+    samples-1 arm (the same prompts, one more sampled response each) as resampling points, the
+    target tau (dashed) and the projection's fit over the largest data size's budgets (dotted)."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(FIGSIZE[0] * 1.6, FIGSIZE[1]), sharey=True)
     budgets = sorted({p["budget"] for p in doc["points"]})
     for i, budget in enumerate(budgets):
@@ -40,6 +43,16 @@ def plot_data_scale_curve(doc: Mapping[str, Any], recipe: Mapping[str, Any] | No
             if cpu:
                 right.errorbar([cpu / 60], [a["tau"]], yerr=[[a["tau"] - a["lo"]], [a["hi"] - a["tau"]]], marker="s",
                                ms=5, capsize=3, color="0.35" if j else "0.6", ls="none", label=f"resampled: {name}")
+    proj = (doc.get("target") or {}).get("projection")
+    if proj:  # the fit over the largest data size's budgets, drawn over the range it was fitted on
+        f, pts = proj["fit"], [p for p in doc["points"] if p["label"] in proj["points"]]
+        xs = np.linspace(min(p["cpu_s"] for p in pts) / 60, max(p["cpu_s"] for p in pts) / 60, 50)
+        right.plot(xs, f["a"] + f["b"] * np.log2(xs), ls=":", color="0.2", lw=1,
+                   label=rf"fit: $\tau$ = a + {f['b']:.3f} log$_2$(CPU-min)")
+    if doc.get("target"):
+        for ax in (left, right):
+            ax.axhline(doc["target"]["tau"], ls="--", lw=0.9, color="tab:red",
+                       label=rf"target $\tau$ {doc['target']['tau']:.1f} (issue 41)" if ax is right else None)
     left.set_xscale("log", base=2)
     sizes = sorted({p["n_prompts"] for p in doc["points"]})
     left.set_xticks(sizes, [f"{n:,}" for n in sizes])
@@ -49,7 +62,7 @@ def plot_data_scale_curve(doc: Mapping[str, Any], recipe: Mapping[str, Any] | No
     left.set_ylabel(rf"outcome $\tau$ (offline, {len(doc['prompt_ids'])} eval prompts)")
     for ax in (left, right):
         ax.grid(alpha=0.3)
-    right.legend(fontsize=7, loc="upper left")
+    right.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig
 

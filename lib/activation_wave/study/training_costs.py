@@ -10,6 +10,9 @@ of these functions (a test greps the executed pages for typed figures):
   recipe (all train prompts, 0 to 6 sampled responses each), their fit
   tau = a + b log2(positions) with the slope's 95% interval, and the multiple of today's data
   a given offline tau needs (an extrapolation, with its interval from the slope's);
+* :func:`log2_fit`: the least-squares line y = a + b log2(x) with the slope's 95% t interval,
+  the form of every projection in the book (chapter 10's, the data-scale page's);
+* :func:`duration_text`: CPU-minutes in the largest sensible unit;
 * :func:`offline_mark`: an online tau (the decoding benchmark's 16 prompts) put on the offline
   scale of the curve (96 eval prompts) by the benchmark drafter's own ratio of the two.
 
@@ -24,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["train_cpu_min", "budget_cpu_min", "data_curve", "data_multiple", "offline_mark", "TODAY", "SCREEN",
-           "CHAPTER6"]
+__all__ = ["train_cpu_min", "budget_cpu_min", "log2_fit", "data_curve", "data_multiple", "offline_mark",
+           "duration_text", "TODAY", "SCREEN", "CHAPTER6"]
 
 CHAPTER6, SCREEN, TODAY = "chapter 6 (one epoch)", "recipe screen base", "today's benchmark recipe"
 
@@ -74,6 +77,40 @@ def budget_cpu_min(bench: Mapping[str, Any] | None, recipe_doc: Mapping[str, Any
     return out
 
 
+def log2_fit(x: Any, y: Any) -> dict[str, Any]:
+    """Least squares y = a + b log2(x) with the slope's 95% Student-t interval (n - 2 degrees of
+    freedom: wide with few points, as it should be). Needs at least 3 points.
+
+    >>> f = log2_fit([1, 2, 4, 8], [1.0, 1.11, 1.19, 1.3])
+    >>> round(f["b"], 3), f["b_lo"] < f["b"] < f["b_hi"], f["n"]
+    (0.098, True, 4)
+    """
+    from scipy.stats import t as student
+
+    xs, ys = np.log2(np.asarray(x, dtype=float)), np.asarray(y, dtype=float)
+    if len(xs) < 3:
+        raise ValueError(f"a fit with a slope interval needs at least 3 points, got {len(xs)}")
+    b, a = np.polyfit(xs, ys, 1)
+    resid = ys - (a + b * xs)
+    se = float(np.sqrt(resid @ resid / (len(xs) - 2) / ((xs - xs.mean()) @ (xs - xs.mean()))))
+    half = float(student.ppf(0.975, len(xs) - 2)) * se
+    return {"a": float(a), "b": float(b), "b_lo": float(b) - half, "b_hi": float(b) + half, "n": len(xs)}
+
+
+def duration_text(minutes: float | None) -> str:
+    """CPU-minutes in the largest sensible unit (CPU-minutes, -hours, -days, -years).
+
+    >>> duration_text(90), duration_text(600), duration_text(None)[:5]
+    ('90 CPU-minutes', '10 CPU-hours', 'never')
+    """
+    if minutes is None:
+        return "never (the fit does not rise)"
+    for unit, size in (("CPU-years", 525_600.0), ("CPU-days", 1440.0), ("CPU-hours", 60.0)):
+        if minutes >= 2 * size:
+            return f"{minutes / size:,.0f} {unit}" if minutes / size >= 10 else f"{minutes / size:.1f} {unit}"
+    return f"{minutes:.0f} CPU-minutes"
+
+
 def data_curve(bench: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """Chapter 9's drafters of today's recipe on all train prompts (``drafter_data_scaling``
     points at fraction 1, 0 to k sampled responses per prompt), fitted by least squares as
@@ -86,20 +123,14 @@ def data_curve(bench: Mapping[str, Any] | None) -> dict[str, Any] | None:
     >>> round(c["b"], 2), c["b_lo"] < 0.099 < c["b_hi"], c["today"]["positions"]
     (0.1, True, 8000)
     """
-    from scipy.stats import t as student
-
     pts = sorted((p for p in ((bench or {}).get("drafter_data_scaling") or {}).get("points", [])
                   if p.get("fraction") == 1.0), key=lambda p: p["loss_tokens"])
     if len(pts) < 3:
         return None
-    x = np.log2([float(p["loss_tokens"]) for p in pts])
-    y = np.array([float(p["tau_offline"]) for p in pts])
-    b, a = np.polyfit(x, y, 1)
-    resid = y - (a + b * x)
-    se = float(np.sqrt(resid @ resid / (len(x) - 2) / ((x - x.mean()) @ (x - x.mean()))))
-    half = float(student.ppf(0.975, len(x) - 2)) * se
+    fit = log2_fit([float(p["loss_tokens"]) for p in pts], [float(p["tau_offline"]) for p in pts])
+    a, b = fit["a"], fit["b"]
     last = pts[-1]
-    return {"a": float(a), "b": float(b), "b_lo": float(b) - half, "b_hi": float(b) + half, "n": len(pts),
+    return {**fit,
             "points": [{"samples_per_prompt": p.get("samples_per_prompt", 0), "positions": int(p["loss_tokens"]),
                         "tau_offline": float(p["tau_offline"])} for p in pts],
             "today": {"positions": int(last["loss_tokens"]), "tau_offline": float(last["tau_offline"]),
@@ -109,8 +140,8 @@ def data_curve(bench: Mapping[str, Any] | None) -> dict[str, Any] | None:
 def data_multiple(curve: Mapping[str, Any] | None, tau_offline: float) -> dict[str, Any]:
     """How many times today's data the fit needs for ``tau_offline`` (offline scale, the curve's):
     ``2 ** ((tau - fit at today) / b)``, with the interval from the slope's (the line pivoting on
-    its value at today's data; None for an end where the slope is not positive: the data could
-    not reach it). ``reached``: today's drafter already measures at least ``tau_offline``.
+    its value at today's data; None for an end where the slope is not positive or the multiple
+    passes 2**40: the data could not reach it). ``reached``: today's drafter already measures at least ``tau_offline``.
 
     >>> data_multiple({"b": 0.1, "b_lo": 0.05, "b_hi": 0.15, "today": {"tau_fit": 1.7, "tau_offline": 1.7}}, 1.9)
     {'tau_offline': 1.9, 'multiple': 4.0, 'lo': 2.52, 'hi': 16.0, 'reached': False}
@@ -119,8 +150,8 @@ def data_multiple(curve: Mapping[str, Any] | None, tau_offline: float) -> dict[s
         return {"tau_offline": tau_offline, "multiple": None, "lo": None, "hi": None, "reached": False}
     need = float(tau_offline) - curve["today"]["tau_fit"]
 
-    def at(b: float) -> float | None:
-        return None if b <= 0 else round(float(2 ** (need / b)), 3)
+    def at(b: float) -> float | None:  # None past 2**40 times the data too: no budget could reach it
+        return None if b <= 0 or need / b > 40 else round(float(2 ** (need / b)), 3)
 
     steep, flat = at(curve["b_hi"]), at(curve["b_lo"])  # a flat slope (None: not positive) is the far end
     lo, hi = (steep, flat) if need >= 0 else (flat, steep)

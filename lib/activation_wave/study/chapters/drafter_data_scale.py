@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from activation_wave.core.stats import finite_values, mean_ci, min_detectable_delta, paired_bootstrap, seed_mean
-from activation_wave.study.training_costs import train_cpu_min
+from activation_wave.study.training_costs import data_multiple, duration_text, log2_fit, train_cpu_min
 from activation_wave.study.chapters.drafter_strength import (MIN_PROMPTS, N_BOOT, REFERENCE, comparisons, interaction,
                                                              verdict)
 
@@ -37,7 +37,7 @@ NOT_RUN = "not measured yet: the data-scale design has not run to the end"
 #: The issue's target for the default triple's outcome tau at the largest data size.
 TARGET_TAU = 2.0
 
-__all__ = ["NAME", "MULTIPLES", "NOT_RUN", "TARGET_TAU", "analyse", "answer_text", "bench_entry", "curve_text", "h7_rows", "h7_table", "hypotheses", "label",
+__all__ = ["NAME", "MULTIPLES", "NOT_RUN", "TARGET_TAU", "analyse", "projection", "projection_text", "answer_text", "bench_entry", "curve_text", "h7_rows", "h7_table", "hypotheses", "label",
            "split_label", "status_text", "strength_budget", "time_split", "cost_text"]
 
 
@@ -111,11 +111,57 @@ def analyse(ids: Sequence[str], taus: Mapping[str, np.ndarray], logs: Mapping[st
                        "time_split": time_split(logs[lab])} for lab, tau in taus.items()}
     largest = [p for p in points if p["multiple"] == max(multiples, key=multiples.get)]
     best = max(largest or points, key=lambda p: p["tau"], default=None)
+    target = {"tau": TARGET_TAU, "best": best and {k: best[k] for k in ("label", "tau", "lo", "hi")},
+              "reached": bool(best and best["tau"] >= TARGET_TAU), "projection": projection(largest)}
     return {"prompt_ids": list(ids), "n_base_prompts": n_base, "n_corpus_prompts": n_corpus,
             "base_tokens_per_epoch": base_tokens, "h7_point": "@".join(h7_point), "points": points, "sets": sets,
             "interaction": inter, "d1": d1, "drafters": per_label,
-            "target": {"tau": TARGET_TAU, "best": best and {k: best[k] for k in ("label", "tau", "lo", "hi")},
-                       "reached": bool(best and best["tau"] >= TARGET_TAU)}}
+            "target": target}
+
+
+def projection(points: Sequence[Mapping[str, Any]], tau: float = TARGET_TAU) -> dict[str, Any] | None:
+    """What the fit says reaching ``tau`` would take (fixed before any tau was read): the default
+    triple's points at the largest data size (the same prompts, budgets B1, B2, B4), fitted as
+    tau = a + b log2(training CPU-minutes) with the slope's 95% t interval
+    (:func:`~activation_wave.study.training_costs.log2_fit`), pivoting on the fit at the dearest
+    point; the CPU-minutes needed, with the interval from the slope's (an end is None where the
+    slope is not positive). An extrapolation, not a test. None with fewer than 3 points.
+
+    >>> pts = [{"label": f"d@16x@B{k}", "cpu_s": 600.0 * k, "tau": 1.4 + 0.1 * np.log2(k) + e}
+    ...        for k, e in ((1, 0.0), (2, 0.01), (4, 0.0))]
+    >>> p = projection(pts, 1.8)
+    >>> p["from"], round(p["cpu_min"]), p["reached"]
+    ('d@16x@B4', 156, False)
+    """
+    pts = sorted((p for p in points if p["cpu_s"] > 0), key=lambda p: p["cpu_s"])
+    if len(pts) < 3:
+        return None
+    fit = log2_fit([p["cpu_s"] / 60 for p in pts], [p["tau"] for p in pts])
+    last = pts[-1]
+    minutes = last["cpu_s"] / 60
+    m = data_multiple({**fit, "today": {"tau_fit": fit["a"] + fit["b"] * float(np.log2(minutes)),
+                                        "tau_offline": last["tau"]}}, tau)
+    at = lambda k: None if k is None else round(k * minutes, 1)  # noqa: E731
+    return {"fit": fit, "from": last["label"], "from_cpu_min": round(minutes, 1), "tau": tau,
+            "cpu_min": at(m["multiple"]), "cpu_min_lo": at(m["lo"]), "cpu_min_hi": at(m["hi"]),
+            "reached": bool(m["reached"]), "points": [p["label"] for p in pts]}
+
+
+def projection_text(proj: Mapping[str, Any] | None) -> str:
+    """The projection in one sentence (empty when there is none or the target is reached)."""
+    if not proj or proj["reached"]:
+        return ""
+    f = proj["fit"]
+    fit = (f" The fit over the {f['n']} budgets at the largest data size, tau = a + b log2(training CPU-minutes), "
+           f"gains {f['b']:+.3f} tau per doubling of the CPU-minutes (95% interval [{f['b_lo']:+.3f}, "
+           f"{f['b_hi']:+.3f}], {f['n'] - 2} degree{'s' if f['n'] != 3 else ''} of freedom)")
+    if proj["cpu_min"] is None:
+        return fit + f"; it does not rise enough to reach tau {proj['tau']:.1f} at any training budget."
+    hi = "unbounded" if proj["cpu_min_hi"] is None else duration_text(proj["cpu_min_hi"])
+    rng = f" (95% interval from the slope's: {duration_text(proj['cpu_min_lo'])} to {hi})" if proj["cpu_min_lo"] else ""
+    return (fit + "; extrapolated, tau "
+            f"{proj['tau']:.1f} would take about {duration_text(proj['cpu_min'])} of training per drafter{rng}, "
+            f"against {duration_text(proj['from_cpu_min'])} for the dearest drafter measured.")
 
 
 def time_split(logs: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
@@ -296,7 +342,7 @@ def curve_text(doc: Mapping[str, Any] | None) -> str:
     best = t.get("best")
     goal = (f" The target tau {t['tau']:.1f} is {'reached' if t['reached'] else 'not reached'}"
             + (f": the best default drafter at the largest data size reaches {best['tau']:.3f}." if best else "."))
-    return pts + "." + tail + goal
+    return pts + "." + tail + goal + projection_text(t.get("projection"))
 
 
 def h7_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ import numpy as np
 from activation_wave.core.config import StudyConfig
 from activation_wave.core.results import load_optional
 from activation_wave.core.stats import near_line
+from activation_wave.study import training_costs as costs
 
 #: Fewest eval prompts for an R1 verdict: below it a bootstrap over prompts takes a handful of
 #: distinct values and its p means little (the smoke profile scores 2).
@@ -328,8 +329,6 @@ def data_projection(bench: Mapping[str, Any], marks: Mapping[str, float]) -> dic
     the positions at fixed epochs; generation not counted). A mark above the depth's tau_max
     cannot be reached by any drafter at that depth and gets no time. None when not measured.
     """
-    from activation_wave.study import training_costs as costs
-
     curve = costs.data_curve(bench)
     today = costs.budget_cpu_min(bench, None).get(costs.TODAY)
     if curve is None or today is None:
@@ -349,7 +348,7 @@ def data_projection(bench: Mapping[str, Any], marks: Mapping[str, float]) -> dic
         out.append({"label": label, "online_tau": float(online), "tau": tau, "reachable": reachable,
                     "data_multiple": m["multiple"], "multiple_lo": m["lo"], "multiple_hi": m["hi"],
                     "cpu_min": minutes(m["multiple"]), "cpu_min_lo": minutes(m["lo"]), "cpu_min_hi": minutes(m["hi"]),
-                    "time_text": _duration(minutes(m["multiple"])) if reachable else f"unreachable at depth {cap - 1}",
+                    "time_text": costs.duration_text(minutes(m["multiple"])) if reachable else f"unreachable at depth {cap - 1}",
                     "reached": m["reached"]})
     return {"curve": points, "fit": fit, "last": points[-1], "marks": out, "today_cost": today, "tau_max": cap,
             "n_points": curve["n"], "gain_per_doubling": curve["b"]}
@@ -358,16 +357,6 @@ def data_projection(bench: Mapping[str, Any], marks: Mapping[str, float]) -> dic
 def projection_marks(bench: Mapping[str, Any] | None = None) -> dict[str, float]:
     """The marks a projection aims at (online taus): the issue's target and goal, then each engine's break-even."""
     return {**TARGETS, **{f"break-even, {k}": v for k, v in break_even_taus(bench).items()}}
-
-
-def _duration(minutes: float | None) -> str:
-    """Minutes in the largest sensible unit (CPU-minutes, -hours, -days, -years)."""
-    if minutes is None:
-        return "never (the fit does not rise)"
-    for unit, size in (("CPU-years", 525_600.0), ("CPU-days", 1440.0), ("CPU-hours", 60.0)):
-        if minutes >= 2 * size:
-            return f"{minutes / size:,.0f} {unit}" if minutes / size >= 10 else f"{minutes / size:.1f} {unit}"
-    return f"{minutes:.0f} CPU-minutes"
 
 
 def _range(lo: float | None, hi: float | None, fmt: Any) -> str:
@@ -390,7 +379,7 @@ def projection_rows(proj: Mapping[str, Any]) -> list[dict[str, Any]]:
             multiple = time = "reached by today's drafter"
         else:
             multiple = f"{_multiple(m['data_multiple'])} {_range(m['multiple_lo'], m['multiple_hi'], _multiple)}"
-            time = f"{_duration(m['cpu_min'])} {_range(m['cpu_min_lo'], m['cpu_min_hi'], _duration)}"
+            time = f"{costs.duration_text(m['cpu_min'])} {_range(m['cpu_min_lo'], m['cpu_min_hi'], costs.duration_text)}"
         rows.append({"mark": m["label"], "online tau": m["online_tau"],
                      "offline tau (curve's scale)": m["tau"], "x today's data [95% CI]": multiple,
                      "training time (extrapolated) [95% CI]": time})
