@@ -80,7 +80,7 @@ values["precision_note"] = precision_text(bench.get("training_precision"))
 
 # %%
 spec = bench.get("speculative_decoding")
-values |= perf.decoding_values(spec, target)
+values |= perf.decoding_values(spec, target) | {"spec_adopted": perf.adopted_text(spec)}
 glue_figure("fig_cost_model", plot_decoding_costs(spec))
 if spec:  # by prompt source: distinct prompts, and their runs (one per interleaved round)
     by_source = pd.DataFrame.from_dict(spec["by_source"], orient="index").rename_axis("prompt source")
@@ -138,6 +138,9 @@ values["study_epochs"] = cfg.draft.epochs
 # round that costs well over one step because the verify of several tokens is
 # compute-bound on one fp32 core, and drafters that rarely get past the first draft
 # token.
+#
+# **The drafter trained on thousands of distinct prompts** ({doc}`06c_data_scale`, issue 41).
+# {glue:text}`spec_adopted`
 #
 # Training that drafter took {glue:text}`spec_train_min:.0f` minutes
 # ({glue:text}`spec_train_cpu_min:.1f` CPU-minutes, the cost of today's recipe that every page

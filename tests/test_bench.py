@@ -133,7 +133,7 @@ def _fake_comparison(walls):
     def result(method, wall):
         per = [{"id": p, "token_ids": list(range(10)), "wall_s": wall, "rounds": 5, "drafted": [3] * 5,
                 "accepted": [1] * 5} for p in ids]
-        kind = "eagle3-chain" if method.startswith("spec") else "plain-hf"
+        kind = "eagle3-chain" if method.startswith(("spec", "adopted")) else "plain-hf"
         return summarise(kind, 0.0, 3, per, [0, 5, 0, 0], [5, 5, 5], [5, 0, 0])
 
     per_round = tuple({m: result(m, w) for m, w in r.items()} for r in walls)
@@ -157,6 +157,23 @@ def test_decoding_figures_report_every_round_its_spread_and_distinct_prompts():
     # prompts are counted once; their runs once per round
     assert out["by_source"]["humaneval"]["prompts"] == 2 and out["by_source"]["humaneval"]["prompt_runs"] == 10
     assert out["by_source"]["team"]["prompts"] == 1 and out["lossless_t0_chain"].startswith("15/15 prompt runs (5 rounds)")
+
+
+def test_the_adopted_drafter_is_measured_against_plain_and_the_recipe_drafter_in_the_same_rounds():
+    from activation_wave.benchmarks.speedup import adopted_figures
+
+    methods = ("plain_t0", "plain_t1", "prompt_lookup_t0", "spec_chain_t0", "adopted_chain_t0")
+    walls = [{m: {"spec_chain_t0": 1 / 1.1, "adopted_chain_t0": c}.get(m, 1.0) for m in methods}
+             for c in (1 / 1.3, 1 / 1.4, 1 / 1.35)]
+    cmp, _ = _fake_comparison(walls)
+    costs = {"step_ms": 10.0, "verify_ms": {"1": 10.0, "2": 11.0, "3": 12.0, "4": 13.0}, "draft_step_ms": 1.0}
+    out = adopted_figures(cmp, costs, depth=3)
+    assert [round(r["speedup_vs_plain"], 3) for r in out["by_round"]] == [1.3, 1.4, 1.35]
+    assert abs(out["speedup_vs_recipe_drafter_t0"] - 1.35 / 1.1) < 0.01  # pooled over the same runs
+    assert out["round_spread"]["speedup_vs_recipe_drafter"]["n"] == 3
+    assert out["lossless_t0_chain"].startswith("9/9 prompt runs (3 rounds)")
+    assert out["tau_t0"] == cmp.pooled["adopted_chain_t0"].tau and len(out["acceptance_by_position"]) == 3
+    assert out["cost_model"]["predicted_chain_t0"]["break_even_tau"] == 1.6  # (13 + 3 x 1) / 10
 
 
 def test_plain_bench_skips_the_opt_in_recipe_study(tmp_path, monkeypatch):

@@ -186,13 +186,13 @@ def test_the_benchmark_adopts_the_default_triples_strongest_single_drafter():
         load_config("default", {"bench.drafter": "best"})
 
 
-def test_the_decoding_benchmark_refuses_an_adopted_drafter_it_is_not_given(monkeypatch):
+def test_the_decoding_benchmark_refuses_an_adopted_drafter_it_is_not_given():
     from activation_wave.benchmarks import speedup
     from activation_wave.core.config import load_config
 
-    monkeypatch.setattr(speedup, "run_capture", lambda *a, **k: None)
+    assert speedup._adopted_drafter(load_config("smoke"), False, None) is None  # recipe: nothing adopted
     with pytest.raises(ValueError, match="bench.drafter=data_scale"):
-        speedup._benchmark_drafter(load_config("smoke", {"bench.drafter": "data_scale"}), False)
-    picked = speedup._benchmark_drafter(load_config("smoke", {"bench.drafter": "data_scale"}), False,
-                                        lambda cfg, progress: ("/x", {"n_records": 3}, {"label": "a", "seed": 1}))
-    assert picked[1:] == ("/x", {"n_records": 3, "adopted_from": {"benchmark": "data_scale", "label": "a", "seed": 1}})
+        speedup._adopted_drafter(load_config("smoke", {"bench.drafter": "data_scale"}), False, None)
+    picked = speedup._adopted_drafter(load_config("smoke", {"bench.drafter": "data_scale"}), False,
+                                      lambda cfg, progress: ("/x", {"n_records": 3}, {"label": "a", "seed": 1}))
+    assert picked == ("/x", {"n_records": 3}, {"benchmark": "data_scale", "label": "a", "seed": 1})

@@ -372,3 +372,9 @@ def test_online_comparison_runs_every_method_and_counts_identical_outputs(world)
     fig = online_figures(cmp, "good", LAYERS, tau_offline=1.5)
     assert fig.lossless_prompts == 6 and fig.n_prompts == 3 and fig.tau_t0 == cmp.pooled["good_chain_t0"].tau
     assert fig.tau_t0 > 1.2 and fig.lossless_prompts_tree == 6 and fig.layers == tuple(LAYERS)
+    # a drafter named in ``kinds`` decodes only those methods (the benchmark's adopted drafter: chain at T = 0)
+    few = compare_online(world["target"], drafters, prompts[:1], spec, kinds={"raw": ("chain_t0",)})
+    assert list(few.pooled) == ["plain_t0", "prompt_lookup_t0", "plain_t1", *(f"good_{k}" for k in kinds),
+                                "raw_chain_t0"]
+    with pytest.raises(ValueError, match="unknown method 'chain_t2'"):
+        compare_online(world["target"], drafters, prompts[:1], spec, kinds={"raw": ("chain_t2",)})

@@ -10,6 +10,10 @@ several percent on a shared machine, so the spread over rounds and an interval o
 mean are reported with the pooled figure). Reported: tokens/s of each, the speedups, tau, whether
 speculative greedy equals plain greedy on every prompt, tau offline on the same prompts,
 the cost-model components with the predicted speedup, and the drafter's training speed.
+With ``bench.drafter=data_scale`` (issue 41) the data-scale design's strongest drafter decodes
+beside the benchmark drafter in the same rounds (chain at T = 0; ``adopted`` in the entry:
+its speedup over plain and over the benchmark drafter, its own cost model and outcome score),
+so the pages built on the benchmark drafter keep it and the two are compared on the same runs.
 
 :func:`run_precision` (``speculative_decoding_bf16``) casts the target to a lower
 precision; :func:`run_data_scaling` (``drafter_data_scaling``) measures how tau grows
@@ -40,6 +44,9 @@ from activation_wave.core.stats import repeat_spread
 
 #: The benchmark drafter's name in the comparison (its methods: ``spec_chain_t0``, ...).
 DRAFTER = "spec"
+#: An adopted drafter's name (``bench.drafter`` other than ``recipe``; issue 41): it decodes
+#: beside the recipe drafter in the same interleaved run, chain at T = 0 only.
+ADOPTED = "adopted"
 
 
 def _summary(res: SpecResult) -> dict[str, Any]:
@@ -101,21 +108,26 @@ def bench_spec(cfg: StudyConfig) -> SpecConfig:
 Adopt = Callable[..., tuple[str, dict[str, Any], dict[str, Any]]]
 
 
-def _benchmark_drafter(cfg: StudyConfig, progress: bool, adopt: Adopt | None = None
-                       ) -> tuple[Captured, str, dict[str, Any]]:
+def _benchmark_drafter(cfg: StudyConfig, progress: bool) -> tuple[Captured, str, dict[str, Any]]:
     """The capture with the benchmark's data, and the benchmark drafter on the EAGLE-3
-    default layers (trained once, then loaded from the drafter cache), with its log; with
-    ``bench.drafter`` other than ``recipe``, the drafter ``adopt`` gives instead."""
+    default layers (trained once, then loaded from the drafter cache), with its log."""
     cap = run_capture(bench_config(cfg.profile, overrides=_overrides(cfg)), progress=progress)
-    if cfg.bench.drafter != "recipe":  # issue 41: the data-scale design's strongest drafter (same eval prompts)
-        if adopt is None:
-            raise ValueError(f"bench.drafter={cfg.bench.drafter} is adopted by `wave bench --only "
-                             "speculative_decoding`; called directly, pass adopt= (benchmarks.data_scale.strongest)")
-        path, log, choice = adopt(cfg, progress=progress)
-        return cap, path, {**log, "adopted_from": {"benchmark": cfg.bench.drafter, **choice}}
     path, log = train_or_load(cap.target, cap.cache, eagle3_default_layers(cap.target.n_layers), bench_draft(cfg),
                               progress=progress)
     return cap, str(path), log
+
+
+def _adopted_drafter(cfg: StudyConfig, progress: bool, adopt: Adopt | None
+                     ) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
+    """With ``bench.drafter`` other than ``recipe``: the drafter ``adopt`` gives (weight folder,
+    train log, what was chosen), to decode beside the recipe drafter; None with ``recipe``."""
+    if cfg.bench.drafter == "recipe":
+        return None
+    if adopt is None:
+        raise ValueError(f"bench.drafter={cfg.bench.drafter} is adopted by `wave bench --only "
+                         "speculative_decoding`; called directly, pass adopt= (benchmarks.data_scale.strongest)")
+    path, log, choice = adopt(cfg, progress=progress)
+    return path, log, {"benchmark": cfg.bench.drafter, **choice}
 
 
 def _overrides(cfg: StudyConfig) -> dict[str, Any]:
@@ -152,13 +164,15 @@ def run(cfg: StudyConfig, *, progress: bool = True, adopt: Adopt | None = None) 
 
     t_start = time.time()
     b, spec = cfg.bench, bench_spec(cfg)
-    cap, path, train_log = _benchmark_drafter(cfg, progress, adopt)
+    cap, path, train_log = _benchmark_drafter(cfg, progress)
+    adopted = _adopted_drafter(cfg, progress, adopt)
     target, cache = cap.target, cap.cache
     drafter = load_drafter(path, target)
+    drafters = {DRAFTER: drafter} | ({ADOPTED: load_drafter(adopted[0], target)} if adopted else {})
     picked = held_out_prompts(target, cap.cfg.data, b.n_prompts, spec.seed)
     ids = [p.id for p, _ in picked]
-    cmp = compare_online(target, {DRAFTER: drafter}, [(p.id, tok) for p, tok in picked], spec, rounds=b.rounds,
-                         progress=progress)
+    cmp = compare_online(target, drafters, [(p.id, tok) for p, tok in picked], spec, rounds=b.rounds,
+                         progress=progress, kinds={ADOPTED: ("chain_t0",)})
     out = _comparison_figures(cmp, {p.id: p.source for p, _ in picked})
     out = {"model": target.name, "profile": cfg.profile, "drafter": path, "layers": list(drafter.spec.layers),
            "spec": dataclasses.asdict(spec), "n_prompts": len(ids), "prompt_ids": ids,
@@ -188,12 +202,44 @@ def run(cfg: StudyConfig, *, progress: bool = True, adopt: Adopt | None = None) 
                              for k in ("draft_vocab", "ttt_steps", "epochs", "lr", "dtype", "max_tokens", "train_records")}
     out["drafter_eval_offline"] = {k: (train_log.get("eval") or {}).get(k) for k in ("tau_offline",
                                                                                      "acceptance_by_position")}
-    out["drafter_data"] = (_data_summary(cap.cfg, cache) if "adopted_from" not in train_log else
-                           {"adopted_from": train_log["adopted_from"], "train_records": train_log.get("n_records")})
+    out["drafter_data"] = _data_summary(cap.cfg, cache)
     out["drafter_outcome"] = _outcome_score(cfg, target, cache, path)
+    if adopted:
+        apath, alog, choice = adopted
+        acosts = measure_costs(target, drafters[ADOPTED], context=context, depth=spec.depth, n_threads=b.threads,
+                               kernels=spec.kernels)
+        out["adopted"] = adopted_figures(cmp, acosts, spec.depth) | {
+            "drafter": apath, "adopted_from": choice, "layers": list(drafters[ADOPTED].spec.layers),
+            "drafter_outcome": _outcome_score(cfg, target, cache, apath),
+            "drafter_training": {k: alog.get(k) for k in ("tokens_per_s", "train_wall_s", "n_loss_tokens", "threads")},
+            "drafter_config": {k: alog.get("config", {}).get(k) for k in ("draft_vocab", "ttt_steps", "epochs", "lr",
+                                                                          "dtype", "max_tokens", "train_records")}}
     out["torch_threads"] = b.threads
     out["seconds"] = round(time.time() - t_start, 1)
     return out
+
+
+def adopted_figures(cmp: OnlineComparison, costs: dict[str, Any], depth: int) -> dict[str, Any]:
+    """The adopted drafter's figures from the run it shared with the recipe drafter: its online
+    tau and speedup over plain (pooled, per round, the rounds' spread), its speedup over the
+    recipe drafter on the same prompt runs, whether its greedy output equals plain's, and the
+    cost model from its own measured components with the break-even tau of this machine."""
+    from activation_wave.decode.costs import cost_model
+
+    a, r = method_name(ADOPTED, "chain_t0"), method_name(DRAFTER, "chain_t0")
+    s = _summary(cmp.pooled[a])
+    rounds = len(cmp.per_round)
+    pairs = (("plain_t0", "plain"), (r, "recipe drafter"))
+    return {"tau_t0": s["tau"], "tokens_per_s": s["tokens_per_s"], "acceptance_by_position": s["acceptance_by_position"],
+            "speedup_vs_plain_t0": cmp.speedup(a, "plain_t0"), "speedup_vs_recipe_drafter_t0": cmp.speedup(a, r),
+            "lossless_t0_chain": f"{cmp.identical(a)}/{len(cmp.prompt_ids) * rounds} prompt runs ({rounds} rounds) "
+                                 "identical to plain greedy",
+            "by_round": [{f"speedup_vs_{n.replace(' ', '_')}": cmp.round_speedups(a, base)[i] for base, n in pairs}
+                         for i in range(rounds)],
+            "round_spread": {f"speedup_vs_{n.replace(' ', '_')}": dataclasses.asdict(
+                repeat_spread(cmp.round_speedups(a, base))) for base, n in pairs},
+            "cost_model": {"components_ms": costs, "predicted_chain_t0": cost_model(s["tau"], costs, depth),
+                           "measured_chain_t0": cmp.speedup(a, "plain_t0")}}
 
 
 def per_prompt_runs(cmp: OnlineComparison) -> list[dict[str, Any]]:

@@ -70,8 +70,10 @@ class OnlineComparison:
 
 def compare_online(target: Target, drafters: Mapping[str, Eagle3Drafter],
                    prompts: Sequence[tuple[str, Sequence[int]]], spec: SpecConfig, *, rounds: int = 1,
-                   progress: bool = False) -> OnlineComparison:
-    """Decode ``prompts`` (id, token ids) with the baselines and every drafter, interleaved.
+                   progress: bool = False, kinds: Mapping[str, Sequence[str]] | None = None) -> OnlineComparison:
+    """Decode ``prompts`` (id, token ids) with the baselines and every drafter, interleaved
+    (``kinds``: the methods of a drafter named there, of ``chain_t0``, ``chain_t1``,
+    ``tree_t0``; every one by default).
 
     ``spec`` gives depth, length, seed, threads and kernels; the temperatures are set
     here (0 and 1). With ``rounds > 1`` the interleaved run over all prompts is repeated
@@ -88,10 +90,15 @@ def compare_online(target: Target, drafters: Mapping[str, Eagle3Drafter],
         "plain_t1": lambda p, c: plain_generate(target, [p], c(t1)),
     }
     for name, d in drafters.items():
-        methods[method_name(name, "chain_t0")] = lambda p, c, d=d: speculate(target, d, [p], c(t0))
-        methods[method_name(name, "chain_t1")] = lambda p, c, d=d: speculate(target, d, [p], c(t1))
-        if spec.tree_topk > 0:
-            methods[method_name(name, "tree_t0")] = lambda p, c, d=d: speculate(target, d, [p], c(tree), tree=True)
+        make: dict[str, Method] = {
+            "chain_t0": lambda p, c, d=d: speculate(target, d, [p], c(t0)),
+            "chain_t1": lambda p, c, d=d: speculate(target, d, [p], c(t1)),
+            **({"tree_t0": lambda p, c, d=d: speculate(target, d, [p], c(tree), tree=True)} if spec.tree_topk > 0
+               else {})}
+        for kind in (kinds or {}).get(name, tuple(make)):
+            if kind not in make:
+                raise ValueError(f"unknown method {kind!r} for drafter {name!r}: choose from {sorted(make)}")
+            methods[method_name(name, kind)] = make[kind]
     per_round = tuple(run_interleaved(methods, prompts, progress=progress) for _ in range(rounds))
     pooled = per_round[0] if rounds == 1 else {n: merge_results([r[n] for r in per_round]) for n in methods}
     return OnlineComparison(tuple(pid for pid, _ in prompts), pooled, per_round)
