@@ -92,20 +92,22 @@ try:
     ch11 = load_result(cpu.NAME, cfg, results_root or None, cls=cd.CrossDrafterResult)
 except FileNotFoundError:
     ch11 = None
+scale_doc = load_optional(drafter_data_scale.NAME, cfg, results_root or None)
 later = (drafter_recipe.hypotheses(load_optional("recipe", cfg, results_root or None))
-         + cpu.evaluate_hypotheses(load_benchmarks().get(cpu.BENCH), ch11)
-         + drafter_data_scale.hypotheses(load_optional(drafter_data_scale.NAME, cfg, results_root or None)))
+         + cpu.evaluate_hypotheses(load_benchmarks().get(cpu.BENCH), ch11) + drafter_data_scale.hypotheses(scale_doc))
 display(format_table(pd.DataFrame(list(s.hypotheses) + later)))
 
 # %% tags=["remove-cell"]
 from activation_wave.study.chapters import drafter_strength
 
-glue_values(strength_answer=drafter_strength.answer_text(R.strength),
+glue_values(strength_answer=drafter_strength.answer_text(R.strength), scale_answer=drafter_data_scale.answer_text(scale_doc),
             strength_change=drafter_strength.change_text(R.strength))
 
 # %% [markdown]
 # **Stronger drafters** ({doc}`06b_drafter_strength`). {glue:text}`strength_answer`
 # Against the one-epoch answer: {glue:text}`strength_change`.
+#
+# **Thousands of distinct prompts** ({doc}`06c_data_scale`, H7). {glue:text}`scale_answer`
 
 # %% tags=["remove-input"]
 ne = R.paired.norm_effects

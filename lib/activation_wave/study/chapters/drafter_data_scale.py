@@ -310,7 +310,7 @@ def cost_text(doc: Mapping[str, Any] | None, entry: Mapping[str, Any] | None) ->
 def answer_text(doc: Mapping[str, Any] | None) -> str:
     """H7's answer in one or two sentences, each set with its delta, interval and Holm p."""
     if doc is None or not doc["sets"]:
-        return "Not measured yet (see above)."
+        return NOT_RUN[0].upper() + NOT_RUN[1:] + "."
     parts = [f"{r['set']} {r['layers']}: {r['verdict']}, delta {r['delta']:+.3f} {_ci(r['lo'], r['hi'])}, "
              f"Holm p {r['p_holm']:.3g} ({r['n_seeds']} seeds)" for r in doc["sets"]]
     beats = [r["set"] for r in doc["sets"] if r["verdict"] == "higher"]
