@@ -85,10 +85,13 @@ def test_analysis_finds_a_planted_set_effect_and_the_curve():
     logs = {k: [_log(727_050 * (2 if "B2" in k else 1), 900.0 * (2 if "B2" in k else 1))] for k in taus}
     ids = [f"p{i}" for i in range(96)]
     doc = analysis.analyse(ids, taus, logs, LAYERS, strength=None, n_base=324, n_corpus=4860, base_tokens=72_705,
-                           n_boot=2000)
+                           n_boot=2000, n_boot_seeds=2000)
     rows = {r["set"]: r for r in doc["sets"]}
     assert rows["last-k"]["verdict"] == "lower" and rows["last-k"]["hi"] < 0
     assert rows["combined"]["verdict"] == "within noise"
+    sens = {r["set"]: r for r in doc["seed_sensitivity"]}  # seeds resampled too: a labelled sensitivity analysis
+    assert set(sens) == {"last-k", "combined"} and sens["last-k"]["registered_verdict"] == "lower"
+    assert sens["last-k"]["lo"] <= rows["last-k"]["lo"] and "Resampling the seeds" in analysis.answer_text(doc)
     assert 0 < rows["combined"]["mde"] < 0.05
     assert [p["label"] for p in doc["points"]] == ["eagle3-default@1x@B1", "eagle3-default@16x@B1",
                                                    "eagle3-default@16x@B2"]
@@ -141,7 +144,7 @@ def test_the_h7_point_becomes_the_strength_pages_third_budget():
     taus = {analysis.label(n, "16x", "B2"): v + noise(2) for n, v in at.items()}
     logs = {k: [_log(1_454_100, 1800.0)] * 2 for k in taus}
     doc = analysis.analyse(ids, taus, logs, LAYERS, strength=None, n_base=324, n_corpus=4860, base_tokens=72_705,
-                           n_boot=2000)
+                           n_boot=2000, n_boot_seeds=2000)
     corpus, cpu = analysis.strength_budget(doc, ids)
     assert set(corpus) == set(at) and corpus["combined"].shape == (2, 96) and cpu == 1800.0
     assert analysis.strength_budget(doc, ids[::-1]) == ({}, None)  # other prompts: no third budget

@@ -26,7 +26,8 @@ import numpy as np
 
 from activation_wave.core.stats import finite_values, mean_ci, min_detectable_delta, paired_bootstrap, seed_mean
 from activation_wave.study.training_costs import data_multiple, duration_text, log2_fit, train_cpu_min
-from activation_wave.study.chapters.drafter_strength import (MIN_PROMPTS, N_BOOT, REFERENCE, comparisons, interaction,
+from activation_wave.study.chapters.drafter_strength import (MIN_PROMPTS, N_BOOT, N_BOOT_SEEDS, REFERENCE, comparisons,
+                                                             interaction, seed_sensitivity_text, sensitivity_rows,
                                                              verdict)
 
 NAME = "data_scale"
@@ -66,9 +67,11 @@ def _tokens_trained(log: Mapping[str, Any]) -> int:
 def analyse(ids: Sequence[str], taus: Mapping[str, np.ndarray], logs: Mapping[str, Sequence[Mapping[str, Any]]],
             layers: Mapping[str, Sequence[int]], *, strength: Mapping[str, Any] | None, n_base: int, n_corpus: int,
             base_tokens: int, h7_point: tuple[str, str] = ("16x", "B2"), multiples: Mapping[str, int] | None = None,
-            n_boot: int = N_BOOT) -> dict[str, Any]:
+            n_boot: int = N_BOOT, n_boot_seeds: int = N_BOOT_SEEDS) -> dict[str, Any]:
     """The results document (see the module docstring). ``taus``/``logs`` by :func:`label`;
-    ``strength``: the ``06_strength`` document (its top budget is H5's lower budget here)."""
+    ``strength``: the ``06_strength`` document (its top budget is H5's lower budget here).
+    ``seed_sensitivity``: H7 again with each set's seeds resampled before the prompts (the
+    strength page's labelled sensitivity analysis, ``n_boot_seeds`` resamples)."""
     multiples = dict(multiples or MULTIPLES)
     points = []
     for lab, tau in taus.items():
@@ -95,6 +98,8 @@ def analyse(ids: Sequence[str], taus: Mapping[str, np.ndarray], logs: Mapping[st
                       "mde": (min_detectable_delta(r["sd"], r["n"], alpha=0.05 / m) if r["n"] >= MIN_PROMPTS
                               else None)})
         sets = rows
+    sens = (sensitivity_rows("H7", {n: [(1.0, np.atleast_2d(at[n])), (-1.0, np.atleast_2d(at[REFERENCE]))]
+                                    for n in at if n != REFERENCE}, sets, n_boot_seeds, 0) if sets else [])
     inter: list[dict[str, Any]] = []
     top = _strength_top(strength, ids)
     if top and REFERENCE in at:
@@ -115,7 +120,7 @@ def analyse(ids: Sequence[str], taus: Mapping[str, np.ndarray], logs: Mapping[st
               "reached": bool(best and best["tau"] >= TARGET_TAU), "projection": projection(largest)}
     return {"prompt_ids": list(ids), "n_base_prompts": n_base, "n_corpus_prompts": n_corpus,
             "base_tokens_per_epoch": base_tokens, "h7_point": "@".join(h7_point), "points": points, "sets": sets,
-            "interaction": inter, "d1": d1, "drafters": per_label,
+            "interaction": inter, "seed_sensitivity": sens, "d1": d1, "drafters": per_label,
             "target": target}
 
 
@@ -322,7 +327,8 @@ def answer_text(doc: Mapping[str, Any] | None) -> str:
         head = f"{where} " + (f"{', '.join(beats)} beat the default" if beats
                               else "no selection rule's set beats the default")
     tail = f" The design detects |delta| of about {max(mdes):.3f} (80% power, Holm)." if mdes else ""
-    return f"{head}: " + "; ".join(parts) + "." + tail
+    seeds = f" {seed_sensitivity_text(doc)}" if doc.get("seed_sensitivity") else ""
+    return f"{head}: " + "; ".join(parts) + "." + tail + seeds
 
 
 def curve_text(doc: Mapping[str, Any] | None) -> str:

@@ -52,7 +52,7 @@ N_BOOT_SEEDS = 50_000
 #: Fewer paired prompts than this give no verdict (the smoke profile's handful).
 MIN_PROMPTS = 10
 
-__all__ = ["NAME", "REFERENCE", "CORPUS", "H5_CORPUS", "seed_sensitivity", "seed_sensitivity_text", "comparisons", "interaction", "norm_effects", "analyse", "verdict", "tau_rows", "interaction_rows", "interaction_corpus_rows", "norm_rows", "answer_text", "cost_text",
+__all__ = ["NAME", "REFERENCE", "CORPUS", "H5_CORPUS", "seed_sensitivity", "sensitivity_rows", "seed_sensitivity_text", "comparisons", "interaction", "norm_effects", "analyse", "verdict", "tau_rows", "interaction_rows", "interaction_corpus_rows", "norm_rows", "answer_text", "cost_text",
            "change_text", "advice_text", "confound_text", "bottom_delta_range", "tau_default", "p_error_text", "page_values",
            "bench_training_tau", "hypotheses", "not_run_figure", "epoch_deltas"]
 
@@ -123,7 +123,7 @@ def _tau_summary(name: str, tau: np.ndarray, layers: Sequence[int], n_seeds: int
             "per_prompt": finite_values(mean), "per_seed": [finite_values(r) for r in np.atleast_2d(tau)]}
 
 
-def _sensitivity_rows(kind: str, contrasts: Mapping[str, Sequence[tuple[float, np.ndarray]]],
+def sensitivity_rows(kind: str, contrasts: Mapping[str, Sequence[tuple[float, np.ndarray]]],
                       registered: Sequence[Mapping[str, Any]], n_boot: int, seed: int) -> list[dict[str, Any]]:
     """One family's seed-sensitivity rows: the hierarchical bootstrap of each contrast, Holm
     across the family as registered, beside the registered row's verdict."""
@@ -150,21 +150,21 @@ def seed_sensitivity(taus: Mapping[str, Mapping[str, np.ndarray]], doc: Mapping[
     out: list[dict[str, Any]] = []
     for bud in doc["budgets"]:
         t = taus[bud["name"]]
-        out += _sensitivity_rows(f"delta at the {bud['name']} budget",
+        out += sensitivity_rows(f"delta at the {bud['name']} budget",
                                  {n: [(1.0, t[n]), (-1.0, t[REFERENCE])] for n in t
                                   if n != REFERENCE and not n.endswith(NORM)}, bud["comparison"], n_boot, seed)
     if CORPUS in taus and TOP in taus:
         cor, top = taus[CORPUS], taus[TOP]
-        out += _sensitivity_rows(H5_CORPUS,
+        out += sensitivity_rows(H5_CORPUS,
                                  {n: [(1.0, cor[n]), (-1.0, cor[REFERENCE]), (-1.0, top[n]), (1.0, top[REFERENCE])]
                                   for n in cor if n in top and n != REFERENCE}, doc.get("interaction_corpus", []),
                                  n_boot, seed)
     if TOP in taus and BOTTOM in taus:
         top, bot = taus[TOP], taus[BOTTOM]
-        out += _sensitivity_rows(H5_TOP, {n: [(1.0, top[n]), (-1.0, top[REFERENCE]), (-1.0, bot[n]),
+        out += sensitivity_rows(H5_TOP, {n: [(1.0, top[n]), (-1.0, top[REFERENCE]), (-1.0, bot[n]),
                                                         (1.0, bot[REFERENCE])] for n in top if n in bot and n != REFERENCE},
                                  doc["interaction"], n_boot, seed)
-        out += _sensitivity_rows(H6_NORM, {n: [(1.0, top[n + NORM]), (-1.0, top[n])] for n in norm_sets
+        out += sensitivity_rows(H6_NORM, {n: [(1.0, top[n + NORM]), (-1.0, top[n])] for n in norm_sets
                                                  if n in top and n + NORM in top}, doc["norm_arm"], n_boot, seed)
     return out
 
