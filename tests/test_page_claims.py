@@ -81,7 +81,7 @@ def test_results_files_carry_a_seed_sensitivity_analysis():
             assert r["changed"] == (r["verdict"] != r["registered_verdict"])
     strength = _load(st.NAME)
     n_registered = (sum(len(b["comparison"]) for b in strength["budgets"]) + len(strength["interaction"])
-                    + len(strength["norm_arm"]))
+                    + len(strength["norm_arm"]) + len(strength.get("interaction_corpus") or []))
     assert len(strength["seed_sensitivity"]) == n_registered  # every registered comparison, none left out
 
 
@@ -214,6 +214,10 @@ def _held_minutes() -> set[float]:
     vals += [p["cpu_s"] / 60 for p in proj["curve"]]
     vals += [a["cpu_s"] / 60 for a in [recipe["base"], *recipe["arms"]]]
     vals.append(recipe["base"]["curve"][-1]["cpu_s"] / 60)  # the equal-cost reading's point
+    scale = _load("data_scale")  # the data-scale page: its curve's points and its projection
+    vals += [p["cpu_s"] / 60 for p in scale["points"]]
+    sp = scale["target"].get("projection") or {}
+    vals += [sp[k] for k in ("from_cpu_min", "cpu_min", "cpu_min_lo", "cpu_min_hi") if sp.get(k) is not None]
     return {round(v, d) for v in vals for d in (0, 1)}
 
 

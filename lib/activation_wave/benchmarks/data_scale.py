@@ -139,7 +139,7 @@ def evaluate(cfg: StudyConfig, *, train: bool, progress: bool = True) -> dict[st
     from activation_wave.draft.experiment import ScoreOnTrain, is_trained, run_jobs
     from activation_wave.models.capture import capture
     from activation_wave.models.prompts import generate_responses
-    from activation_wave.core.results import load_optional
+    from activation_wave.core.results import cache_key, load_optional
     from activation_wave.study.chapters import drafter_data_scale as analysis
     from activation_wave.study.chapters.drafter_predictors import FoundDrafter, per_prompt_tau
     from activation_wave.study.steps import load_results, response_generator
@@ -166,9 +166,9 @@ def evaluate(cfg: StudyConfig, *, train: bool, progress: bool = True) -> dict[st
     if not all(is_trained(cache, j.layers, j.config) for j in jobs):
         if not train:
             return None
-        t_cap = time.time()
+        t_cap, fresh = time.time(), not cache.path.exists()  # a capture resumed or reopened is not timed whole
         cache = capture(prof.target, records, cap_cfg, progress=progress)
-        capture_s = time.time() - t_cap
+        capture_s = time.time() - t_cap if fresh else None
     score = ScoreOnTrain(str(prof.cache.path), b.depth, b.draft_threshold, b.threads)
     rows = run_jobs(prof.target, cache, [(j.set, j.layers, j.config) for j in jobs], cfg.draft.workers,
                     progress=progress, score=score)
@@ -191,6 +191,8 @@ def evaluate(cfg: StudyConfig, *, train: bool, progress: bool = True) -> dict[st
     strength = load_optional("06_strength", cfg)
     doc = analysis.analyse(ids, taus, logs, layers, strength=strength, n_base=len(base_train),
                            n_corpus=len(corpus), base_tokens=base_tokens)
+    for f, r in zip(found, [*rows, *ref_rows]):  # each seed's drafter by its key (seeds in per_seed's order)
+        doc["drafters"][f.set].setdefault("keys", []).append(cache_key(r["path"]))
     doc.update({"pre_registration": PRE_REGISTRATION, "responses_file": rpath.name,
                 "capture": {"key": cache.path.name, "layers": list(cap_cfg.layers), "records": len(records),
                             "tokens": _tokens(records, cap_cfg.max_length),
@@ -213,11 +215,16 @@ def strongest_label(doc: Mapping[str, Any]) -> tuple[str, int, float]:
 
 
 def strongest(cfg: StudyConfig, *, progress: bool = True) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """The weight folder, train log and choice (label, seed, tau) of the design's strongest
+    """The weight folder, train log and choice (label, seed, tau, key) of the design's strongest
     default-triple drafter (:func:`strongest_label` of the committed ``data_scale`` results),
-    its weights made here from the ledger when missing (which may need the training capture)."""
-    from activation_wave.benchmarks import recipe
-    from activation_wave.draft.experiment import train_or_load
+    found by the ledger key the results record, so the decoding benchmark's own ``draft.*`` and
+    ``bench.train_threads`` settings cannot change which drafter it is. Weights missing here are
+    trained again from the drafter's ledger entry (which needs its capture: made again first
+    when it is missing too, about an hour for the 16x capture)."""
+    import json
+
+    from activation_wave.core.results import cache_path
+    from activation_wave.draft.experiment import ensure_weights
     from activation_wave.models.capture import capture
     from activation_wave.study.chapters import drafter_data_scale as analysis
     from activation_wave.study.steps import load_results
@@ -228,25 +235,24 @@ def strongest(cfg: StudyConfig, *, progress: bool = True) -> tuple[str, dict[str
         raise FileNotFoundError(f"bench.drafter=data_scale needs the data-scale results ({e}); run "
                                 "wave bench --only data_scale first, or use bench.drafter=recipe") from e
     lab, k, tau = strongest_label(doc)
-    name, multiple, budget = analysis.split_label(lab)
-    base = recipe.base_recipe(cfg).draft
-    prof = profile_capture(cfg, progress=progress)
-    layers = {x["set"]: tuple(x["layers"]) for x in load_results("06_predictors", cfg)["sets"]}
-    choice = {"label": lab, "seed": base.seed + k, "tau": tau}
-    if multiple == "1x":  # the strength page's drafters, on the profile's capture
-        path, log = train_or_load(prof.target, prof.cache, list(layers[name]),
-                                  dataclasses.replace(base, seed=base.seed + k), progress=progress)
-        return str(path), log, choice
-    base_train = [r for r in prof.responses if r.split == "train"]
-    gen_cfg, prompts = corpus_generation(cfg, len(base_train))
-    done = _done_responses(prof.target, prompts, gen_cfg.data)
-    jobs, cap_cfg, records, _ = _plan(base, prof, base_train, _tokens(base_train, prof.cfg.capture.max_length),
-                                      [done[p.id] for p in prompts], layers)
-    job = next(j for j in jobs if (j.set, j.multiple, j.budget, j.config.seed) == (name, multiple, budget,
-                                                                                  base.seed + k))
-    cache = capture(prof.target, records, cap_cfg, progress=progress)
-    path, log = train_or_load(prof.target, cache, list(job.layers), job.config, progress=progress)
-    return str(path), log, choice
+    keys = doc["drafters"][lab].get("keys")
+    if not keys:
+        raise ValueError("the data-scale results do not record their drafters' keys (written before they did): "
+                         "re-execute the page (wave study --only 06c) to rewrite them")
+    path = cache_path(keys[k])
+    if not (path / "train_log.json").exists():
+        prof = profile_capture(cfg, progress=progress)
+        if not path.parent.parent.exists() and analysis.split_label(lab)[1] != "1x":  # the training capture
+            base_train = [r for r in prof.responses if r.split == "train"]
+            gen_cfg, prompts = corpus_generation(cfg, len(base_train))
+            done = _done_responses(prof.target, prompts, gen_cfg.data)
+            layers = {x["set"]: tuple(x["layers"]) for x in load_results("06_predictors", cfg)["sets"]}
+            cap_cfg, records, _ = training_capture(prof.target, prof.cfg, base_train, [done[p.id] for p in prompts],
+                                                   {i for n in H7_SETS for i in layers[n]})
+            capture(prof.target, records, cap_cfg, progress=progress)
+        ensure_weights(prof.target, [path], cfg.draft.ledger, progress=progress)
+    log = json.loads((path / "train_log.json").read_text())
+    return str(path), log, {"label": lab, "seed_index": k, "tau": tau, "key": keys[k]}
 
 
 def status(cfg: StudyConfig) -> dict[str, Any]:

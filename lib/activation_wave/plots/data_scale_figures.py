@@ -62,8 +62,8 @@ def plot_data_scale_curve(doc: Mapping[str, Any], recipe: Mapping[str, Any] | No
     left.set_ylabel(rf"outcome $\tau$ (offline, {len(doc['prompt_ids'])} eval prompts)")
     for ax in (left, right):
         ax.grid(alpha=0.3)
-    right.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    fig.legend(*right.get_legend_handles_labels(), fontsize=7, loc="lower center", ncol=4, frameon=False)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))  # the legend below both panels, clear of every point
     return fig
 
 
@@ -79,8 +79,9 @@ def plot_data_scale_sets(doc: Mapping[str, Any]) -> Figure:
     mde = max((r["mde"] for r in rows if r.get("mde")), default=None)
     if mde:
         ax.axvspan(-mde, mde, color="0.85", zorder=0, label=f"smallest detectable effect (±{mde:.3f})")
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     ax.axvline(0, color="black", lw=0.8)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.set_yticks(range(len(rows)), [f"{r['set']} {r['layers']}" for r in rows])
     ax.set_xlabel(rf"$\Delta\tau$ against the default at {doc['h7_point']} (Holm across sets)")
     ax.grid(axis="x", alpha=0.3)

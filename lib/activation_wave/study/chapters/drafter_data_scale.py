@@ -296,6 +296,10 @@ def cost_text(doc: Mapping[str, Any] | None, entry: Mapping[str, Any] | None) ->
         return "Not measured yet."
     out = []
     cap = (entry or {}).get("capture") or {}
+    for part in cap.get("timed_parts") or []:  # a capture made over several runs: each timed stretch
+        n = cap["tokens"] * part["shards"] / cap["shards"]
+        out.append(f"Capture: {part['shards']} of its {cap['shards']} shards in {part['seconds'] / 60:.0f} minutes "
+                   f"({part['note']}), about {n / part['seconds']:.0f} positions/s.")
     if cap.get("seconds_this_run"):
         out.append(f"Capture: {cap['tokens']:,} positions of {len(cap['layers'])} layers in "
                    f"{cap['seconds_this_run'] / 60:.0f} minutes, {cap['tokens'] / cap['seconds_this_run']:.0f} "
@@ -320,7 +324,7 @@ def answer_text(doc: Mapping[str, Any] | None) -> str:
              f"Holm p {r['p_holm']:.3g} ({r['n_seeds']} seeds)" for r in doc["sets"]]
     beats = [r["set"] for r in doc["sets"] if r["verdict"] == "higher"]
     mdes = [r["mde"] for r in doc["sets"] if r.get("mde") is not None]
-    where = f"At {doc['h7_point']} ({max(p['n_prompts'] for p in doc['points'])} distinct prompts)"
+    where = f"At {doc['h7_point']} ({max(p['n_prompts'] for p in doc['points']):,} distinct prompts)"
     if all(r["verdict"].startswith("no verdict") for r in doc["sets"]):
         head = f"{where} the eval prompts are too few for a verdict"
     else:
@@ -344,6 +348,15 @@ def curve_text(doc: Mapping[str, Any] | None) -> str:
         tail = (f" At the base's own budget B1, 16 times the distinct prompts change tau by {d1['delta']:+.3f} "
                 f"{_ci(d1['lo'], d1['hi'])} (paired over {d1['n']} prompts, p {d1['p']:.3g}; one seed against three"
                 + (f", whose means spread over {spread:.3f}" if spread is not None else "") + ").")
+        if d1["hi"] < 0:
+            tail += (" So at a fixed budget of training tokens, corpus prompts in place of repeats of the study's own "
+                     "train prompts lowered the outcome; a likely reason, not tested by this design, is that the "
+                     "corpus (ShareGPT first turns) is another distribution than the eval prompts (the study's code "
+                     "and chat prompts).")
+        elif d1["lo"] > 0:
+            tail += " So at a fixed budget of training tokens, distinct prompts raised the outcome."
+        else:
+            tail += " Within noise: the design does not show that distinct prompts change the outcome at this budget."
     t = doc["target"]
     best = t.get("best")
     goal = (f" The target tau {t['tau']:.1f} is {'reached' if t['reached'] else 'not reached'}"
