@@ -67,7 +67,9 @@ glue_figure("fig_scale_curve", plot_data_scale_curve(doc, recipe) if doc else pl
 # saw (left) and against its training CPU-minutes (right), one colour per budget of training
 # tokens (B1 = the recipe screen's base budget). Grey squares: the recipe screen's base and
 # its samples-1 arm, which add data by resampling the same prompts (secondary, not a test;
-# the samples-1 point includes its extra capture).
+# the samples-1 point includes its extra capture). Dashed red: the target $\tau$ 2.0; dotted
+# (right): the fit over the largest data size's budgets on which the projection in the text
+# rests (an extrapolation's basis, not a test).
 # ```
 
 # %% tags=["hide-input"]
