@@ -152,7 +152,7 @@ def _data_summary(cfg: StudyConfig, cache: Any) -> dict[str, Any]:
 
 def run(cfg: StudyConfig, *, progress: bool = True, adopt: Adopt | None = None) -> dict[str, Any]:
     """The decoding benchmark under ``cfg`` (see the module docstring); a JSON-able dict
-    (``adopt``: see :func:`_benchmark_drafter`).
+    (``adopt``: see :func:`_adopted_drafter`).
 
     Every figure pools the ``bench.rounds`` interleaved runs over all prompts (tokens and
     seconds summed); ``by_round`` keeps each round's speedups and ``round_spread`` their
@@ -228,18 +228,28 @@ def adopted_figures(cmp: OnlineComparison, costs: dict[str, Any], depth: int) ->
 
     a, r = method_name(ADOPTED, "chain_t0"), method_name(DRAFTER, "chain_t0")
     s = _summary(cmp.pooled[a])
-    rounds = len(cmp.per_round)
-    pairs = (("plain_t0", "plain"), (r, "recipe drafter"))
     return {"tau_t0": s["tau"], "tokens_per_s": s["tokens_per_s"], "acceptance_by_position": s["acceptance_by_position"],
             "speedup_vs_plain_t0": cmp.speedup(a, "plain_t0"), "speedup_vs_recipe_drafter_t0": cmp.speedup(a, r),
-            "lossless_t0_chain": f"{cmp.identical(a)}/{len(cmp.prompt_ids) * rounds} prompt runs ({rounds} rounds) "
-                                 "identical to plain greedy",
-            "by_round": [{f"speedup_vs_{n.replace(' ', '_')}": cmp.round_speedups(a, base)[i] for base, n in pairs}
-                         for i in range(rounds)],
-            "round_spread": {f"speedup_vs_{n.replace(' ', '_')}": dataclasses.asdict(
-                repeat_spread(cmp.round_speedups(a, base))) for base, n in pairs},
+            "lossless_t0_chain": _lossless(cmp, a),
+            **_round_figures(cmp, {"speedup_vs_plain": (a, "plain_t0"), "speedup_vs_recipe_drafter": (a, r)}),
             "cost_model": {"components_ms": costs, "predicted_chain_t0": cost_model(s["tau"], costs, depth),
                            "measured_chain_t0": cmp.speedup(a, "plain_t0")}}
+
+
+def _lossless(cmp: OnlineComparison, method: str) -> str:
+    """How many of the comparison's prompt runs ``method`` decoded exactly as plain greedy did."""
+    rounds = len(cmp.per_round)
+    return (f"{cmp.identical(method)}/{len(cmp.prompt_ids) * rounds} prompt runs ({rounds} rounds) identical to "
+            "plain greedy")
+
+
+def _round_figures(cmp: OnlineComparison, pairs: dict[str, tuple[str, str]]) -> dict[str, Any]:
+    """Each named speedup ``{name: (method, baseline)}`` round by round (``by_round``) and how far
+    the shared machine moved it between rounds (``round_spread``: range, sd and a 95% Student-t
+    interval of the mean over rounds; NaN -> null with one round)."""
+    per = {name: cmp.round_speedups(fast, base) for name, (fast, base) in pairs.items()}
+    return {"by_round": [{name: v[i] for name, v in per.items()} for i in range(len(cmp.per_round))],
+            "round_spread": {name: dataclasses.asdict(repeat_spread(v)) for name, v in per.items()}}
 
 
 def per_prompt_runs(cmp: OnlineComparison) -> list[dict[str, Any]]:
@@ -299,8 +309,6 @@ def _comparison_figures(cmp: OnlineComparison, source: dict[str, str]) -> dict[s
             by_source[src]["speedup_tree_vs_plain_t0"] = (sub[m("tree_t0")]["tokens_per_s"]
                                                           / sub["plain_t0"]["tokens_per_s"])
             by_source[src]["tau_tree_t0"] = sub[m("tree_t0")]["tau"]
-    rounds = len(cmp.per_round)
-    runs = f"{len(cmp.prompt_ids) * rounds} prompt runs ({rounds} rounds)"
     pairs = ((m("chain_t0"), "plain_t0"), (m("chain_t1"), "plain_t1"), (m("chain_t0"), "prompt_lookup_t0"))
     out: dict[str, Any] = {
         "tokens_per_s": tps, "methods": merged, "by_source": by_source,
@@ -309,17 +317,12 @@ def _comparison_figures(cmp: OnlineComparison, source: dict[str, str]) -> dict[s
         "speedup_vs_prompt_lookup_t0": cmp.speedup(m("chain_t0"), "prompt_lookup_t0"),
         "prompt_lookup_vs_plain_t0": cmp.speedup("prompt_lookup_t0", "plain_t0"),
         "tau_t0": merged[m("chain_t0")]["tau"], "tau_t1": merged[m("chain_t1")]["tau"],
-        "lossless_t0_chain": f"{cmp.identical(m('chain_t0'))}/{runs} identical to plain greedy", "rounds": rounds,
-        "by_round": [{f"speedup_vs_{base}": cmp.round_speedups(fast, base)[i] for fast, base in pairs}
-                     for i in range(rounds)],
-        # how far the shared machine moved each speedup between rounds: range, sd and a 95%
-        # Student-t interval of the mean over rounds (NaN -> null with one round)
-        "round_spread": {f"speedup_vs_{base}": dataclasses.asdict(repeat_spread(cmp.round_speedups(fast, base)))
-                         for fast, base in pairs},
+        "lossless_t0_chain": _lossless(cmp, m("chain_t0")), "rounds": len(cmp.per_round),
+        **_round_figures(cmp, {f"speedup_vs_{base}": (fast, base) for fast, base in pairs}),
     }
     out["per_prompt"] = per_prompt_runs(cmp)
     if tree:
-        out["lossless_t0_tree"] = f"{cmp.identical(m('tree_t0'))}/{runs} identical to plain greedy"
+        out["lossless_t0_tree"] = _lossless(cmp, m("tree_t0"))
         out["tau_tree_t0"] = merged[m("tree_t0")]["tau"]
         out["speedup_tree_vs_plain_t0"] = cmp.speedup(m("tree_t0"), "plain_t0")
         out["speedup_tree_vs_prompt_lookup_t0"] = cmp.speedup(m("tree_t0"), "prompt_lookup_t0")
