@@ -200,15 +200,15 @@ def test_the_adopted_drafter_is_found_by_its_recorded_key_whatever_the_draft_set
     monkeypatch.setenv("WAVE_CACHE", str(tmp_path))
     key = "capture/m-1/drafters/L2-15-27-abc"
     (tmp_path / key).mkdir(parents=True)
-    (tmp_path / key / "train_log.json").write_text(json.dumps({"n_records": 7}))
+    (tmp_path / key / "train_log.json").write_text(json.dumps({"n_records": 7, "config": {"seed": 3}}))
     doc = {"drafters": {"eagle3-default@16x@B4": {"per_seed": [[1.6, 1.5]], "keys": [key]},
                         "eagle3-default@1x@B1": {"per_seed": [[1.5, 1.5]], "keys": ["capture/m-0/drafters/x"]}}}
     monkeypatch.setattr(steps, "load_results", lambda name, cfg: doc)
     monkeypatch.setattr(ds, "profile_capture", lambda cfg, progress: 1 / 0)  # weights here: no capture opened
     cfg = load_config("default", {"draft.dtype": "bf16", "bench.train_threads": 2, "bench.drafter": "data_scale"})
     path, log, choice = ds.strongest(cfg, progress=False)
-    assert path == str(tmp_path / key) and log == {"n_records": 7}
-    assert choice == {"label": "eagle3-default@16x@B4", "seed_index": 0, "tau": 1.55, "key": key}
+    assert path == str(tmp_path / key) and log == {"n_records": 7, "config": {"seed": 3}}
+    assert choice == {"label": "eagle3-default@16x@B4", "seed_index": 0, "seed": 3, "tau": 1.55, "key": key}
     del doc["drafters"]["eagle3-default@16x@B4"]["keys"]
     with pytest.raises(ValueError, match="wave study --only 06c"):
         ds.strongest(cfg, progress=False)

@@ -219,8 +219,8 @@ def strongest(cfg: StudyConfig, *, progress: bool = True) -> tuple[str, dict[str
     default-triple drafter (:func:`strongest_label` of the committed ``data_scale`` results),
     found by the ledger key the results record, so the decoding benchmark's own ``draft.*`` and
     ``bench.train_threads`` settings cannot change which drafter it is. Weights missing here are
-    trained again from the drafter's ledger entry (which needs its capture: made again first
-    when it is missing too, about an hour for the 16x capture)."""
+    trained again from the drafter's ledger entry on its capture (made or resumed first when it
+    is not whole, about an hour for the 16x capture; opened when it is)."""
     import json
 
     from activation_wave.core.results import cache_path
@@ -242,7 +242,7 @@ def strongest(cfg: StudyConfig, *, progress: bool = True) -> tuple[str, dict[str
     path = cache_path(keys[k])
     if not (path / "train_log.json").exists():
         prof = profile_capture(cfg, progress=progress)
-        if not path.parent.parent.exists() and analysis.split_label(lab)[1] != "1x":  # the training capture
+        if analysis.split_label(lab)[1] != "1x":  # the training capture: made, resumed, or opened when whole
             base_train = [r for r in prof.responses if r.split == "train"]
             gen_cfg, prompts = corpus_generation(cfg, len(base_train))
             done = _done_responses(prof.target, prompts, gen_cfg.data)
@@ -252,7 +252,8 @@ def strongest(cfg: StudyConfig, *, progress: bool = True) -> tuple[str, dict[str
             capture(prof.target, records, cap_cfg, progress=progress)
         ensure_weights(prof.target, [path], cfg.draft.ledger, progress=progress)
     log = json.loads((path / "train_log.json").read_text())
-    return str(path), log, {"label": lab, "seed_index": k, "tau": tau, "key": keys[k]}
+    return str(path), log, {"label": lab, "seed_index": k, "seed": (log.get("config") or {}).get("seed"), "tau": tau,
+                            "key": keys[k]}
 
 
 def status(cfg: StudyConfig) -> dict[str, Any]:
