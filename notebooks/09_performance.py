@@ -246,7 +246,7 @@ values |= perf.low_precision_values(low)
 
 # %%
 display(format_table(pd.DataFrame(llamacpp_bench.engine_comparison(bench))))
-values |= perf.llamacpp_values(bench.get("llamacpp"))
+values |= perf.llamacpp_values(bench.get("llamacpp"), adopted=(spec or {}).get("adopted"))
 sweep = perf.sweep_rows(bench.get("llamacpp"))
 if sweep:  # one row per setting, each on its own servers; depth and p_min as the server reported them
     display(format_table(pd.DataFrame(sweep)))

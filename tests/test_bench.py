@@ -159,6 +159,28 @@ def test_decoding_figures_report_every_round_its_spread_and_distinct_prompts():
     assert out["by_source"]["team"]["prompts"] == 1 and out["lossless_t0_chain"].startswith("15/15 prompt runs (5 rounds)")
 
 
+def test_speed_entries_keep_every_prompt_run_with_its_identity_and_timing():
+    from activation_wave.benchmarks.speedup import _prompt_rows, per_prompt_runs
+
+    methods = ("plain_t0", "prompt_lookup_t0", "spec_chain_t0", "spec_chain_t1")
+    cmp, _ = _fake_comparison([{m: 0.5 if m.startswith("spec") else 1.0 for m in methods}] * 2)
+    cmp.per_round[1]["spec_chain_t0"].per_prompt[2]["token_ids"] = [7] * 10  # one run parts from plain
+    rows = per_prompt_runs(cmp)
+    assert [(r["round"], r["id"]) for r in rows][:4] == [(0, "HumanEval/1"), (0, "HumanEval/2"), (0, "team-1"),
+                                                          (1, "HumanEval/1")]
+    assert rows[0]["spec_chain_t0"] == {"tokens": 10, "wall_s": 0.5, "rounds": 5, "identical_to_plain": True}
+    assert rows[5]["spec_chain_t0"]["identical_to_plain"] is False and rows[2]["spec_chain_t0"]["identical_to_plain"]
+    assert "identical_to_plain" not in rows[0]["plain_t0"] and "identical_to_plain" not in rows[0]["spec_chain_t1"]
+    # the precision entry checks each run against the plain run it names (its own precision; bf16 plain vs fp32)
+    precision = {m: cmp.per_round[0][src] for m, src in (("plain_fp32", "plain_t0"), ("spec_chain_fp32", "spec_chain_t0"),
+                                                         ("plain_bf16", "prompt_lookup_t0"),
+                                                         ("spec_chain_bf16", "spec_chain_t1"))}
+    refs = {"spec_chain_fp32": "plain_fp32", "spec_chain_bf16": "plain_bf16", "plain_bf16": "plain_fp32"}
+    rows = _prompt_rows(precision, ["team-1"], refs.get)
+    assert rows == [{"id": "team-1", **{m: {"tokens": 10, "wall_s": 0.5 if "spec" in m else 1.0, "rounds": 5}
+                                        | ({"identical_to_plain": True} if m in refs else {}) for m in precision}}]
+
+
 def test_the_adopted_drafter_is_measured_against_plain_and_the_recipe_drafter_in_the_same_rounds():
     from activation_wave.benchmarks.speedup import adopted_figures
 

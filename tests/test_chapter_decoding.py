@@ -268,6 +268,12 @@ def test_llamacpp_values_read_the_benchmark_entry():
     assert llamacpp_values(lc)["lc_drafter_note"] == ("a default-profile drafter reading layers ?, trained 1 epoch on "
                                                       "39,361 response positions (offline tau 1.31 on the eval split), "
                                                       "folder d")
+    # the decoding entry's adopted drafter is named as such only when llama.cpp ran that very drafter
+    adopted = {"drafter": "d", "adopted_from": {"label": "eagle3-default@16x@B4", "seed": 0}}
+    assert llamacpp_values(lc, adopted=adopted)["lc_drafter_note"].startswith(
+        "the data-scale design's adopted drafter (eagle3-default@16x@B4, seed 0, the one the PyTorch path's adopted "
+        "row decodes) reading layers ?, trained 1 epoch")
+    assert llamacpp_values(lc, adopted=adopted | {"drafter": "e"})["lc_drafter_note"].startswith("a default-profile")
     assert [r["depth"] for r in perf.sweep_rows(lc)] == [1, 3, 3]
 
 

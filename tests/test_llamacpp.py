@@ -191,6 +191,12 @@ def test_engine_comparison_rows_come_from_the_file():
     assert [r["tokens_per_s"] for r in rows] == [15.0, 19.5, 40.0, 16.0]
     assert rows[1]["speedup"] == 1.3 and rows[1]["identical"] == "32/32" and rows[3]["identical"] == "8/8"
     assert B.engine_comparison({}) == [] and len(B.engine_comparison(bench, threads="2")) == 2
+    # the adopted drafter (issue 41) is a third PyTorch row, from its own part of the entry
+    bench["speculative_decoding"]["adopted"] = {"tokens_per_s": 21.0, "speedup_vs_plain_t0": 1.4, "tau_t0": 1.8,
+                                                "lossless_t0_chain": "80/80"}
+    rows = B.engine_comparison(bench)
+    assert [r["tokens_per_s"] for r in rows] == [15.0, 19.5, 21.0, 40.0, 16.0]
+    assert rows[2]["method"].endswith("adopted drafter") and rows[2]["speedup"] == 1.4 and rows[2]["tau"] == 1.8
 
 
 def test_interleaving_alternates_the_order_prompt_by_prompt(monkeypatch):

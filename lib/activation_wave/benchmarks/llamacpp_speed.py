@@ -428,8 +428,9 @@ def investigate(lc: Any, target: Any, drafter: str | Path, prompts: Sequence[tup
 
 def engine_comparison(bench: Mapping[str, Any], threads: str = "1") -> list[dict[str, Any]]:
     """Chapter 9's side-by-side rows from ``benchmarks.json``: the PyTorch path (plain
-    ``generate`` and our speculative decoding, ``speculative_decoding``) and llama.cpp
-    (plain and with the same drafter, ``llamacpp`` at ``threads``). Each row: ``path``,
+    ``generate`` and our speculative decoding, ``speculative_decoding``, with its adopted drafter
+    where the entry has one) and llama.cpp (plain and with the drafter of the ``llamacpp`` entry,
+    at ``threads``). Each row: ``path``,
     ``method``, ``tokens_per_s``, ``speedup`` over its own path's plain decoding,
     ``tau``, ``identical`` (prompts equal to that path's greedy output). Missing entries
     give no rows; every number comes from the file."""
@@ -443,6 +444,11 @@ def engine_comparison(bench: Mapping[str, Any], threads: str = "1") -> list[dict
                  {"path": "PyTorch (transformers)", "method": "EAGLE-3 chain, T=0", "tokens_per_s": tps["spec_chain_t0"],
                   "speedup": round(tps["spec_chain_t0"] / tps["plain_t0"], 3), "tau": chain.get("tau"),
                   "identical": spec.get("lossless_t0_chain")}]
+        a = spec.get("adopted")
+        if a:  # the data-scale design's drafter (issue 41), decoded in the same rounds
+            rows.append({"path": "PyTorch (transformers)", "method": "EAGLE-3 chain, T=0, adopted drafter",
+                         "tokens_per_s": a["tokens_per_s"], "speedup": a["speedup_vs_plain_t0"], "tau": a["tau_t0"],
+                         "identical": a["lossless_t0_chain"]})
     lc = (bench.get("llamacpp") or {}).get("by_threads", {}).get(threads)
     if lc:
         e = lc["eagle3"]

@@ -256,19 +256,27 @@ def per_prompt_runs(cmp: OnlineComparison) -> list[dict[str, Any]]:
     """Every prompt run of an online comparison, so that a claim about it can be checked: per
     round and prompt id, each method's generated tokens, wall seconds and verify rounds, and for
     the T = 0 methods whether its tokens equal plain greedy's on that run."""
+    def plain(name: str) -> str | None:
+        return "plain_t0" if name.endswith("_t0") and name != "plain_t0" else None
+
+    return [row for i, rnd in enumerate(cmp.per_round) for row in _prompt_rows(rnd, cmp.prompt_ids, plain, round=i)]
+
+
+def _prompt_rows(results: dict[str, SpecResult], ids: list[str], plain: Callable[[str], str | None],
+                 **labels: Any) -> list[dict[str, Any]]:
+    """One row per prompt id of one interleaved run: ``labels``, the id, and per method its
+    tokens, wall seconds and verify rounds, with ``identical_to_plain`` (its tokens equal those of
+    the method ``plain(name)`` on the same prompt) where ``plain`` names one."""
+    by = {name: {p["id"]: p for p in res.per_prompt} for name, res in results.items()}
     out = []
-    for i, rnd in enumerate(cmp.per_round):
-        by = {name: {p["id"]: p for p in res.per_prompt} for name, res in rnd.items()}
-        for pid in cmp.prompt_ids:
-            plain = by["plain_t0"][pid]["token_ids"]
-            row: dict[str, Any] = {"round": i, "id": pid}
-            for name, runs in by.items():
-                p = runs[pid]
-                row[name] = {"tokens": len(p["token_ids"]), "wall_s": round(float(p["wall_s"]), 4),
-                             "rounds": p.get("rounds")}
-                if name.endswith("_t0") and name != "plain_t0":
-                    row[name]["identical_to_plain"] = p["token_ids"] == plain
-            out.append(row)
+    for pid in ids:
+        row: dict[str, Any] = {**labels, "id": pid}
+        for name, runs in by.items():
+            p, ref = runs[pid], plain(name)
+            row[name] = {"tokens": len(p["token_ids"]), "wall_s": round(float(p["wall_s"]), 4), "rounds": p.get("rounds")}
+            if ref:
+                row[name]["identical_to_plain"] = p["token_ids"] == by[ref][pid]["token_ids"]
+        out.append(row)
     return out
 
 
@@ -385,6 +393,10 @@ def run_precision(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
                       f"plain_{dtype}_vs_plain_fp32": same(f"plain_{dtype}", "plain_fp32")},
         "verify_ms": verify, "verify_context": context,
         "verify_4_over_step": {tag: v[min(4, max(v))] / v[1] for tag, v in verify.items()},
+        # per prompt: a speculative run is checked against plain in its own precision, plain in
+        # the lower precision against plain fp32
+        "per_prompt": _prompt_rows(pooled, [p for p, _ in prompts], lambda n: f"plain_{n.rsplit('_', 1)[1]}"
+                                   if n.startswith("spec") else "plain_fp32" if n == f"plain_{dtype}" else None),
         "note": f"the {dtype} target is the fp32 target cast in memory (same file and provenance); "
                 "the drafter is the fp32 one, fed the cast target's hidden states",
         "seconds": round(time.time() - t_start, 1),

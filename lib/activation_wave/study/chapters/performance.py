@@ -392,12 +392,15 @@ def paper_estimates(models: Sequence[str]) -> list[dict[str, Any]]:
 LLAMACPP_DEFAULT_N_MAX = 3
 
 
-def llamacpp_values(lc: Mapping[str, Any] | None, threads: str = "1") -> dict[str, Any]:
+def llamacpp_values(lc: Mapping[str, Any] | None, threads: str = "1",
+                    adopted: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Chapter 9's prose values of the ``llamacpp`` benchmark entry (nan where it was not
     measured): tokens/s of plain and EAGLE-3 llama.cpp, the speedup, tau, identical prompts,
     the round's cost in plain steps, the tau break-even and 1.5x need at that cost, and
     whether the draft depth allows that tau at all (``lc_reach``: a round yields at most
-    depth + 1 tokens); ``lc_sweep`` / ``lc_best_setting`` summarise the depth / ``p_min`` sweep."""
+    depth + 1 tokens); ``lc_sweep`` / ``lc_best_setting`` summarise the depth / ``p_min`` sweep.
+    ``adopted``: the decoding entry's adopted drafter (issue 41); the drafter note names it when
+    llama.cpp ran that drafter."""
     run = ((lc or {}).get("by_threads") or {}).get(threads)
     if not run:  # not measured: every value the prose names, as nan / a sentence saying so
         return {**_missing(("lc_plain_tps", "lc_eagle_tps", "lc_speedup", "lc_tau", "lc_round_steps", "lc_draft_ms",
@@ -416,12 +419,21 @@ def llamacpp_values(lc: Mapping[str, Any] | None, threads: str = "1") -> dict[st
             "lc_tau_1x": rc["tau_needed"]["1x"], "lc_tau_15x": rc["tau_needed"]["1.5x"],
             "lc_depth": depth, "lc_tau_max": depth + 1, "lc_reach": reach_text(rc["tau_needed"], depth),
             "lc_drafter": str(lc.get("drafter")), "lc_note": f"{lc['note']}." if lc.get("note") else "",
-            "lc_drafter_note": (f"{lc.get('drafter')}: a smoke-profile drafter, so this row measures llama.cpp's "
-                                "overhead per round rather than a useful drafter"
-                                if "smoke" in str(lc.get("drafter"))
-                                else f"a default-profile drafter reading layers {lc.get('drafter_layers', '?')}"
-                                f"{_training_text(lc.get('drafter_training'))}, folder {Path(str(lc.get('drafter'))).name}"),
+            "lc_drafter_note": _llamacpp_drafter_note(lc, adopted),
             "lc_best_setting": _best_llamacpp_setting(lc), "lc_sweep": sweep_text(lc)}
+
+
+def _llamacpp_drafter_note(lc: Mapping[str, Any], adopted: Mapping[str, Any] | None) -> str:
+    """Which drafter the ``llamacpp`` entry ran: a smoke drafter, the decoding entry's adopted one, or another."""
+    drafter = str(lc.get("drafter"))
+    if "smoke" in drafter:
+        return (f"{drafter}: a smoke-profile drafter, so this row measures llama.cpp's overhead per round rather "
+                "than a useful drafter")
+    which = (f"the data-scale design's adopted drafter ({adopted['adopted_from']['label']}, seed "
+             f"{adopted['adopted_from']['seed']}, the one the PyTorch path's adopted row decodes) reading layers"
+             if adopted and str(adopted.get("drafter")) == drafter else "a default-profile drafter reading layers")
+    return (f"{which} {lc.get('drafter_layers', '?')}{_training_text(lc.get('drafter_training'))}, "
+            f"folder {Path(drafter).name}")
 
 
 def other_threads_identity(lc: Mapping[str, Any], threads: str) -> str:
