@@ -364,14 +364,17 @@ def run(drafter: str | Path | None = None, *, profile: str = "default", model: s
 
 def drafter_training(drafter: str | Path) -> dict[str, Any] | None:
     """How a drafter folder was trained, from its ``train_log.json`` (None without one):
-    epochs, train records and positions, and its offline tau on the eval split."""
+    epochs, train records and positions, its offline tau on the eval split (None when it was
+    scored elsewhere), and for a drafter trained to a token budget (``max_tokens``) the tokens
+    it trained on, where it stopped before its configured epochs."""
     path = Path(drafter) / "train_log.json"
     if not path.exists():
         return None
     log = json.loads(path.read_text())
     return {"epochs": log.get("config", {}).get("epochs"), "train_records": log.get("n_records"),
             "train_positions": log.get("n_loss_tokens"), "tau_offline": (log.get("eval") or {}).get("tau_offline"),
-            "train_wall_s": log.get("train_wall_s")}
+            "train_wall_s": log.get("train_wall_s"), "max_tokens": log.get("config", {}).get("max_tokens") or None,
+            "tokens_trained": log.get("tokens_trained")}
 
 
 def drafter_layers(drafter: str | Path) -> list[int]:

@@ -454,12 +454,20 @@ def other_threads_identity(lc: Mapping[str, Any], threads: str) -> str:
 
 
 def _training_text(tr: Mapping[str, Any] | None) -> str:
-    """", trained 1 epoch on 39,361 positions (offline tau 1.31)" from a ``drafter_training`` entry."""
+    """", trained 1 epoch on 39,361 positions (offline tau 1.31)" from a ``drafter_training`` entry;
+    a drafter trained to a token budget names the tokens it trained on instead of its epochs.
+
+    >>> _training_text({"epochs": 10, "train_positions": 744029, "tau_offline": None, "max_tokens": 2908200,
+    ...                 "tokens_trained": 2909530})
+    ', trained to a budget of 2,909,530 tokens over 744,029 response positions'
+    """
     if not tr or tr.get("epochs") is None:
         return ""
     ep = tr["epochs"]
-    return (f", trained {ep} epoch{'s' if ep != 1 else ''} on {tr['train_positions']:,d} response positions "
-            f"(offline tau {tr['tau_offline']:.2f} on the eval split)")
+    done = (f"to a budget of {tr['tokens_trained']:,d} tokens over" if tr.get("max_tokens") and tr.get("tokens_trained")
+            else f"{ep} epoch{'s' if ep != 1 else ''} on")
+    tau = f" (offline tau {tr['tau_offline']:.2f} on the eval split)" if tr.get("tau_offline") is not None else ""
+    return f", trained {done} {tr['train_positions']:,d} response positions{tau}"
 
 
 def reach_text(tau_needed: Mapping[str, float], depth: int) -> str:
