@@ -29,7 +29,7 @@ overrides = "{}"
 from activation_wave.benchmarks import data_scale
 from activation_wave.core.results import load_benchmarks, load_optional
 from activation_wave.plots.data_scale_figures import plot_data_scale_curve, plot_data_scale_sets, plot_not_run
-from activation_wave.study.chapters import drafter_data_scale as ds
+from activation_wave.study.chapters import drafter_data_scale as ds, performance as perf
 from activation_wave.study.glue import glue_figure, glue_values
 from activation_wave.study.steps import notebook_config, save_results
 
@@ -42,7 +42,8 @@ if doc is not None:
 recipe = load_optional("recipe", cfg, results_root or None)
 progress = data_scale.status(cfg) if doc is None else None  # how far the design has run (no tau before its end)
 glue_values(scale_status=ds.status_text(doc, progress), scale_answer=ds.answer_text(doc),
-            scale_curve=ds.curve_text(doc), scale_cost=ds.cost_text(doc, load_benchmarks().get("data_scale")))
+            scale_curve=ds.curve_text(doc), scale_cost=ds.cost_text(doc, load_benchmarks().get("data_scale")),
+            scale_adopted=perf.adopted_text(load_benchmarks().get("speculative_decoding"), "today's recipe drafter"))
 
 # %% [markdown]
 # ## The answer
@@ -54,6 +55,9 @@ glue_values(scale_status=ds.status_text(doc, progress), scale_answer=ds.answer_t
 # **The data curve.** {glue:text}`scale_curve`
 #
 # **Where the time goes.** {glue:text}`scale_cost`
+#
+# **Decoding with it** (measured in {doc}`09_performance`'s speculative-decoding benchmark).
+# {glue:text}`scale_adopted`
 
 # %% tags=["hide-input"]
 glue_figure("fig_scale_curve", plot_data_scale_curve(doc, recipe) if doc else plot_not_run(ds.NOT_RUN))

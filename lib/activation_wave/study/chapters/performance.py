@@ -121,11 +121,12 @@ def measured_on(entry: Mapping[str, Any] | None) -> str:
     return f"{when}, {m.get('cpu', '?')} {'with' if m.get('bf16_units') else 'without'} bf16 units"
 
 
-def adopted_text(spec: Mapping[str, Any] | None) -> str:
+def adopted_text(spec: Mapping[str, Any] | None, other: str = "this page's drafter") -> str:
     """The data-scale design's adopted drafter (issue 41), decoded beside the benchmark drafter
     in the same interleaved rounds: its outcome and online tau, its speedup over plain and over
     the recipe drafter with the 95% intervals over rounds, and the break-even tau its own
-    measured round gives on this machine.
+    measured round gives on this machine. ``other`` names the benchmark drafter on the page that
+    quotes it.
 
     >>> e = {"drafter_outcome": {"tau": 1.5, "lo": 1.45, "hi": 1.55}, "rounds": 5, "adopted": {
     ...     "adopted_from": {"label": "eagle3-default@16x@B4", "seed": 0}, "tau_t0": 1.9,
@@ -143,13 +144,13 @@ def adopted_text(spec: Mapping[str, Any] | None) -> str:
         return ("Not measured yet: the data-scale design's strongest drafter decodes beside this one with "
                 "wave bench --profile default --only speculative_decoding --set bench.drafter=data_scale.")
     o, own, rs = a["drafter_outcome"], (spec or {}).get("drafter_outcome") or {}, a["round_spread"]
-    base = (f" against this page's drafter's {own['tau']:.3f} [{own['lo']:.3f}, {own['hi']:.3f}]" if own else "")
+    base = (f" against {other}'s {own['tau']:.3f} [{own['lo']:.3f}, {own['hi']:.3f}]" if own else "")
     ch = a["adopted_from"]
     return (f"The data-scale design adopted its strongest default-triple drafter ({ch['label']}, seed {ch['seed']}; "
             f"outcome tau {o['tau']:.3f} [{o['lo']:.3f}, {o['hi']:.3f}] on {o['n_prompts']} eval prompts{base}). In "
             f"the same {spec['rounds']} interleaved rounds it reached online tau {a['tau_t0']:.2f} at T = 0 and "
             f"{a['speedup_vs_plain_t0']:.3f}x plain decoding (95% interval over rounds {rs['speedup_vs_plain']['lo']:.3f} "
-            f"to {rs['speedup_vs_plain']['hi']:.3f}), {a['speedup_vs_recipe_drafter_t0']:.3f}x this page's drafter "
+            f"to {rs['speedup_vs_plain']['hi']:.3f}), {a['speedup_vs_recipe_drafter_t0']:.3f}x {other} "
             f"({rs['speedup_vs_recipe_drafter']['lo']:.3f} to {rs['speedup_vs_recipe_drafter']['hi']:.3f}); "
             f"{a['lossless_t0_chain']}. Its own measured round puts break-even at tau "
             f"{a['cost_model']['predicted_chain_t0']['break_even_tau']:.2f} on this machine.")
