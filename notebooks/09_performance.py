@@ -100,7 +100,8 @@ values["study_epochs"] = cfg.draft.epochs
 #
 # Left: the speedup that the measured costs of one round predict for each $\tau$
 # (verify the drafted tokens in one target forward, plus the drafter's steps), with
-# the speedups measured side by side with plain decoding; the dotted line is the
+# the speedups measured side by side with plain decoding (the adopted drafter of
+# {doc}`06c_data_scale` among them, where it ran); the dotted line is the
 # ceiling where every draft is accepted. Right: the cost of one target forward as it
 # verifies more tokens at once, relative to a one-token step, and the cost of one
 # draft step.

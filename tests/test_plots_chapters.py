@@ -91,3 +91,25 @@ def test_narrow_panels_get_fewer_layer_ticks_than_a_wide_figure():
     wide = plots.plot_selection_map(ss[0].ids, ss[0].sets, compartments=ss[0].compartments)
     n_narrow, n_wide = len(panel.get_xticks()), len(wide.axes[0].get_xticks())
     assert n_narrow <= 8 < n_wide <= 16
+
+
+def test_decoding_cost_figure_marks_the_adopted_drafter_only_when_the_entry_has_one():
+    import copy
+
+    from activation_wave.core.results import load_benchmarks
+    from activation_wave.plots.speed_figures import plot_decoding_costs
+
+    spec = copy.deepcopy(load_benchmarks().get("speculative_decoding"))
+    if not spec:
+        pytest.skip("no speculative_decoding entry in the committed results")
+
+    def labels(entry):
+        fig = plot_decoding_costs(entry)
+        out = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        plt.close(fig)
+        return out
+
+    spec["adopted"] = {"tau_t0": 1.5, "speedup_vs_plain_t0": 0.95}
+    assert "adopted drafter, chain, T=0 (measured)" in labels(spec)
+    del spec["adopted"]
+    assert not any("adopted" in t for t in labels(spec))

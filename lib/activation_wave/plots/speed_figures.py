@@ -120,7 +120,8 @@ def _panels(n: int, axes: Sequence[Axes] | None, figsize: tuple[float, float]) -
 def plot_decoding_costs(spec: Mapping[str, Any] | None, *, axes: Sequence[Axes] | None = None) -> Figure:
     """Chapter 9's speculative-decoding figure from the ``speculative_decoding`` benchmark entry:
     left, the speedup the measured round costs predict for each tau, with the measured runs
-    (chain, and tree where it ran) on top; right, a verify's cost against the tokens it checks.
+    (chain, tree where it ran, and the adopted drafter's chain where the entry has one) on top;
+    right, a verify's cost against the tokens it checks.
     ``spec`` None (not measured yet) gives two panels that say so."""
     from activation_wave.plots.drafters import plot_cost_model, plot_verify_cost
 
@@ -134,6 +135,8 @@ def plot_decoding_costs(spec: Mapping[str, Any] | None, *, axes: Sequence[Axes] 
     measured = [(spec["tau_t0"], spec["speedup_vs_plain_t0"], "chain, T=0")]
     if spec.get("tau_tree_t0") is not None:
         measured.append((spec["tau_tree_t0"], spec["speedup_tree_vs_plain_t0"], "tree, T=0"))
+    if spec.get("adopted"):  # issue 41's drafter, decoded in the same rounds
+        measured.append((spec["adopted"]["tau_t0"], spec["adopted"]["speedup_vs_plain_t0"], "adopted drafter, chain, T=0"))
     plot_cost_model(costs, measured, depth=spec["spec"]["depth"], ax=left, title=None)
     plot_verify_cost(costs, ax=right, title=None)
     return fig
