@@ -535,7 +535,9 @@ time.sleep(120)
 """
 
 DRIVE = """
+import signal
 import sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a launcher's `cmd &` starts children with SIGINT ignored
 from pathlib import Path
 import activation_wave.study.runner as study
 from activation_wave import cli
