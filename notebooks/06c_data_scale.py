@@ -41,9 +41,10 @@ if doc is not None:
     save_results(ds.NAME, doc, cfg, results_root or None)
 recipe = load_optional("recipe", cfg, results_root or None)
 progress = data_scale.status(cfg) if doc is None else None  # how far the design has run (no tau before its end)
+bench = load_benchmarks()
 glue_values(scale_status=ds.status_text(doc, progress), scale_answer=ds.answer_text(doc),
-            scale_curve=ds.curve_text(doc), scale_cost=ds.cost_text(doc, load_benchmarks().get("data_scale")),
-            scale_adopted=perf.adopted_text(load_benchmarks().get("speculative_decoding"), "today's recipe drafter"))
+            scale_curve=ds.curve_text(doc), scale_cost=ds.cost_text(doc, bench.get("data_scale")),
+            scale_adopted=perf.adopted_text(bench.get("speculative_decoding"), "today's recipe drafter"))
 
 # %% [markdown]
 # ## The answer

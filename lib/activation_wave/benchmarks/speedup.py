@@ -372,9 +372,13 @@ def run_precision(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
     pooled = run_interleaved(methods, prompts, progress=progress)
     tps = {name: r.tokens_per_s for name, r in pooled.items()}
 
-    def same(a: str, b: str) -> str:
-        n = sum(x == y for x, y in zip(pooled[a].token_ids, pooled[b].token_ids))
-        return f"{n}/{len(prompts)} prompts identical"
+    # per prompt, each run checked against the plain run it names: a speculative run against plain
+    # in its own precision, plain in the lower precision against plain fp32
+    against = {f"spec_chain_{t}": f"plain_{t}" for t in ("fp32", dtype)} | {f"plain_{dtype}": "plain_fp32"}
+    rows = _prompt_rows(pooled, [p for p, _ in prompts], against.get)
+
+    def same(method: str) -> str:
+        return f"{sum(r[method]['identical_to_plain'] for r in rows)}/{len(prompts)} prompts identical"
 
     context = int(statistics.median(len(p) for _, p in prompts)) + spec.max_new_tokens // 2
     verify = {tag: measure_costs(t, None, context=context, depth=spec.depth, n_threads=threads,
@@ -388,15 +392,12 @@ def run_precision(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
         f"speedup_{dtype}": tps[f"spec_chain_{dtype}"] / tps[f"plain_{dtype}"],
         f"plain_{dtype}_vs_fp32": tps[f"plain_{dtype}"] / tps["plain_fp32"],
         f"spec_{dtype}_vs_plain_fp32": tps[f"spec_chain_{dtype}"] / tps["plain_fp32"],
-        "identical": {"spec_vs_plain_fp32": same("spec_chain_fp32", "plain_fp32"),
-                      f"spec_vs_plain_{dtype}": same(f"spec_chain_{dtype}", f"plain_{dtype}"),
-                      f"plain_{dtype}_vs_plain_fp32": same(f"plain_{dtype}", "plain_fp32")},
+        "identical": {"spec_vs_plain_fp32": same("spec_chain_fp32"),
+                      f"spec_vs_plain_{dtype}": same(f"spec_chain_{dtype}"),
+                      f"plain_{dtype}_vs_plain_fp32": same(f"plain_{dtype}")},
         "verify_ms": verify, "verify_context": context,
         "verify_4_over_step": {tag: v[min(4, max(v))] / v[1] for tag, v in verify.items()},
-        # per prompt: a speculative run is checked against plain in its own precision, plain in
-        # the lower precision against plain fp32
-        "per_prompt": _prompt_rows(pooled, [p for p, _ in prompts], lambda n: f"plain_{n.rsplit('_', 1)[1]}"
-                                   if n.startswith("spec") else "plain_fp32" if n == f"plain_{dtype}" else None),
+        "per_prompt": rows,
         "note": f"the {dtype} target is the fp32 target cast in memory (same file and provenance); "
                 "the drafter is the fp32 one, fed the cast target's hidden states",
         "seconds": round(time.time() - t_start, 1),

@@ -136,7 +136,8 @@ def plot_decoding_costs(spec: Mapping[str, Any] | None, *, axes: Sequence[Axes] 
     if spec.get("tau_tree_t0") is not None:
         measured.append((spec["tau_tree_t0"], spec["speedup_tree_vs_plain_t0"], "tree, T=0"))
     if spec.get("adopted"):  # issue 41's drafter, decoded in the same rounds
-        measured.append((spec["adopted"]["tau_t0"], spec["adopted"]["speedup_vs_plain_t0"], "adopted drafter, chain, T=0"))
+        a = spec["adopted"]
+        measured.append((a["tau_t0"], a["speedup_vs_plain_t0"], "adopted drafter, chain, T=0"))
     plot_cost_model(costs, measured, depth=spec["spec"]["depth"], ax=left, title=None)
     plot_verify_cost(costs, ax=right, title=None)
     return fig
