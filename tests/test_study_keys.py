@@ -88,3 +88,30 @@ def test_timings_keep_each_notebooks_longest_run(tmp_path):
     assert doc["notebooks"] == {"06": 900.0, "07": 60.0}
     assert {k: v["seconds"] for k, v in doc["longest"].items()} == {"06": 4000.0, "07": 60.0}
     assert doc["last_run"]["executed"] == ["06"] and doc["last_run"]["seconds"] == 900.0
+
+
+def test_only_a_chapter_that_reads_the_benchmarks_file_is_keyed_on_it(tmp_path):
+    lib = _package(tmp_path)
+    (lib / "reader.py").write_text("def page():\n    from pkg.results import load_benchmarks\n    return load_benchmarks()\n")
+    bench = tmp_path / "benchmarks.json"
+    bench.write_text('{"a": 1}\n')
+    reader, other = tmp_path / "reader_nb.py", tmp_path / "other_nb.py"
+    reader.write_text("from pkg.reader import page\n")  # reads it through a library module
+    other.write_text("import pkg.c\n")
+    params = {"profile": "smoke"}
+    keys = lambda: (chapter_key(reader, params, lib, "pkg", bench), chapter_key(other, params, lib, "pkg", bench))  # noqa: E731
+    before = keys()
+    bench.write_text('{"a": 2}\n')  # `wave bench` re-measured an entry
+    after = keys()
+    assert after[0] != before[0] and after[1] == before[1]
+    bench.unlink()  # a missing file is a key of its own, not an error
+    assert keys()[0] not in (before[0], after[0])
+
+
+def test_the_real_chapters_that_read_the_benchmarks_file_are_keyed_on_it():
+    from activation_wave.core.paths import REPO_ROOT
+    from activation_wave.study.keys import reads_benchmarks
+    nbs = REPO_ROOT / "notebooks"
+    readers = {nb.stem for nb in nbs.glob("*.py") if reads_benchmarks([nb, *used_modules(nb)])}
+    assert {"08_results_summary", "09_performance", "11_cpu_payoff", "intro"} <= readers
+    assert not readers & {"01_layer_entropy", "02_concat_entropy", "03_cka_compartments"}

@@ -1,8 +1,9 @@
 """The study key of a chapter run: what an executed chapter depends on.
 
 A notebook is re-executed only when its source, its parameters, the library modules it
-imports (transitively, :func:`used_modules`) or the profiles changed since the executed
-copy was written *on this machine*: the keys live in the cache folder (:func:`keys_file`),
+imports (transitively, :func:`used_modules`), the profiles or, for a chapter that reads it
+(:func:`reads_benchmarks`), the benchmarks file changed since the executed copy was written
+*on this machine*: the keys live in the cache folder (:func:`keys_file`),
 so a fresh clone runs every chapter once, and a second run redoes only what changed.
 """
 
@@ -15,8 +16,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from activation_wave.core.paths import PACKAGE_DIR, cache_root
+from activation_wave.core.results import BENCHMARKS_FILE
 
 LIB_DIR = PACKAGE_DIR
+BENCHMARK_READERS = frozenset({"load_benchmarks", "BENCHMARKS_FILE"})  # the names a reader of the file imports
 
 
 def _module_file(name: str, lib_dir: Path) -> Path | None:
@@ -71,16 +74,28 @@ def used_modules(source: Path, lib_dir: Path = LIB_DIR, package: str = "activati
     return sorted(set(seen.values()))
 
 
+def reads_benchmarks(paths: list[Path]) -> bool:
+    """Whether any of the Python files ``paths`` imports a reader of the benchmarks file
+    (``from ... import load_benchmarks`` or ``BENCHMARKS_FILE``, at any depth)."""
+    return any(isinstance(node, ast.ImportFrom) and any(a.name in BENCHMARK_READERS for a in node.names)
+               for path in paths for node in ast.walk(ast.parse(path.read_text(), filename=str(path))))
+
+
 def chapter_key(source: Path, params: Mapping[str, str], lib_dir: Path = LIB_DIR,
-                package: str = "activation_wave") -> str:
+                package: str = "activation_wave", benchmarks: Path = BENCHMARKS_FILE) -> str:
     """The study key of one chapter run: its notebook, its parameters, the library modules
-    it imports (transitively, :func:`used_modules`) and the profiles; a change anywhere
-    else in the library leaves the key, and the executed chapter, as they are."""
+    it imports (transitively, :func:`used_modules`), the profiles and, when the notebook or
+    one of those modules reads it, the benchmarks file (``wave bench`` rewrites it outside
+    the study); a change anywhere else leaves the key, and the executed chapter, as they are."""
     h = hashlib.sha256(source.read_bytes())
     h.update(json.dumps(dict(params), sort_keys=True).encode())
-    for path in used_modules(source, lib_dir, package) + sorted(lib_dir.rglob("*.yaml")):
+    modules = used_modules(source, lib_dir, package)
+    for path in modules + sorted(lib_dir.rglob("*.yaml")):
         h.update(path.relative_to(lib_dir).as_posix().encode())
         h.update(path.read_bytes())
+    if benchmarks.is_file() and reads_benchmarks([source, *modules]):
+        h.update(b"benchmarks")
+        h.update(benchmarks.read_bytes())
     return h.hexdigest()
 
 
