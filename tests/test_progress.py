@@ -24,6 +24,24 @@ def test_lines_carry_the_elapsed_time_and_an_estimate_of_the_rest(monkeypatch):
                                            "[training drafters] 2/4 drafter (50%), 60 s, ~60 s left"]
 
 
+def test_steps_resumed_from_a_cache_are_left_out_of_the_estimate(monkeypatch):
+    """A capture resumed at shard 20 of 32: the estimate rests on the shards computed now."""
+    now = [0.0]
+    monkeypatch.setattr(P, "_now", lambda: now[0])
+    out = io.StringIO()
+    bar = P.LineProgress(total=8, desc="capture", unit="shard", every=0.25, file=out)
+    for _ in range(4):  # four shards read back in one second
+        now[0] += 0.25
+        bar.update()
+        bar.resumed()
+    for _ in range(2):  # two computed, 100 s each: 2 left, about 200 s (the reads add 1 s)
+        now[0] += 100.0
+        bar.update()
+    assert out.getvalue().splitlines()[-1] == "[capture] 6/8 shard (75%), 201 s, ~201 s left"  # not ~67 s
+    later = P.LineProgress(total=10, initial=6, desc="responses", every=0.1, file=io.StringIO())
+    assert later.free == 6  # steps done before the bar started are free too
+
+
 def test_a_slow_step_can_announce_its_first_line():
     """Drafters trained in workers: the log says at once that training started, 0 of n."""
     out = io.StringIO()

@@ -50,15 +50,16 @@ def _now() -> float:
     return time.time()
 
 
-def _eta(elapsed: float, n: int, total: int | None) -> str:
-    """``", ~N s left"`` from the rate so far (nothing before the first step or after the last).
+def _eta(elapsed: float, n: int, total: int | None, free: int = 0) -> str:
+    """``", ~N s left"`` from the rate so far (nothing before the first step or after the last);
+    ``free`` of the ``n`` steps done cost nothing (resumed from a cache) and are left out of the rate.
 
-    >>> _eta(30.0, 3, 10), _eta(30.0, 0, 10), _eta(30.0, 10, 10)
-    (', ~70 s left', '', '')
+    >>> _eta(30.0, 3, 10), _eta(30.0, 0, 10), _eta(30.0, 10, 10), _eta(30.0, 8, 10, free=5)
+    (', ~70 s left', '', '', ', ~20 s left')
     """
-    if not total or n <= 0 or n >= total:
+    if not total or n - free <= 0 or n >= total:
         return ""
-    return f", ~{elapsed / n * (total - n):.0f} s left"
+    return f", ~{elapsed / (n - free) * (total - n):.0f} s left"
 
 
 class LineProgress:
@@ -75,6 +76,7 @@ class LineProgress:
         self.iterable = iterable
         self.total = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)  # type: ignore[arg-type]
         self.desc, self.unit, self.n, self.every = desc, unit, initial, every
+        self.free = initial  # steps done before this run or from a cache (:meth:`resumed`): not in the estimate
         self.file, self.quiet = file, quiet
         self.postfix = ""
         self.t0 = self._relayed_at = self._said_at = _now()
@@ -113,6 +115,11 @@ class LineProgress:
             # slow steps (a drafter every half hour) in a plain log: a line per step once a minute has passed
             self._print(to_file=True)
 
+    def resumed(self, n: int = 1) -> None:
+        """Count ``n`` of the steps done as free (read back from a cache, not computed), so the
+        estimate of the time left rests on the steps that did cost time."""
+        self.free += n
+
     def announce(self) -> None:
         """Print the bar's first line now (``0/total``): for steps whose first unit takes
         many minutes (a drafter trained in a worker), so a log says at once what started."""
@@ -126,7 +133,7 @@ class LineProgress:
         pct = f" ({100 * self.n / self.total:.0f}%)" if self.total else ""
         extra = f", {self.postfix}" if self.postfix else ""
         elapsed = (_now() if now is None else now) - self.t0
-        return f"[{self.desc}] {self.n}/{self.total} {self.unit}{pct}, {elapsed:.0f} s{_eta(elapsed, self.n, self.total)}{extra}"
+        return f"[{self.desc}] {self.n}/{self.total} {self.unit}{pct}, {elapsed:.0f} s{_eta(elapsed, self.n, self.total, self.free)}{extra}"
 
     def _print(self, to_file: bool) -> None:
         now = _now()

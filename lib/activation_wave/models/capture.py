@@ -364,6 +364,8 @@ def _capture_into(out: Path, target: Target, responses: Sequence[Response], cfg:
                 raise KeyboardInterrupt(f"stopped after {written} new shards (max_shards)")
             info = _write_shard(target, recs, first, cfg, path)
             written += 1
+        elif hasattr(bar, "resumed"):  # a shard kept from an earlier run costs no time: not in the estimate
+            bar.resumed()
         shards.append(info)
     bar.close()
     manifest = {
