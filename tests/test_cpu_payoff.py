@@ -118,7 +118,12 @@ def test_texts_say_what_was_not_measured():
 def test_landing_sentence_quotes_the_largest_thread_count_with_its_interval():
     text = cpu.landing_text(ENTRY)
     assert "0.90x the speed of plain llama.cpp on 2 threads (95% interval 0.80 to 0.99, n = 12 prompts" in text
-    assert "11/12 outputs identical" in text and "2.30 plain steps" in text
+    assert "11/12 outputs identical" in text and "2.30 plain steps at 1.5B, so a drafter breaks even only at tau 2.30" in text
+    assert "corpus drafter" not in text  # not in the side by side yet
+    with_corpus = {**ENTRY, "large": {**ENTRY["large"], "by_threads": {t: {**r, cpu.LARGE_METHOD: _method(
+        5.0, 0.45, [0.41, 0.49], 1.6)} for t, r in ENTRY["large"]["by_threads"].items()}}}
+    assert "(chapter 11's corpus drafter) it runs at 0.45x (0.41 to 0.49, tau 1.60, 2 threads, 12/12 identical)" in \
+        cpu.landing_text(with_corpus)
     assert cpu.landing_text(None).startswith("not measured yet")
     assert "n-gram" not in text  # no n-gram run at 2 threads in the canned entry
     two = {**ENTRY, "large": {**ENTRY["large"], "by_threads": {"1": ENTRY["large"]["by_threads"]["1"]}}}

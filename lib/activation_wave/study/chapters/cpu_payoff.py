@@ -516,7 +516,15 @@ def landing_text(entry: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | N
         out += f", against {s['speedup']:.2f}x for the 135M target in the same run"
     rc = e.get("round_costs") or {}
     if rc:
-        out += f"; a round costs {rc['round_in_plain_steps']:.2f} plain steps at 1.5B, the tau break-even needs"
+        out += (f"; a round costs {rc['round_in_plain_steps']:.2f} plain steps at 1.5B, so a drafter breaks even only "
+                f"at tau {rc['round_in_plain_steps']:.2f}" + (f" (at most {rc['tau_max']} at this depth)" if rc.get("tau_max") else ""))
+    got = _corpus_run(entry)
+    if got:
+        tc, c = got
+        clo, chi = c["speedup_ci"]
+        out += (f"; with a drafter trained on the target's own answers to the prompt corpus (chapter 11's corpus "
+                f"drafter) it runs at {c['speedup']:.2f}x ({clo:.2f} to {chi:.2f}, tau {c['tau']:.2f}, {_threads(tc)}, "
+                f"{c['identical_to_plain']}/{c['prompts']} identical)")
     ngram = large[t].get("ngram")
     if ngram and ngram.get("speedup_ci"):
         nlo, nhi = ngram["speedup_ci"]
