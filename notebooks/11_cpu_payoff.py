@@ -294,7 +294,7 @@ ceiling = bench.get(cpu.CEILING)
 for table in cpu.ceiling_tables(ceiling):
     display(table)
 glue_values(**cpu.ceiling_values(ceiling, entry, bench.get(cpu.LARGE)))
-glue_figure("fig_ceiling", plot_ceiling(cpu.ceiling_frame(ceiling).to_dict("records")))
+glue_figure("fig_ceiling", plot_ceiling(cpu.ceiling_frame(ceiling).to_dict("records"), cpu.measured_points(entry)))
 glue_figure("fig_where_it_pays", plot_where_it_pays(cpu.where_points(ceiling), cpu.today_taus(entry)))
 
 # %% [markdown]
@@ -307,7 +307,9 @@ glue_figure("fig_where_it_pays", plot_where_it_pays(cpu.where_points(ceiling), c
 # depth (colour) and drafter GGUF (solid f16, dashed q8_0), one panel per target and thread
 # count, from the round measured with every draft accepted; the dot at tau = depth + 1 is the
 # best any drafter of that depth can reach. A drafter pays where its line is above the
-# dotted line at 1; where the dot is below it, no drafter can.
+# dotted line at 1; where the dot is below it, no drafter can. Crosses: the drafters'
+# real runs in the side by side above (depth 3, f16 drafter, another run than the
+# ceiling's), at the tau they reached and the speedup measured.
 # ```
 #
 # ## Where it would pay

@@ -80,7 +80,26 @@ def test_the_page_states_the_drafter_its_target_and_its_llamacpp_row():
     assert "not measured yet" in text
     short = cpu.large_drafter_text({**LARGE, "figure": 1.31}, _sizes(_run(0.4, 0.38, 0.42, 1.3)))
     assert "does not reach the issue's 1.5" in short and "0.40x [0.38, 0.42]" in short and "12/12" in short
+    assert "passes" not in text  # the cost in passes is said only when the target is missed
+    short = cpu.large_drafter_text({**LARGE, "figure": 1.31, "train_tokens": 200_000, "loss_tokens": 90_000}, _sizes(None))
+    assert "about 5 passes over the 200,000 tokens of the 1,024 records (90,000 of them response positions" in short
+    assert "not trained further" in short
     assert set(cpu.ceiling_values(None, None, LARGE)) >= {"cpu_large_text", "cpu_answer_text"}
+
+
+def test_the_ceiling_figure_marks_each_drafters_measured_run_on_its_panel():
+    from activation_wave.plots import plot_ceiling
+
+    pts = cpu.measured_points(_sizes(_run(0.45, 0.42, 0.48, 1.23)))
+    assert pts == [{"target": "1.5B", "threads": 2, "label": "drafter", "tau": 1.05, "speedup": 0.31},
+                   {"target": "1.5B", "threads": 2, "label": "corpus drafter", "tau": 1.23, "speedup": 0.45}]
+    assert cpu.today_taus(_sizes(_run(0.45, 0.42, 0.48, 1.23))) == {"1.5B drafter": 1.05, "1.5B corpus drafter": 1.23}
+    rows = [{"target": t, "threads": 2, "variant": "f16", "depth": 3, "round measured": 3.5} for t in ("1.5B", "135M")]
+    fig = plot_ceiling(rows, pts)
+    marked = [[(c.get_label(), tuple(c.get_offsets()[0])) for c in ax.collections if c.get_label().startswith("measured")]
+              for ax in fig.axes]
+    assert marked == [[("measured: drafter", (1.05, 0.31)), ("measured: corpus drafter", (1.23, 0.45))], []]
+    assert "measured: corpus drafter" in [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
 
 
 def test_the_answer_names_the_corpus_drafters_row_once_measured():

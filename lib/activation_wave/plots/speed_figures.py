@@ -226,12 +226,15 @@ DEPTH_COLORS = {1: "#1b9e77", 2: "#d95f02", 3: "#7570b3", 4: "#e7298a"}
 VARIANT_STYLES = {"f16": "-", "q8_0": "--"}
 
 
-def plot_ceiling(rows: Sequence[Mapping[str, Any]], *, axes: Sequence[Axes] | None = None) -> Figure:
+def plot_ceiling(rows: Sequence[Mapping[str, Any]], measured: Sequence[Mapping[str, Any]] = (), *,
+                 axes: Sequence[Axes] | None = None) -> Figure:
     """Chapter 11's ceiling: one panel per target and thread count, the speedup ``tau / round``
     against tau = 1 .. depth + 1 for each draft depth (colour) and drafter variant (line style),
     from the measured round with every draft accepted; a dot marks each depth's ceiling
     (tau = depth + 1). Above the dotted line at 1 a drafter of that tau pays. ``rows``: the
-    records of ``cpu_payoff.ceiling_frame`` (empty: a figure that says it was not measured)."""
+    records of ``cpu_payoff.ceiling_frame`` (empty: a figure that says it was not measured);
+    ``measured``: real drafters' runs (``cpu_payoff.measured_points``: target, threads, label,
+    tau, speedup), marked on their panel as crosses."""
     from activation_wave.plots._style import plot_not_run
 
     if not rows:
@@ -245,11 +248,15 @@ def plot_ceiling(rows: Sequence[Mapping[str, Any]], *, axes: Sequence[Axes] | No
             ax.plot(taus, taus / rnd, color=DEPTH_COLORS.get(n, "black"), ls=VARIANT_STYLES.get(r["variant"], ":"),
                     label=f"depth {n}, {r['variant']}")
             ax.scatter([n + 1], [(n + 1) / rnd], color=DEPTH_COLORS.get(n, "black"), s=18, zorder=3)
+        for p, marker in zip((p for p in measured if (p["target"], p["threads"]) == (target, threads)), "XPs^"):
+            ax.scatter([p["tau"]], [p["speedup"]], color="black", marker=marker, s=36, zorder=4,
+                       label=f"measured: {p['label']}")
         ax.axhline(1.0, color="grey", lw=0.8, ls=":")
         ax.set_title(f"{target}, {threads} thread{'s' if threads != 1 else ''}", fontsize=10)
         ax.set_xlabel("tau (tokens per round)")
     axs[0].set_ylabel("speedup over plain llama.cpp")
-    handles = {h.get_label(): h for a in axs for h in a.get_lines() if not h.get_label().startswith("_")}
+    handles = {h.get_label(): h for a in axs for h in [*a.get_lines(), *a.collections]
+               if not h.get_label().startswith("_")}
     axs[-1].legend(list(handles.values()), list(handles), fontsize=7, loc="upper left")
     return fig
 

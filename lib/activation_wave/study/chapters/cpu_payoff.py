@@ -34,7 +34,7 @@ __all__ = ["NAME", "BENCH", "has_drafters", "drafter_sets", "run_drafters", "tra
            "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "drafters_text", "speed_text", "cost_text", "reading_text", "landing_text",
            "CEILING", "ceiling_frame", "terms_frame", "ceiling_text", "where_points", "where_text", "today_taus", "ngram_text",
            "answer_text", "ceiling_tables", "ceiling_values", "ROUND_FORMATS", "cost_inputs_frame", "LARGE",
-           "LARGE_METHOD", "LARGE_TARGET", "large_drafter_text"]
+           "LARGE_METHOD", "LARGE_TARGET", "large_drafter_text", "measured_points"]
 
 
 def has_drafters(cfg: StudyConfig) -> bool:
@@ -298,6 +298,11 @@ def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any]
            f"training) has outcome tau {large['figure']:.2f} [{lo:.2f}, {hi:.2f}] on the n = {d['n']} eval prompts "
            f"where the toy drafter has {large['baseline']:.2f} (paired difference {d['mean']:+.2f} "
            f"[{d['lo']:+.2f}, {d['hi']:+.2f}], p {d['p']:.3g}); it {reached} the issue's {LARGE_TARGET}. ")
+    if large["figure"] < LARGE_TARGET and large.get("train_tokens"):
+        out += (f"Its {large['budget_tokens']:,} training tokens are about {large['budget_tokens'] / large['train_tokens']:.0f} "
+                f"passes over the {large['train_tokens']:,} tokens of the {large['train_prompts']:,} records "
+                f"({large['loss_tokens']:,} of them response positions with a loss); as registered, it is not trained "
+                "further for this page, and one drafter gives no curve to project the budget that would reach the target. ")
     got = _corpus_run(sizes)
     if got is None:
         return out + "Its llama.cpp row is not measured yet (wave bench --only llamacpp_1.5b)."
@@ -786,15 +791,34 @@ def where_text(entry: Mapping[str, Any] | None, sizes: Mapping[str, Any] | None,
     return out.strip()
 
 
+#: The EAGLE-3 drafters of the ``llamacpp_1.5b`` side by side, by method, as the figures name them.
+DRAFTER_LABELS = {"eagle3": "drafter", LARGE_METHOD: "corpus drafter"}
+
+
 def today_taus(sizes: Mapping[str, Any] | None) -> dict[str, float]:
-    """The tau each target's EAGLE-3 drafter reached in llama.cpp (the ``llamacpp_1.5b`` entry),
-    by "<size> drafter"."""
+    """The tau each target's EAGLE-3 drafters reached in llama.cpp (the ``llamacpp_1.5b`` entry),
+    by "<size> drafter" (and "<size> corpus drafter" once issue 42's drafter is in it)."""
     out = {}
     for label, part in (("1.5B", "large"), ("135M", "small")):
         runs = (((sizes or {}).get(part) or {}).get("by_threads") or {}).values()
-        tau = next((r["eagle3"]["tau"] for r in runs if (r.get("eagle3") or {}).get("tau")), None)
-        if tau:
-            out[f"{label} drafter"] = float(tau)
+        for method, name in DRAFTER_LABELS.items():
+            tau = next((r[method]["tau"] for r in runs if (r.get(method) or {}).get("tau")), None)
+            if tau:
+                out[f"{label} {name}"] = float(tau)
+    return out
+
+
+def measured_points(sizes: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Each EAGLE-3 drafter's measured run in the ``llamacpp_1.5b`` side by side (target,
+    threads, label, tau, speedup), to mark on the ceiling's panels (depth 3, f16 drafter)."""
+    out = []
+    for label, part in (("1.5B", "large"), ("135M", "small")):
+        for th, r in (((sizes or {}).get(part) or {}).get("by_threads") or {}).items():
+            for method, name in DRAFTER_LABELS.items():
+                e = r.get(method) or {}
+                if e.get("tau") and e.get("speedup"):
+                    out.append({"target": label, "threads": int(th), "label": name, "tau": float(e["tau"]),
+                                "speedup": float(e["speedup"])})
     return out
 
 
