@@ -81,6 +81,11 @@ def test_the_page_states_the_drafter_its_target_and_its_llamacpp_row():
     short = cpu.large_drafter_text({**LARGE, "figure": 1.31}, _sizes(_run(0.4, 0.38, 0.42, 1.3)))
     assert "does not reach the issue's 1.5" in short and "0.40x [0.38, 0.42]" in short and "12/12" in short
     assert "passes" not in text  # the cost in passes is said only when the target is missed
+    rounds = cpu.large_drafter_text(LARGE, _sizes({**_run(0.35, 0.32, 0.39, 1.33), "round_costs": {"round_in_plain_steps": 3.8}}))
+    assert "Its round costs 3.80 plain steps, so tau / round = 0.35, the measured speedup within 0%" in rounds
+    assert "break-even at this round needs tau 3.80" in rounds
+    odd = cpu.large_drafter_text(LARGE, _sizes({**_run(0.50, 0.45, 0.55, 1.33), "round_costs": {"round_in_plain_steps": 3.8}}))
+    assert "-30% off the measured speedup" in odd
     short = cpu.large_drafter_text({**LARGE, "figure": 1.31, "train_tokens": 200_000, "loss_tokens": 90_000}, _sizes(None))
     assert "about 5 passes over the 200,000 tokens of the 1,024 records (90,000 of them response positions" in short
     assert "not trained further" in short

@@ -257,7 +257,8 @@ def plot_ceiling(rows: Sequence[Mapping[str, Any]], measured: Sequence[Mapping[s
     axs[0].set_ylabel("speedup over plain llama.cpp")
     handles = {h.get_label(): h for a in axs for h in [*a.get_lines(), *a.collections]
                if not h.get_label().startswith("_")}
-    axs[-1].legend(list(handles.values()), list(handles), fontsize=7, loc="upper left")
+    # beside the last panel, not over its lines (the book's figures are saved with a tight bounding box)
+    axs[-1].legend(list(handles.values()), list(handles), fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return fig
 
 

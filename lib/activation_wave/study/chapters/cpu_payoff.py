@@ -308,8 +308,17 @@ def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any]
         return out + "Its llama.cpp row is not measured yet (wave bench --only llamacpp_1.5b)."
     t, e = got
     lo, hi = e["speedup_ci"]
-    return out + (f"In llama.cpp at {_threads(t)} it runs at {e['speedup']:.2f}x [{lo:.2f}, {hi:.2f}] of plain "
-                  f"(tau {e['tau']:.2f}, {e['identical_to_plain']}/{e['prompts']} outputs identical to plain).")
+    out += (f"In llama.cpp at {_threads(t)} it runs at {e['speedup']:.2f}x [{lo:.2f}, {hi:.2f}] of plain "
+            f"(tau {e['tau']:.2f}, {e['identical_to_plain']}/{e['prompts']} outputs identical to plain).")
+    rnd = (e.get("round_costs") or {}).get("round_in_plain_steps")
+    if rnd:
+        off = e["tau"] / rnd / e["speedup"] - 1.0
+        out += (f" Its round costs {rnd:.2f} plain steps, so tau / round = {e['tau'] / rnd:.2f}, "
+                + (f"the measured speedup within {abs(off):.0%}: a better drafter moves along the cost line of its depth "
+                   "(its cross in the ceiling figure), as the amendment predicted" if abs(off) <= 0.1 else
+                   f"{off:+.0%} off the measured speedup, so the round's cost alone does not explain it")
+                + (f"; break-even at this round needs tau {rnd:.2f}." if e["speedup"] < 1 else "."))
+    return out
 
 
 def drafters_text(res: cd.CrossDrafterResult | None, workers: int = 1, *, epochs: int = 1,
