@@ -278,6 +278,14 @@ def test_where_it_pays_marks_measured_points_apart_from_the_model():
     assert "extrapolates" in text and "(measured)" in text and "the model gives these within" in text
     assert "the 1.5B drafter (tau 1.05 in llama.cpp) pays at no thread count" in text
     assert cpu.where_text(None, SIZES) == ""
+    # two drafters below the drafter's own terms are named together, once per target
+    both = {**SIZES, "large": {**SIZES["large"], "by_threads": {
+        t: {**r, cpu.LARGE_METHOD: {"tau": 1.2, "speedup": 0.3}} for t, r in SIZES["large"]["by_threads"].items()}}}
+    text = cpu.where_text(CEILING_ENTRY, both)
+    assert "the 1.5B drafter (tau 1.05 in llama.cpp) and the 1.5B corpus drafter (tau 1.20 in llama.cpp) pay at no " \
+           "thread count" in text
+    assert "the 1.5B drafter (tau 1.05) and the 1.5B corpus drafter (tau 1.20) do not clear that floor" in text
+    assert text.count("pay at no thread count") == 2  # once per target, not once per drafter
 
 
 def test_the_answer_and_the_landing_page_read_the_ngram_result_and_the_ceiling():

@@ -778,26 +778,38 @@ def where_text(entry: Mapping[str, Any] | None, sizes: Mapping[str, Any] | None,
         top = runs[max(runs)]
         var = next(iter(top["draft_call_cost"]))
         e, c = top["extraction_cost"]["steps"], top["draft_call_cost"][var]["steps"]
+        never = []  # drafters whose tau is below the drafter's own terms: said once, together
         for who, tau in taus.items():
             if tau is None or model is None:
                 continue
             t = model.threads_for(tau, depth, e, c)
             if t is None:
-                out += (f"; the {who} (tau {tau:.2f} in llama.cpp) pays at no thread count: the drafter's "
-                        f"terms alone cost {e + (depth + 1) * c:.2f} steps beyond the step")
+                never.append(f"the {who} (tau {tau:.2f} in llama.cpp)")
             elif t > 16:
                 out += (f"; break-even would fall to the {who}'s tau {tau:.2f} only beyond 16 threads (about {t:.0f} by the "
                         "model, far outside what two measured thread counts support)")
             else:
                 out += f"; break-even falls to the {who}'s tau {tau:.2f} at about {t:.0f} threads (model)"
+        if never:
+            out += (f"; {_and(never)} {'pays' if len(never) == 1 else 'pay'} at no thread count: the drafter's terms "
+                    f"alone cost {e + (depth + 1) * c:.2f} steps beyond the step")
         # a larger target of the same kind: weight reads and compute both grow with the parameters, so s
         # stays; the drafter's terms shrink beside a dearer step. What is left at depth 1 is the verify.
         floor = 1.0 + top["verify_slope"]
         out += (f"; at {_threads(max(runs))} no target size brings depth-1 break-even below 1 + s = {floor:.2f} "
                 "(model: the drafter's terms vanish beside a larger target, the verify's share does not), "
-                + "; ".join(f"the {who}'s tau {tau:.2f} {'clears' if tau > floor else 'does not clear'} that floor"
-                            for who, tau in taus.items()) + ". ")
+                + "; ".join(f"{_and(names)} {verbs[len(names) > 1]} that floor"
+                            for verbs, names in (
+                                (("clears", "clear"), [f"the {w} (tau {t:.2f})" for w, t in taus.items() if t > floor]),
+                                (("does not clear", "do not clear"),
+                                 [f"the {w} (tau {t:.2f})" for w, t in taus.items() if t <= floor]))
+                            if names) + ". ")
     return out.strip()
+
+
+def _and(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 #: The EAGLE-3 drafters of the ``llamacpp_1.5b`` side by side, by method, as the figures name them.
