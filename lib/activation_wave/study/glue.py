@@ -6,6 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 
+def join_words(items: list[str]) -> str:
+    """Items of a sentence joined as prose: ``a``, ``a and b``, ``a, b and c``.
+
+    >>> join_words(["a"]), join_words(["a", "b"]), join_words(["a", "b", "c"])
+    ('a', 'a and b', 'a, b and c')
+    """
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def glue_values(**values: Any) -> None:
     """``glue(name, value, display=False)`` for every keyword."""
     from myst_nb import glue

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -23,6 +23,7 @@ from activation_wave.core.results import load_result
 from activation_wave.select.across_models import third_config, third_drafter_config
 from activation_wave.study.chapters import cross_drafters as cd
 from activation_wave.study.chapters.eagle3_speedup import DEFAULT_SET, Eagle3SpeedupResult
+from activation_wave.study.glue import join_words
 from activation_wave.study.hypotheses import Hypothesis
 
 NAME = "11_cpu_drafters"
@@ -312,8 +313,9 @@ def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any]
             f"(tau {e['tau']:.2f}, {e['identical_to_plain']}/{e['prompts']} outputs identical to plain).")
     rnd = (e.get("round_costs") or {}).get("round_in_plain_steps")
     if rnd:
-        off = e["tau"] / rnd / e["speedup"] - 1.0
-        out += (f" Its round costs {rnd:.2f} plain steps, so tau / round = {e['tau'] / rnd:.2f}, "
+        predicted = e["tau"] / rnd
+        off = predicted / e["speedup"] - 1.0
+        out += (f" Its round costs {rnd:.2f} plain steps, so tau / round = {predicted:.2f}, "
                 + (f"the measured speedup within {abs(off):.0%}: a better drafter moves along the cost line of its depth "
                    "(its cross in the ceiling figure), as the amendment predicted" if abs(off) <= 0.1 else
                    f"{off:+.0%} off the measured speedup, so the round's cost alone does not explain it")
@@ -791,56 +793,49 @@ def where_text(entry: Mapping[str, Any] | None, sizes: Mapping[str, Any] | None,
             else:
                 out += f"; break-even falls to the {who}'s tau {tau:.2f} at about {t:.0f} threads (model)"
         if never:
-            out += (f"; {_and(never)} {'pays' if len(never) == 1 else 'pay'} at no thread count: the drafter's terms "
+            out += (f"; {join_words(never)} {'pays' if len(never) == 1 else 'pay'} at no thread count: the drafter's terms "
                     f"alone cost {e + (depth + 1) * c:.2f} steps beyond the step")
         # a larger target of the same kind: weight reads and compute both grow with the parameters, so s
         # stays; the drafter's terms shrink beside a dearer step. What is left at depth 1 is the verify.
         floor = 1.0 + top["verify_slope"]
+        above = [f"the {w} (tau {t:.2f})" for w, t in taus.items() if t > floor]
+        below = [f"the {w} (tau {t:.2f})" for w, t in taus.items() if t <= floor]
+        verdicts = ([f"{join_words(above)} {'clears' if len(above) == 1 else 'clear'} that floor"] if above else []) + \
+                   ([f"{join_words(below)} {'does' if len(below) == 1 else 'do'} not clear that floor"] if below else [])
         out += (f"; at {_threads(max(runs))} no target size brings depth-1 break-even below 1 + s = {floor:.2f} "
                 "(model: the drafter's terms vanish beside a larger target, the verify's share does not), "
-                + "; ".join(f"{_and(names)} {verbs[len(names) > 1]} that floor"
-                            for verbs, names in (
-                                (("clears", "clear"), [f"the {w} (tau {t:.2f})" for w, t in taus.items() if t > floor]),
-                                (("does not clear", "do not clear"),
-                                 [f"the {w} (tau {t:.2f})" for w, t in taus.items() if t <= floor]))
-                            if names) + ". ")
+                + "; ".join(verdicts) + ". ")
     return out.strip()
-
-
-def _and(items: list[str]) -> str:
-    """``a``, ``a and b``, ``a, b and c``."""
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 #: The EAGLE-3 drafters of the ``llamacpp_1.5b`` side by side, by method, as the figures name them.
 DRAFTER_LABELS = {"eagle3": "drafter", LARGE_METHOD: "corpus drafter"}
 
 
+def _drafter_runs(sizes: Mapping[str, Any] | None) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
+    """(target label, threads, drafter name, run) of every EAGLE-3 drafter run with a tau in the
+    ``llamacpp_1.5b`` entry, target by target, thread count by thread count."""
+    for label, part in (("1.5B", "large"), ("135M", "small")):
+        for th, r in (((sizes or {}).get(part) or {}).get("by_threads") or {}).items():
+            for method, name in DRAFTER_LABELS.items():
+                if (r.get(method) or {}).get("tau"):
+                    yield label, th, name, r[method]
+
+
 def today_taus(sizes: Mapping[str, Any] | None) -> dict[str, float]:
     """The tau each target's EAGLE-3 drafters reached in llama.cpp (the ``llamacpp_1.5b`` entry),
     by "<size> drafter" (and "<size> corpus drafter" once issue 42's drafter is in it)."""
-    out = {}
-    for label, part in (("1.5B", "large"), ("135M", "small")):
-        runs = (((sizes or {}).get(part) or {}).get("by_threads") or {}).values()
-        for method, name in DRAFTER_LABELS.items():
-            tau = next((r[method]["tau"] for r in runs if (r.get(method) or {}).get("tau")), None)
-            if tau:
-                out[f"{label} {name}"] = float(tau)
+    out: dict[str, float] = {}
+    for label, _, name, run in _drafter_runs(sizes):
+        out.setdefault(f"{label} {name}", float(run["tau"]))  # its first thread count's: the drafts do not change
     return out
 
 
 def measured_points(sizes: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """Each EAGLE-3 drafter's measured run in the ``llamacpp_1.5b`` side by side (target,
     threads, label, tau, speedup), to mark on the ceiling's panels (depth 3, f16 drafter)."""
-    out = []
-    for label, part in (("1.5B", "large"), ("135M", "small")):
-        for th, r in (((sizes or {}).get(part) or {}).get("by_threads") or {}).items():
-            for method, name in DRAFTER_LABELS.items():
-                e = r.get(method) or {}
-                if e.get("tau") and e.get("speedup"):
-                    out.append({"target": label, "threads": int(th), "label": name, "tau": float(e["tau"]),
-                                "speedup": float(e["speedup"])})
-    return out
+    return [{"target": label, "threads": int(th), "label": name, "tau": float(run["tau"]), "speedup": float(run["speedup"])}
+            for label, th, name, run in _drafter_runs(sizes) if run.get("speedup")]
 
 
 def ngram_text(sizes: Mapping[str, Any] | None) -> str:

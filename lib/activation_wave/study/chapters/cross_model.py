@@ -15,6 +15,7 @@ import pandas as pd
 from activation_wave.core.config import StudyConfig
 from activation_wave.select.across_models import ModelSummary, extra_architectures, layer_summary
 from activation_wave.core.layers import span_text
+from activation_wave.study.glue import join_words
 from activation_wave.study.steps import run_capture
 
 
@@ -49,15 +50,11 @@ def overview_table(result: CrossModelResult) -> pd.DataFrame:
                          for s in result.summaries])
 
 
-def _join(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def models_text(result: CrossModelResult) -> str:
     """One sentence naming the models compared, with their depth and width."""
     n = len(result.summaries)
     return (f"This run compares {({2: 'two', 3: 'three'}).get(n, str(n))} models: "
-            + _join([f"{s.model} (N = {s.n_layers} blocks, width {s.hidden_size}; statistics over {s.n_tokens:,} "
+            + join_words([f"{s.model} (N = {s.n_layers} blocks, width {s.hidden_size}; statistics over {s.n_tokens:,} "
                      "filtered response positions)" for s in result.summaries]) + ".")
 
 
@@ -73,8 +70,8 @@ def compartments_text(result: CrossModelResult) -> str:
     comps = [f"{len(s.compartments)} compartment{'s' if len(s.compartments) != 1 else ''} on {s.model}" for s in ss]
     pct = [f"{s.percentile.get('eagle3-default', float('nan')):.0f}% on {s.model}" for s in ss]
     pct[0] = pct[0].replace(" on ", " of all triples on ", 1)
-    return (f"The CKA map splits into {_join(comps)}. The EAGLE-3 default triple's concatenation entropy (S2) "
-            f"is above {_join(pct)}.")
+    return (f"The CKA map splits into {join_words(comps)}. The EAGLE-3 default triple's concatenation entropy (S2) "
+            f"is above {join_words(pct)}.")
 
 
 def responses_text(cfg: StudyConfig, root: str | Path | None = None) -> str:
