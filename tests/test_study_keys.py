@@ -112,6 +112,6 @@ def test_the_real_chapters_that_read_the_benchmarks_file_are_keyed_on_it():
     from activation_wave.core.paths import REPO_ROOT
     from activation_wave.study.keys import reads_benchmarks
     nbs = REPO_ROOT / "notebooks"
-    readers = {nb.stem for nb in nbs.glob("*.py") if reads_benchmarks([nb, *used_modules(nb)])}
+    readers = {nb.stem for nb in nbs.glob("*.py") if reads_benchmarks(nb)}
     assert {"08_results_summary", "09_performance", "11_cpu_payoff", "intro"} <= readers
     assert not readers & {"01_layer_entropy", "02_concat_entropy", "03_cka_compartments"}

@@ -58,10 +58,12 @@ def _imports(path: Path, lib_dir: Path, package: str) -> set[str]:
     return {".".join(m.split(".")[:i]) for m in found for i in range(1, m.count(".") + 2)}
 
 
-def used_modules(source: Path, lib_dir: Path = LIB_DIR, package: str = "activation_wave") -> list[Path]:
-    """The package's module files that ``source`` uses, transitively through their own imports."""
+def _reach(source: Path, lib_dir: Path, package: str) -> tuple[list[Path], set[str]]:
+    """The package's module files that ``source`` uses, transitively through their own imports,
+    and every dotted name imported on the way (modules and the names taken from them)."""
     seen: dict[str, Path] = {}
-    todo = sorted(_imports(source, lib_dir, package))
+    names = _imports(source, lib_dir, package)
+    todo = sorted(names)
     while todo:
         name = todo.pop()
         if name in seen:
@@ -70,15 +72,25 @@ def used_modules(source: Path, lib_dir: Path = LIB_DIR, package: str = "activati
         if path is None:  # a name imported from a module, not a module itself
             continue
         seen[name] = path
-        todo += sorted(_imports(path, lib_dir, package) - set(seen))
-    return sorted(set(seen.values()))
+        found = _imports(path, lib_dir, package)
+        names |= found
+        todo += sorted(found - set(seen))
+    return sorted(set(seen.values())), names
 
 
-def reads_benchmarks(paths: list[Path]) -> bool:
-    """Whether any of the Python files ``paths`` imports a reader of the benchmarks file
-    (``from ... import load_benchmarks`` or ``BENCHMARKS_FILE``, at any depth)."""
-    return any(isinstance(node, ast.ImportFrom) and any(a.name in BENCHMARK_READERS for a in node.names)
-               for path in paths for node in ast.walk(ast.parse(path.read_text(), filename=str(path))))
+def used_modules(source: Path, lib_dir: Path = LIB_DIR, package: str = "activation_wave") -> list[Path]:
+    """The package's module files that ``source`` uses, transitively through their own imports."""
+    return _reach(source, lib_dir, package)[0]
+
+
+def _reads_benchmarks(names: set[str]) -> bool:
+    return any(name.rsplit(".", 1)[-1] in BENCHMARK_READERS for name in names)
+
+
+def reads_benchmarks(source: Path, lib_dir: Path = LIB_DIR, package: str = "activation_wave") -> bool:
+    """Whether ``source`` or a module it uses (transitively) imports a reader of the benchmarks
+    file (``load_benchmarks`` or ``BENCHMARKS_FILE``)."""
+    return _reads_benchmarks(_reach(source, lib_dir, package)[1])
 
 
 def chapter_key(source: Path, params: Mapping[str, str], lib_dir: Path = LIB_DIR,
@@ -89,11 +101,11 @@ def chapter_key(source: Path, params: Mapping[str, str], lib_dir: Path = LIB_DIR
     the study); a change anywhere else leaves the key, and the executed chapter, as they are."""
     h = hashlib.sha256(source.read_bytes())
     h.update(json.dumps(dict(params), sort_keys=True).encode())
-    modules = used_modules(source, lib_dir, package)
+    modules, names = _reach(source, lib_dir, package)
     for path in modules + sorted(lib_dir.rglob("*.yaml")):
         h.update(path.relative_to(lib_dir).as_posix().encode())
         h.update(path.read_bytes())
-    if benchmarks.is_file() and reads_benchmarks([source, *modules]):
+    if benchmarks.is_file() and _reads_benchmarks(names):
         h.update(b"benchmarks")
         h.update(benchmarks.read_bytes())
     return h.hexdigest()
