@@ -179,3 +179,17 @@ def test_a_long_wait_for_workers_prints_a_heartbeat():
     assert len(beats) >= 3 and all(b.startswith("[training drafters] 0/2 drafter") for b in beats)
     with ThreadPoolExecutor(1) as pool:  # no bar (progress off): the futures alone
         assert [f.result() for f in completed_with_heartbeat([pool.submit(sum, [1, 2])], None, every=0.01)] == [3]
+
+
+def test_a_drafter_trained_in_this_process_shows_its_own_progress(monkeypatch, tmp_path):
+    """One drafter (or one worker) trains in the study's process: its batch bar is asked for
+    when the caller wants progress, so a 40-minute drafter does not leave the log silent."""
+    from activation_wave.draft import experiment as X
+
+    asked = []
+    monkeypatch.setattr(X, "is_trained", lambda cache, ids, c: False)
+    monkeypatch.setattr(X, "drafter_dir", lambda cache, ids, c: tmp_path / "-".join(map(str, ids)))
+    monkeypatch.setattr(X, "train_or_load", lambda target, cache, ids, c, progress=False: (asked.append(progress), (None, {}))[1])
+    X._train_missing(None, None, [([2, 4], None)], 1, True)
+    X._train_missing(None, None, [([2, 4], None)], 1, False)
+    assert asked == [True, False]

@@ -237,7 +237,8 @@ def _train_missing(target: Target, cache: CaptureCache, jobs: list[tuple[list[in
         _heartbeat(bar)  # say at once what started (a drafter can take most of an hour)
     if workers <= 1 or len(todo) <= 1:
         for ids, c in todo:
-            path, _ = train_or_load(target, cache, ids, c)
+            # in this process: the drafter's own batch bar is the log's only sign of life while it trains
+            path, _ = train_or_load(target, cache, ids, c, progress=show)
             if score is not None:
                 _score_into_ledger(target, path, c.ledger, score)
             bar.update()
