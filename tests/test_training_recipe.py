@@ -249,3 +249,31 @@ def test_defaults_train_exactly_as_before_the_knobs(tiny_tokenizer, tmp_path):
     log = json.loads((train_drafter(target, cache, LAYERS, cfg, tmp_path / "d", progress=False) / "train_log.json")
                      .read_text())
     assert log["history"] == pytest.approx([8.38276, 8.66207, 8.42922, 7.77735, 7.93245, 7.85381], abs=1e-4)
+
+
+# ----------------------------------------------------------------------------- continued training
+
+
+def test_init_from_continues_a_finished_drafter(small_world, tmp_path):
+    """A continued drafter starts from its parent's weights (its first loss is the parent's last
+    level, not a fresh start's), gets its own cache key, and a missing or mismatched parent is
+    refused naming draft.init_from."""
+    target, _, cache = small_world
+    first = dataclasses.replace(SMALL, epochs=6)
+    parent = train_drafter(target, cache, LAYERS, first, drafter_dir(cache, LAYERS, first), progress=False)
+    fresh = json.loads((train_drafter(target, cache, LAYERS, SMALL, tmp_path / "fresh", progress=False)
+                        / "train_log.json").read_text())
+    cont_cfg = dataclasses.replace(SMALL, init_from=parent.name, lr=1e-4)  # a low lr: the start dominates
+    assert drafter_dir(cache, LAYERS, cont_cfg) != drafter_dir(cache, LAYERS, SMALL)
+    cont = json.loads((train_drafter(target, cache, LAYERS, cont_cfg, tmp_path / "cont", progress=False)
+                       / "train_log.json").read_text())
+    done = json.loads((parent / "train_log.json").read_text())
+    assert cont["init_from"] == parent.name and "init_from" not in fresh
+    assert cont["history"][0] < 0.8 * fresh["history"][0]
+    assert cont["history"][0] < 1.2 * done["history"][-1]
+    with pytest.raises(ValueError, match="draft.init_from"):
+        train_drafter(target, cache, LAYERS, dataclasses.replace(SMALL, init_from="L1-2-4-nothere"),
+                      tmp_path / "x", progress=False)
+    with pytest.raises(ValueError, match="draft.init_from"):
+        train_drafter(target, cache, LAYERS, dataclasses.replace(SMALL, init_from=parent.name, draft_vocab=64),
+                      tmp_path / "y", progress=False)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from activation_wave.core.config import DataConfig, DraftConfig, StudyConfig
@@ -26,8 +27,8 @@ from activation_wave.study.chapters.cpu_payoff import LARGE as NAME
 from activation_wave.study.chapters.cpu_payoff import LARGE_METHOD as METHOD
 from activation_wave.study.chapters.cpu_payoff import LARGE_TARGET
 
-__all__ = ["NAME", "N_CORPUS", "BUDGET", "RECIPE", "ENGINE", "METHOD", "generation_config", "drafter_config", "run",
-           "trained"]
+__all__ = ["NAME", "N_CORPUS", "BUDGET", "RECIPE", "STAGE_TOKENS", "MAX_STAGES", "ENGINE", "METHOD",
+           "generation_config", "drafter_config", "stage_configs", "run", "trained"]
 
 #: Corpus prompts added to the third model's 128 base train prompts (8x the base).
 N_CORPUS = 896
@@ -39,6 +40,12 @@ BUDGET = 1_000_000
 RECIPE = {"draft_vocab": 4096, "ttt_steps": 3, "step_decay": 0.8, "lr": 0.003, "lr_schedule": "cosine",
           "warmup_frac": 0.05, "batch_tokens": 2048, "soft_targets": True, "dtype": "bf16", "epochs": 1,
           "seed": 0, "eval_every": 0, "samples_per_prompt": 0, "threads": 2}
+#: Continued training (chapter 11's third amendment): stage k > 1 starts from stage k - 1's
+#: weights (``DraftConfig.init_from``) and trains :data:`STAGE_TOKENS` more with :data:`RECIPE`
+#: (seed k - 1: another batch order); stages run in order until one reaches the target, at most
+#: :data:`MAX_STAGES` (stage 1 is the second amendment's drafter).
+STAGE_TOKENS = 1_000_000
+MAX_STAGES = 3
 #: How the corpus prompts' responses are generated: two one-thread llama-servers on the target's
 #: GGUF, one request at a time each (a response does not depend on what else is in flight).
 ENGINE = {"engine": "llamacpp", "engine_slots": 1, "engine_servers": 2, "engine_threads": 1}
@@ -55,6 +62,19 @@ def generation_config(dcfg: StudyConfig) -> StudyConfig:
 def drafter_config(dcfg: StudyConfig) -> DraftConfig:
     """The drafter's recipe: :data:`RECIPE` and :data:`BUDGET` on the third drafters' config (its ledger)."""
     return dataclasses.replace(dcfg.draft, **RECIPE, max_tokens=BUDGET, train_records=0, records_fraction=1.0)
+
+
+def stage_configs(dcfg: StudyConfig, cache: Any, layers: Sequence[int], n: int = MAX_STAGES) -> list[DraftConfig]:
+    """The first ``n`` stages' configs: stage 1 is :func:`drafter_config`; stage k > 1 continues
+    stage k - 1 (its folder in ``cache``'s drafters, which has the ``path`` of the training
+    capture) for :data:`STAGE_TOKENS` tokens with seed k - 1."""
+    from activation_wave.draft.experiment import drafter_dir
+
+    cfgs = [drafter_config(dcfg)]
+    for k in range(2, n + 1):
+        cfgs.append(dataclasses.replace(cfgs[0], max_tokens=STAGE_TOKENS, seed=k - 1,
+                                        init_from=drafter_dir(cache, layers, cfgs[-1]).name))
+    return cfgs
 
 
 def _plan(cfg: StudyConfig, *, progress: bool) -> dict[str, Any]:
@@ -114,37 +134,47 @@ def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
     cap_s = time.time() - t_cap
     b = cfg.bench
     score = ScoreOnTrain(str(cap.cache.path), b.depth, b.draft_threshold, b.threads)
-    (row,) = run_jobs(cap.target, cache, [(cpu.DEFAULT_SET, layers, drafter_config(dcfg))], 1,
-                      progress=progress, score=score)
     toy = cpu.trained_drafters(cfg, names=(cpu.DEFAULT_SET,), weights=False)[cpu.DEFAULT_SET]
-    found = [FoundDrafter("corpus", layers, 0, row["path"]), FoundDrafter("toy", layers, 0, toy)]
-    ids, taus, pooled = per_prompt_tau(cap.target, cap.cache, found, depth=b.depth, threshold=b.draft_threshold,
-                                       threads=b.threads, ledger=dcfg.draft.ledger, progress=progress)
-    log = row["train_log"]
-    delta = dataclasses.asdict(paired_bootstrap(taus["corpus"], taus["toy"], seed=0))
+    stages: list[dict[str, Any]] = []
+    train_s = 0.0
+    for k, dconf in enumerate(stage_configs(dcfg, cache, layers), start=1):  # the target stops them early
+        (row,) = run_jobs(cap.target, cache, [(cpu.DEFAULT_SET, layers, dconf)], 1, progress=progress, score=score)
+        found = [FoundDrafter("corpus", layers, 0, row["path"]), FoundDrafter("toy", layers, 0, toy)]
+        ids, taus, pooled = per_prompt_tau(cap.target, cap.cache, found, depth=b.depth, threshold=b.draft_threshold,
+                                           threads=b.threads, ledger=dcfg.draft.ledger, progress=progress)
+        log = row["train_log"]
+        train_s += log.get("train_wall_s") or 0.0
+        delta = dataclasses.asdict(paired_bootstrap(taus["corpus"], taus["toy"], seed=0))
+        stages.append({"stage": k, "drafter": cache_key(row["path"]), "tokens": BUDGET + (k - 1) * STAGE_TOKENS,
+                       "train_cpu_min": round(train_s * RECIPE["threads"] / 60, 1), "tau": round(pooled["corpus"], 4),
+                       "tau_ci": list(bootstrap_mean_ci(taus["corpus"][0], seed=0)),
+                       "delta_vs_toy": {key: delta[key] for key in ("mean", "lo", "hi", "p", "n")}})
+        if pooled["corpus"] >= LARGE_TARGET:
+            break
     threads = RECIPE["threads"]
     return {"figure": round(pooled["corpus"], 4), "unit": f"outcome tau (offline, depth {b.depth}, draft threshold "
                                                           f"{b.draft_threshold}, {len(ids)} eval prompts)",
             "baseline": round(pooled["toy"], 4), "baseline_unit": "the same, chapter 11's C1 drafter (toy)",
             "target": f">= {LARGE_TARGET} (issue 42)", "model": cfg.third.model, "layers": list(layers),
-            "drafter": cache_key(row["path"]), "toy_drafter": cache_key(toy),
+            "drafter": cache_key(row["path"]), "toy_drafter": cache_key(toy), "stages": stages,
             "tau_ci": list(bootstrap_mean_ci(taus["corpus"][0], seed=0)), "delta_vs_toy": delta,
             "train_prompts": len(plan["base_train"]) + len(corpus), "corpus_prompts": len(corpus),
             "responses_file": rpath.name, "train_tokens": log.get("n_tokens"), "loss_tokens": log.get("n_loss_tokens"),
-            "budget_tokens": BUDGET, "train_s": log.get("train_wall_s"), "train_threads": threads,
-            "train_cpu_min": round((log.get("train_wall_s") or 0) * threads / 60, 1),
+            "budget_tokens": stages[-1]["tokens"], "train_s": round(train_s, 2), "train_threads": threads,
+            "train_cpu_min": stages[-1]["train_cpu_min"], "stage_tokens": STAGE_TOKENS,
             "time_split": log.get("time_split"), "recipe": RECIPE, "engine": ENGINE,
             "generation_s_this_run": round(gen_s, 1), "capture_s_this_run": round(cap_s, 1),
             "capture": {"key": cache.path.name, "records": len(plan["base_train"]) + len(corpus)},
             "eval_prompt_ids": list(ids), "per_prompt_tau": {k: [None if v != v else round(float(v), 5) for v in t[0]]
                                                             for k, t in taus.items()},
-            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, second amendment)",
+            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, second and third amendments)",
             "seconds": round(time.time() - t0, 1)}
 
 
 def trained(cfg: StudyConfig) -> str | None:
-    """The weight folder of the large drafter once it has trained (made again on this machine
-    from its ledger entry when the weights are missing); None before it has. Nothing is generated."""
+    """The weight folder of the large drafter once it has trained: the last stage the measured
+    entry trained (made again on this machine from the ledger entries when the weights are
+    missing, stage by stage); None before it has. Nothing is generated."""
     from activation_wave.benchmarks.data_scale import _done_responses
     from activation_wave.draft.experiment import is_trained, train_or_load
 
@@ -155,9 +185,18 @@ def trained(cfg: StudyConfig) -> str | None:
     if any(p.id not in done for p in plan["prompts"]):
         return None
     corpus = [done[p.id] for p in plan["prompts"]]
-    dconf = drafter_config(plan["dcfg"])
-    if not is_trained(_training_capture(plan, corpus, progress=False, open_=False), plan["layers"], dconf):
+    unopened = _training_capture(plan, corpus, progress=False, open_=False)
+    cfgs = stage_configs(plan["dcfg"], unopened, plan["layers"], _stages_run())
+    if not all(is_trained(unopened, plan["layers"], c) for c in cfgs):
         return None
-    path, _ = train_or_load(plan["cap"].target, _training_capture(plan, corpus, progress=False),
-                            list(plan["layers"]), dconf, weights=True)
+    cache = _training_capture(plan, corpus, progress=False)
+    for dconf in cfgs:  # in order: a stage made again needs its parent's weights
+        path, _ = train_or_load(plan["cap"].target, cache, list(plan["layers"]), dconf, weights=True)
     return str(path)
+
+
+def _stages_run() -> int:
+    """How many stages the measured entry trained (1 before the third amendment's run)."""
+    from activation_wave.core.results import load_benchmarks
+
+    return len((load_benchmarks().get(NAME) or {}).get("stages") or [None])

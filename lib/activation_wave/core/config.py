@@ -444,6 +444,9 @@ class DraftConfig:
     max_tokens: int = 0
     # train on the capture's first n train-split records only (0 = all): nested data sizes from one capture
     train_records: int = 0
+    # continued training: the folder name (in the same capture's drafters/) of a finished drafter of
+    # the same layers and draft vocabulary whose weights this one starts from ("" = a fresh start)
+    init_from: str = ""
     samples_per_prompt: int = 0  # chapter 6: sampled responses per train prompt added to the drafters' data
     n_seeds: int = 2  # chapter 6: drafters for the default and each selection rule's set (seeds seed, seed+1, ...)
     control_seeds: int = 2  # chapter 6: drafters for each control triple (last-k, the random triples)

@@ -162,6 +162,29 @@ def ttt_loss(drafter: Eagle3Drafter, batch: Batch, n_steps: int, decay: float, s
     return total, stats
 
 
+def _continue_from(drafter: Eagle3Drafter, parent: Path, layers: Sequence[int]) -> None:
+    """Start ``drafter`` from the weights of the finished drafter in ``parent`` (``cfg.init_from``:
+    continued training). The parent must read the same layers and have the same draft vocabulary
+    (both follow from the capture and the config); otherwise, or when it has not finished, this
+    raises naming the fix. The frozen embeddings stay the target's."""
+    from activation_wave.models.drafter import load_drafter
+
+    if not (parent / "train_log.json").exists():
+        raise ValueError(f"draft.init_from = {parent.name!r}: no finished drafter at {parent}; train that drafter "
+                         "first (it is the earlier stage of this one), or set draft.init_from to ''")
+    base = load_drafter(parent)
+    if list(base.spec.layers) != list(layers) or not torch.equal(base.draft_to_target.cpu(),
+                                                                  drafter.draft_to_target.cpu()):
+        raise ValueError(f"draft.init_from = {parent.name!r} reads layers {list(base.spec.layers)} with another "
+                         f"draft vocabulary or layers than this drafter ({list(layers)}); continue a drafter of "
+                         "the same layers, capture and draft.draft_vocab")
+    state = {k: v for k, v in base.state_dict().items() if not k.startswith("embed_tokens")}
+    missing, unexpected = drafter.load_state_dict(state, strict=False)
+    if unexpected or [k for k in missing if not k.startswith("embed_tokens")]:
+        raise ValueError(f"draft.init_from = {parent.name!r}: its weights do not fit this drafter (missing "
+                         f"{missing}, unexpected {unexpected}); continue a drafter of the same recipe")
+
+
 def _lr_at(step: int, total: int, base: float, schedule: str = "cosine", warmup_frac: float = 0.05) -> float:
     """``cosine``: linear warm-up over ``warmup_frac`` of the steps (at least one), then cosine
     decay to 10% of ``base``; ``constant``: ``base`` at every step."""
@@ -224,6 +247,8 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         drafter = Eagle3Drafter.from_target(target.model, layers, draft_ids, seed=cfg.seed, fused_norm=cfg.fused_norm,
                                             head_init=cfg.head_init, norm_init=cfg.norm_init,
                                             block_init=cfg.block_init).to(device).train()
+        if cfg.init_from:
+            _continue_from(drafter, cache.path / "drafters" / cfg.init_from, layers)
         params = drafter.trainable_parameters()
         opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
         lengths = records.lengths()
@@ -244,7 +269,7 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
             "layers": layers, "config": asdict(cfg), "records_fraction": records_fraction,
             "n_records": len(records), "n_batches": len(batches),
             "n_tokens": sum(lengths), "n_loss_tokens": n_loss,
-            "max_tokens": cfg.max_tokens, "steps": total_steps,
+            "max_tokens": cfg.max_tokens, "steps": total_steps, **({"init_from": cfg.init_from} if cfg.init_from else {}),
             "tokens_trained": sum(sum(lengths[i] for i in batches[b]) for p in plan for b in p),
             "draft_vocab_coverage": covered / max(1, n_loss),
             "threads": torch.get_num_threads(), "history": [], "epochs": [],
