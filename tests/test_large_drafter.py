@@ -125,3 +125,40 @@ def test_the_answer_names_the_corpus_drafters_row_once_measured():
     assert "corpus drafter" not in cpu.answer_text(_sizes(None), None)
     assert "corpus drafter (the second amendment; C1 re-stated) runs at 0.45x [0.42, 0.48] at 2 threads" in \
         cpu.answer_text(_sizes(_run(0.45, 0.42, 0.48)), None)
+
+
+STAGES = [{"stage": 1, "tokens": 1_000_000, "tau": 1.23, "tau_ci": [1.19, 1.30], "train_cpu_min": 78.1},
+          {"stage": 2, "tokens": 2_000_000, "tau": 1.31, "tau_ci": [1.27, 1.36], "train_cpu_min": 156.0},
+          {"stage": 3, "tokens": 3_000_000, "tau": 1.36, "tau_ci": [1.31, 1.41], "train_cpu_min": 234.0}]
+
+
+def test_stages_are_read_as_a_curve_and_extrapolated_only_while_short():
+    a, b = cpu.stage_fit(STAGES)
+    assert b == pytest.approx(0.0823, abs=1e-3) and cpu.stage_fit(STAGES[:1]) is None
+    short = {**LARGE, "figure": 1.36, "budget_tokens": 3_000_000, "stage_tokens": 1_000_000, "stages": STAGES,
+             "train_tokens": 169_033, "loss_tokens": 81_866}
+    text = cpu.large_drafter_text(short, _sizes(None))
+    assert "1.31 [1.27, 1.36] after stage 2 (2M tokens, 156 CPU-minutes)" in text
+    assert f"reaches 1.5 at about {2 ** ((1.5 - a) / b):.0f} million tokens: an extrapolation from 3 points" in text
+    assert "one drafter gives no curve" not in text
+    stages, toy, target, fit = cpu.stage_curve(short)
+    assert stages == STAGES and toy == 1.0 and target == 1.5 and fit == pytest.approx((a, b))
+    reached = {**short, "figure": 1.52, "stages": [*STAGES[:2], {**STAGES[2], "tau": 1.52}]}
+    assert cpu.stage_curve(reached)[3] is None and "extrapolation" not in cpu.large_drafter_text(reached, None)
+    flat = {**short, "stages": [STAGES[0], {**STAGES[1], "tau": 1.2}]}
+    assert "no budget (it does not rise)" in cpu.large_drafter_text(flat, None)
+    # an entry written before the stages: one point, the headline's
+    (one,), *_ = cpu.stage_curve(LARGE)
+    assert (one["tokens"], one["tau"]) == (1_000_000, 1.62)
+    assert cpu.stage_curve(None) == ([], None, 1.5, None)
+
+
+def test_the_stage_figure_draws_points_and_the_dashed_extrapolation():
+    from activation_wave.plots import plot_drafter_stages
+
+    fig = plot_drafter_stages(STAGES, 1.0, 1.5, cpu.stage_fit(STAGES))
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.texts] == ["78 CPU-min", "156 CPU-min", "234 CPU-min"]
+    dashed = [ln for ln in ax.lines if ln.get_linestyle() == "--" and len(ln.get_xdata()) > 2]
+    assert dashed and dashed[0].get_ydata()[-1] == pytest.approx(1.5, abs=0.01)  # it stops at the target
+    assert "not trained yet" in plot_drafter_stages([], None, 1.5).axes[0].texts[0].get_text()

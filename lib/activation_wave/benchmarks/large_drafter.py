@@ -7,7 +7,10 @@ on the 128 base train prompts plus the first :data:`N_CORPUS` corpus prompts
 (:mod:`activation_wave.models.corpus`), each answered greedily by the 1.5B target in
 llama.cpp (:data:`ENGINE`, committed under ``data/responses/``), for :data:`BUDGET` training
 tokens with :data:`RECIPE`. The design is registered in chapter 11 (its second amendment)
-before the drafter trains.
+before the drafter trains. That drafter fell short of the target, so (the third amendment)
+its training continues in stages (:func:`stage_configs`): each starts from the previous
+stage's weights and trains :data:`STAGE_TOKENS` more, until a stage reaches the target or
+:data:`MAX_STAGES` have run; every stage is scored, and the entry's ``stages`` is the curve.
 
 The drafter is scored on the outcome of chapter 6 on the eval split the toy drafter is scored
 on (the third model's drafter capture), so the two are paired over the same prompts; it lands

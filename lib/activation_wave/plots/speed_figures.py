@@ -8,11 +8,13 @@ from typing import Any
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from activation_wave.plots._style import _ax
 
 __all__ = ["plot_ratios", "plot_memory_curve", "plot_scaling", "plot_data_scaling", "plot_decoding_costs",
-           "plot_metric_scaling", "plot_round_costs", "plot_break_even_by_size", "plot_ceiling", "plot_where_it_pays"]
+           "plot_metric_scaling", "plot_round_costs", "plot_break_even_by_size", "plot_ceiling", "plot_where_it_pays",
+           "plot_drafter_stages"]
 
 
 def plot_ratios(names: Sequence[str], ratios: Sequence[float], targets: Sequence[float | None], *,
@@ -287,4 +289,42 @@ def plot_where_it_pays(points: Sequence[Mapping[str, Any]], taus: Mapping[str, f
     ax.set_xlabel("threads")
     ax.set_ylabel("break-even tau, depth 3 (plain steps per round)")
     ax.legend(fontsize=7)
+    return fig
+
+
+def plot_drafter_stages(stages: Sequence[Mapping[str, Any]], toy_tau: float | None, target: float,
+                        fit: tuple[float, float] | None = None, *, ax: Axes | None = None) -> Figure:
+    """Outcome tau (95% interval) of each training stage against its cumulative training tokens
+    (log2 x), the toy drafter's tau and the target as horizontal lines; ``fit`` = (a, b) of
+    ``tau = a + b log2(tokens / 1e6)`` drawn dashed up to where it meets the target (an
+    extrapolation). No stages: a panel that says so."""
+    fig, ax = _ax(ax, figsize=(6.4, 3.6))
+    if not stages:
+        ax.text(0.5, 0.5, "not trained yet (wave bench --only large_drafter)", ha="center", va="center",
+                transform=ax.transAxes)
+        ax.set_axis_off()
+        return fig
+    x = np.array([r["tokens"] / 1e6 for r in stages])
+    y = np.array([r["tau"] for r in stages])
+    err = np.array([[t - r["tau_ci"][0], r["tau_ci"][1] - t] for r, t in zip(stages, y)]).T
+    ax.errorbar(x, y, yerr=err, fmt="o-", color="#7570b3", capsize=3, label="corpus drafter, stage by stage (95% CI)")
+    for r, xi, yi in zip(stages, x, y):
+        ax.annotate(f"{r['train_cpu_min']:.0f} CPU-min", (xi, yi), textcoords="offset points", xytext=(6, -12),
+                    fontsize=8)
+    right = x.max()
+    if fit is not None and fit[1] > 0:
+        reach = 2 ** ((target - fit[0]) / fit[1])
+        xs = np.geomspace(x.min(), max(right, min(reach, right * 64)), 60)
+        ax.plot(xs, fit[0] + fit[1] * np.log2(xs), color="#7570b3", ls="--", lw=1,
+                label="line through the stages (extrapolated)")
+        right = xs.max()
+    ax.axhline(target, color="#d95f02", ls="--", lw=1, label=f"target tau {target:g}")
+    if toy_tau is not None:
+        ax.axhline(toy_tau, color="grey", ls=":", lw=1, label="toy drafter (128 prompts)")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlim(x.min() / 1.3, right * 1.3)
+    ax.set_xlabel("training tokens (millions, cumulative over stages)")
+    ax.set_ylabel("outcome tau (offline, 32 eval prompts)")
+    ax.legend(fontsize=8, loc="lower right")
     return fig

@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from activation_wave.core.config import StudyConfig
@@ -35,7 +36,7 @@ __all__ = ["NAME", "BENCH", "has_drafters", "drafter_sets", "run_drafters", "tra
            "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "drafters_text", "speed_text", "cost_text", "reading_text", "landing_text",
            "CEILING", "ceiling_frame", "terms_frame", "ceiling_text", "where_points", "where_text", "today_taus", "ngram_text",
            "answer_text", "ceiling_tables", "ceiling_values", "ROUND_FORMATS", "cost_inputs_frame", "LARGE",
-           "LARGE_METHOD", "LARGE_TARGET", "large_drafter_text", "measured_points"]
+           "LARGE_METHOD", "LARGE_TARGET", "large_drafter_text", "measured_points", "stage_fit", "stage_curve"]
 
 
 def has_drafters(cfg: StudyConfig) -> bool:
@@ -299,11 +300,26 @@ def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any]
            f"training) has outcome tau {large['figure']:.2f} [{lo:.2f}, {hi:.2f}] on the n = {d['n']} eval prompts "
            f"where the toy drafter has {large['baseline']:.2f} (paired difference {d['mean']:+.2f} "
            f"[{d['lo']:+.2f}, {d['hi']:+.2f}], p {d['p']:.3g}); it {reached} the issue's {LARGE_TARGET}. ")
+    stages = large.get("stages") or []
+    if len(stages) > 1:
+        out += (f"It trained in stages (the third amendment: each {large['stage_tokens']:,} more tokens from the "
+                "previous stage's weights); outcome tau " + join_words([f"{r['tau']:.2f} [{r['tau_ci'][0]:.2f}, {r['tau_ci'][1]:.2f}] "
+                                                      f"after stage {r['stage']} ({r['tokens'] / 1e6:g}M tokens, "
+                                                      f"{r['train_cpu_min']:.0f} CPU-minutes)" for r in stages]) + ". ")
     if large["figure"] < LARGE_TARGET and large.get("train_tokens"):
         out += (f"Its {large['budget_tokens']:,} training tokens are about {large['budget_tokens'] / large['train_tokens']:.0f} "
                 f"passes over the {large['train_tokens']:,} tokens of the {large['train_prompts']:,} records "
-                f"({large['loss_tokens']:,} of them response positions with a loss); as registered, it is not trained "
-                "further for this page, and one drafter gives no curve to project the budget that would reach the target. ")
+                f"({large['loss_tokens']:,} of them response positions with a loss). ")
+        fit = stage_fit(stages)
+        if fit is None:
+            out += ("As registered, it is not trained further for this page, and one drafter gives no curve to "
+                    "project the budget that would reach the target. ")
+        else:
+            a, b = fit
+            reach = f"about {2 ** ((LARGE_TARGET - a) / b):.0f} million tokens" if b > 0 else "no budget (it does not rise)"
+            out += (f"The registered stages end here. A line through the {len(stages)} stages in log2 tokens "
+                    f"(tau {b:+.2f} per doubling) reaches {LARGE_TARGET} at {reach}: an extrapolation from "
+                    f"{len(stages)} points, whose shape nothing checks. ")
     got = _corpus_run(sizes)
     if got is None:
         return out + "Its llama.cpp row is not measured yet (wave bench --only llamacpp_1.5b)."
@@ -321,6 +337,28 @@ def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any]
                    f"{off:+.0%} off the measured speedup, so the round's cost alone does not explain it")
                 + (f"; break-even at this round needs tau {rnd:.2f}." if e["speedup"] < 1 else "."))
     return out
+
+
+def stage_fit(stages: Sequence[Mapping[str, Any]]) -> tuple[float, float] | None:
+    """(a, b) of the least-squares line ``tau = a + b log2(tokens / 1e6)`` through the training
+    stages (``large_drafter``'s ``stages``); None with fewer than two."""
+    if len(stages) < 2:
+        return None
+    b, a = np.polyfit(np.log2([r["tokens"] / 1e6 for r in stages]), [r["tau"] for r in stages], 1)
+    return float(a), float(b)
+
+
+def stage_curve(large: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]], float | None, float,
+                                                          tuple[float, float] | None]:
+    """The arguments of :func:`~activation_wave.plots.plot_drafter_stages`: the stages (one
+    from an entry written before they existed), the toy drafter's tau, the target and the fit
+    (only while the target is missed)."""
+    if not large:
+        return [], None, LARGE_TARGET, None
+    stages = large.get("stages") or [{"stage": 1, "tokens": large["budget_tokens"], "tau": large["figure"],
+                                      "tau_ci": large["tau_ci"], "train_cpu_min": large["train_cpu_min"]}]
+    fit = stage_fit(stages) if large["figure"] < LARGE_TARGET else None
+    return stages, large.get("baseline"), LARGE_TARGET, fit
 
 
 def drafters_text(res: cd.CrossDrafterResult | None, workers: int = 1, *, epochs: int = 1,
