@@ -162,3 +162,14 @@ def test_the_stage_figure_draws_points_and_the_dashed_extrapolation():
     dashed = [ln for ln in ax.lines if ln.get_linestyle() == "--" and len(ln.get_xdata()) > 2]
     assert dashed and dashed[0].get_ydata()[-1] == pytest.approx(1.5, abs=0.01)  # it stops at the target
     assert "not trained yet" in plot_drafter_stages([], None, 1.5).axes[0].texts[0].get_text()
+
+
+def test_the_llamacpp_run_uses_as_many_stages_as_the_entry_of_its_model(monkeypatch):
+    from activation_wave.core import results
+
+    monkeypatch.setattr(results, "load_benchmarks", lambda: {ld.NAME: {"model": "m", "stages": STAGES}})
+    assert ld._stages_run("m") == 3 and ld._stages_run("other") == 1
+    monkeypatch.setattr(results, "load_benchmarks", lambda: {ld.NAME: {"model": "m"}})  # before the stages
+    assert ld._stages_run("m") == 1
+    monkeypatch.setattr(results, "load_benchmarks", dict)
+    assert ld._stages_run("m") == 1

@@ -189,7 +189,7 @@ def trained(cfg: StudyConfig) -> str | None:
         return None
     corpus = [done[p.id] for p in plan["prompts"]]
     unopened = _training_capture(plan, corpus, progress=False, open_=False)
-    cfgs = stage_configs(plan["dcfg"], unopened, plan["layers"], _stages_run())
+    cfgs = stage_configs(plan["dcfg"], unopened, plan["layers"], _stages_run(cfg.third.model))
     if not all(is_trained(unopened, plan["layers"], c) for c in cfgs):
         return None
     cache = _training_capture(plan, corpus, progress=False)
@@ -198,8 +198,10 @@ def trained(cfg: StudyConfig) -> str | None:
     return str(path)
 
 
-def _stages_run() -> int:
-    """How many stages the measured entry trained (1 before the third amendment's run)."""
+def _stages_run(model: str) -> int:
+    """How many stages the measured entry of ``model`` trained (1 before the third amendment's
+    run, or when the entry is another model's)."""
     from activation_wave.core.results import load_benchmarks
 
-    return len((load_benchmarks().get(NAME) or {}).get("stages") or [None])
+    entry = load_benchmarks().get(NAME) or {}
+    return len(entry.get("stages") or [None]) if entry.get("model") == model else 1
