@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -133,20 +134,30 @@ STAGES = [{"stage": 1, "tokens": 1_000_000, "tau": 1.23, "tau_ci": [1.19, 1.30],
 
 
 def test_stages_are_read_as_a_curve_and_extrapolated_only_while_short():
-    a, b = cpu.stage_fit(STAGES)
-    assert b == pytest.approx(0.0823, abs=1e-3) and cpu.stage_fit(STAGES[:1]) is None
+    fit = cpu.stage_fit(STAGES)
+    a, b = fit["a"], fit["b"]
+    assert b == pytest.approx(0.0823, abs=1e-3) and fit["b_lo"] < b < fit["b_hi"] and cpu.stage_fit(STAGES[:1]) is None
+    two = cpu.stage_fit(STAGES[:2])
+    assert two["b"] == pytest.approx(0.08) and two["b_lo"] is None
+    assert 1.5 == pytest.approx(two["a"] + two["b"] * math.log2(cpu.stage_reach(two)))  # where the line meets 1.5
+    assert cpu.stage_reach(fit, fit["b_hi"]) < cpu.stage_reach(fit) and cpu.stage_reach(fit, -0.1) is None
     short = {**LARGE, "figure": 1.36, "budget_tokens": 3_000_000, "stage_tokens": 1_000_000, "stages": STAGES,
              "train_tokens": 169_033, "loss_tokens": 81_866}
     text = cpu.large_drafter_text(short, _sizes(None))
     assert "1.31 [1.27, 1.36] after stage 2 (2M tokens, 156 CPU-minutes)" in text
-    assert f"reaches 1.5 at about {2 ** ((1.5 - a) / b):.0f} million tokens: an extrapolation from 3 points" in text
+    assert f"reaches 1.5 at about {2 ** ((1.5 - a) / b):.0f} million tokens (about " in text
+    near, far = cpu.stage_reach(fit, fit["b_hi"]), cpu.stage_reach(fit, fit["b_lo"])
+    assert f"(about {near:.0f} million at the steep end of the interval, {far:.0f} million at its flat end): an " \
+        "extrapolation from 3 points" in text
+    bent = cpu.large_drafter_text({**short, "stages": [*STAGES[:2], {**STAGES[2], "tau": 1.29}]}, None)
+    assert "never at its flat end, which does not rise" in bent  # a bend: the interval's flat end falls
     assert "one drafter gives no curve" not in text
     stages, toy, target, fit = cpu.stage_curve(short)
-    assert stages == STAGES and toy == 1.0 and target == 1.5 and fit == pytest.approx((a, b))
+    assert stages == STAGES and toy == 1.0 and target == 1.5 and fit["b"] == pytest.approx(b)
     reached = {**short, "figure": 1.52, "stages": [*STAGES[:2], {**STAGES[2], "tau": 1.52}]}
     assert cpu.stage_curve(reached)[3] is None and "extrapolation" not in cpu.large_drafter_text(reached, None)
     flat = {**short, "stages": [STAGES[0], {**STAGES[1], "tau": 1.2}]}
-    assert "no budget (it does not rise)" in cpu.large_drafter_text(flat, None)
+    assert "does not rise to 1.5: an extrapolation from 2 points" in cpu.large_drafter_text(flat, None)
     # an entry written before the stages: one point, the headline's
     (one,), *_ = cpu.stage_curve(LARGE)
     assert (one["tokens"], one["tau"]) == (1_000_000, 1.62)

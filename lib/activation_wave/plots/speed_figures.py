@@ -293,11 +293,11 @@ def plot_where_it_pays(points: Sequence[Mapping[str, Any]], taus: Mapping[str, f
 
 
 def plot_drafter_stages(stages: Sequence[Mapping[str, Any]], toy_tau: float | None, target: float,
-                        fit: tuple[float, float] | None = None, *, ax: Axes | None = None) -> Figure:
+                        fit: Mapping[str, Any] | None = None, *, ax: Axes | None = None) -> Figure:
     """Outcome tau (95% interval) of each training stage against its cumulative training tokens
-    (log2 x), the toy drafter's tau and the target as horizontal lines; ``fit`` = (a, b) of
-    ``tau = a + b log2(tokens / 1e6)`` drawn dashed up to where it meets the target (an
-    extrapolation). No stages: a panel that says so."""
+    (log2 x), the toy drafter's tau and the target as horizontal lines; ``fit`` (``a``, ``b`` of
+    ``tau = a + b log2(tokens / 1e6)``, chapter 11's ``stage_fit``) drawn dashed up to where it
+    meets the target (an extrapolation). No stages: a panel that says so."""
     fig, ax = _ax(ax, figsize=(6.4, 3.6))
     if not stages:
         ax.text(0.5, 0.5, "not trained yet (wave bench --only large_drafter)", ha="center", va="center",
@@ -306,16 +306,16 @@ def plot_drafter_stages(stages: Sequence[Mapping[str, Any]], toy_tau: float | No
         return fig
     x = np.array([r["tokens"] / 1e6 for r in stages])
     y = np.array([r["tau"] for r in stages])
-    err = np.array([[t - r["tau_ci"][0], r["tau_ci"][1] - t] for r, t in zip(stages, y)]).T
+    err = np.maximum(0.0, np.array([[t - r["tau_ci"][0], r["tau_ci"][1] - t] for r, t in zip(stages, y)]).T)
     ax.errorbar(x, y, yerr=err, fmt="o-", color="#7570b3", capsize=3, label="corpus drafter, stage by stage (95% CI)")
     for r, xi, yi in zip(stages, x, y):
         ax.annotate(f"{r['train_cpu_min']:.0f} CPU-min", (xi, yi), textcoords="offset points", xytext=(6, -12),
                     fontsize=8)
     right = x.max()
-    if fit is not None and fit[1] > 0:
-        reach = 2 ** ((target - fit[0]) / fit[1])
+    if fit is not None and fit["b"] > 0:
+        reach = 2 ** ((target - fit["a"]) / fit["b"])
         xs = np.geomspace(x.min(), max(right, min(reach, right * 64)), 60)
-        ax.plot(xs, fit[0] + fit[1] * np.log2(xs), color="#7570b3", ls="--", lw=1,
+        ax.plot(xs, fit["a"] + fit["b"] * np.log2(xs), color="#7570b3", ls="--", lw=1,
                 label="line through the stages (extrapolated)")
         right = xs.max()
     ax.axhline(target, color="#d95f02", ls="--", lw=1, label=f"target tau {target:g}")

@@ -36,7 +36,7 @@ __all__ = ["NAME", "BENCH", "has_drafters", "drafter_sets", "run_drafters", "tra
            "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "drafters_text", "speed_text", "cost_text", "reading_text", "landing_text",
            "CEILING", "ceiling_frame", "terms_frame", "ceiling_text", "where_points", "where_text", "today_taus", "ngram_text",
            "answer_text", "ceiling_tables", "ceiling_values", "ROUND_FORMATS", "cost_inputs_frame", "LARGE",
-           "LARGE_METHOD", "LARGE_TARGET", "large_drafter_text", "measured_points", "stage_fit", "stage_curve"]
+           "LARGE_METHOD", "LARGE_TARGET", "large_drafter_text", "measured_points", "stage_fit", "stage_reach", "stage_curve"]
 
 
 def has_drafters(cfg: StudyConfig) -> bool:
@@ -315,11 +315,17 @@ def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any]
             out += ("As registered, it is not trained further for this page, and one drafter gives no curve to "
                     "project the budget that would reach the target. ")
         else:
-            a, b = fit
-            reach = f"about {2 ** ((LARGE_TARGET - a) / b):.0f} million tokens" if b > 0 else "no budget (it does not rise)"
-            out += (f"The registered stages end here. A line through the {len(stages)} stages in log2 tokens "
-                    f"(tau {b:+.2f} per doubling) reaches {LARGE_TARGET} at {reach}: an extrapolation from "
-                    f"{len(stages)} points, whose shape nothing checks. ")
+            reach = stage_reach(fit)
+            out += (f"The registered stages end here. A line through the {fit['n']} stages in log2 tokens "
+                    f"(tau {fit['b']:+.2f} per doubling"
+                    + (f", 95% interval [{fit['b_lo']:+.2f}, {fit['b_hi']:+.2f}]" if fit["b_lo"] is not None else "")
+                    + ") " + (f"reaches {LARGE_TARGET} at about {reach:.0f} million tokens" if reach else
+                              f"does not rise to {LARGE_TARGET}"))
+            if reach and fit["b_lo"] is not None:
+                near, far = stage_reach(fit, fit["b_hi"]), stage_reach(fit, fit["b_lo"])
+                out += (f" (about {near:.0f} million at the steep end of the interval, "
+                        + (f"{far:.0f} million at its flat end)" if far else "never at its flat end, which does not rise)"))
+            out += f": an extrapolation from {fit['n']} points, whose shape nothing checks. "
     got = _corpus_run(sizes)
     if got is None:
         return out + "Its llama.cpp row is not measured yet (wave bench --only llamacpp_1.5b)."
@@ -339,17 +345,37 @@ def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any]
     return out
 
 
-def stage_fit(stages: Sequence[Mapping[str, Any]]) -> tuple[float, float] | None:
-    """(a, b) of the least-squares line ``tau = a + b log2(tokens / 1e6)`` through the training
-    stages (``large_drafter``'s ``stages``); None with fewer than two."""
+def stage_fit(stages: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The least-squares line ``tau = a + b log2(tokens / 1e6)`` through the training stages
+    (``large_drafter``'s ``stages``): :func:`~activation_wave.study.training_costs.log2_fit`'s
+    dict (with the slope's 95% interval) from three stages, the line through both points with
+    two (``b_lo``/``b_hi`` None), None with fewer; ``xbar`` is the mean log2 tokens (the line
+    with another slope turns about ``(xbar, a + b xbar)``)."""
+    from activation_wave.study.training_costs import log2_fit
+
+    x, y = [r["tokens"] / 1e6 for r in stages], [r["tau"] for r in stages]
     if len(stages) < 2:
         return None
-    b, a = np.polyfit(np.log2([r["tokens"] / 1e6 for r in stages]), [r["tau"] for r in stages], 1)
-    return float(a), float(b)
+    xbar = float(np.mean(np.log2(x)))
+    if len(stages) >= 3:
+        return {**log2_fit(x, y), "xbar": xbar}
+    b = (y[1] - y[0]) / float(np.log2(x[1] / x[0]))
+    return {"a": y[0] - b * float(np.log2(x[0])), "b": b, "b_lo": None, "b_hi": None, "n": 2, "xbar": xbar}
+
+
+def stage_reach(fit: Mapping[str, Any], slope: float | None = None) -> float | None:
+    """Millions of training tokens at which the stages' line (or the line through their centre
+    with another ``slope``, e.g. an end of the slope's interval) reaches the target; None when
+    that slope does not rise."""
+    b = fit["b"] if slope is None else slope
+    if b is None or b <= 0:
+        return None
+    centre = fit["a"] + fit["b"] * fit["xbar"]
+    return float(2 ** (fit["xbar"] + (LARGE_TARGET - centre) / b))
 
 
 def stage_curve(large: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]], float | None, float,
-                                                          tuple[float, float] | None]:
+                                                          dict[str, Any] | None]:
     """The arguments of :func:`~activation_wave.plots.plot_drafter_stages`: the stages (one
     from an entry written before they existed), the toy drafter's tau, the target and the fit
     (only while the target is missed)."""
