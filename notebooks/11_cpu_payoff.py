@@ -153,6 +153,23 @@
 # - *Prediction.* Page 6c's SmolLM2 drafters gained about 0.1 in $\tau$ per doubling of the
 #   tokens, so 3,000,000 tokens would reach about 1.4 and stage 3 may stop short of 1.5; the
 #   round-cost prediction of the second amendment is unchanged (C1 stays unsupported).
+#
+# **Fourth amendment, 2026-12-04, after stage 2 and before stage 3 finished (it was stopped
+# a sixth of the way in, with no score).** Stage 2 lost ground: outcome $\tau$ 1.18 against
+# stage 1's 1.23. Its log says why: the fresh warm-up back to lr 0.003 lifted the training
+# loss of the first unrolled step from 4.42 (stage 1's last pass) to about 5.4, and its
+# 1,000,000 tokens brought it back only to 4.66. Stage 1's first-step training accuracy had
+# risen about as much in its last pass (lr 0.0005 to 0.0003: +2.9 points) as in its passes
+# near the peak (+2.7). So the restart, not the data, is what stage 2 spent.
+#
+# - *Stage 3 (replaces the third amendment's).* Starts from stage 1 (not from stage 2) and
+#   trains 1,000,000 more tokens at the learning rate stage 1's schedule ended on, 0.0003,
+#   held constant (no warm-up), seed 2; everything else as stage 1. It is the last stage.
+# - *Unchanged.* Outcome, the per-stage report, the stop at 1.5 and C1's drafter (the last
+#   stage trained). Tokens and CPU-minutes of a stage are summed along its parents (stage 3:
+#   stage 1's and its own); stage 2's are reported beside, as spent.
+# - *Prediction.* A smaller step keeps stage 1's progress; 1,000,000 more tokens at 0.0003
+#   raise the outcome above stage 1's, to about 1.3, still short of 1.5.
 
 # %% tags=["parameters", "hide-input"]
 profile = "default"

@@ -32,18 +32,21 @@ def test_the_recipe_is_the_registered_one_and_its_key_does_not_depend_on_the_mac
         drafter_dir(folder, [2, 14, 25], d)
 
 
-def test_stages_continue_the_previous_stage_and_stage_one_keeps_its_key(tmp_path):
-    """The third amendment: stage 1 is the second amendment's drafter (its committed ledger key),
-    stage k > 1 continues stage k - 1 for STAGE_TOKENS tokens with seed k - 1."""
+def test_stages_continue_their_parent_and_stage_one_keeps_its_key(tmp_path):
+    """Stage 1 is the second amendment's drafter (its committed ledger key); stage 2 (third
+    amendment) restarts the recipe from it; stage 3 (fourth) continues it at lr 0.0003, constant."""
     dcfg = third_drafter_config(load_config("default"))
     folder = _Folder(tmp_path)
     one, two, three = ld.stage_configs(dcfg, folder, [2, 14, 25])
-    assert len(ld.stage_configs(dcfg, folder, [2, 14, 25], 1)) == 1 and ld.MAX_STAGES == 3
-    assert drafter_dir(folder, [2, 14, 25], one).name == "L2-14-25-1024f68829b4"  # data/drafters' entry
-    assert one.init_from == "" and two.init_from == "L2-14-25-1024f68829b4"
-    assert three.init_from == drafter_dir(folder, [2, 14, 25], two).name != two.init_from
+    assert len(ld.stage_configs(dcfg, folder, [2, 14, 25], 1)) == 1 and len(ld.STAGES) == 3
+    assert drafter_dir(folder, [2, 14, 25], one).name == "L2-14-25-1024f68829b4"  # data/drafters' entries
+    assert drafter_dir(folder, [2, 14, 25], two).name == "L2-14-25-a16f61908529"
+    assert one.init_from == "" and two.init_from == three.init_from == "L2-14-25-1024f68829b4"
     assert (two.seed, three.seed, two.max_tokens, three.max_tokens) == (1, 2, ld.STAGE_TOKENS, ld.STAGE_TOKENS)
     assert dataclasses.replace(two, seed=0, init_from="", max_tokens=ld.BUDGET) == one  # nothing else changes
+    assert (three.lr, three.lr_schedule, two.lr, two.lr_schedule) == (3e-4, "constant", one.lr, "cosine")
+    assert dataclasses.replace(three, seed=1, lr=one.lr, lr_schedule="cosine") == two
+    assert [ld.lineage(k) for k in (1, 2, 3)] == [[1], [1, 2], [1, 3]]
 
 
 def test_the_responses_come_from_llamacpp_on_the_corpus_one_request_per_server():

@@ -7,15 +7,11 @@ on the 128 base train prompts plus the first :data:`N_CORPUS` corpus prompts
 (:mod:`activation_wave.models.corpus`), each answered greedily by the 1.5B target in
 llama.cpp (:data:`ENGINE`, committed under ``data/responses/``), for :data:`BUDGET` training
 tokens with :data:`RECIPE`. The design is registered in chapter 11 (its second amendment)
-before the drafter trains. That drafter fell short of the target, so (the third amendment)
-its training continues in stages (:func:`stage_configs`): each starts from the previous
-stage's weights and trains :data:`STAGE_TOKENS` more, until a stage reaches the target or
-:data:`MAX_STAGES` have run; every stage is scored, and the entry's ``stages`` is the curve.
-
-The drafter is scored on the outcome of chapter 6 on the eval split the toy drafter is scored
-on (the third model's drafter capture), so the two are paired over the same prompts; it lands
-in the ledger like every drafter. ``wave bench --only llamacpp_1.5b`` then puts it beside the
-toy drafter (:func:`trained`), where C1 is re-stated for it.
+before the drafter trains. That drafter fell short of the target, so its training continues
+in stages (:data:`STAGES`, :func:`stage_configs`; the third and fourth amendments): each
+starts from an earlier stage's weights and trains :data:`STAGE_TOKENS` more, in order, until
+a stage reaches the target or all have run; every stage is scored, and the entry's
+``stages`` is the curve (tokens and CPU-minutes summed along each stage's line of parents).
 """
 
 from __future__ import annotations
@@ -30,8 +26,8 @@ from activation_wave.study.chapters.cpu_payoff import LARGE as NAME
 from activation_wave.study.chapters.cpu_payoff import LARGE_METHOD as METHOD
 from activation_wave.study.chapters.cpu_payoff import LARGE_TARGET
 
-__all__ = ["NAME", "N_CORPUS", "BUDGET", "RECIPE", "STAGE_TOKENS", "MAX_STAGES", "ENGINE", "METHOD",
-           "generation_config", "drafter_config", "stage_configs", "run", "trained"]
+__all__ = ["NAME", "N_CORPUS", "BUDGET", "RECIPE", "STAGE_TOKENS", "STAGES", "ENGINE", "METHOD",
+           "generation_config", "drafter_config", "stage_configs", "lineage", "run", "trained"]
 
 #: Corpus prompts added to the third model's 128 base train prompts (8x the base).
 N_CORPUS = 896
@@ -43,12 +39,15 @@ BUDGET = 1_000_000
 RECIPE = {"draft_vocab": 4096, "ttt_steps": 3, "step_decay": 0.8, "lr": 0.003, "lr_schedule": "cosine",
           "warmup_frac": 0.05, "batch_tokens": 2048, "soft_targets": True, "dtype": "bf16", "epochs": 1,
           "seed": 0, "eval_every": 0, "samples_per_prompt": 0, "threads": 2}
-#: Continued training (chapter 11's third amendment): stage k > 1 starts from stage k - 1's
-#: weights (``DraftConfig.init_from``) and trains :data:`STAGE_TOKENS` more with :data:`RECIPE`
-#: (seed k - 1: another batch order); stages run in order until one reaches the target, at most
-#: :data:`MAX_STAGES` (stage 1 is the second amendment's drafter).
+#: Continued training: stage 1 is the second amendment's drafter; stage k > 1 starts from the
+#: weights of stage ``from`` (``DraftConfig.init_from``) and trains :data:`STAGE_TOKENS` more with
+#: :data:`RECIPE` and the overrides given. Stage 2 (third amendment) runs the recipe's schedule
+#: again (a fresh warm-up to lr 0.003); stage 3 (fourth amendment, registered after stage 2 lost
+#: ground, replacing the third amendment's stage 3 before it finished) continues stage 1 at the
+#: floor its schedule ended on, lr 0.0003, constant.
 STAGE_TOKENS = 1_000_000
-MAX_STAGES = 3
+STAGES: tuple[dict[str, Any], ...] = ({}, {"from": 1, "seed": 1},
+                                      {"from": 1, "seed": 2, "lr": 3e-4, "lr_schedule": "constant"})
 #: How the corpus prompts' responses are generated: two one-thread llama-servers on the target's
 #: GGUF, one request at a time each (a response does not depend on what else is in flight).
 ENGINE = {"engine": "llamacpp", "engine_slots": 1, "engine_servers": 2, "engine_threads": 1}
@@ -67,16 +66,17 @@ def drafter_config(dcfg: StudyConfig) -> DraftConfig:
     return dataclasses.replace(dcfg.draft, **RECIPE, max_tokens=BUDGET, train_records=0, records_fraction=1.0)
 
 
-def stage_configs(dcfg: StudyConfig, cache: Any, layers: Sequence[int], n: int = MAX_STAGES) -> list[DraftConfig]:
-    """The first ``n`` stages' configs: stage 1 is :func:`drafter_config`; stage k > 1 continues
-    stage k - 1 (its folder in ``cache``'s drafters, which has the ``path`` of the training
-    capture) for :data:`STAGE_TOKENS` tokens with seed k - 1."""
+def stage_configs(dcfg: StudyConfig, cache: Any, layers: Sequence[int], n: int = len(STAGES)) -> list[DraftConfig]:
+    """The first ``n`` stages' configs (:data:`STAGES`): stage 1 is :func:`drafter_config`; a
+    later one continues its ``from`` stage (its folder in ``cache``'s drafters, ``cache`` having
+    the ``path`` of the training capture) for :data:`STAGE_TOKENS` tokens with its overrides."""
     from activation_wave.draft.experiment import drafter_dir
 
     cfgs = [drafter_config(dcfg)]
-    for k in range(2, n + 1):
-        cfgs.append(dataclasses.replace(cfgs[0], max_tokens=STAGE_TOKENS, seed=k - 1,
-                                        init_from=drafter_dir(cache, layers, cfgs[-1]).name))
+    for spec in STAGES[1:n]:
+        over = {k: v for k, v in spec.items() if k != "from"}
+        cfgs.append(dataclasses.replace(cfgs[0], max_tokens=STAGE_TOKENS, **over,
+                                        init_from=drafter_dir(cache, layers, cfgs[spec["from"] - 1]).name))
     return cfgs
 
 
@@ -139,17 +139,21 @@ def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
     score = ScoreOnTrain(str(cap.cache.path), b.depth, b.draft_threshold, b.threads)
     toy = cpu.trained_drafters(cfg, names=(cpu.DEFAULT_SET,), weights=False)[cpu.DEFAULT_SET]
     stages: list[dict[str, Any]] = []
-    train_s = 0.0
     for k, dconf in enumerate(stage_configs(dcfg, cache, layers), start=1):  # the target stops them early
         (row,) = run_jobs(cap.target, cache, [(cpu.DEFAULT_SET, layers, dconf)], 1, progress=progress, score=score)
         found = [FoundDrafter("corpus", layers, 0, row["path"]), FoundDrafter("toy", layers, 0, toy)]
         ids, taus, pooled = per_prompt_tau(cap.target, cap.cache, found, depth=b.depth, threshold=b.draft_threshold,
                                            threads=b.threads, ledger=dcfg.draft.ledger, progress=progress)
         log = row["train_log"]
-        train_s += log.get("train_wall_s") or 0.0
+        parent = stages[STAGES[k - 1]["from"] - 1] if k > 1 else None
+        own_min = round((log.get("train_wall_s") or 0.0) * RECIPE["threads"] / 60, 1)
         delta = dataclasses.asdict(paired_bootstrap(taus["corpus"], taus["toy"], seed=0))
-        stages.append({"stage": k, "drafter": cache_key(row["path"]), "tokens": BUDGET + (k - 1) * STAGE_TOKENS,
-                       "train_cpu_min": round(train_s * RECIPE["threads"] / 60, 1), "tau": round(pooled["corpus"], 4),
+        stages.append({"stage": k, "from": parent and parent["stage"], "drafter": cache_key(row["path"]),
+                       "lr": dconf.lr, "lr_schedule": dconf.lr_schedule, "seed": dconf.seed,
+                       "tokens": (parent["tokens"] if parent else 0) + (dconf.max_tokens or 0),
+                       "stage_cpu_min": own_min,
+                       "train_cpu_min": round((parent["train_cpu_min"] if parent else 0.0) + own_min, 1),
+                       "train_s": round(log.get("train_wall_s") or 0.0, 2), "tau": round(pooled["corpus"], 4),
                        "tau_ci": list(bootstrap_mean_ci(taus["corpus"][0], seed=0)),
                        "delta_vs_toy": {key: delta[key] for key in ("mean", "lo", "hi", "p", "n")}})
         if pooled["corpus"] >= LARGE_TARGET:
@@ -163,21 +167,22 @@ def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
             "tau_ci": list(bootstrap_mean_ci(taus["corpus"][0], seed=0)), "delta_vs_toy": delta,
             "train_prompts": len(plan["base_train"]) + len(corpus), "corpus_prompts": len(corpus),
             "responses_file": rpath.name, "train_tokens": log.get("n_tokens"), "loss_tokens": log.get("n_loss_tokens"),
-            "budget_tokens": stages[-1]["tokens"], "train_s": round(train_s, 2), "train_threads": threads,
-            "train_cpu_min": stages[-1]["train_cpu_min"], "stage_tokens": STAGE_TOKENS,
+            "budget_tokens": stages[-1]["tokens"], "train_s": round(sum(r["train_s"] for r in stages), 2),
+            "train_threads": threads, "train_cpu_min": stages[-1]["train_cpu_min"], "stage_tokens": STAGE_TOKENS,
+            "all_stages_cpu_min": round(sum(r["stage_cpu_min"] for r in stages), 1),
             "time_split": log.get("time_split"), "recipe": RECIPE, "engine": ENGINE,
             "generation_s_this_run": round(gen_s, 1), "capture_s_this_run": round(cap_s, 1),
             "capture": {"key": cache.path.name, "records": len(plan["base_train"]) + len(corpus)},
             "eval_prompt_ids": list(ids), "per_prompt_tau": {k: [None if v != v else round(float(v), 5) for v in t[0]]
                                                             for k, t in taus.items()},
-            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, second and third amendments)",
+            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, second to fourth amendments)",
             "seconds": round(time.time() - t0, 1)}
 
 
 def trained(cfg: StudyConfig) -> str | None:
     """The weight folder of the large drafter once it has trained: the last stage the measured
     entry trained (made again on this machine from the ledger entries when the weights are
-    missing, stage by stage); None before it has. Nothing is generated."""
+    missing, along its :func:`lineage`); None before it has. Nothing is generated."""
     from activation_wave.benchmarks.data_scale import _done_responses
     from activation_wave.draft.experiment import is_trained, train_or_load
 
@@ -189,13 +194,22 @@ def trained(cfg: StudyConfig) -> str | None:
         return None
     corpus = [done[p.id] for p in plan["prompts"]]
     unopened = _training_capture(plan, corpus, progress=False, open_=False)
-    cfgs = stage_configs(plan["dcfg"], unopened, plan["layers"], _stages_run(cfg.third.model))
+    n = _stages_run(cfg.third.model)
+    cfgs = [stage_configs(plan["dcfg"], unopened, plan["layers"], n)[k - 1] for k in lineage(n)]
     if not all(is_trained(unopened, plan["layers"], c) for c in cfgs):
         return None
     cache = _training_capture(plan, corpus, progress=False)
-    for dconf in cfgs:  # in order: a stage made again needs its parent's weights
+    for dconf in cfgs:  # parents first: a stage made again needs its parent's weights
         path, _ = train_or_load(plan["cap"].target, cache, list(plan["layers"]), dconf, weights=True)
     return str(path)
+
+
+def lineage(stage: int) -> list[int]:
+    """The stages whose weights ``stage`` continues, first to last (``[1, 3]`` for stage 3)."""
+    chain = [stage]
+    while STAGES[chain[0] - 1].get("from"):
+        chain.insert(0, STAGES[chain[0] - 1]["from"])
+    return chain
 
 
 def _stages_run(model: str) -> int:
