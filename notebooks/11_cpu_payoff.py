@@ -375,10 +375,11 @@ glue_figure("fig_large_stages", plot_drafter_stages(*cpu.stage_curve(bench.get(c
 # :name: fig-large-stages
 #
 # The corpus drafter's outcome tau (offline, depth 3, draft threshold 0.15; 95% bootstrap
-# interval over the 32 eval prompts) after each training stage, against the training tokens
-# summed over stages (log2 axis), with the CPU-minutes of training so far beside each point.
-# Dotted: the toy drafter on the same prompts; dashed orange: the target. Where there
-# are two stages or more, the dashed purple line through them is an extrapolation, not a
+# interval over the 32 eval prompts) after each training stage, against its training tokens
+# summed along the stages it continued (log2 axis; a solid line joins a stage to its parent),
+# with its CPU-minutes counted the same way. Filled: the last stage and its parents; hollow: a
+# stage off that line (spent). Dotted: the toy drafter on the same prompts; dashed orange: the
+# issue's target. The dashed purple line through the filled stages is an extrapolation, not a
 # measurement.
 # ```
 

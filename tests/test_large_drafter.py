@@ -131,9 +131,12 @@ def test_the_answer_names_the_corpus_drafters_row_once_measured():
         cpu.answer_text(_sizes(_run(0.45, 0.42, 0.48)), None)
 
 
-STAGES = [{"stage": 1, "tokens": 1_000_000, "tau": 1.23, "tau_ci": [1.19, 1.30], "train_cpu_min": 78.1},
-          {"stage": 2, "tokens": 2_000_000, "tau": 1.31, "tau_ci": [1.27, 1.36], "train_cpu_min": 156.0},
-          {"stage": 3, "tokens": 3_000_000, "tau": 1.36, "tau_ci": [1.31, 1.41], "train_cpu_min": 234.0}]
+STAGES = [{"stage": 1, "from": None, "tokens": 1_000_000, "tau": 1.23, "tau_ci": [1.19, 1.30], "train_cpu_min": 78.1,
+           "drafter": "d1"},
+          {"stage": 2, "from": 1, "tokens": 2_000_000, "tau": 1.31, "tau_ci": [1.27, 1.36], "train_cpu_min": 156.0,
+           "lr": 0.003, "lr_schedule": "cosine", "drafter": "d2"},
+          {"stage": 3, "from": 2, "tokens": 3_000_000, "tau": 1.36, "tau_ci": [1.31, 1.41], "train_cpu_min": 234.0,
+           "lr": 0.003, "lr_schedule": "cosine", "drafter": "d3"}]
 
 
 def test_stages_are_read_as_a_curve_and_extrapolated_only_while_short():
@@ -147,7 +150,8 @@ def test_stages_are_read_as_a_curve_and_extrapolated_only_while_short():
     short = {**LARGE, "figure": 1.36, "budget_tokens": 3_000_000, "stage_tokens": 1_000_000, "stages": STAGES,
              "train_tokens": 169_033, "loss_tokens": 81_866}
     text = cpu.large_drafter_text(short, _sizes(None))
-    assert "1.31 [1.27, 1.36] after stage 2 (2M tokens, 156 CPU-minutes)" in text
+    assert "1.31 [1.27, 1.36] after stage 2 (stage 1 plus 1M tokens at the recipe's schedule again; 2M tokens, 156 " \
+        "CPU-minutes)" in text and text.startswith("The corpus drafter after stage 3 (")
     assert f"reaches 1.5 at about {2 ** ((1.5 - a) / b):.0f} million tokens (about " in text
     near, far = cpu.stage_reach(fit, fit["b_hi"]), cpu.stage_reach(fit, fit["b_lo"])
     assert f"(about {near:.0f} million at the steep end of the interval, {far:.0f} million at its flat end): an " \
@@ -159,7 +163,7 @@ def test_stages_are_read_as_a_curve_and_extrapolated_only_while_short():
     assert stages == STAGES and toy == 1.0 and target == 1.5 and fit["b"] == pytest.approx(b)
     reached = {**short, "figure": 1.52, "stages": [*STAGES[:2], {**STAGES[2], "tau": 1.52}]}
     assert cpu.stage_curve(reached)[3] is None and "extrapolation" not in cpu.large_drafter_text(reached, None)
-    flat = {**short, "stages": [STAGES[0], {**STAGES[1], "tau": 1.2}]}
+    flat = {**short, "stages": [STAGES[0], {**STAGES[1], "tau": 1.2}], "figure": 1.2}
     assert "does not rise to 1.5: an extrapolation from 2 points" in cpu.large_drafter_text(flat, None)
     # an entry written before the stages: one point, the headline's
     (one,), *_ = cpu.stage_curve(LARGE)
@@ -172,7 +176,7 @@ def test_the_stage_figure_draws_points_and_the_dashed_extrapolation():
 
     fig = plot_drafter_stages(STAGES, 1.0, 1.5, cpu.stage_fit(STAGES))
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.texts] == ["78 CPU-min", "156 CPU-min", "234 CPU-min"]
+    assert [t.get_text() for t in ax.texts] == ["stage 1: 78 CPU-min", "stage 2: 156 CPU-min", "stage 3: 234 CPU-min"]
     dashed = [ln for ln in ax.lines if ln.get_linestyle() == "--" and len(ln.get_xdata()) > 2]
     assert dashed and dashed[0].get_ydata()[-1] == pytest.approx(1.5, abs=0.01)  # it stops at the target
     assert "not trained yet" in plot_drafter_stages([], None, 1.5).axes[0].texts[0].get_text()
@@ -187,3 +191,35 @@ def test_the_llamacpp_run_uses_as_many_stages_as_the_entry_of_its_model(monkeypa
     assert ld._stages_run("m") == 1
     monkeypatch.setattr(results, "load_benchmarks", dict)
     assert ld._stages_run("m") == 1
+
+
+BRANCHED = [STAGES[0], {**STAGES[1], "tau": 1.18, "tau_ci": [1.14, 1.22], "train_cpu_min": 151.8},
+            {**STAGES[2], "from": 1, "tokens": 2_000_000, "tau": 1.30, "tau_ci": [1.25, 1.35], "train_cpu_min": 156.0,
+             "lr": 0.0003, "lr_schedule": "constant"}]
+
+
+def test_a_stage_that_continues_an_earlier_one_is_read_along_its_own_line():
+    """The fourth amendment: stage 3 continues stage 1, not stage 2; the fit and the figure
+    follow stage 1 -> stage 3, stage 2 is shown as spent, and a llama.cpp row of an earlier
+    stage is not attributed to the last one."""
+    large = {**LARGE, "figure": 1.30, "tau_ci": [1.25, 1.35], "budget_tokens": 2_000_000, "stage_tokens": 1_000_000,
+             "stages": BRANCHED, "train_cpu_min": 156.0, "all_stages_cpu_min": 229.9, "drafter": "d3",
+             "train_tokens": 169_033, "loss_tokens": 81_866}
+    assert [r["stage"] for r in cpu.stage_lineage(BRANCHED)] == [1, 3] and cpu.stage_lineage([]) == []
+    text = cpu.large_drafter_text(large, _sizes(None))
+    assert "1.30 [1.25, 1.35] after stage 3 (stage 1 plus 1M tokens at lr 0.0003, constant; 2M tokens, 156 " in text
+    assert "All stages together took 230 CPU-minutes of training." in text
+    assert "A line through the 2 stages of its line in log2 tokens (tau +0.07 per doubling) reaches 1.5" in text
+    stages, _, _, fit = cpu.stage_curve(large)
+    assert fit["b"] == pytest.approx(0.07) and len(stages) == 3
+    old_row = _sizes(_run(0.35, 0.32, 0.39, 1.33))
+    old_row["large"]["drafters"] = {cpu.LARGE_METHOD: {"path": "d1"}}
+    text = cpu.large_drafter_text(large, old_row)
+    assert "Its llama.cpp row is not measured yet" in text and "the row on this page measured stage 1's drafter: 0.35x" in text
+    old_row["large"]["drafters"] = {cpu.LARGE_METHOD: {"path": "d3"}}
+    assert "In llama.cpp at 2 threads it runs at 0.35x" in cpu.large_drafter_text(large, old_row)
+    from activation_wave.plots import plot_drafter_stages
+
+    ax = plot_drafter_stages(*cpu.stage_curve(large)).axes[0]
+    joins = [tuple(ln.get_xdata()) for ln in ax.lines if ln.get_linestyle() == "-" and len(ln.get_xdata()) == 2]
+    assert joins == [(1.0, 2.0), (1.0, 2.0)]  # stage 2 and stage 3 each join stage 1

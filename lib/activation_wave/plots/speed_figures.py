@@ -294,8 +294,8 @@ def plot_where_it_pays(points: Sequence[Mapping[str, Any]], taus: Mapping[str, f
 
 def plot_drafter_stages(stages: Sequence[Mapping[str, Any]], toy_tau: float | None, target: float,
                         fit: Mapping[str, Any] | None = None, *, ax: Axes | None = None) -> Figure:
-    """Outcome tau (95% interval) of each training stage against its cumulative training tokens
-    (log2 x), the toy drafter's tau and the target as horizontal lines; ``fit`` (``a``, ``b`` of
+    """Outcome tau (95% interval) of each training stage against its training tokens summed along
+    its parents (log2 x; a line joins a stage to the one it continued, ``from``), the toy drafter's tau and the target as horizontal lines; ``fit`` (``a``, ``b`` of
     ``tau = a + b log2(tokens / 1e6)``, chapter 11's ``stage_fit``) drawn dashed up to where it
     meets the target (an extrapolation). No stages: a panel that says so."""
     fig, ax = _ax(ax, figsize=(6.4, 3.6))
@@ -307,10 +307,22 @@ def plot_drafter_stages(stages: Sequence[Mapping[str, Any]], toy_tau: float | No
     x = np.array([r["tokens"] / 1e6 for r in stages])
     y = np.array([r["tau"] for r in stages])
     err = np.maximum(0.0, np.array([[t - r["tau_ci"][0], r["tau_ci"][1] - t] for r, t in zip(stages, y)]).T)
-    ax.errorbar(x, y, yerr=err, fmt="o-", color="#7570b3", capsize=3, label="corpus drafter, stage by stage (95% CI)")
+    by = {r["stage"]: r for r in stages}
+    line = [stages[-1]["stage"]]  # the last stage and the stages it continued
+    while by[line[0]].get("from") in by:
+        line.insert(0, by[line[0]]["from"])
+    on = np.array([r["stage"] in line for r in stages])
+    ax.errorbar(x[on], y[on], yerr=err[:, on], fmt="o", color="#7570b3", capsize=3,
+                label="corpus drafter: the last stage's line (95% CI)")
+    if (~on).any():
+        ax.errorbar(x[~on], y[~on], yerr=err[:, ~on], fmt="o", mfc="white", color="#7570b3", capsize=3,
+                    label="a stage off that line (spent)")
+    at = {r["stage"]: (xi, yi) for r, xi, yi in zip(stages, x, y)}
     for r, xi, yi in zip(stages, x, y):
-        ax.annotate(f"{r['train_cpu_min']:.0f} CPU-min", (xi, yi), textcoords="offset points", xytext=(6, -12),
-                    fontsize=8)
+        if r.get("from") in at:  # a line from the stage it continued
+            ax.plot([at[r["from"]][0], xi], [at[r["from"]][1], yi], color="#7570b3", lw=1)
+        ax.annotate(f"stage {r['stage']}: {r['train_cpu_min']:.0f} CPU-min", (xi, yi), textcoords="offset points",
+                    xytext=(7, 4), fontsize=8)
     right = x.max()
     if fit is not None and fit["b"] > 0:
         reach = 2 ** ((target - fit["a"]) / fit["b"])
@@ -324,7 +336,7 @@ def plot_drafter_stages(stages: Sequence[Mapping[str, Any]], toy_tau: float | No
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xlim(x.min() / 1.3, right * 1.3)
-    ax.set_xlabel("training tokens (millions, cumulative over stages)")
+    ax.set_xlabel("training tokens (millions, summed along each stage's parents)")
     ax.set_ylabel("outcome tau (offline, 32 eval prompts)")
     ax.legend(fontsize=8, loc="lower right")
     return fig

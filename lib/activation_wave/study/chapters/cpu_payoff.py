@@ -36,7 +36,8 @@ __all__ = ["NAME", "BENCH", "has_drafters", "drafter_sets", "run_drafters", "tra
            "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "drafters_text", "speed_text", "cost_text", "reading_text", "landing_text",
            "CEILING", "ceiling_frame", "terms_frame", "ceiling_text", "where_points", "where_text", "today_taus", "ngram_text",
            "answer_text", "ceiling_tables", "ceiling_values", "ROUND_FORMATS", "cost_inputs_frame", "LARGE",
-           "LARGE_METHOD", "LARGE_TARGET", "large_drafter_text", "measured_points", "stage_fit", "stage_reach", "stage_curve"]
+           "LARGE_METHOD", "LARGE_TARGET", "large_drafter_text", "measured_points", "stage_fit", "stage_reach", "stage_curve",
+           "stage_lineage"]
 
 
 def has_drafters(cfg: StudyConfig) -> bool:
@@ -295,28 +296,29 @@ def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any]
                 "wave bench --only llamacpp_1.5b puts it beside the toy drafter.")
     d, (lo, hi) = large["delta_vs_toy"], large["tau_ci"]
     reached = "reaches" if large["figure"] >= LARGE_TARGET else "does not reach"
-    out = (f"The corpus drafter (the default triple {large['layers']}, {large['train_prompts']:,} distinct train "
-           f"prompts, {large['budget_tokens']:,} training tokens, {large['train_cpu_min']:.0f} CPU-minutes of "
+    stages = large.get("stages") or []
+    last = f" after stage {stages[-1]['stage']}" if len(stages) > 1 else ""
+    out = (f"The corpus drafter{last} (the default triple {large['layers']}, {large['train_prompts']:,} distinct "
+           f"train prompts, {large['budget_tokens']:,} training tokens, {large['train_cpu_min']:.0f} CPU-minutes of "
            f"training) has outcome tau {large['figure']:.2f} [{lo:.2f}, {hi:.2f}] on the n = {d['n']} eval prompts "
            f"where the toy drafter has {large['baseline']:.2f} (paired difference {d['mean']:+.2f} "
            f"[{d['lo']:+.2f}, {d['hi']:+.2f}], p {d['p']:.3g}); it {reached} the issue's {LARGE_TARGET}. ")
-    stages = large.get("stages") or []
     if len(stages) > 1:
-        out += (f"It trained in stages (the third amendment: each {large['stage_tokens']:,} more tokens from the "
-                "previous stage's weights); outcome tau " + join_words([f"{r['tau']:.2f} [{r['tau_ci'][0]:.2f}, {r['tau_ci'][1]:.2f}] "
-                                                      f"after stage {r['stage']} ({r['tokens'] / 1e6:g}M tokens, "
-                                                      f"{r['train_cpu_min']:.0f} CPU-minutes)" for r in stages]) + ". ")
+        out += ("Its stages (the third and fourth amendments), outcome tau with tokens and CPU-minutes summed "
+                "along each stage's parents: " + join_words([_stage_words(r, large) for r in stages]) + ". ")
+        if large.get("all_stages_cpu_min", large["train_cpu_min"]) > large["train_cpu_min"]:
+            out += f"All stages together took {large['all_stages_cpu_min']:.0f} CPU-minutes of training. "
     if large["figure"] < LARGE_TARGET and large.get("train_tokens"):
         out += (f"Its {large['budget_tokens']:,} training tokens are about {large['budget_tokens'] / large['train_tokens']:.0f} "
                 f"passes over the {large['train_tokens']:,} tokens of the {large['train_prompts']:,} records "
                 f"({large['loss_tokens']:,} of them response positions with a loss). ")
-        fit = stage_fit(stages)
+        fit = stage_fit(stage_lineage(stages))
         if fit is None:
             out += ("As registered, it is not trained further for this page, and one drafter gives no curve to "
                     "project the budget that would reach the target. ")
         else:
             reach = stage_reach(fit)
-            out += (f"The registered stages end here. A line through the {fit['n']} stages in log2 tokens "
+            out += (f"The registered stages end here. A line through the {fit['n']} stages of its line in log2 tokens "
                     f"(tau {fit['b']:+.2f} per doubling"
                     + (f", 95% interval [{fit['b_lo']:+.2f}, {fit['b_hi']:+.2f}]" if fit["b_lo"] is not None else "")
                     + ") " + (f"reaches {LARGE_TARGET} at about {reach:.0f} million tokens" if reach else
@@ -331,6 +333,12 @@ def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any]
         return out + "Its llama.cpp row is not measured yet (wave bench --only llamacpp_1.5b)."
     t, e = got
     lo, hi = e["speedup_ci"]
+    measured = (((sizes or {}).get("large") or {}).get("drafters") or {}).get(LARGE_METHOD, {}).get("path")
+    if measured and measured != large.get("drafter"):
+        was = next((f"stage {r['stage']}'s drafter" for r in stages if r["drafter"] == measured), "an earlier drafter")
+        return out + (f"Its llama.cpp row is not measured yet (wave bench --only llamacpp_1.5b); the row on this page "
+                      f"measured {was}: {e['speedup']:.2f}x [{lo:.2f}, {hi:.2f}] of plain at {_threads(t)} (tau "
+                      f"{e['tau']:.2f}, {e['identical_to_plain']}/{e['prompts']} outputs identical to plain).")
     out += (f"In llama.cpp at {_threads(t)} it runs at {e['speedup']:.2f}x [{lo:.2f}, {hi:.2f}] of plain "
             f"(tau {e['tau']:.2f}, {e['identical_to_plain']}/{e['prompts']} outputs identical to plain).")
     rnd = (e.get("round_costs") or {}).get("round_in_plain_steps")
@@ -343,6 +351,26 @@ def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any]
                    f"{off:+.0%} off the measured speedup, so the round's cost alone does not explain it")
                 + (f"; break-even at this round needs tau {rnd:.2f}." if e["speedup"] < 1 else "."))
     return out
+
+
+def _stage_words(r: Mapping[str, Any], large: Mapping[str, Any]) -> str:
+    """One stage in words: its tau and interval, what it continued and how, tokens and CPU-minutes."""
+    how = ("" if not r.get("from") else f"stage {r['from']} plus {large['stage_tokens'] / 1e6:g}M tokens at "
+           + ("the recipe's schedule again" if r.get("lr_schedule") == "cosine" else
+              f"lr {r['lr']:g}, {r.get('lr_schedule', 'constant')}") + "; ")
+    return (f"{r['tau']:.2f} [{r['tau_ci'][0]:.2f}, {r['tau_ci'][1]:.2f}] after stage {r['stage']} ({how}"
+            f"{r['tokens'] / 1e6:g}M tokens, {r['train_cpu_min']:.0f} CPU-minutes)")
+
+
+def stage_lineage(stages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The last stage and the stages it continues (``from``), first to last."""
+    if not stages:
+        return []
+    by = {r["stage"]: r for r in stages}
+    chain = [stages[-1]]
+    while chain[0].get("from"):
+        chain.insert(0, by[chain[0]["from"]])
+    return chain
 
 
 def stage_fit(stages: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -383,7 +411,7 @@ def stage_curve(large: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]], 
         return [], None, LARGE_TARGET, None
     stages = large.get("stages") or [{"stage": 1, "tokens": large["budget_tokens"], "tau": large["figure"],
                                       "tau_ci": large["tau_ci"], "train_cpu_min": large["train_cpu_min"]}]
-    fit = stage_fit(stages) if large["figure"] < LARGE_TARGET else None
+    fit = stage_fit(stage_lineage(stages)) if large["figure"] < LARGE_TARGET else None
     return stages, large.get("baseline"), LARGE_TARGET, fit
 
 
