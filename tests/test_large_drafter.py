@@ -209,6 +209,10 @@ def test_a_stage_that_continues_an_earlier_one_is_read_along_its_own_line():
     text = cpu.large_drafter_text(large, _sizes(None))
     assert "1.30 [1.25, 1.35] after stage 3 (stage 1 plus 1M tokens at lr 0.0003, constant; 2M tokens, 156 " in text
     assert "All stages together took 230 CPU-minutes of training." in text
+    paired = {**large, "stages": [*BRANCHED[:2], {**BRANCHED[2], "delta_vs_parent": {"mean": 0.073, "lo": 0.048,
+                                                                                    "hi": 0.108, "p": 0.0002, "n": 32}}]}
+    assert "156 CPU-minutes; paired difference from stage 1 +0.07 [+0.05, +0.11], p 0.0002)" in \
+        cpu.large_drafter_text(paired, None)
     assert "A line through the 2 stages of its line in log2 tokens (tau +0.07 per doubling) reaches 1.5" in text
     stages, _, _, fit = cpu.stage_curve(large)
     assert fit["b"] == pytest.approx(0.07) and len(stages) == 3

@@ -139,6 +139,7 @@ def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
     score = ScoreOnTrain(str(cap.cache.path), b.depth, b.draft_threshold, b.threads)
     toy = cpu.trained_drafters(cfg, names=(cpu.DEFAULT_SET,), weights=False)[cpu.DEFAULT_SET]
     stages: list[dict[str, Any]] = []
+    per_prompt: dict[int, Any] = {}  # stage -> its per-prompt taus, for a stage's difference from its parent
     for k, dconf in enumerate(stage_configs(dcfg, cache, layers), start=1):  # the target stops them early
         (row,) = run_jobs(cap.target, cache, [(cpu.DEFAULT_SET, layers, dconf)], 1, progress=progress, score=score)
         found = [FoundDrafter("corpus", layers, 0, row["path"]), FoundDrafter("toy", layers, 0, toy)]
@@ -156,6 +157,10 @@ def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
                        "train_s": round(log.get("train_wall_s") or 0.0, 2), "tau": round(pooled["corpus"], 4),
                        "tau_ci": list(bootstrap_mean_ci(taus["corpus"][0], seed=0)),
                        "delta_vs_toy": {key: delta[key] for key in ("mean", "lo", "hi", "p", "n")}})
+        per_prompt[k] = taus["corpus"]
+        if parent:
+            up = dataclasses.asdict(paired_bootstrap(taus["corpus"], per_prompt[parent["stage"]], seed=0))
+            stages[-1]["delta_vs_parent"] = {key: up[key] for key in ("mean", "lo", "hi", "p", "n")}
         if pooled["corpus"] >= LARGE_TARGET:
             break
     threads = RECIPE["threads"]

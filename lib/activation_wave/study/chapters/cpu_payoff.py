@@ -358,8 +358,11 @@ def _stage_words(r: Mapping[str, Any], large: Mapping[str, Any]) -> str:
     how = ("" if not r.get("from") else f"stage {r['from']} plus {large['stage_tokens'] / 1e6:g}M tokens at "
            + ("the recipe's schedule again" if r.get("lr_schedule") == "cosine" else
               f"lr {r['lr']:g}, {r.get('lr_schedule', 'constant')}") + "; ")
+    up = r.get("delta_vs_parent")
+    vs = (f"; paired difference from stage {r['from']} {up['mean']:+.2f} [{up['lo']:+.2f}, {up['hi']:+.2f}], "
+          f"p {up['p']:.2g}" if up else "")
     return (f"{r['tau']:.2f} [{r['tau_ci'][0]:.2f}, {r['tau_ci'][1]:.2f}] after stage {r['stage']} ({how}"
-            f"{r['tokens'] / 1e6:g}M tokens, {r['train_cpu_min']:.0f} CPU-minutes)")
+            f"{r['tokens'] / 1e6:g}M tokens, {r['train_cpu_min']:.0f} CPU-minutes{vs})")
 
 
 def stage_lineage(stages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
