@@ -127,7 +127,7 @@ def test_the_ceiling_figure_marks_each_drafters_measured_run_on_its_panel():
 
 def test_the_answer_names_the_corpus_drafters_row_once_measured():
     assert "corpus drafter" not in cpu.answer_text(_sizes(None), None)
-    assert "corpus drafter (the second amendment; C1 re-stated) runs at 0.45x [0.42, 0.48] at 2 threads" in \
+    assert "corpus drafter (C1 re-stated; its last training stage) runs at 0.45x [0.42, 0.48] at 2 threads" in \
         cpu.answer_text(_sizes(_run(0.45, 0.42, 0.48)), None)
 
 

@@ -274,7 +274,8 @@ def _corpus_run(sizes: Mapping[str, Any] | None) -> tuple[str, dict[str, Any]] |
 
 
 def _c1_corpus(sizes: Mapping[str, Any] | None) -> Hypothesis | None:
-    """C1 re-stated for the corpus drafter (the second amendment), once it is in the side by side."""
+    """C1 re-stated for the corpus drafter (its last training stage; the second to fourth
+    amendments), once it is in the side by side."""
     got = _corpus_run(sizes)
     if got is None:
         return None
@@ -968,7 +969,7 @@ def answer_text(sizes: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | No
         got = _corpus_run(sizes)
         if got:
             tc, c = got
-            out.append(f"The corpus drafter (the second amendment; C1 re-stated) runs at {c['speedup']:.2f}x "
+            out.append(f"The corpus drafter (C1 re-stated; its last training stage) runs at {c['speedup']:.2f}x "
                        f"[{c['speedup_ci'][0]:.2f}, {c['speedup_ci'][1]:.2f}] at {_threads(tc)} with tau {c['tau']:.2f}.")
     df = ceiling_frame(ceiling)
     big = df[df["target"] == "1.5B"] if len(df) else df
