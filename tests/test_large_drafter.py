@@ -213,7 +213,8 @@ def test_a_stage_that_continues_an_earlier_one_is_read_along_its_own_line():
                                                                                     "hi": 0.108, "p": 0.0002, "n": 32}}]}
     assert "156 CPU-minutes; paired difference from stage 1 +0.07 [+0.05, +0.11], p 0.0002)" in \
         cpu.large_drafter_text(paired, None)
-    assert "A line through the 2 stages of its line in log2 tokens (tau +0.07 per doubling) reaches 1.5" in text
+    assert "A line through stages 1 and 3 (the last stage and what it continued) in log2 tokens (tau +0.07 per " \
+        "doubling) reaches 1.5" in text
     stages, _, _, fit = cpu.stage_curve(large)
     assert fit["b"] == pytest.approx(0.07) and len(stages) == 3
     old_row = _sizes(_run(0.35, 0.32, 0.39, 1.33))

@@ -328,7 +328,7 @@ def plot_drafter_stages(stages: Sequence[Mapping[str, Any]], toy_tau: float | No
         reach = 2 ** ((target - fit["a"]) / fit["b"])
         xs = np.geomspace(x.min(), max(right, min(reach, right * 64)), 60)
         ax.plot(xs, fit["a"] + fit["b"] * np.log2(xs), color="#7570b3", ls="--", lw=1,
-                label="line through the stages (extrapolated)")
+                label="extended through that line (extrapolated)")
         right = xs.max()
     ax.axhline(target, color="#d95f02", ls="--", lw=1, label=f"target tau {target:g}")
     if toy_tau is not None:

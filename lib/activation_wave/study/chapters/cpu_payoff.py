@@ -313,13 +313,15 @@ def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any]
         out += (f"Its {large['budget_tokens']:,} training tokens are about {large['budget_tokens'] / large['train_tokens']:.0f} "
                 f"passes over the {large['train_tokens']:,} tokens of the {large['train_prompts']:,} records "
                 f"({large['loss_tokens']:,} of them response positions with a loss). ")
-        fit = stage_fit(stage_lineage(stages))
+        line = stage_lineage(stages)
+        fit = stage_fit(line)
         if fit is None:
             out += ("As registered, it is not trained further for this page, and one drafter gives no curve to "
                     "project the budget that would reach the target. ")
         else:
             reach = stage_reach(fit)
-            out += (f"The registered stages end here. A line through the {fit['n']} stages of its line in log2 tokens "
+            out += (f"The registered stages end here. A line through stages {join_words([str(r['stage']) for r in line])} "
+                    "(the last stage and what it continued) in log2 tokens "
                     f"(tau {fit['b']:+.2f} per doubling"
                     + (f", 95% interval [{fit['b_lo']:+.2f}, {fit['b_hi']:+.2f}]" if fit["b_lo"] is not None else "")
                     + ") " + (f"reaches {LARGE_TARGET} at about {reach:.0f} million tokens" if reach else
