@@ -219,7 +219,7 @@ def _held_minutes() -> set[float]:
     sp = scale["target"].get("projection") or {}
     vals += [sp[k] for k in ("from_cpu_min", "cpu_min", "cpu_min_lo", "cpu_min_hi") if sp.get(k) is not None]
     if "large_drafter" in bench:  # chapter 11's corpus drafter (issue 42)
-        vals.append(bench["large_drafter"]["train_cpu_min"])
+        vals += [bench["large_drafter"][k] for k in ("train_cpu_min", "all_stages_cpu_min") if k in bench["large_drafter"]]
         vals += [r["train_cpu_min"] for r in bench["large_drafter"].get("stages") or []]  # its training stages
     return {round(v, d) for v in vals for d in (0, 1)}
 
