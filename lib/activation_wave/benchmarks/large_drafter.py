@@ -200,7 +200,8 @@ def trained(cfg: StudyConfig) -> str | None:
     corpus = [done[p.id] for p in plan["prompts"]]
     unopened = _training_capture(plan, corpus, progress=False, open_=False)
     n = _stages_run(cfg.third.model)
-    cfgs = [stage_configs(plan["dcfg"], unopened, plan["layers"], n)[k - 1] for k in lineage(n)]
+    every = stage_configs(plan["dcfg"], unopened, plan["layers"], n)
+    cfgs = [every[k - 1] for k in lineage(n)]
     if not all(is_trained(unopened, plan["layers"], c) for c in cfgs):
         return None
     cache = _training_capture(plan, corpus, progress=False)
@@ -210,11 +211,12 @@ def trained(cfg: StudyConfig) -> str | None:
 
 
 def lineage(stage: int) -> list[int]:
-    """The stages whose weights ``stage`` continues, first to last (``[1, 3]`` for stage 3)."""
-    chain = [stage]
-    while STAGES[chain[0] - 1].get("from"):
-        chain.insert(0, STAGES[chain[0] - 1]["from"])
-    return chain
+    """The stages whose weights ``stage`` continues, first to last (``[1, 3]`` for stage 3):
+    :data:`STAGES` read as the entry's stages are (:func:`~activation_wave.study.chapters.cpu_payoff.stage_lineage`)."""
+    from activation_wave.study.chapters.cpu_payoff import stage_lineage
+
+    return [r["stage"] for r in stage_lineage([{"stage": k, "from": spec.get("from")}
+                                               for k, spec in enumerate(STAGES[:stage], start=1)])]
 
 
 def _stages_run(model: str) -> int:

@@ -295,9 +295,11 @@ def plot_where_it_pays(points: Sequence[Mapping[str, Any]], taus: Mapping[str, f
 def plot_drafter_stages(stages: Sequence[Mapping[str, Any]], toy_tau: float | None, target: float,
                         fit: Mapping[str, Any] | None = None, *, ax: Axes | None = None) -> Figure:
     """Outcome tau (95% interval) of each training stage against its training tokens summed along
-    its parents (log2 x; a line joins a stage to the one it continued, ``from``), the toy drafter's tau and the target as horizontal lines; ``fit`` (``a``, ``b`` of
-    ``tau = a + b log2(tokens / 1e6)``, chapter 11's ``stage_fit``) drawn dashed up to where it
-    meets the target (an extrapolation). No stages: a panel that says so."""
+    its parents (log2 x; a line joins a stage to the one it continued, ``from``; a stage with
+    ``on_line`` False, off the last stage's line, is hollow), the toy drafter's tau and the
+    target as horizontal lines; ``fit`` (chapter 11's ``stage_fit``: ``a``, ``b`` of
+    ``tau = a + b log2(tokens / 1e6)`` and ``reach``, where it meets the target) drawn dashed
+    up to ``reach`` (an extrapolation). No stages: a panel that says so."""
     fig, ax = _ax(ax, figsize=(6.4, 3.6))
     if not stages:
         ax.text(0.5, 0.5, "not trained yet (wave bench --only large_drafter)", ha="center", va="center",
@@ -307,11 +309,7 @@ def plot_drafter_stages(stages: Sequence[Mapping[str, Any]], toy_tau: float | No
     x = np.array([r["tokens"] / 1e6 for r in stages])
     y = np.array([r["tau"] for r in stages])
     err = np.maximum(0.0, np.array([[t - r["tau_ci"][0], r["tau_ci"][1] - t] for r, t in zip(stages, y)]).T)
-    by = {r["stage"]: r for r in stages}
-    line = [stages[-1]["stage"]]  # the last stage and the stages it continued
-    while by[line[0]].get("from") in by:
-        line.insert(0, by[line[0]]["from"])
-    on = np.array([r["stage"] in line for r in stages])
+    on = np.array([r.get("on_line", True) for r in stages])
     ax.errorbar(x[on], y[on], yerr=err[:, on], fmt="o", color="#7570b3", capsize=3,
                 label="corpus drafter: the last stage's line (95% CI)")
     if (~on).any():
@@ -324,9 +322,8 @@ def plot_drafter_stages(stages: Sequence[Mapping[str, Any]], toy_tau: float | No
         ax.annotate(f"stage {r['stage']}: {r['train_cpu_min']:.0f} CPU-min", (xi, yi), textcoords="offset points",
                     xytext=(7, 4), fontsize=8)
     right = x.max()
-    if fit is not None and fit["b"] > 0:
-        reach = 2 ** ((target - fit["a"]) / fit["b"])
-        xs = np.geomspace(x.min(), max(right, min(reach, right * 64)), 60)
+    if fit is not None and fit["reach"]:
+        xs = np.geomspace(x.min(), max(right, min(fit["reach"], right * 64)), 60)
         ax.plot(xs, fit["a"] + fit["b"] * np.log2(xs), color="#7570b3", ls="--", lw=1,
                 label="extended through that line (extrapolated)")
         right = xs.max()

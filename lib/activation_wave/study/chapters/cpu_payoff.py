@@ -319,7 +319,7 @@ def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any]
             out += ("As registered, it is not trained further for this page, and one drafter gives no curve to "
                     "project the budget that would reach the target. ")
         else:
-            reach = stage_reach(fit)
+            reach = fit["reach"]
             out += (f"The registered stages end here. A line through stages {join_words([str(r['stage']) for r in line])} "
                     "(the last stage and what it continued) in log2 tokens "
                     f"(tau {fit['b']:+.2f} per doubling"
@@ -384,17 +384,19 @@ def stage_fit(stages: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     (``large_drafter``'s ``stages``): :func:`~activation_wave.study.training_costs.log2_fit`'s
     dict (with the slope's 95% interval) from three stages, the line through both points with
     two (``b_lo``/``b_hi`` None), None with fewer; ``xbar`` is the mean log2 tokens (the line
-    with another slope turns about ``(xbar, a + b xbar)``)."""
+    with another slope turns about ``(xbar, a + b xbar)``), ``reach`` its :func:`stage_reach`."""
     from activation_wave.study.training_costs import log2_fit
 
-    x, y = [r["tokens"] / 1e6 for r in stages], [r["tau"] for r in stages]
     if len(stages) < 2:
         return None
+    x, y = [r["tokens"] / 1e6 for r in stages], [r["tau"] for r in stages]
     xbar = float(np.mean(np.log2(x)))
     if len(stages) >= 3:
-        return {**log2_fit(x, y), "xbar": xbar}
-    b = (y[1] - y[0]) / float(np.log2(x[1] / x[0]))
-    return {"a": y[0] - b * float(np.log2(x[0])), "b": b, "b_lo": None, "b_hi": None, "n": 2, "xbar": xbar}
+        fit = {**log2_fit(x, y), "xbar": xbar}
+    else:
+        b = (y[1] - y[0]) / float(np.log2(x[1] / x[0]))
+        fit = {"a": y[0] - b * float(np.log2(x[0])), "b": b, "b_lo": None, "b_hi": None, "n": 2, "xbar": xbar}
+    return {**fit, "reach": stage_reach(fit)}
 
 
 def stage_reach(fit: Mapping[str, Any], slope: float | None = None) -> float | None:
@@ -411,14 +413,17 @@ def stage_reach(fit: Mapping[str, Any], slope: float | None = None) -> float | N
 def stage_curve(large: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]], float | None, float,
                                                           dict[str, Any] | None]:
     """The arguments of :func:`~activation_wave.plots.plot_drafter_stages`: the stages (one
-    from an entry written before they existed), the toy drafter's tau, the target and the fit
+    from an entry written before they existed), each marked ``on_line`` when it is the last
+    stage or one it continued, the toy drafter's tau, the target and the fit along that line
     (only while the target is missed)."""
     if not large:
         return [], None, LARGE_TARGET, None
     stages = large.get("stages") or [{"stage": 1, "tokens": large["budget_tokens"], "tau": large["figure"],
                                       "tau_ci": large["tau_ci"], "train_cpu_min": large["train_cpu_min"]}]
-    fit = stage_fit(stage_lineage(stages)) if large["figure"] < LARGE_TARGET else None
-    return stages, large.get("baseline"), LARGE_TARGET, fit
+    line = stage_lineage(stages)
+    fit = stage_fit(line) if large["figure"] < LARGE_TARGET else None
+    on = {r["stage"] for r in line}
+    return [{**r, "on_line": r["stage"] in on} for r in stages], large.get("baseline"), LARGE_TARGET, fit
 
 
 def drafters_text(res: cd.CrossDrafterResult | None, workers: int = 1, *, epochs: int = 1,
