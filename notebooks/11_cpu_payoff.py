@@ -170,6 +170,25 @@
 #   stage 1's and its own); stage 2's are reported beside, as spent.
 # - *Prediction.* A smaller step keeps stage 1's progress; 1,000,000 more tokens at 0.0003
 #   raise the outcome above stage 1's, to about 1.3, still short of 1.5.
+#
+# **Fifth amendment, 2026-12-05, after stage 3 and before any further training.** Stage 3
+# reached 1.29 (+0.07 over stage 1, paired) and its training loss still fell at every pass
+# (first unrolled step 4.35 to 3.89, accuracy 25.0% to 28.3%): under-trained, and slow at lr
+# 0.0003, while stage 2 showed that 0.003 is too high to continue at. A probe picks the
+# learning rate of one more stage before it trains:
+#
+# - *Probe.* From stage 3's weights, one pass over the 1,024 records (170,000 tokens, seed 3,
+#   so the same batches in the same order) at constant lr 0.0003 and at 0.001. Its outcome is
+#   the training loss the optimiser minimises (the three unrolled steps, weighted), per batch,
+#   over the pass's second half, paired by batch. 0.001 is chosen when the paired 95% interval
+#   of its difference from 0.0003 lies below 0; otherwise 0.0003. Probe drafters are not
+#   scored and enter no ledger; the probe is reported in the entry (`lr_probe`).
+# - *Stage 4.* Starts from stage 3 and trains 1,000,000 tokens at the chosen lr, constant,
+#   seed 3; everything else as stage 3. It is the last stage.
+# - *C1.* Measured again (a rerun of `llamacpp_1.5b`) only if stage 4 reaches 1.5; otherwise
+#   C1 stays measured on stage 3, and the page names that stage beside the last.
+# - *Prediction.* At 0.0003 about 1.33 (one more point on the stages' line); at 0.001, if it
+#   keeps stage 3's progress, somewhat more; short of 1.5 either way.
 
 # %% tags=["parameters", "hide-input"]
 profile = "default"

@@ -49,6 +49,33 @@ def test_stages_continue_their_parent_and_stage_one_keeps_its_key(tmp_path):
     assert [ld.lineage(k) for k in (1, 2, 3)] == [[1], [1, 2], [1, 3]]
 
 
+def test_the_probe_continues_stage_three_at_each_lr_outside_the_ledger(tmp_path):
+    """Fifth amendment: both probe drafters start from stage 3's weights, train one pass with the
+    same seed (same batches), differ only in lr, and keep no ledger entry."""
+    dcfg = third_drafter_config(load_config("default"))
+    folder = _Folder(tmp_path)
+    low, high = ld.probe_configs(dcfg, folder, [2, 14, 25])
+    three = ld.stage_configs(dcfg, folder, [2, 14, 25])[2]
+    assert low.init_from == high.init_from == drafter_dir(folder, [2, 14, 25], three).name
+    assert (low.lr, high.lr, low.lr_schedule, low.ledger, low.max_tokens, low.seed) == (
+        3e-4, 1e-3, "constant", "", ld.PROBE["tokens"], ld.PROBE["seed"])
+    assert dataclasses.replace(high, lr=low.lr) == low
+
+
+def test_the_probe_takes_the_high_lr_only_when_its_loss_is_lower_beyond_noise():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    base = 4.0 + rng.normal(0, 0.3, 88)  # batches differ; the pairing removes that
+    lower = ld.probe_verdict([base, base - 0.05 + rng.normal(0, 0.01, 88)])
+    assert lower["chosen"] == 1e-3 and lower["batches"] == 44 and lower["delta_high_minus_low"]["hi"] < 0
+    same = ld.probe_verdict([base, base + rng.normal(0, 0.01, 88)])
+    assert same["chosen"] == 3e-4 and same["delta_high_minus_low"]["lo"] < 0 < same["delta_high_minus_low"]["hi"]
+    assert ld.probe_verdict([base, base + 0.2])["chosen"] == 3e-4
+    # the second half of the shorter pass, so a pass cut short still pairs batch by batch
+    assert ld.probe_verdict([base[:80], base[:90] - 1.0])["batches"] == 40
+
+
 def test_the_responses_come_from_llamacpp_on_the_corpus_one_request_per_server():
     g = ld.generation_config(third_drafter_config(load_config("default"))).data
     assert g.sources == ("corpus",) and g.engine == "llamacpp" and g.samples_per_prompt == 0

@@ -12,6 +12,7 @@ in stages (:data:`STAGES`, :func:`stage_configs`; the third and fourth amendment
 starts from an earlier stage's weights and trains :data:`STAGE_TOKENS` more, in order, until
 a stage reaches the target or all have run; every stage is scored, and the entry's
 ``stages`` is the curve (tokens and CPU-minutes summed along each stage's line of parents).
+Before stage 4 a short probe (:data:`PROBE`, fifth amendment) chose its learning rate.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from activation_wave.study.chapters.cpu_payoff import LARGE_METHOD as METHOD
 from activation_wave.study.chapters.cpu_payoff import LARGE_TARGET
 
 __all__ = ["NAME", "N_CORPUS", "BUDGET", "RECIPE", "STAGE_TOKENS", "STAGES", "ENGINE", "METHOD",
-           "generation_config", "drafter_config", "stage_configs", "lineage", "run", "trained"]
+           "PROBE",
+           "generation_config", "drafter_config", "stage_configs", "probe_configs", "probe_verdict", "lineage", "run",
+           "trained"]
 
 #: Corpus prompts added to the third model's 128 base train prompts (8x the base).
 N_CORPUS = 896
@@ -48,6 +51,11 @@ RECIPE = {"draft_vocab": 4096, "ttt_steps": 3, "step_decay": 0.8, "lr": 0.003, "
 STAGE_TOKENS = 1_000_000
 STAGES: tuple[dict[str, Any], ...] = ({}, {"from": 1, "seed": 1},
                                       {"from": 1, "seed": 2, "lr": 3e-4, "lr_schedule": "constant"})
+#: The fifth amendment's learning-rate probe: from stage ``from``'s weights, one pass over the
+#: records (``tokens``, seed ``seed``: the same batches in the same order) at each constant lr of
+#: ``lrs``; :func:`probe_verdict` picks the next stage's lr from the training losses. Probe drafters
+#: are not scored and enter no ledger.
+PROBE: dict[str, Any] = {"from": 3, "seed": 3, "lrs": (3e-4, 1e-3), "tokens": 170_000}
 #: How the corpus prompts' responses are generated: two one-thread llama-servers on the target's
 #: GGUF, one request at a time each (a response does not depend on what else is in flight).
 ENGINE = {"engine": "llamacpp", "engine_slots": 1, "engine_servers": 2, "engine_threads": 1}
@@ -78,6 +86,36 @@ def stage_configs(dcfg: StudyConfig, cache: Any, layers: Sequence[int], n: int =
         cfgs.append(dataclasses.replace(cfgs[0], max_tokens=STAGE_TOKENS, **over,
                                         init_from=drafter_dir(cache, layers, cfgs[spec["from"] - 1]).name))
     return cfgs
+
+
+def probe_configs(dcfg: StudyConfig, cache: Any, layers: Sequence[int]) -> list[DraftConfig]:
+    """The :data:`PROBE` drafters: each continues stage ``PROBE["from"]`` at one of its learning
+    rates, constant, for ``PROBE["tokens"]`` tokens, with no ledger."""
+    from activation_wave.draft.experiment import drafter_dir
+
+    parent = stage_configs(dcfg, cache, layers, PROBE["from"])[-1]
+    return [dataclasses.replace(parent, max_tokens=PROBE["tokens"], seed=PROBE["seed"], lr=lr, lr_schedule="constant",
+                                ledger="", init_from=drafter_dir(cache, layers, parent).name) for lr in PROBE["lrs"]]
+
+
+def probe_verdict(histories: Sequence[Sequence[float]]) -> dict[str, Any]:
+    """The probe's rule (fifth amendment) on the per-batch training losses of its drafters, in
+    the order of ``PROBE["lrs"]`` (low, high): over the pass's second half, paired by batch, the
+    high lr is chosen when the 95% interval of (high - low) lies below 0, else the low one."""
+    import numpy as np
+
+    from activation_wave.core.stats import paired_bootstrap
+
+    low, high = (np.asarray(h, dtype=float) for h in histories)
+    n = min(len(low), len(high))
+    half = slice(n // 2, n)
+    d = dataclasses.asdict(paired_bootstrap(high[half], low[half], seed=0))
+    lr_low, lr_high = PROBE["lrs"]
+    return {"from": PROBE["from"], "seed": PROBE["seed"], "tokens": PROBE["tokens"], "lrs": list(PROBE["lrs"]),
+            "batches": n - n // 2, "loss_second_half": [round(float(low[half].mean()), 4),
+                                                        round(float(high[half].mean()), 4)],
+            "delta_high_minus_low": {k: d[k] for k in ("mean", "lo", "hi", "p", "n")},
+            "chosen": lr_high if d["hi"] < 0 else lr_low}
 
 
 def _plan(cfg: StudyConfig, *, progress: bool) -> dict[str, Any]:
@@ -118,7 +156,7 @@ def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
     ledger), score against the toy drafter on the same eval prompts; the benchmark entry."""
     from activation_wave.core.results import cache_key
     from activation_wave.core.stats import bootstrap_mean_ci, paired_bootstrap
-    from activation_wave.draft.experiment import ScoreOnTrain, run_jobs
+    from activation_wave.draft.experiment import ScoreOnTrain, run_jobs, train_or_load
     from activation_wave.models.prompts import generate_responses
     from activation_wave.study.chapters import cpu_payoff as cpu
     from activation_wave.study.chapters.drafter_predictors import FoundDrafter, per_prompt_tau
@@ -163,6 +201,14 @@ def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
             stages[-1]["delta_vs_parent"] = {key: up[key] for key in ("mean", "lo", "hi", "p", "n")}
         if pooled["corpus"] >= LARGE_TARGET:
             break
+    lr_probe = None
+    if len(stages) >= PROBE["from"] and stages[PROBE["from"] - 1]["tau"] < LARGE_TARGET:  # the probe's stage fell short
+        logs = [train_or_load(cap.target, cache, layers, c, progress=progress)[1]
+                for c in probe_configs(dcfg, cache, layers)]
+        lr_probe = probe_verdict([log_["history"] for log_ in logs])
+        if len(STAGES) > PROBE["from"] and STAGES[PROBE["from"]].get("lr") != lr_probe["chosen"]:
+            raise ValueError(f"stage {PROBE['from'] + 1} trains at lr {STAGES[PROBE['from']].get('lr')}, the probe "
+                             f"chose {lr_probe['chosen']}: set STAGES to the probe's choice (fifth amendment)")
     threads = RECIPE["threads"]
     return {"figure": round(pooled["corpus"], 4), "unit": f"outcome tau (offline, depth {b.depth}, draft threshold "
                                                           f"{b.draft_threshold}, {len(ids)} eval prompts)",
@@ -175,12 +221,12 @@ def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
             "budget_tokens": stages[-1]["tokens"], "train_s": round(sum(r["train_s"] for r in stages), 2),
             "train_threads": threads, "train_cpu_min": stages[-1]["train_cpu_min"], "stage_tokens": STAGE_TOKENS,
             "all_stages_cpu_min": round(sum(r["stage_cpu_min"] for r in stages), 1),
-            "time_split": log.get("time_split"), "recipe": RECIPE, "engine": ENGINE,
+            "time_split": log.get("time_split"), "recipe": RECIPE, "engine": ENGINE, "lr_probe": lr_probe,
             "generation_s_this_run": round(gen_s, 1), "capture_s_this_run": round(cap_s, 1),
             "capture": {"key": cache.path.name, "records": len(plan["base_train"]) + len(corpus)},
             "eval_prompt_ids": list(ids), "per_prompt_tau": {k: [None if v != v else round(float(v), 5) for v in t[0]]
                                                             for k, t in taus.items()},
-            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, second to fourth amendments)",
+            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, second to fifth amendments)",
             "seconds": round(time.time() - t0, 1)}
 
 
