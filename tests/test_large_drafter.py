@@ -37,8 +37,8 @@ def test_stages_continue_their_parent_and_stage_one_keeps_its_key(tmp_path):
     amendment) restarts the recipe from it; stage 3 (fourth) continues it at lr 0.0003, constant."""
     dcfg = third_drafter_config(load_config("default"))
     folder = _Folder(tmp_path)
-    one, two, three = ld.stage_configs(dcfg, folder, [2, 14, 25])
-    assert len(ld.stage_configs(dcfg, folder, [2, 14, 25], 1)) == 1 and len(ld.STAGES) == 3
+    one, two, three, four = ld.stage_configs(dcfg, folder, [2, 14, 25])
+    assert len(ld.stage_configs(dcfg, folder, [2, 14, 25], 1)) == 1 and len(ld.STAGES) == 4
     assert drafter_dir(folder, [2, 14, 25], one).name == "L2-14-25-1024f68829b4"  # data/drafters' entries
     assert drafter_dir(folder, [2, 14, 25], two).name == "L2-14-25-a16f61908529"
     assert one.init_from == "" and two.init_from == three.init_from == "L2-14-25-1024f68829b4"
@@ -46,7 +46,10 @@ def test_stages_continue_their_parent_and_stage_one_keeps_its_key(tmp_path):
     assert dataclasses.replace(two, seed=0, init_from="", max_tokens=ld.BUDGET) == one  # nothing else changes
     assert (three.lr, three.lr_schedule, two.lr, two.lr_schedule) == (3e-4, "constant", one.lr, "cosine")
     assert dataclasses.replace(three, seed=1, lr=one.lr, lr_schedule="cosine") == two
-    assert [ld.lineage(k) for k in (1, 2, 3)] == [[1], [1, 2], [1, 3]]
+    assert [ld.lineage(k) for k in (1, 2, 3, 4)] == [[1], [1, 2], [1, 3], [1, 3, 4]]
+    # stage 4 (fifth amendment) continues stage 3 at the probe's lr, seed 3
+    assert four.init_from == drafter_dir(folder, [2, 14, 25], three).name and four.seed == 3
+    assert dataclasses.replace(four, seed=2, init_from=three.init_from) == three
 
 
 def test_the_probe_continues_stage_three_at_each_lr_outside_the_ledger(tmp_path):
@@ -60,6 +63,11 @@ def test_the_probe_continues_stage_three_at_each_lr_outside_the_ledger(tmp_path)
     assert (low.lr, high.lr, low.lr_schedule, low.ledger, low.max_tokens, low.seed) == (
         3e-4, 1e-3, "constant", "", ld.PROBE["tokens"], ld.PROBE["seed"])
     assert dataclasses.replace(high, lr=low.lr) == low
+    from activation_wave.core.results import load_benchmarks
+
+    probe = (load_benchmarks().get(ld.NAME) or {}).get("lr_probe")
+    if probe:  # the committed probe's choice is the stage it chose for
+        assert ld.STAGES[probe["from"]]["lr"] == probe["chosen"] and probe["lrs"] == list(ld.PROBE["lrs"])
 
 
 def test_the_probe_takes_the_high_lr_only_when_its_loss_is_lower_beyond_noise():
@@ -192,6 +200,14 @@ def test_stages_are_read_as_a_curve_and_extrapolated_only_while_short():
     assert cpu.stage_curve(reached)[3] is None and "extrapolation" not in cpu.large_drafter_text(reached, None)
     flat = {**short, "stages": [STAGES[0], {**STAGES[1], "tau": 1.2}], "figure": 1.2}
     assert "does not rise to 1.5: an extrapolation from 2 points" in cpu.large_drafter_text(flat, None)
+    probe = {"from": 3, "tokens": 170_000, "lrs": [3e-4, 1e-3], "batches": 44, "loss_second_half": [12.3, 12.1],
+             "delta_high_minus_low": {"mean": -0.2, "lo": -0.25, "hi": -0.15}, "chosen": 1e-3}
+    probed = cpu.large_drafter_text({**short, "lr_probe": probe}, None)
+    assert "Before stage 4, a probe (fifth amendment) trained one pass of 170,000 tokens from stage 3 at lr 0.0003 " \
+        "and at 0.001, on the same batches: over the pass's last 44 batches the training loss was 12.300 and 12.100 " \
+        "(paired difference -0.200 [-0.250, -0.150]), so stage 4 trains at lr 0.001 (the interval lies below 0)" in probed
+    kept = cpu.large_drafter_text({**short, "lr_probe": {**probe, "chosen": 3e-4}}, None)
+    assert "so stage 4 trains at lr 0.0003 (the higher lr was not lower beyond noise)" in kept
     # an entry written before the stages: one point, the headline's
     (one,), *_ = cpu.stage_curve(LARGE)
     assert (one["tokens"], one["tau"]) == (1_000_000, 1.62)

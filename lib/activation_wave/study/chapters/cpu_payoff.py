@@ -305,8 +305,10 @@ def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any]
            f"where the toy drafter has {large['baseline']:.2f} (paired difference {d['mean']:+.2f} "
            f"[{d['lo']:+.2f}, {d['hi']:+.2f}], p {d['p']:.3g}); it {reached} the issue's {LARGE_TARGET}. ")
     if len(stages) > 1:
-        out += ("Its stages (the third and fourth amendments), outcome tau with tokens and CPU-minutes summed "
+        out += ("Its stages (the third amendment and after), outcome tau with tokens and CPU-minutes summed "
                 "along each stage's parents: " + join_words([_stage_words(r, large) for r in stages]) + ". ")
+        if large.get("lr_probe"):
+            out += _probe_words(large["lr_probe"])
         if large.get("all_stages_cpu_min", large["train_cpu_min"]) > large["train_cpu_min"]:
             out += f"All stages together took {large['all_stages_cpu_min']:.0f} CPU-minutes of training. "
     if large["figure"] < LARGE_TARGET and large.get("train_tokens"):
@@ -354,6 +356,16 @@ def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any]
                    f"{off:+.0%} off the measured speedup, so the round's cost alone does not explain it")
                 + (f"; break-even at this round needs tau {rnd:.2f}." if e["speedup"] < 1 else "."))
     return out
+
+
+def _probe_words(p: Mapping[str, Any]) -> str:
+    """The fifth amendment's learning-rate probe in words: both losses, their paired difference, the choice."""
+    (low, high), (l_low, l_high), d = p["lrs"], p["loss_second_half"], p["delta_high_minus_low"]
+    return (f"Before stage {p['from'] + 1}, a probe (fifth amendment) trained one pass of {p['tokens']:,} tokens from "
+            f"stage {p['from']} at lr {low:g} and at {high:g}, on the same batches: over the pass's last "
+            f"{p['batches']} batches the training loss was {l_low:.3f} and {l_high:.3f} (paired difference "
+            f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]), so stage {p['from'] + 1} trains at lr "
+            f"{p['chosen']:g}{' (the interval lies below 0)' if p['chosen'] == high else ' (the higher lr was not lower beyond noise)'}. ")
 
 
 def _stage_words(r: Mapping[str, Any], large: Mapping[str, Any]) -> str:
