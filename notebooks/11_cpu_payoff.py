@@ -189,6 +189,20 @@
 #   C1 stays measured on stage 3, and the page names that stage beside the last.
 # - *Prediction.* At 0.0003 about 1.33 (one more point on the stages' line); at 0.001, if it
 #   keeps stage 3's progress, somewhat more; short of 1.5 either way.
+#
+# **Sixth amendment, 2026-12-05, after stage 4 and before any further training.** The probe
+# kept lr 0.0003 (at 0.001 the training loss rose by 1.5), and stage 4 reached 1.34, +0.06
+# over stage 3 (paired), about what stage 3 added to stage 1 (+0.07): at this constant lr
+# each 1,000,000 tokens has added a steady 0.06 so far, not a shrinking amount.
+#
+# - *Stages 5 to 8.* Stage $k$ starts from stage $k-1$ and trains 1,000,000 tokens at lr
+#   0.0003, constant, seed $k-1$; everything else as stage 4. They run in order, one or two
+#   a session (each is added to the code's list of stages, as here, before it trains), and
+#   stop at the first whose outcome $\tau$ reaches 1.5, or after stage 8.
+# - *C1.* Re-measured (a rerun of `llamacpp_1.5b`) with the first stage that reaches 1.5, or
+#   with stage 8 if none does; until then the page names the stage its llama.cpp row measured.
+# - *Prediction.* Gains of 0.04 to 0.06 a stage: 1.5 at stage 7 or 8, or not at all if the
+#   gains shrink.
 
 # %% tags=["parameters", "hide-input"]
 profile = "default"

@@ -37,8 +37,8 @@ def test_stages_continue_their_parent_and_stage_one_keeps_its_key(tmp_path):
     amendment) restarts the recipe from it; stage 3 (fourth) continues it at lr 0.0003, constant."""
     dcfg = third_drafter_config(load_config("default"))
     folder = _Folder(tmp_path)
-    one, two, three, four = ld.stage_configs(dcfg, folder, [2, 14, 25])
-    assert len(ld.stage_configs(dcfg, folder, [2, 14, 25], 1)) == 1 and len(ld.STAGES) == 4
+    one, two, three, four, *later = ld.stage_configs(dcfg, folder, [2, 14, 25])
+    assert len(ld.stage_configs(dcfg, folder, [2, 14, 25], 1)) == 1 and 5 <= len(ld.STAGES) <= 8
     assert drafter_dir(folder, [2, 14, 25], one).name == "L2-14-25-1024f68829b4"  # data/drafters' entries
     assert drafter_dir(folder, [2, 14, 25], two).name == "L2-14-25-a16f61908529"
     assert one.init_from == "" and two.init_from == three.init_from == "L2-14-25-1024f68829b4"
@@ -50,6 +50,11 @@ def test_stages_continue_their_parent_and_stage_one_keeps_its_key(tmp_path):
     # stage 4 (fifth amendment) continues stage 3 at the probe's lr, seed 3
     assert four.init_from == drafter_dir(folder, [2, 14, 25], three).name and four.seed == 3
     assert dataclasses.replace(four, seed=2, init_from=three.init_from) == three
+    # stages 5 to 8 (sixth amendment): each continues the one before, seed k - 1, nothing else changes
+    for k, (parent, stage) in enumerate(zip([four, *later], later), start=5):
+        assert stage.init_from == drafter_dir(folder, [2, 14, 25], parent).name and stage.seed == k - 1
+        assert dataclasses.replace(stage, seed=3, init_from=four.init_from) == four
+        assert ld.lineage(k) == [1, 3, *range(4, k + 1)]
 
 
 def test_the_probe_continues_stage_three_at_each_lr_outside_the_ledger(tmp_path):

@@ -48,11 +48,14 @@ RECIPE = {"draft_vocab": 4096, "ttt_steps": 3, "step_decay": 0.8, "lr": 0.003, "
 #: again (a fresh warm-up to lr 0.003); stage 3 (fourth amendment, registered after stage 2 lost
 #: ground, replacing the third amendment's stage 3 before it finished) continues stage 1 at the
 #: floor its schedule ended on, lr 0.0003, constant. Stage 4 (fifth amendment) continues stage 3 at
-#: the lr :data:`PROBE` chose (0.0003: at 0.001 the probe's training loss was 1.48 higher).
+#: the lr :data:`PROBE` chose (0.0003: at 0.001 the probe's training loss was 1.48 higher). Stages
+#: 5 to 8 (sixth amendment) each continue the one before in the same way, seed k - 1, and are added
+#: here one at a time, before each trains, until one reaches the target.
 STAGE_TOKENS = 1_000_000
 STAGES: tuple[dict[str, Any], ...] = ({}, {"from": 1, "seed": 1},
                                       {"from": 1, "seed": 2, "lr": 3e-4, "lr_schedule": "constant"},
-                                      {"from": 3, "seed": 3, "lr": 3e-4, "lr_schedule": "constant"})
+                                      {"from": 3, "seed": 3, "lr": 3e-4, "lr_schedule": "constant"},
+                                      {"from": 4, "seed": 4, "lr": 3e-4, "lr_schedule": "constant"})
 #: The fifth amendment's learning-rate probe: from stage ``from``'s weights, one pass over the
 #: records (``tokens``, seed ``seed``: the same batches in the same order) at each constant lr of
 #: ``lrs``; :func:`probe_verdict` picks the next stage's lr from the training losses. Probe drafters
