@@ -167,7 +167,7 @@ def test_the_ceiling_figure_marks_each_drafters_measured_run_on_its_panel():
 
 def test_the_answer_names_the_corpus_drafters_row_once_measured():
     assert "corpus drafter" not in cpu.answer_text(_sizes(None), None)
-    assert "corpus drafter (C1 re-stated; its last training stage) runs at 0.45x [0.42, 0.48] at 2 threads" in \
+    assert "corpus drafter (C1 re-stated) runs at 0.45x [0.42, 0.48] at 2 threads with tau" in \
         cpu.answer_text(_sizes(_run(0.45, 0.42, 0.48)), None)
 
 
@@ -213,6 +213,26 @@ def test_stages_are_read_as_a_curve_and_extrapolated_only_while_short():
         "(paired difference -0.200 [-0.250, -0.150]), so stage 4 trains at lr 0.001 (the interval lies below 0)" in probed
     kept = cpu.large_drafter_text({**short, "lr_probe": {**probe, "chosen": 3e-4}}, None)
     assert "so stage 4 trains at lr 0.0003 (the higher lr was not lower beyond noise)" in kept
+    # the constant-lr stages' pace (sixth amendment): mean paired gain, stages left at that mean
+    steady = [STAGES[0], *({**r, "lr": 3e-4, "lr_schedule": "constant", "delta_vs_parent": {"mean": g, "lo": 0.01, "p": 0.01,
+                                                                                            "hi": 0.1}}
+                           for r, g in zip(STAGES[1:], (0.07, 0.05)))]
+    pace = cpu.stage_pace(steady)
+    assert pace["gain"] == pytest.approx(0.06) and pace["stages_left"] == 3  # (1.5 - 1.36) / 0.06 = 2.3
+    assert cpu.stage_pace(STAGES) is None and cpu.stage_pace([*steady[:2], {**steady[2], "delta_vs_parent":
+                                                                            {"mean": -0.2}}])["stages_left"] is None
+    paced = cpu.large_drafter_text({**short, "stages": steady}, None)
+    assert "(paired gains over their parents +0.07 and +0.05, mean +0.06 a stage), 1.5 is about 3 more stages of " \
+        "1M tokens away if the gains do not shrink" in paced
+    # a last gain whose interval reaches 0 stalls the reading: no count of stages is read from it
+    stalled = [*steady[:2], {**steady[2], "delta_vs_parent": {"mean": 0.01, "lo": -0.02, "hi": 0.04, "p": 0.5}}]
+    assert cpu.stage_pace(stalled)["stalled"] and cpu.stage_pace(stalled)["stages_left"] is None
+    assert not cpu.stage_pace(steady)["stalled"]
+    flat_end = cpu.large_drafter_text({**short, "stages": stalled}, None)
+    assert "(paired gains over their parents +0.07 and +0.01; the last, [-0.02, +0.04], is within noise of no gain): " \
+        "the gains shrank, so further passes over these 169,033 tokens no longer show progress toward 1.5; the line " \
+        "above assumes they keep paying" in flat_end
+    assert "more stages" not in flat_end
     # an entry written before the stages: one point, the headline's
     (one,), *_ = cpu.stage_curve(LARGE)
     assert (one["tokens"], one["tau"]) == (1_000_000, 1.62)
@@ -227,6 +247,10 @@ def test_the_stage_figure_draws_points_and_the_dashed_extrapolation():
     assert [t.get_text() for t in ax.texts] == ["stage 1: 78 CPU-min", "stage 2: 156 CPU-min", "stage 3: 234 CPU-min"]
     dashed = [ln for ln in ax.lines if ln.get_linestyle() == "--" and len(ln.get_xdata()) > 2]
     assert dashed and dashed[0].get_ydata()[-1] == pytest.approx(1.5, abs=0.01)  # it stops at the target
+    # a stage that neither moves right much nor up (a plateau) puts its label below its point, not on the last one
+    flat = [*STAGES, {**STAGES[2], "stage": 4, "from": 3, "tokens": 4_000_000, "tau": 1.365, "drafter": "d4"}]
+    offsets = [t.xyann[1] for t in plot_drafter_stages(flat, 1.0, 1.5, cpu.stage_fit(flat)).axes[0].texts]
+    assert offsets == [4, 4, 4, -12]
     assert "not trained yet" in plot_drafter_stages([], None, 1.5).axes[0].texts[0].get_text()
 
 
@@ -268,9 +292,16 @@ def test_a_stage_that_continues_an_earlier_one_is_read_along_its_own_line():
     old_row = _sizes(_run(0.35, 0.32, 0.39, 1.33))
     old_row["large"]["drafters"] = {cpu.LARGE_METHOD: {"path": "d1"}}
     text = cpu.large_drafter_text(large, old_row)
-    assert "Its llama.cpp row is not measured yet" in text and "the row on this page measured stage 1's drafter: 0.35x" in text
+    assert "It has no llama.cpp row of its own" in text and "the row on this page measured stage 1's drafter: 0.35x" in text
+    # the chapter's answer and the landing sentence name the stage the row measured, and the last stage's outcome
+    assert "The corpus drafter (C1 re-stated, measured on its stage 1; its last stage, 3, has outcome tau " \
+        f"{large['figure']:.2f} [" in cpu.answer_text(old_row, None, large)
+    assert "(chapter 11's corpus drafter, measured on its stage 1; its last stage, 3," in \
+        cpu.landing_text(old_row["large"] and {**old_row, "large": {**old_row["large"], "by_threads": {"2": {
+            **old_row["large"]["by_threads"]["2"]}}}}, None, large)
     old_row["large"]["drafters"] = {cpu.LARGE_METHOD: {"path": "d3"}}
     assert "In llama.cpp at 2 threads it runs at 0.35x" in cpu.large_drafter_text(large, old_row)
+    assert "measured on its stage" not in cpu.answer_text(old_row, None, large)  # the row is the last stage's
     from activation_wave.plots import plot_drafter_stages
 
     ax = plot_drafter_stages(*cpu.stage_curve(large)).axes[0]

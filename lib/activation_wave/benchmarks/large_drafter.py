@@ -8,7 +8,7 @@ on the 128 base train prompts plus the first :data:`N_CORPUS` corpus prompts
 llama.cpp (:data:`ENGINE`, committed under ``data/responses/``), for :data:`BUDGET` training
 tokens with :data:`RECIPE`. The design is registered in chapter 11 (its second amendment)
 before the drafter trains. That drafter fell short of the target, so its training continues
-in stages (:data:`STAGES`, :func:`stage_configs`; the third to fifth amendments): each
+in stages (:data:`STAGES`, :func:`stage_configs`; the third to seventh amendments): each
 starts from an earlier stage's weights and trains :data:`STAGE_TOKENS` more, in order, until
 a stage reaches the target or all have run; every stage is scored, and the entry's
 ``stages`` is the curve (tokens and CPU-minutes summed along each stage's line of parents).
@@ -48,9 +48,9 @@ RECIPE = {"draft_vocab": 4096, "ttt_steps": 3, "step_decay": 0.8, "lr": 0.003, "
 #: again (a fresh warm-up to lr 0.003); stage 3 (fourth amendment, registered after stage 2 lost
 #: ground, replacing the third amendment's stage 3 before it finished) continues stage 1 at the
 #: floor its schedule ended on, lr 0.0003, constant. Stage 4 (fifth amendment) continues stage 3 at
-#: the lr :data:`PROBE` chose (0.0003: at 0.001 the probe's training loss was 1.48 higher). Stages
-#: 5 to 8 (sixth amendment) each continue the one before in the same way, seed k - 1, and are added
-#: here one at a time, before each trains, until one reaches the target.
+#: the lr :data:`PROBE` chose (0.0003: at 0.001 the probe's training loss was 1.48 higher). Stage 5
+#: (sixth amendment) continues stage 4 in the same way, seed 4; it gained nothing beyond noise, and
+#: the seventh amendment withdrew the sixth's stages 6 to 8 before they trained: the line ends here.
 STAGE_TOKENS = 1_000_000
 STAGES: tuple[dict[str, Any], ...] = ({}, {"from": 1, "seed": 1},
                                       {"from": 1, "seed": 2, "lr": 3e-4, "lr_schedule": "constant"},
@@ -231,7 +231,7 @@ def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
             "capture": {"key": cache.path.name, "records": len(plan["base_train"]) + len(corpus)},
             "eval_prompt_ids": list(ids), "per_prompt_tau": {k: [None if v != v else round(float(v), 5) for v in t[0]]
                                                             for k, t in taus.items()},
-            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, second to fifth amendments)",
+            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, second to seventh amendments)",
             "seconds": round(time.time() - t0, 1)}
 
 

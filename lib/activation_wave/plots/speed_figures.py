@@ -316,11 +316,16 @@ def plot_drafter_stages(stages: Sequence[Mapping[str, Any]], toy_tau: float | No
         ax.errorbar(x[~on], y[~on], yerr=err[:, ~on], fmt="o", mfc="white", color="#7570b3", capsize=3,
                     label="a stage off that line (spent)")
     at = {r["stage"]: (xi, yi) for r, xi, yi in zip(stages, x, y)}
+    above: list[tuple[float, float]] = []  # labels set above their point so far
     for r, xi, yi in zip(stages, x, y):
         if r.get("from") in at:  # a line from the stage it continued
             ax.plot([at[r["from"]][0], xi], [at[r["from"]][1], yi], color="#7570b3", lw=1)
+        # a label that would run into an earlier one (close in log2 tokens and in tau) goes below its point
+        crowded = any(abs(np.log2(xi / px)) < 0.8 and abs(yi - py) < 0.03 for px, py in above)
+        if not crowded:
+            above.append((xi, yi))
         ax.annotate(f"stage {r['stage']}: {r['train_cpu_min']:.0f} CPU-min", (xi, yi), textcoords="offset points",
-                    xytext=(7, 4), fontsize=8)
+                    xytext=(7, -12 if crowded else 4), fontsize=8)
     right = x.max()
     if fit is not None and fit["reach"]:
         xs = np.geomspace(x.min(), max(right, min(fit["reach"], right * 64)), 60)

@@ -36,7 +36,7 @@ __all__ = ["NAME", "BENCH", "has_drafters", "drafter_sets", "run_drafters", "tra
            "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "drafters_text", "speed_text", "cost_text", "reading_text", "landing_text",
            "CEILING", "ceiling_frame", "terms_frame", "ceiling_text", "where_points", "where_text", "today_taus", "ngram_text",
            "answer_text", "ceiling_tables", "ceiling_values", "ROUND_FORMATS", "cost_inputs_frame", "LARGE",
-           "LARGE_METHOD", "LARGE_TARGET", "large_drafter_text", "measured_points", "stage_fit", "stage_reach", "stage_curve",
+           "LARGE_METHOD", "LARGE_TARGET", "large_drafter_text", "measured_points", "stage_fit", "stage_reach", "stage_pace", "stage_curve",
            "stage_lineage"]
 
 
@@ -273,9 +273,29 @@ def _corpus_run(sizes: Mapping[str, Any] | None) -> tuple[str, dict[str, Any]] |
     return (t := max(runs, key=int), runs[t]) if runs else None
 
 
+def _row_stage(sizes: Mapping[str, Any] | None, large: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The stage of issue 42's ``large`` drafter entry whose drafter the llama.cpp row measured,
+    when that is not the entry's last stage (the row predates the later stages); else None."""
+    measured = (((sizes or {}).get("large") or {}).get("drafters") or {}).get(LARGE_METHOD, {}).get("path")
+    if not large or not measured or measured == large.get("drafter"):
+        return None
+    return next((r for r in large.get("stages") or [] if r["drafter"] == measured), {"stage": None})
+
+
+def _stage_note(sizes: Mapping[str, Any] | None, large: Mapping[str, Any] | None) -> str:
+    """", measured on its stage k; its last stage, n, has outcome tau t, short of the target" (or "")."""
+    r = _row_stage(sizes, large)
+    if r is None:
+        return ""
+    lo, hi = large["tau_ci"]
+    return ((f", measured on its stage {r['stage']}" if r["stage"] else ", measured on an earlier drafter")
+            + f"; its last stage, {large['stages'][-1]['stage']}, has outcome tau {large['figure']:.2f} [{lo:.2f}, "
+            f"{hi:.2f}]" + (f", short of {LARGE_TARGET}" if large["figure"] < LARGE_TARGET else ""))
+
+
 def _c1_corpus(sizes: Mapping[str, Any] | None) -> Hypothesis | None:
-    """C1 re-stated for the corpus drafter (its last training stage; the second to fourth
-    amendments), once it is in the side by side."""
+    """C1 re-stated for the corpus drafter (the stage its llama.cpp row measured; the second to
+    seventh amendments), once it is in the side by side."""
     got = _corpus_run(sizes)
     if got is None:
         return None
@@ -333,15 +353,32 @@ def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any]
                 out += (f" (about {near:.0f} million at the steep end of the interval, "
                         + (f"{far:.0f} million at its flat end)" if far else "never at its flat end, which does not rise)"))
             out += f": an extrapolation from {fit['n']} points, whose shape nothing checks. "
+            pace = stage_pace(line)
+            if pace:
+                gains = join_words([f"{g['mean']:+.2f}" for g in pace["gains"]])
+                out += f"Read instead at the pace of the constant-lr stages (paired gains over their parents {gains}"
+                if pace["stalled"]:
+                    g = pace["gains"][-1]
+                    out += (f"; the last, [{g['lo']:+.2f}, {g['hi']:+.2f}], is within noise of no gain): the gains "
+                            f"shrank, so further passes over these {large['train_tokens']:,} tokens no longer show "
+                            f"progress toward {LARGE_TARGET}; the line above assumes they keep paying, and no count of further "
+                            "stages is read from them. ")
+                elif pace["stages_left"]:
+                    n = pace["stages_left"]
+                    out += (f", mean {pace['gain']:+.2f} a stage), {LARGE_TARGET} is about {n} more stage"
+                            f"{'s' if n > 1 else ''} of {large['stage_tokens'] / 1e6:g}M tokens away if the gains do "
+                            "not shrink (the sixth amendment's reading). ")
+                else:
+                    out += f", mean {pace['gain']:+.2f} a stage), the stages do not rise toward {LARGE_TARGET}. "
     got = _corpus_run(sizes)
     if got is None:
         return out + "Its llama.cpp row is not measured yet (wave bench --only llamacpp_1.5b)."
     t, e = got
     lo, hi = e["speedup_ci"]
-    measured = (((sizes or {}).get("large") or {}).get("drafters") or {}).get(LARGE_METHOD, {}).get("path")
-    if measured and measured != large.get("drafter"):
-        was = next((f"stage {r['stage']}'s drafter" for r in stages if r["drafter"] == measured), "an earlier drafter")
-        return out + (f"Its llama.cpp row is not measured yet (wave bench --only llamacpp_1.5b); the row on this page "
+    row = _row_stage(sizes, large)
+    if row is not None:
+        was = f"stage {row['stage']}'s drafter" if row["stage"] else "an earlier drafter"
+        return out + (f"It has no llama.cpp row of its own (wave bench --only llamacpp_1.5b would measure it); the row on this page "
                       f"measured {was}: {e['speedup']:.2f}x [{lo:.2f}, {hi:.2f}] of plain at {_threads(t)} (tau "
                       f"{e['tau']:.2f}, {e['identical_to_plain']}/{e['prompts']} outputs identical to plain).")
     out += (f"In llama.cpp at {_threads(t)} it runs at {e['speedup']:.2f}x [{lo:.2f}, {hi:.2f}] of plain "
@@ -409,6 +446,20 @@ def stage_fit(stages: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         b = (y[1] - y[0]) / float(np.log2(x[1] / x[0]))
         fit = {"a": y[0] - b * float(np.log2(x[0])), "b": b, "b_lo": None, "b_hi": None, "n": 2, "xbar": xbar}
     return {**fit, "reach": stage_reach(fit)}
+
+
+def stage_pace(line: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The per-stage reading of the stages along one line (:func:`stage_lineage`): the paired gains
+    (``delta_vs_parent``: mean, lo, hi) of its constant-lr stages, their mean, whether the last one
+    has ``stalled`` (its interval reaches 0 or below), and how many more stages would reach the
+    target at the mean gain (None when stalled or not rising); None without such a stage."""
+    gains = [r["delta_vs_parent"] for r in line if r.get("lr_schedule") == "constant" and r.get("delta_vs_parent")]
+    if not gains:
+        return None
+    gain = float(np.mean([g["mean"] for g in gains]))
+    stalled = gains[-1].get("lo", gains[-1]["mean"]) <= 0.0
+    left = math.ceil((LARGE_TARGET - line[-1]["tau"]) / gain) if gain > 0 and not stalled else None
+    return {"gains": gains, "gain": gain, "stalled": stalled, "stages_left": left}
 
 
 def stage_reach(fit: Mapping[str, Any], slope: float | None = None) -> float | None:
@@ -624,15 +675,17 @@ def lossless_text(entry: Mapping[str, Any] | None) -> str:
     return out
 
 
-def landing_text(entry: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | None = None) -> str:
+def landing_text(entry: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | None = None,
+                 large: Mapping[str, Any] | None = None) -> str:
     """The landing page's sentence on where EAGLE-3 pays on a CPU (plain text), with the
-    ``llamacpp_ceiling`` entry's best speedup of a perfect drafter where measured."""
-    large = ((entry or {}).get("large") or {}).get("by_threads") or {}
+    ``llamacpp_ceiling`` entry's best speedup of a perfect drafter where measured, and the stage
+    of issue 42's ``large`` drafter that the corpus drafter's row measured."""
+    big_runs = ((entry or {}).get("large") or {}).get("by_threads") or {}
     small = ((entry or {}).get("small") or {}).get("by_threads") or {}
-    if not large:
+    if not big_runs:
         return "not measured yet (wave bench --only llamacpp_1.5b)"
-    t = max(large, key=int)
-    e = large[t]["eagle3"]
+    t = max(big_runs, key=int)
+    e = big_runs[t]["eagle3"]
     lo, hi = e["speedup_ci"]
     out = (f"inside llama.cpp on this CPU, EAGLE-3 runs the 1.5B target at {e['speedup']:.2f}x the speed of plain "
            f"llama.cpp on {t} threads (95% interval {lo:.2f} to {hi:.2f}, n = {e['prompts']} prompts, tau "
@@ -654,9 +707,9 @@ def landing_text(entry: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | N
         tc, c = got
         clo, chi = c["speedup_ci"]
         out += (f"; with a drafter trained on the target's own answers to the prompt corpus (chapter 11's corpus "
-                f"drafter) it runs at {c['speedup']:.2f}x ({clo:.2f} to {chi:.2f}, tau {c['tau']:.2f}, {_threads(tc)}, "
-                f"{c['identical_to_plain']}/{c['prompts']} identical)")
-    ngram = large[t].get("ngram")
+                f"drafter{_stage_note(entry, large)}) it runs at {c['speedup']:.2f}x ({clo:.2f} to {chi:.2f}, tau "
+                f"{c['tau']:.2f}, {_threads(tc)}, {c['identical_to_plain']}/{c['prompts']} identical)")
+    ngram = big_runs[t].get("ngram")
     if ngram and ngram.get("speedup_ci"):
         nlo, nhi = ngram["speedup_ci"]
         out += (f"; llama.cpp's model-free n-gram lookup runs at {ngram['speedup']:.2f}x ({nlo:.2f} to {nhi:.2f}, "
@@ -971,25 +1024,28 @@ def ngram_text(sizes: Mapping[str, Any] | None) -> str:
             "text, so its drafts cost nothing to make.")
 
 
-def answer_text(sizes: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | None) -> str:
-    """The chapter's answer: the n-gram result, C1 as measured with the toy drafter, and what
-    the ceiling says about any drafter (plain text)."""
+def answer_text(sizes: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | None,
+                large: Mapping[str, Any] | None = None) -> str:
+    """The chapter's answer: the n-gram result, C1 as measured with the toy drafter and with the
+    corpus drafter (naming the stage of issue 42's ``large`` entry its row measured), and what the
+    ceiling says about any drafter (plain text)."""
     out = []
     ng = ngram_text(sizes)
     if ng:
         out.append(ng)
-    large = ((sizes or {}).get("large") or {}).get("by_threads") or {}
-    if large:
-        t = max(large, key=int)
-        e = large[t]["eagle3"]
+    big_runs = ((sizes or {}).get("large") or {}).get("by_threads") or {}
+    if big_runs:
+        t = max(big_runs, key=int)
+        e = big_runs[t]["eagle3"]
         out.append(f"EAGLE-3 with the 1.5B drafter trained here runs at {e['speedup']:.2f}x "
                    f"[{e['speedup_ci'][0]:.2f}, {e['speedup_ci'][1]:.2f}] at {_threads(t)}, but that drafter barely "
                    f"drafts (tau {e['tau']:.2f}): the verdict is about it, not about EAGLE-3.")
         got = _corpus_run(sizes)
         if got:
             tc, c = got
-            out.append(f"The corpus drafter (C1 re-stated; its last training stage) runs at {c['speedup']:.2f}x "
-                       f"[{c['speedup_ci'][0]:.2f}, {c['speedup_ci'][1]:.2f}] at {_threads(tc)} with tau {c['tau']:.2f}.")
+            out.append(f"The corpus drafter (C1 re-stated{_stage_note(sizes, large)}) runs at {c['speedup']:.2f}x "
+                       f"[{c['speedup_ci'][0]:.2f}, {c['speedup_ci'][1]:.2f}] at {_threads(tc)} with tau {c['tau']:.2f} "
+                       "in llama.cpp.")
     df = ceiling_frame(ceiling)
     big = df[df["target"] == "1.5B"] if len(df) else df
     if len(big):
@@ -1024,4 +1080,4 @@ def ceiling_values(ceiling: Mapping[str, Any] | None, sizes: Mapping[str, Any] |
     ``cpu_answer_text`` and, from issue 42's ``large`` drafter entry, ``cpu_large_text``."""
     return {"cpu_ceiling_text": ceiling_text(ceiling), "cpu_large_text": large_drafter_text(large, sizes),
             "cpu_where_text": where_text(ceiling, sizes) or "Needs the ceiling's measurement (above).",
-            "cpu_answer_text": answer_text(sizes, ceiling)}
+            "cpu_answer_text": answer_text(sizes, ceiling, large)}

@@ -102,4 +102,5 @@ def run(cfg: StudyConfig, root: str | Path | None = None) -> tuple[LandingResult
         speedup_best=max(v.speedup_vs_plain_t0 for v in online.values()),
         lossless=all(v.lossless_prompts == v.n_prompts for v in online.values()),
         bench_speedup=bench.get("speedup_vs_plain_t0"), bench_tau=bench.get("tau_t0"),
-        cpu_text=cpu_payoff.landing_text(benchmarks.get(cpu_payoff.BENCH), benchmarks.get(cpu_payoff.CEILING))), ch
+        cpu_text=cpu_payoff.landing_text(benchmarks.get(cpu_payoff.BENCH), benchmarks.get(cpu_payoff.CEILING),
+                                          benchmarks.get(cpu_payoff.LARGE))), ch
