@@ -226,6 +226,28 @@
 #   passes: more of the target's own responses, or the in-distribution prompts that chapter 6c
 #   found worth more than corpus prompts on the 135M target. A drafter trained that way is a
 #   new design, to be registered before it trains.
+#
+# **Eighth amendment, 2026-12-05, before the drafter it adds has trained: the in-distribution
+# drafter.** Chapter 6c found on the 135M target that, at a fixed budget of training tokens,
+# sixteen times the distinct prompts from the corpus lowered the outcome against repeats of the
+# study's own train prompts (-0.15). This amendment asks the same of the 1.5B target, at a cost
+# one session can pay (no new responses, no new capture):
+#
+# - *Drafter.* The default triple, stage 1's recipe, budget (1,000,000 tokens) and seed (0), on
+#   the 128 base train records alone (the target's own answers to the study's train prompts, the
+#   toy drafter's records) instead of those plus the 896 corpus records. Only its records differ
+#   from stage 1. `wave bench --only large_drafter_indist`, entry `large_drafter_indist`.
+# - *Outcome and primary test.* Outcome tau on the same 32 eval prompts; the paired bootstrap
+#   (10,000 resamples, 95%, two-sided) of its difference from stage 1 per prompt. The records
+#   "beat" the corpus records at this budget when the interval lies above 0, "lose" when below,
+#   and are within noise otherwise. One test; the difference from the toy drafter and the target
+#   of 1.5 are reported beside it, not tested.
+# - *Smallest detectable effect.* The stages' paired intervals had half-widths of 0.03 to 0.04 at
+#   n = 32, so differences below about 0.05 are within noise of this design.
+# - *C1.* Re-measured in llama.cpp only if this drafter reaches 1.5; otherwise C1 stays on stage 3.
+# - *Prediction.* In-distribution records ahead of stage 1 (1.23) by 0.05 to 0.15, as on the
+#   135M target, and short of 1.5. Against it: 1,000,000 tokens are about 42 passes over the 128
+#   records' 23,773 tokens, and stage 5 showed that passes over fixed records stop paying.
 
 # %% tags=["parameters", "hide-input"]
 profile = "default"

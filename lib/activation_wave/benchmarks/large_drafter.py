@@ -28,7 +28,7 @@ from activation_wave.study.chapters.cpu_payoff import LARGE_METHOD as METHOD
 from activation_wave.study.chapters.cpu_payoff import LARGE_TARGET
 
 __all__ = ["NAME", "N_CORPUS", "BUDGET", "RECIPE", "STAGE_TOKENS", "STAGES", "ENGINE", "METHOD",
-           "PROBE",
+           "PROBE", "INDIST", "run_indist", "indist_verdict",
            "generation_config", "drafter_config", "stage_configs", "probe_configs", "probe_verdict", "lineage", "run",
            "trained"]
 
@@ -232,6 +232,70 @@ def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
             "eval_prompt_ids": list(ids), "per_prompt_tau": {k: [None if v != v else round(float(v), 5) for v in t[0]]
                                                             for k, t in taus.items()},
             "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, second to seventh amendments)",
+            "seconds": round(time.time() - t0, 1)}
+
+
+#: The eighth amendment's benchmark: stage 1's recipe, budget and seed on the base train records
+#: alone (the toy drafter's records, in the third model's capture), against stage 1 on the same
+#: eval prompts. Nothing is generated or captured beyond what chapter 11 has.
+INDIST = "large_drafter_indist"
+
+
+def indist_verdict(delta: dict[str, Any]) -> str:
+    """The eighth amendment's rule on the paired difference (in-distribution - stage 1)."""
+    return "beat" if delta["lo"] > 0 else "lose" if delta["hi"] < 0 else "within noise"
+
+
+def run_indist(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
+    """Train (or read from the ledger) the in-distribution drafter and score it, stage 1 and the
+    toy drafter on the same eval prompts (stage 1 and the toy are read from the ledger)."""
+    from activation_wave.benchmarks.data_scale import _done_responses
+    from activation_wave.core.results import cache_key
+    from activation_wave.core.stats import bootstrap_mean_ci, paired_bootstrap
+    from activation_wave.draft.experiment import ScoreOnTrain, drafter_dir, run_jobs
+    from activation_wave.study.chapters import cpu_payoff as cpu
+    from activation_wave.study.chapters.drafter_predictors import FoundDrafter, per_prompt_tau
+
+    t0 = time.time()
+    plan = _plan(cfg, progress=progress)
+    dcfg, cap, layers = plan["dcfg"], plan["cap"], plan["layers"]
+    done = _done_responses(cap.target, plan["prompts"], generation_config(dcfg).data)
+    missing = [p.id for p in plan["prompts"] if p.id not in done]
+    if missing:
+        raise ValueError(f"{len(missing)} corpus responses are missing (e.g. {missing[0]}), so stage 1 cannot be named: "
+                         "run wave bench --only large_drafter first")
+    corpus = _training_capture(plan, [done[p.id] for p in plan["prompts"]], progress=False, open_=False)
+    stage1 = str(drafter_dir(corpus, layers, drafter_config(dcfg)))
+    b = cfg.bench
+    score = ScoreOnTrain(str(cap.cache.path), b.depth, b.draft_threshold, b.threads)
+    (row,) = run_jobs(cap.target, cap.cache, [(cpu.DEFAULT_SET, layers, drafter_config(dcfg))], 1, progress=progress,
+                      score=score)
+    toy = cpu.trained_drafters(cfg, names=(cpu.DEFAULT_SET,), weights=False)[cpu.DEFAULT_SET]
+    found = [FoundDrafter(name, layers, 0, path) for name, path in
+             (("indist", row["path"]), ("corpus", stage1), ("toy", toy))]
+    ids, taus, pooled = per_prompt_tau(cap.target, cap.cache, found, depth=b.depth, threshold=b.draft_threshold,
+                                       threads=b.threads, ledger=dcfg.draft.ledger, progress=progress)
+    keep = ("mean", "lo", "hi", "p", "n")
+    vs_corpus = {k: v for k, v in dataclasses.asdict(paired_bootstrap(taus["indist"], taus["corpus"], seed=0)).items()
+                 if k in keep}
+    vs_toy = {k: v for k, v in dataclasses.asdict(paired_bootstrap(taus["indist"], taus["toy"], seed=0)).items()
+              if k in keep}
+    log = row["train_log"]
+    return {"figure": round(pooled["indist"], 4), "unit": f"outcome tau (offline, depth {b.depth}, draft threshold "
+                                                          f"{b.draft_threshold}, {len(ids)} eval prompts)",
+            "baseline": round(pooled["corpus"], 4),
+            "baseline_unit": "the same, large_drafter's stage 1 (same recipe, budget and seed; corpus records too)",
+            "toy": round(pooled["toy"], 4), "target": f">= {LARGE_TARGET} (issue 42)", "model": cfg.third.model,
+            "layers": list(layers), "drafter": cache_key(row["path"]), "corpus_drafter": cache_key(stage1),
+            "toy_drafter": cache_key(toy), "tau_ci": list(bootstrap_mean_ci(taus["indist"][0], seed=0)),
+            "delta_vs_corpus": vs_corpus, "verdict": indist_verdict(vs_corpus), "delta_vs_toy": vs_toy,
+            "train_records": log.get("n_records"), "train_tokens": log.get("n_tokens"),
+            "loss_tokens": log.get("n_loss_tokens"), "budget_tokens": BUDGET, "recipe": RECIPE,
+            "train_s": round(log.get("train_wall_s") or 0.0, 2), "train_threads": RECIPE["threads"],
+            "train_cpu_min": round((log.get("train_wall_s") or 0.0) * RECIPE["threads"] / 60, 1),
+            "eval_prompt_ids": list(ids),
+            "per_prompt_tau": {k: [None if v != v else round(float(v), 5) for v in t[0]] for k, t in taus.items()},
+            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, eighth amendment)",
             "seconds": round(time.time() - t0, 1)}
 
 

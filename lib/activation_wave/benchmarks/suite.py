@@ -32,7 +32,7 @@ Entry = Callable[[StudyConfig], dict[str, Any]]
 #: Benchmarks a plain ``wave bench`` skips: they take hours (the recipe study trains about
 #: 40 drafters; the 1.5B llama.cpp runs need its drafters and about half an hour), so they
 #: run only when named, e.g. ``wave bench --only recipe``.
-OPT_IN = ("recipe", "llamacpp_1.5b", "data_scale", "llamacpp_ceiling", "large_drafter")
+OPT_IN = ("recipe", "llamacpp_1.5b", "data_scale", "llamacpp_ceiling", "large_drafter", "large_drafter_indist")
 
 
 def entries() -> dict[str, Entry]:
@@ -56,6 +56,8 @@ def entries() -> dict[str, Entry]:
             # chapter 11: the third architecture's target (1.5B) and the study's, side by side
             # issue 42: a 1.5B drafter trained on the corpus (responses, capture, training: hours; resumable)
             "large_drafter": large_drafter.run,
+            # issue 42, eighth amendment: stage 1's recipe on the base train records alone (~40 min)
+            "large_drafter_indist": large_drafter.run_indist,
             "llamacpp_1.5b": llamacpp.run_sizes,
             # issue 42: the round's terms, predicted next to measured, and the ceiling per depth (~30 min)
             "llamacpp_ceiling": ceiling.run,
