@@ -411,6 +411,7 @@ glue_values(**cpu.ceiling_values(ceiling, entry, bench.get(cpu.LARGE)))
 glue_figure("fig_ceiling", plot_ceiling(cpu.ceiling_frame(ceiling).to_dict("records"), cpu.measured_points(entry)))
 glue_figure("fig_where_it_pays", plot_where_it_pays(cpu.where_points(ceiling), cpu.today_taus(entry)))
 glue_figure("fig_large_stages", plot_drafter_stages(*cpu.stage_curve(bench.get(cpu.LARGE))))
+glue_values(cpu_indist_text=cpu.indist_text(bench.get(cpu.INDIST)))
 
 # %% [markdown]
 # {glue:text}`cpu_ceiling_text`
@@ -460,6 +461,15 @@ glue_figure("fig_large_stages", plot_drafter_stages(*cpu.stage_curve(bench.get(c
 # issue's target. The dashed purple line through the filled stages is an extrapolation, not a
 # measurement.
 # ```
+
+#
+# ### Data from the study's own prompts
+#
+# The eighth amendment's question (registered before it trained): at stage 1's budget, do the
+# target's answers to the study's own train prompts, repeated, teach the drafter more than the
+# corpus records did? `wave bench --only large_drafter_indist`.
+#
+# {glue:text}`cpu_indist_text`
 
 # %% [markdown]
 # ## Verdicts

@@ -307,3 +307,30 @@ def test_a_stage_that_continues_an_earlier_one_is_read_along_its_own_line():
     ax = plot_drafter_stages(*cpu.stage_curve(large)).axes[0]
     joins = [tuple(ln.get_xdata()) for ln in ax.lines if ln.get_linestyle() == "-" and len(ln.get_xdata()) == 2]
     assert joins == [(1.0, 2.0), (1.0, 2.0)]  # stage 2 and stage 3 each join stage 1
+
+
+INDIST = {"figure": 1.31, "baseline": 1.2265, "tau_ci": [1.27, 1.36], "toy": 1.0, "budget_tokens": 1_000_000,
+          "train_records": 128, "train_tokens": 23_773, "train_cpu_min": 74.2, "verdict": "beat",
+          "delta_vs_corpus": {"mean": 0.08, "lo": 0.05, "hi": 0.11, "p": 0.0002, "n": 32},
+          "delta_vs_toy": {"mean": 0.31, "lo": 0.27, "hi": 0.35, "p": 0.0002, "n": 32}}
+
+
+def test_the_in_distribution_drafter_is_judged_by_its_registered_rule_and_read_from_its_entry():
+    """The eighth amendment: one paired test against stage 1, three verdicts, C1 kept unless 1.5."""
+    from activation_wave.benchmarks import large_drafter as ld
+    from activation_wave.benchmarks.suite import OPT_IN, entries
+
+    assert ld.indist_verdict({"lo": 0.01, "hi": 0.2}) == "beat"
+    assert ld.indist_verdict({"lo": -0.2, "hi": -0.01}) == "lose"
+    assert ld.indist_verdict({"lo": -0.01, "hi": 0.2}) == "within noise"
+    assert cpu.INDIST == ld.INDIST and ld.INDIST in OPT_IN and entries()[ld.INDIST] is ld.run_indist
+    assert cpu.indist_text(None).startswith("Not trained yet: wave bench --only large_drafter_indist")
+    text = cpu.indist_text(INDIST)
+    assert "on the 128 base train records alone, 23,773 tokens, about 42 passes; 74 CPU-minutes) has outcome tau " \
+        "1.31 [1.27, 1.36] against stage 1's 1.23 on the same n = 32 eval prompts: paired difference +0.08 [+0.05, " \
+        "+0.11], p 0.0002 (the primary test). So the study's own records beat the corpus records" in text
+    assert text.endswith("It does not reach the issue's 1.5, so C1 stays on stage 3.")
+    noisy = cpu.indist_text({**INDIST, "verdict": "within noise", "delta_vs_corpus": {
+        "mean": 0.01, "lo": -0.02, "hi": 0.04, "p": 0.5, "n": 32}})
+    assert "are within noise of the corpus records at this budget (the interval covers 0; the design detects" in noisy
+    assert cpu.indist_text({**INDIST, "figure": 1.52}).endswith("It reaches the issue's 1.5.")

@@ -37,7 +37,7 @@ __all__ = ["NAME", "BENCH", "has_drafters", "drafter_sets", "run_drafters", "tra
            "CEILING", "ceiling_frame", "terms_frame", "ceiling_text", "where_points", "where_text", "today_taus", "ngram_text",
            "answer_text", "ceiling_tables", "ceiling_values", "ROUND_FORMATS", "cost_inputs_frame", "LARGE",
            "LARGE_METHOD", "LARGE_TARGET", "large_drafter_text", "measured_points", "stage_fit", "stage_reach", "stage_pace", "stage_curve",
-           "stage_lineage"]
+           "stage_lineage", "INDIST", "indist_text"]
 
 
 def has_drafters(cfg: StudyConfig) -> bool:
@@ -101,6 +101,9 @@ METHOD_LABELS = {"plain": "plain", "plain_repack": "plain, repacked weights (lla
 #: The benchmark of issue 42's 1.5B drafter trained on the corpus (``benchmarks.large_drafter``), and its
 #: method in the ``llamacpp_1.5b`` side by side.
 LARGE, LARGE_METHOD = "large_drafter", "eagle3_corpus"
+#: The eighth amendment's benchmark (``benchmarks.large_drafter.run_indist``): stage 1's recipe on
+#: the base train records alone, against stage 1.
+INDIST = "large_drafter_indist"
 #: The outcome tau issue 42 asks of that drafter.
 LARGE_TARGET = 1.5
 #: The entry's reference run under llama.cpp's default flags (``benchmarks.llamacpp_speed.FASTEST_PLAIN``).
@@ -426,6 +429,29 @@ def stage_lineage(stages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
     while chain[0].get("from"):
         chain.insert(0, by[chain[0]["from"]])
     return chain
+
+
+def indist_text(entry: Mapping[str, Any] | None) -> str:
+    """The eighth amendment's result in words: the in-distribution drafter's outcome tau beside
+    stage 1's (the primary paired test and its verdict) and the toy drafter's, and its cost."""
+    if not entry:
+        return ("Not trained yet: wave bench --only large_drafter_indist trains it (about 40 minutes on two cores) "
+                "and scores it beside stage 1.")
+    d, t, (lo, hi) = entry["delta_vs_corpus"], entry["delta_vs_toy"], entry["tau_ci"]
+    words = {"beat": "beat the corpus records at this budget (the interval lies above 0)",
+             "lose": "lose to the corpus records at this budget (the interval lies below 0)",
+             "within noise": "are within noise of the corpus records at this budget (the interval covers 0; the "
+                             "design detects differences of about 0.05 and more)"}
+    out = (f"The in-distribution drafter (eighth amendment: stage 1's recipe, {entry['budget_tokens']:,} tokens and "
+           f"seed on the {entry['train_records']:,} base train records alone, {entry['train_tokens']:,} tokens, about "
+           f"{entry['budget_tokens'] / entry['train_tokens']:.0f} passes; {entry['train_cpu_min']:.0f} CPU-minutes) "
+           f"has outcome tau {entry['figure']:.2f} [{lo:.2f}, {hi:.2f}] against stage 1's {entry['baseline']:.2f} on "
+           f"the same n = {d['n']} eval prompts: paired difference {d['mean']:+.2f} [{d['lo']:+.2f}, {d['hi']:+.2f}], "
+           f"p {d['p']:.2g} (the primary test). So the study's own records {words[entry['verdict']]}. Against the toy "
+           f"drafter (the same records, two epochs) {t['mean']:+.2f} [{t['lo']:+.2f}, {t['hi']:+.2f}]. ")
+    out += (f"It reaches the issue's {LARGE_TARGET}." if entry["figure"] >= LARGE_TARGET else
+            f"It does not reach the issue's {LARGE_TARGET}, so C1 stays on stage 3.")
+    return out
 
 
 def stage_fit(stages: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
