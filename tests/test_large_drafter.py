@@ -334,3 +334,5 @@ def test_the_in_distribution_drafter_is_judged_by_its_registered_rule_and_read_f
         "mean": 0.01, "lo": -0.02, "hi": 0.04, "p": 0.5, "n": 32}})
     assert "are within noise of the corpus records at this budget (the interval covers 0; the design detects" in noisy
     assert cpu.indist_text({**INDIST, "figure": 1.52}).endswith("It reaches the issue's 1.5.")
+    scale = cpu.indist_text(INDIST, {**LARGE, "figure": 1.34, "train_cpu_min": 298.3, "stages": STAGES})
+    assert "For scale, not a registered test: the corpus line's last stage, 3, has 1.34 after 298 CPU-minutes" in scale

@@ -431,9 +431,10 @@ def stage_lineage(stages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
     return chain
 
 
-def indist_text(entry: Mapping[str, Any] | None) -> str:
+def indist_text(entry: Mapping[str, Any] | None, large: Mapping[str, Any] | None = None) -> str:
     """The eighth amendment's result in words: the in-distribution drafter's outcome tau beside
-    stage 1's (the primary paired test and its verdict) and the toy drafter's, and its cost."""
+    stage 1's (the primary paired test and its verdict) and the toy drafter's, its cost, and (not
+    a registered test) the last corpus stage of issue 42's ``large`` entry for scale."""
     if not entry:
         return ("Not trained yet: wave bench --only large_drafter_indist trains it (about 40 minutes on two cores) "
                 "and scores it beside stage 1.")
@@ -449,6 +450,9 @@ def indist_text(entry: Mapping[str, Any] | None) -> str:
            f"the same n = {d['n']} eval prompts: paired difference {d['mean']:+.2f} [{d['lo']:+.2f}, {d['hi']:+.2f}], "
            f"p {d['p']:.2g} (the primary test). So the study's own records {words[entry['verdict']]}. Against the toy "
            f"drafter (the same records, two epochs) {t['mean']:+.2f} [{t['lo']:+.2f}, {t['hi']:+.2f}]. ")
+    if large and len(large.get("stages") or []) > 1:
+        out += (f"For scale, not a registered test: the corpus line's last stage, {large['stages'][-1]['stage']}, has "
+                f"{large['figure']:.2f} after {large['train_cpu_min']:.0f} CPU-minutes along its parents. ")
     out += (f"It reaches the issue's {LARGE_TARGET}." if entry["figure"] >= LARGE_TARGET else
             f"It does not reach the issue's {LARGE_TARGET}, so C1 stays on stage 3.")
     return out
