@@ -407,11 +407,10 @@ if cm is not None:
 # %% tags=["hide-input"]
 ceiling = bench.get(cpu.CEILING)
 for table in cpu.ceiling_tables(ceiling): display(table)  # noqa: E701
-glue_values(**cpu.ceiling_values(ceiling, entry, bench.get(cpu.LARGE)))
+glue_values(**cpu.ceiling_values(ceiling, entry, bench.get(cpu.LARGE), bench.get(cpu.INDIST)))
 glue_figure("fig_ceiling", plot_ceiling(cpu.ceiling_frame(ceiling).to_dict("records"), cpu.measured_points(entry)))
 glue_figure("fig_where_it_pays", plot_where_it_pays(cpu.where_points(ceiling), cpu.today_taus(entry)))
 glue_figure("fig_large_stages", plot_drafter_stages(*cpu.stage_curve(bench.get(cpu.LARGE))))
-glue_values(cpu_indist_text=cpu.indist_text(bench.get(cpu.INDIST), bench.get(cpu.LARGE)))
 
 # %% [markdown]
 # {glue:text}`cpu_ceiling_text`

@@ -147,7 +147,7 @@ def test_the_page_states_the_drafter_its_target_and_its_llamacpp_row():
     short = cpu.large_drafter_text({**LARGE, "figure": 1.31, "train_tokens": 200_000, "loss_tokens": 90_000}, _sizes(None))
     assert "about 5 passes over the 200,000 tokens of the 1,024 records (90,000 of them response positions" in short
     assert "not trained further" in short
-    assert set(cpu.ceiling_values(None, None, LARGE)) >= {"cpu_large_text", "cpu_answer_text"}
+    assert set(cpu.ceiling_values(None, None, LARGE)) >= {"cpu_large_text", "cpu_answer_text", "cpu_indist_text"}
 
 
 def test_the_ceiling_figure_marks_each_drafters_measured_run_on_its_panel():

@@ -1105,9 +1105,11 @@ def ceiling_tables(ceiling: Mapping[str, Any] | None) -> list[Any]:
 
 
 def ceiling_values(ceiling: Mapping[str, Any] | None, sizes: Mapping[str, Any] | None,
-                   large: Mapping[str, Any] | None = None) -> dict[str, str]:
+                   large: Mapping[str, Any] | None = None, indist: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The page's glued texts of the ceiling section: ``cpu_ceiling_text``, ``cpu_where_text``,
-    ``cpu_answer_text`` and, from issue 42's ``large`` drafter entry, ``cpu_large_text``."""
+    ``cpu_answer_text`` and, from issue 42's ``large`` drafter entry and the eighth amendment's
+    ``indist`` entry, ``cpu_large_text`` and ``cpu_indist_text``."""
     return {"cpu_ceiling_text": ceiling_text(ceiling), "cpu_large_text": large_drafter_text(large, sizes),
+            "cpu_indist_text": indist_text(indist, large),
             "cpu_where_text": where_text(ceiling, sizes) or "Needs the ceiling's measurement (above).",
             "cpu_answer_text": answer_text(sizes, ceiling, large)}
