@@ -102,6 +102,8 @@ def test_a_profile_without_a_third_model_has_no_large_drafter():
     assert ld.trained(cfg) is None
     with pytest.raises(ValueError, match="third.model"):
         ld.run(cfg, progress=False)
+    with pytest.raises(ValueError, match="third.model"):
+        ld.run_indist(cfg, progress=False)
 
 
 def _run(speedup: float, lo: float, hi: float, tau: float = 1.5) -> dict:

@@ -156,6 +156,31 @@ def _training_capture(plan: dict[str, Any], corpus: list[Any], *, progress: bool
     return capture(plan["cap"].target, records, cap_cfg, progress=progress) if open_ else unopened
 
 
+def _committed_capture(plan: dict[str, Any]) -> tuple[list[Any], Any] | None:
+    """The committed corpus responses and the corpus drafters' training capture by key alone
+    (unopened); None while a response is missing. Nothing is generated or captured."""
+    from activation_wave.benchmarks.data_scale import _done_responses
+
+    done = _done_responses(plan["cap"].target, plan["prompts"], generation_config(plan["dcfg"]).data)
+    if any(p.id not in done for p in plan["prompts"]):
+        return None
+    corpus = [done[p.id] for p in plan["prompts"]]
+    return corpus, _training_capture(plan, corpus, progress=False, open_=False)
+
+
+def _paired(a: Any, b: Any) -> dict[str, Any]:
+    """The paired bootstrap of per-prompt taus ``a - b`` as the entry keeps it (mean, lo, hi, p, n)."""
+    from activation_wave.core.stats import paired_bootstrap
+
+    d = dataclasses.asdict(paired_bootstrap(a, b, seed=0))
+    return {key: d[key] for key in ("mean", "lo", "hi", "p", "n")}
+
+
+def _per_prompt(taus: dict[str, Any]) -> dict[str, list[float | None]]:
+    """Each drafter's per-prompt taus for the entry (first seed; NaN, no verify round: None)."""
+    return {k: [None if v != v else round(float(v), 5) for v in t[0]] for k, t in taus.items()}
+
+
 def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
     """Generate (or read) the responses, capture the triple's layers, train (or read from the
     ledger), score against the toy drafter on the same eval prompts; the benchmark entry."""
@@ -199,11 +224,10 @@ def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
                        "train_cpu_min": round((parent["train_cpu_min"] if parent else 0.0) + own_min, 1),
                        "train_s": round(log.get("train_wall_s") or 0.0, 2), "tau": round(pooled["corpus"], 4),
                        "tau_ci": list(bootstrap_mean_ci(taus["corpus"][0], seed=0)),
-                       "delta_vs_toy": {key: delta[key] for key in ("mean", "lo", "hi", "p", "n")}})
+                       "delta_vs_toy": _paired(taus["corpus"], taus["toy"])})
         per_prompt[k] = taus["corpus"]
         if parent:
-            up = dataclasses.asdict(paired_bootstrap(taus["corpus"], per_prompt[parent["stage"]], seed=0))
-            stages[-1]["delta_vs_parent"] = {key: up[key] for key in ("mean", "lo", "hi", "p", "n")}
+            stages[-1]["delta_vs_parent"] = _paired(taus["corpus"], per_prompt[parent["stage"]])
         if pooled["corpus"] >= LARGE_TARGET:
             break
     lr_probe = None
@@ -229,8 +253,7 @@ def run(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
             "time_split": log.get("time_split"), "recipe": RECIPE, "engine": ENGINE, "lr_probe": lr_probe,
             "generation_s_this_run": round(gen_s, 1), "capture_s_this_run": round(cap_s, 1),
             "capture": {"key": cache.path.name, "records": len(plan["base_train"]) + len(corpus)},
-            "eval_prompt_ids": list(ids), "per_prompt_tau": {k: [None if v != v else round(float(v), 5) for v in t[0]]
-                                                            for k, t in taus.items()},
+            "eval_prompt_ids": list(ids), "per_prompt_tau": _per_prompt(taus),
             "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, second to seventh amendments)",
             "seconds": round(time.time() - t0, 1)}
 
@@ -249,9 +272,8 @@ def indist_verdict(delta: dict[str, Any]) -> str:
 def run_indist(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
     """Train (or read from the ledger) the in-distribution drafter and score it, stage 1 and the
     toy drafter on the same eval prompts (stage 1 and the toy are read from the ledger)."""
-    from activation_wave.benchmarks.data_scale import _done_responses
     from activation_wave.core.results import cache_key
-    from activation_wave.core.stats import bootstrap_mean_ci, paired_bootstrap
+    from activation_wave.core.stats import bootstrap_mean_ci
     from activation_wave.draft.experiment import ScoreOnTrain, drafter_dir, run_jobs
     from activation_wave.study.chapters import cpu_payoff as cpu
     from activation_wave.study.chapters.drafter_predictors import FoundDrafter, per_prompt_tau
@@ -259,12 +281,11 @@ def run_indist(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
     t0 = time.time()
     plan = _plan(cfg, progress=progress)
     dcfg, cap, layers = plan["dcfg"], plan["cap"], plan["layers"]
-    done = _done_responses(cap.target, plan["prompts"], generation_config(dcfg).data)
-    missing = [p.id for p in plan["prompts"] if p.id not in done]
-    if missing:
-        raise ValueError(f"{len(missing)} corpus responses are missing (e.g. {missing[0]}), so stage 1 cannot be named: "
-                         "run wave bench --only large_drafter first")
-    corpus = _training_capture(plan, [done[p.id] for p in plan["prompts"]], progress=False, open_=False)
+    committed = _committed_capture(plan)
+    if committed is None:
+        raise ValueError("corpus responses are missing, so stage 1 cannot be named: run wave bench --only large_drafter "
+                         "first")
+    _, corpus = committed
     stage1 = str(drafter_dir(corpus, layers, drafter_config(dcfg)))
     b = cfg.bench
     score = ScoreOnTrain(str(cap.cache.path), b.depth, b.draft_threshold, b.threads)
@@ -275,11 +296,7 @@ def run_indist(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
              (("indist", row["path"]), ("corpus", stage1), ("toy", toy))]
     ids, taus, pooled = per_prompt_tau(cap.target, cap.cache, found, depth=b.depth, threshold=b.draft_threshold,
                                        threads=b.threads, ledger=dcfg.draft.ledger, progress=progress)
-    keep = ("mean", "lo", "hi", "p", "n")
-    vs_corpus = {k: v for k, v in dataclasses.asdict(paired_bootstrap(taus["indist"], taus["corpus"], seed=0)).items()
-                 if k in keep}
-    vs_toy = {k: v for k, v in dataclasses.asdict(paired_bootstrap(taus["indist"], taus["toy"], seed=0)).items()
-              if k in keep}
+    vs_corpus, vs_toy = _paired(taus["indist"], taus["corpus"]), _paired(taus["indist"], taus["toy"])
     log = row["train_log"]
     return {"figure": round(pooled["indist"], 4), "unit": f"outcome tau (offline, depth {b.depth}, draft threshold "
                                                           f"{b.draft_threshold}, {len(ids)} eval prompts)",
@@ -294,7 +311,7 @@ def run_indist(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
             "train_s": round(log.get("train_wall_s") or 0.0, 2), "train_threads": RECIPE["threads"],
             "train_cpu_min": round((log.get("train_wall_s") or 0.0) * RECIPE["threads"] / 60, 1),
             "eval_prompt_ids": list(ids),
-            "per_prompt_tau": {k: [None if v != v else round(float(v), 5) for v in t[0]] for k, t in taus.items()},
+            "per_prompt_tau": _per_prompt(taus),
             "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, eighth amendment)",
             "seconds": round(time.time() - t0, 1)}
 
@@ -303,17 +320,15 @@ def trained(cfg: StudyConfig) -> str | None:
     """The weight folder of the large drafter once it has trained: the last stage the measured
     entry trained (made again on this machine from the ledger entries when the weights are
     missing, along its :func:`lineage`); None before it has. Nothing is generated."""
-    from activation_wave.benchmarks.data_scale import _done_responses
     from activation_wave.draft.experiment import is_trained, train_or_load
 
     if not cfg.third.model:
         return None
     plan = _plan(cfg, progress=False)
-    done = _done_responses(plan["cap"].target, plan["prompts"], generation_config(plan["dcfg"]).data)
-    if any(p.id not in done for p in plan["prompts"]):
+    committed = _committed_capture(plan)
+    if committed is None:
         return None
-    corpus = [done[p.id] for p in plan["prompts"]]
-    unopened = _training_capture(plan, corpus, progress=False, open_=False)
+    corpus, unopened = committed
     n = _stages_run(cfg.third.model)
     every = stage_configs(plan["dcfg"], unopened, plan["layers"], n)
     cfgs = [every[k - 1] for k in lineage(n)]
