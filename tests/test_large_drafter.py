@@ -338,3 +338,25 @@ def test_the_in_distribution_drafter_is_judged_by_its_registered_rule_and_read_f
     assert cpu.indist_text({**INDIST, "figure": 1.52}).endswith("It reaches the issue's 1.5.")
     scale = cpu.indist_text(INDIST, {**LARGE, "figure": 1.34, "train_cpu_min": 298.3, "stages": STAGES})
     assert "For scale, not a registered test: the corpus line's last stage, 3, has 1.34 after 298 CPU-minutes" in scale
+
+
+def test_the_ninth_amendment_adds_every_other_train_prompt_of_the_sources_answered_like_the_corpus():
+    """196 added prompts on the default profile: train split only, none a base or eval prompt of the
+    third drafters, answered greedily by llama.cpp with the corpus responses' engine settings."""
+    from activation_wave.benchmarks.suite import OPT_IN, entries
+    from activation_wave.models.prompts import load_prompts
+
+    dcfg = third_drafter_config(load_config("default"))
+    added = ld.indist_prompts(dcfg)
+    base = load_prompts(dcfg.data)
+    assert len(added) == 196 and {p.split for p in added} == {"train"}
+    assert not {p.id for p in added} & {p.id for p in base}
+    assert len([p for p in base if p.split == "train"]) + len(added) == 324
+    g = ld.indist_generation_config(dcfg).data
+    assert g.sources == dcfg.data.sources and g.max_prompts_per_source == 0 and g.samples_per_prompt == 0
+    assert (g.engine, g.engine_slots, g.engine_servers, g.engine_threads) == ("llamacpp", 1, 2, 1)
+    assert g.max_new_tokens == dcfg.data.max_new_tokens
+    assert ld.INDIST_ALL in OPT_IN and entries()[ld.INDIST_ALL] is ld.run_indist_all
+    smoke = load_config("smoke")
+    with pytest.raises(ValueError, match="third.model"):
+        ld.run_indist_all(dataclasses.replace(smoke, third=dataclasses.replace(smoke.third, model="")), progress=False)

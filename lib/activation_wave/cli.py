@@ -556,7 +556,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "large_drafter (issue 42: the 1.5B default triple's drafter on 1,024 distinct prompts answered by "
                    "llama.cpp; responses, capture and training take hours, resumable, runs only when named; "
                    "llamacpp_1.5b then measures it beside the toy drafter), large_drafter_indist (its stage 1's "
-                   "recipe on the 128 base train records alone, against stage 1; about 40 minutes, runs only when named)")
+                   "recipe on the 128 base train records alone, against stage 1; about 40 minutes, runs only when named), "
+                   "large_drafter_indist_all (the same on all 324 train prompts of the sources, the 196 added ones "
+                   "answered by llama.cpp, against large_drafter_indist's drafter; about an hour, runs only when named)")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("dry-run", help="validate a config and estimate memory, disk and time without loading weights")

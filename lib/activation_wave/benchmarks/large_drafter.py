@@ -28,7 +28,8 @@ from activation_wave.study.chapters.cpu_payoff import LARGE_METHOD as METHOD
 from activation_wave.study.chapters.cpu_payoff import LARGE_TARGET
 
 __all__ = ["NAME", "N_CORPUS", "BUDGET", "RECIPE", "STAGE_TOKENS", "STAGES", "ENGINE", "METHOD",
-           "PROBE", "INDIST", "run_indist", "indist_verdict",
+           "PROBE", "INDIST", "run_indist", "indist_verdict", "INDIST_ALL", "run_indist_all", "indist_prompts",
+           "indist_generation_config",
            "generation_config", "drafter_config", "stage_configs", "probe_configs", "probe_verdict", "lineage", "run",
            "trained"]
 
@@ -272,47 +273,109 @@ def indist_verdict(delta: dict[str, Any]) -> str:
 def run_indist(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
     """Train (or read from the ledger) the in-distribution drafter and score it, stage 1 and the
     toy drafter on the same eval prompts (stage 1 and the toy are read from the ledger)."""
-    from activation_wave.core.results import cache_key
-    from activation_wave.core.stats import bootstrap_mean_ci
-    from activation_wave.draft.experiment import ScoreOnTrain, drafter_dir, run_jobs
-    from activation_wave.study.chapters import cpu_payoff as cpu
-    from activation_wave.study.chapters.drafter_predictors import FoundDrafter, per_prompt_tau
+    from activation_wave.draft.experiment import drafter_dir
 
     t0 = time.time()
     plan = _plan(cfg, progress=progress)
-    dcfg, cap, layers = plan["dcfg"], plan["cap"], plan["layers"]
     committed = _committed_capture(plan)
     if committed is None:
         raise ValueError("corpus responses are missing, so stage 1 cannot be named: run wave bench --only large_drafter "
                          "first")
-    _, corpus = committed
-    stage1 = str(drafter_dir(corpus, layers, drafter_config(dcfg)))
+    stage1 = str(drafter_dir(committed[1], plan["layers"], drafter_config(plan["dcfg"])))
+    out = _indist_entry(cfg, plan, plan["cap"].cache, ("corpus", stage1), "indist", progress=progress)
+    return {**out, "baseline_unit": "the same, large_drafter's stage 1 (same recipe, budget and seed; corpus records "
+                                    "too)", "corpus_drafter": out.pop("rival_drafter"),
+            "delta_vs_corpus": out.pop("delta_vs_rival"),
+            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, eighth amendment)",
+            "seconds": round(time.time() - t0, 1)}
+
+
+def _indist_entry(cfg: StudyConfig, plan: dict[str, Any], cache: Any, rival: tuple[str, str], name: str, *,
+                  progress: bool) -> dict[str, Any]:
+    """Train (or read from the ledger) stage 1's recipe on the training capture ``cache`` and score
+    it, the ``rival`` drafter (name, folder) and the toy drafter on the third model's eval prompts:
+    the entry's common part, the primary test being the paired difference from the rival."""
+    from activation_wave.core.results import cache_key
+    from activation_wave.core.stats import bootstrap_mean_ci
+    from activation_wave.draft.experiment import ScoreOnTrain, run_jobs
+    from activation_wave.study.chapters import cpu_payoff as cpu
+    from activation_wave.study.chapters.drafter_predictors import FoundDrafter, per_prompt_tau
+
+    dcfg, cap, layers = plan["dcfg"], plan["cap"], plan["layers"]
     b = cfg.bench
     score = ScoreOnTrain(str(cap.cache.path), b.depth, b.draft_threshold, b.threads)
-    (row,) = run_jobs(cap.target, cap.cache, [(cpu.DEFAULT_SET, layers, drafter_config(dcfg))], 1, progress=progress,
+    (row,) = run_jobs(cap.target, cache, [(cpu.DEFAULT_SET, layers, drafter_config(dcfg))], 1, progress=progress,
                       score=score)
     toy = cpu.trained_drafters(cfg, names=(cpu.DEFAULT_SET,), weights=False)[cpu.DEFAULT_SET]
-    found = [FoundDrafter(name, layers, 0, path) for name, path in
-             (("indist", row["path"]), ("corpus", stage1), ("toy", toy))]
+    found = [FoundDrafter(k, layers, 0, path) for k, path in ((name, row["path"]), rival, ("toy", toy))]
     ids, taus, pooled = per_prompt_tau(cap.target, cap.cache, found, depth=b.depth, threshold=b.draft_threshold,
                                        threads=b.threads, ledger=dcfg.draft.ledger, progress=progress)
-    vs_corpus, vs_toy = _paired(taus["indist"], taus["corpus"]), _paired(taus["indist"], taus["toy"])
+    vs_rival = _paired(taus[name], taus[rival[0]])
     log = row["train_log"]
-    return {"figure": round(pooled["indist"], 4), "unit": f"outcome tau (offline, depth {b.depth}, draft threshold "
-                                                          f"{b.draft_threshold}, {len(ids)} eval prompts)",
-            "baseline": round(pooled["corpus"], 4),
-            "baseline_unit": "the same, large_drafter's stage 1 (same recipe, budget and seed; corpus records too)",
-            "toy": round(pooled["toy"], 4), "target": f">= {LARGE_TARGET} (issue 42)", "model": cfg.third.model,
-            "layers": list(layers), "drafter": cache_key(row["path"]), "corpus_drafter": cache_key(stage1),
-            "toy_drafter": cache_key(toy), "tau_ci": list(bootstrap_mean_ci(taus["indist"][0], seed=0)),
-            "delta_vs_corpus": vs_corpus, "verdict": indist_verdict(vs_corpus), "delta_vs_toy": vs_toy,
+    return {"figure": round(pooled[name], 4), "unit": f"outcome tau (offline, depth {b.depth}, draft threshold "
+                                                      f"{b.draft_threshold}, {len(ids)} eval prompts)",
+            "baseline": round(pooled[rival[0]], 4), "toy": round(pooled["toy"], 4),
+            "target": f">= {LARGE_TARGET} (issue 42)", "model": cfg.third.model, "layers": list(layers),
+            "drafter": cache_key(row["path"]), "rival_drafter": cache_key(rival[1]), "toy_drafter": cache_key(toy),
+            "tau_ci": list(bootstrap_mean_ci(taus[name][0], seed=0)), "delta_vs_rival": vs_rival,
+            "verdict": indist_verdict(vs_rival), "delta_vs_toy": _paired(taus[name], taus["toy"]),
             "train_records": log.get("n_records"), "train_tokens": log.get("n_tokens"),
             "loss_tokens": log.get("n_loss_tokens"), "budget_tokens": BUDGET, "recipe": RECIPE,
             "train_s": round(log.get("train_wall_s") or 0.0, 2), "train_threads": RECIPE["threads"],
             "train_cpu_min": round((log.get("train_wall_s") or 0.0) * RECIPE["threads"] / 60, 1),
-            "eval_prompt_ids": list(ids),
-            "per_prompt_tau": _per_prompt(taus),
-            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, eighth amendment)",
+            "eval_prompt_ids": list(ids), "per_prompt_tau": _per_prompt(taus)}
+
+
+#: The ninth amendment's benchmark: the eighth amendment's drafter with every train-split prompt of
+#: the third drafters' sources (the base 128 and :func:`indist_prompts`), against the eighth's.
+INDIST_ALL = "large_drafter_indist_all"
+
+
+def indist_prompts(dcfg: StudyConfig) -> list[Any]:
+    """The ninth amendment's added prompts: the train-split prompts of the third drafters' sources
+    that their base prompts (``max_prompts_per_source`` of each) leave out, in source order."""
+    from activation_wave.models.prompts import load_prompts
+
+    base = {p.id for p in load_prompts(dcfg.data)}
+    every = load_prompts(dataclasses.replace(dcfg.data, max_prompts_per_source=0))
+    return [p for p in every if p.split == "train" and p.id not in base]
+
+
+def indist_generation_config(dcfg: StudyConfig) -> StudyConfig:
+    """The config that answers :func:`indist_prompts`: the third drafters' data config on every
+    prompt of its sources, greedy, with the corpus responses' :data:`ENGINE`."""
+    data = DataConfig(**{**dataclasses.asdict(dcfg.data), "samples_per_prompt": 0, "max_prompts_per_source": 0,
+                         **ENGINE})
+    return dataclasses.replace(dcfg, data=data)
+
+
+def run_indist_all(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
+    """Answer the added prompts (or read the committed answers), capture them after the base
+    train records, train stage 1's recipe on them all (or read it from the ledger) and score it
+    beside the eighth amendment's drafter and the toy drafter on the same eval prompts."""
+    from activation_wave.draft.experiment import drafter_dir
+    from activation_wave.models.prompts import generate_responses
+    from activation_wave.study.steps import response_generator
+
+    t0 = time.time()
+    plan = _plan(cfg, progress=progress)
+    dcfg, cap = plan["dcfg"], plan["cap"]
+    prompts, gen_cfg = indist_prompts(dcfg), indist_generation_config(dcfg)
+    t_gen = time.time()
+    with response_generator(gen_cfg, cap.target) as gen:
+        added, rpath = generate_responses(cap.target, prompts, gen_cfg.data, progress=progress, generator=gen)
+    gen_s, t_cap = time.time() - t_gen, time.time()
+    cache = _training_capture(plan, added, progress=progress)
+    cap_s = time.time() - t_cap
+    eighth = str(drafter_dir(cap.cache, plan["layers"], drafter_config(dcfg)))
+    out = _indist_entry(cfg, plan, cache, ("indist", eighth), "indist_all", progress=progress)
+    return {**out, "baseline_unit": "the same, the eighth amendment's drafter (same recipe, budget and seed; the 128 "
+                                    "base train records)", "indist_drafter": out.pop("rival_drafter"),
+            "delta_vs_indist": out.pop("delta_vs_rival"), "added_prompts": len(added),
+            "added_response_tokens": sum(len(r.response_ids) for r in added), "responses_file": rpath.name,
+            "engine": ENGINE, "generation_s_this_run": round(gen_s, 1), "capture_s_this_run": round(cap_s, 1),
+            "capture": {"key": cache.path.name, "records": len(plan["base_train"]) + len(added)},
+            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, ninth amendment)",
             "seconds": round(time.time() - t0, 1)}
 
 

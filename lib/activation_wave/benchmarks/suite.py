@@ -32,7 +32,8 @@ Entry = Callable[[StudyConfig], dict[str, Any]]
 #: Benchmarks a plain ``wave bench`` skips: they take hours (the recipe study trains about
 #: 40 drafters; the 1.5B llama.cpp runs need its drafters and about half an hour), so they
 #: run only when named, e.g. ``wave bench --only recipe``.
-OPT_IN = ("recipe", "llamacpp_1.5b", "data_scale", "llamacpp_ceiling", "large_drafter", "large_drafter_indist")
+OPT_IN = ("recipe", "llamacpp_1.5b", "data_scale", "llamacpp_ceiling", "large_drafter", "large_drafter_indist",
+          "large_drafter_indist_all")
 
 
 def entries() -> dict[str, Entry]:
@@ -58,6 +59,9 @@ def entries() -> dict[str, Entry]:
             "large_drafter": large_drafter.run,
             # issue 42, eighth amendment: stage 1's recipe on the base train records alone (~40 min)
             "large_drafter_indist": large_drafter.run_indist,
+            # issue 42, ninth amendment: the same on every train prompt of the sources (~196 answered by
+            # llama.cpp, captured, trained: about an hour)
+            "large_drafter_indist_all": large_drafter.run_indist_all,
             "llamacpp_1.5b": llamacpp.run_sizes,
             # issue 42: the round's terms, predicted next to measured, and the ceiling per depth (~30 min)
             "llamacpp_ceiling": ceiling.run,
