@@ -360,3 +360,21 @@ def test_the_ninth_amendment_adds_every_other_train_prompt_of_the_sources_answer
     smoke = load_config("smoke")
     with pytest.raises(ValueError, match="third.model"):
         ld.run_indist_all(dataclasses.replace(smoke, third=dataclasses.replace(smoke.third, model="")), progress=False)
+
+
+def test_the_in_distribution_entries_name_their_rival_under_their_own_keys(monkeypatch):
+    """run_indist's rival is stage 1 (corpus_drafter, delta_vs_corpus); no generic key is left."""
+    from types import SimpleNamespace
+
+    import activation_wave.draft.experiment as experiment
+
+    common = {"figure": 1.3, "rival_drafter": "capture/x/drafters/L2", "delta_vs_rival": {"mean": 0.1}}
+    plan = {"dcfg": third_drafter_config(load_config("default")), "layers": (2, 14, 25),
+            "cap": SimpleNamespace(cache=None)}
+    monkeypatch.setattr(ld, "_plan", lambda cfg, progress: plan)
+    monkeypatch.setattr(ld, "_committed_capture", lambda p: ([], None))
+    monkeypatch.setattr(experiment, "drafter_dir", lambda *a: "stage1")
+    monkeypatch.setattr(ld, "_indist_entry", lambda *a, **k: dict(common))
+    out = ld.run_indist(load_config("default"), progress=False)
+    assert out["corpus_drafter"] == "capture/x/drafters/L2" and out["delta_vs_corpus"] == {"mean": 0.1}
+    assert not {"rival_drafter", "delta_vs_rival"} & set(out) and "eighth amendment" in out["pre_registration"]

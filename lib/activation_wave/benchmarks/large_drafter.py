@@ -283,9 +283,9 @@ def run_indist(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
                          "first")
     stage1 = str(drafter_dir(committed[1], plan["layers"], drafter_config(plan["dcfg"])))
     out = _indist_entry(cfg, plan, plan["cap"].cache, ("corpus", stage1), "indist", progress=progress)
+    rival, delta = out.pop("rival_drafter"), out.pop("delta_vs_rival")
     return {**out, "baseline_unit": "the same, large_drafter's stage 1 (same recipe, budget and seed; corpus records "
-                                    "too)", "corpus_drafter": out.pop("rival_drafter"),
-            "delta_vs_corpus": out.pop("delta_vs_rival"),
+                                    "too)", "corpus_drafter": rival, "delta_vs_corpus": delta,
             "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, eighth amendment)",
             "seconds": round(time.time() - t0, 1)}
 
@@ -369,9 +369,10 @@ def run_indist_all(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]
     cap_s = time.time() - t_cap
     eighth = str(drafter_dir(cap.cache, plan["layers"], drafter_config(dcfg)))
     out = _indist_entry(cfg, plan, cache, ("indist", eighth), "indist_all", progress=progress)
+    rival, delta = out.pop("rival_drafter"), out.pop("delta_vs_rival")
     return {**out, "baseline_unit": "the same, the eighth amendment's drafter (same recipe, budget and seed; the 128 "
-                                    "base train records)", "indist_drafter": out.pop("rival_drafter"),
-            "delta_vs_indist": out.pop("delta_vs_rival"), "added_prompts": len(added),
+                                    "base train records)", "indist_drafter": rival, "delta_vs_indist": delta,
+            "added_prompts": len(added),
             "added_response_tokens": sum(len(r.response_ids) for r in added), "responses_file": rpath.name,
             "engine": ENGINE, "generation_s_this_run": round(gen_s, 1), "capture_s_this_run": round(cap_s, 1),
             "capture": {"key": cache.path.name, "records": len(plan["base_train"]) + len(added)},
