@@ -431,7 +431,7 @@ if cm is not None:
 # %% tags=["hide-input"]
 ceiling = bench.get(cpu.CEILING)
 for table in cpu.ceiling_tables(ceiling): display(table)  # noqa: E701
-glue_values(**cpu.ceiling_values(ceiling, entry, bench.get(cpu.LARGE), bench.get(cpu.INDIST)))
+glue_values(**cpu.ceiling_values(ceiling, entry, bench))
 glue_figure("fig_ceiling", plot_ceiling(cpu.ceiling_frame(ceiling).to_dict("records"), cpu.measured_points(entry)))
 glue_figure("fig_where_it_pays", plot_where_it_pays(cpu.where_points(ceiling), cpu.today_taus(entry)))
 glue_figure("fig_large_stages", plot_drafter_stages(*cpu.stage_curve(bench.get(cpu.LARGE))))
@@ -493,6 +493,12 @@ glue_figure("fig_large_stages", plot_drafter_stages(*cpu.stage_curve(bench.get(c
 # corpus records did? `wave bench --only large_drafter_indist`.
 #
 # {glue:text}`cpu_indist_text`
+#
+# The ninth amendment's question (registered before its responses were generated): do the 196
+# other train prompts of the study's sources, answered by the target, add to the 128 at the same
+# budget? `wave bench --only large_drafter_indist_all`.
+#
+# {glue:text}`cpu_indist_all_text`
 
 # %% [markdown]
 # ## Verdicts

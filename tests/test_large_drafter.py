@@ -149,7 +149,9 @@ def test_the_page_states_the_drafter_its_target_and_its_llamacpp_row():
     short = cpu.large_drafter_text({**LARGE, "figure": 1.31, "train_tokens": 200_000, "loss_tokens": 90_000}, _sizes(None))
     assert "about 5 passes over the 200,000 tokens of the 1,024 records (90,000 of them response positions" in short
     assert "not trained further" in short
-    assert set(cpu.ceiling_values(None, None, LARGE)) >= {"cpu_large_text", "cpu_answer_text", "cpu_indist_text"}
+    assert set(cpu.ceiling_values(None, None, {cpu.LARGE: LARGE})) >= {"cpu_large_text", "cpu_answer_text",
+                                                                         "cpu_indist_text", "cpu_indist_all_text"}
+    assert cpu.ceiling_values(None, None, {cpu.LARGE: LARGE})["cpu_large_text"] == cpu.large_drafter_text(LARGE, None)
 
 
 def test_the_ceiling_figure_marks_each_drafters_measured_run_on_its_panel():
@@ -378,3 +380,27 @@ def test_the_in_distribution_entries_name_their_rival_under_their_own_keys(monke
     out = ld.run_indist(load_config("default"), progress=False)
     assert out["corpus_drafter"] == "capture/x/drafters/L2" and out["delta_vs_corpus"] == {"mean": 0.1}
     assert not {"rival_drafter", "delta_vs_rival"} & set(out) and "eighth amendment" in out["pre_registration"]
+
+
+ALL = {"figure": 1.41, "baseline": 1.339, "tau_ci": [1.35, 1.50], "toy": 1.0, "budget_tokens": 1_000_000,
+       "train_records": 324, "added_prompts": 196, "added_response_tokens": 17_001, "train_tokens": 60_123,
+       "train_cpu_min": 71.4, "verdict": "beat", "generation_s_this_run": 1_230.0,
+       "delta_vs_indist": {"mean": 0.07, "lo": 0.02, "hi": 0.12, "p": 0.004, "n": 32},
+       "delta_vs_toy": {"mean": 0.41, "lo": 0.33, "hi": 0.49, "p": 0.0002, "n": 32}}
+
+
+def test_the_ninth_amendments_drafter_is_read_from_its_entry_by_its_registered_rule():
+    assert cpu.indist_all_text(None).startswith("Not trained yet: wave bench --only large_drafter_indist_all")
+    text = cpu.indist_all_text(ALL)
+    assert "on 324 records, the 128 and 196 more, whose 17,001 response tokens the target wrote in llama.cpp in 20 " \
+           "minutes of two one-thread servers; 60,123 tokens, about 17 passes; 71 CPU-minutes of training) the " \
+           "drafter has outcome tau 1.41 [1.35, 1.50] against the eighth amendment's 1.34 on the same n = 32 eval " \
+           "prompts: paired difference +0.07 [+0.02, +0.12], p 0.004 (the primary test). So the added records teach " \
+           "the drafter more at this budget" in text
+    assert text.endswith("It does not reach the issue's 1.5, so C1 stays on stage 3.")
+    rerun = cpu.indist_all_text({**ALL, "generation_s_this_run": 0.3, "verdict": "within noise"})
+    assert "wrote in llama.cpp; 60,123 tokens" in rerun and "are within noise of the 128 alone" in rerun
+    assert cpu.indist_all_text({**ALL, "figure": 1.5}).endswith("It reaches the issue's 1.5.")
+    vals = cpu.ceiling_values(None, None, {cpu.INDIST_ALL: ALL})
+    assert vals["cpu_indist_all_text"] == text and vals["cpu_indist_text"] == cpu.indist_text(None)
+    assert cpu.INDIST_ALL == ld.INDIST_ALL

@@ -37,7 +37,7 @@ __all__ = ["NAME", "BENCH", "has_drafters", "drafter_sets", "run_drafters", "tra
            "CEILING", "ceiling_frame", "terms_frame", "ceiling_text", "where_points", "where_text", "today_taus", "ngram_text",
            "answer_text", "ceiling_tables", "ceiling_values", "ROUND_FORMATS", "cost_inputs_frame", "LARGE",
            "LARGE_METHOD", "LARGE_TARGET", "large_drafter_text", "measured_points", "stage_fit", "stage_reach", "stage_pace", "stage_curve",
-           "stage_lineage", "INDIST", "indist_text"]
+           "stage_lineage", "INDIST", "indist_text", "INDIST_ALL", "indist_all_text"]
 
 
 def has_drafters(cfg: StudyConfig) -> bool:
@@ -104,6 +104,8 @@ LARGE, LARGE_METHOD = "large_drafter", "eagle3_corpus"
 #: The eighth amendment's benchmark (``benchmarks.large_drafter.run_indist``): stage 1's recipe on
 #: the base train records alone, against stage 1.
 INDIST = "large_drafter_indist"
+#: The ninth amendment's (``run_indist_all``): the same recipe on every train prompt of the sources.
+INDIST_ALL = "large_drafter_indist_all"
 #: The outcome tau issue 42 asks of that drafter.
 LARGE_TARGET = 1.5
 #: The entry's reference run under llama.cpp's default flags (``benchmarks.llamacpp_speed.FASTEST_PLAIN``).
@@ -456,6 +458,34 @@ def indist_text(entry: Mapping[str, Any] | None, large: Mapping[str, Any] | None
     out += (f"It reaches the issue's {LARGE_TARGET}." if entry["figure"] >= LARGE_TARGET else
             f"It does not reach the issue's {LARGE_TARGET}, so C1 stays on stage 3.")
     return out
+
+
+def indist_all_text(entry: Mapping[str, Any] | None) -> str:
+    """The ninth amendment's result in words: the drafter on every train record of the sources
+    beside the eighth amendment's (the primary paired test and its verdict) and the toy drafter's,
+    what its added records cost, and whether it reaches the issue's target."""
+    if not entry:
+        return ("Not trained yet: wave bench --only large_drafter_indist_all answers the added prompts in llama.cpp, "
+                "captures them and trains it (about an hour on two cores), and scores it beside the eighth "
+                "amendment's drafter.")
+    d, t, (lo, hi) = entry["delta_vs_indist"], entry["delta_vs_toy"], entry["tau_ci"]
+    words = {"beat": "teach the drafter more at this budget (the interval lies above 0)",
+             "lose": "teach it less at this budget (the interval lies below 0)",
+             "within noise": "are within noise of the 128 alone at this budget (the interval covers 0; the design "
+                             "detects differences of about 0.05 and more)"}
+    gen = entry.get("generation_s_this_run") or 0.0
+    out = (f"On every train prompt of the sources (ninth amendment: the same recipe, {entry['budget_tokens']:,} tokens "
+           f"and seed on {entry['train_records']:,} records, the 128 and {entry['added_prompts']:,} more, whose "
+           f"{entry['added_response_tokens']:,} response tokens the target wrote in llama.cpp"
+           + (f" in {gen / 60:.0f} minutes of two one-thread servers" if gen > 60 else "")
+           + f"; {entry['train_tokens']:,} tokens, about {entry['budget_tokens'] / entry['train_tokens']:.0f} passes; "
+           f"{entry['train_cpu_min']:.0f} CPU-minutes of training) the drafter has outcome tau {entry['figure']:.2f} "
+           f"[{lo:.2f}, {hi:.2f}] against the eighth amendment's {entry['baseline']:.2f} on the same n = {d['n']} "
+           f"eval prompts: paired difference {d['mean']:+.2f} [{d['lo']:+.2f}, {d['hi']:+.2f}], p {d['p']:.2g} (the "
+           f"primary test). So the added records {words[entry['verdict']]}. Against the toy drafter {t['mean']:+.2f} "
+           f"[{t['lo']:+.2f}, {t['hi']:+.2f}]. ")
+    return out + (f"It reaches the issue's {LARGE_TARGET}." if entry["figure"] >= LARGE_TARGET else
+                  f"It does not reach the issue's {LARGE_TARGET}, so C1 stays on stage 3.")
 
 
 def stage_fit(stages: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -1105,11 +1135,14 @@ def ceiling_tables(ceiling: Mapping[str, Any] | None) -> list[Any]:
 
 
 def ceiling_values(ceiling: Mapping[str, Any] | None, sizes: Mapping[str, Any] | None,
-                   large: Mapping[str, Any] | None = None, indist: Mapping[str, Any] | None = None) -> dict[str, str]:
+                   bench: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The page's glued texts of the ceiling section: ``cpu_ceiling_text``, ``cpu_where_text``,
-    ``cpu_answer_text`` and, from issue 42's ``large`` drafter entry and the eighth amendment's
-    ``indist`` entry, ``cpu_large_text`` and ``cpu_indist_text``."""
+    ``cpu_answer_text`` and, from issue 42's entries in ``bench`` (the benchmarks: :data:`LARGE`,
+    :data:`INDIST`, :data:`INDIST_ALL`), ``cpu_large_text``, ``cpu_indist_text`` and ``cpu_indist_all_text``."""
+    bench = bench or {}
+    large = bench.get(LARGE)
     return {"cpu_ceiling_text": ceiling_text(ceiling), "cpu_large_text": large_drafter_text(large, sizes),
-            "cpu_indist_text": indist_text(indist, large),
+            "cpu_indist_text": indist_text(bench.get(INDIST), large),
+            "cpu_indist_all_text": indist_all_text(bench.get(INDIST_ALL)),
             "cpu_where_text": where_text(ceiling, sizes) or "Needs the ceiling's measurement (above).",
             "cpu_answer_text": answer_text(sizes, ceiling, large)}
