@@ -404,3 +404,33 @@ def test_the_ninth_amendments_drafter_is_read_from_its_entry_by_its_registered_r
     vals = cpu.ceiling_values(None, None, {cpu.INDIST_ALL: ALL})
     assert vals["cpu_indist_all_text"] == text and vals["cpu_indist_text"] == cpu.indist_text(None)
     assert cpu.INDIST_ALL == ld.INDIST_ALL
+
+
+def test_the_answer_states_the_ninth_amendments_drafter_offline_once_measured():
+    assert "ninth amendment" not in cpu.answer_text(None, None, LARGE)
+    ans = cpu.ceiling_values(None, None, {cpu.INDIST_ALL: ALL})["cpu_answer_text"]
+    assert ans == cpu.answer_text(None, None, None, None, ALL)
+    assert "drafters of the same recipe and budget reach outcome tau 1.41 [1.35, 1.50] on all 324 train records of " \
+           "the sources offline, short of the issue's 1.5; none is measured in llama.cpp." in ans
+    both = cpu.ceiling_values(None, None, {cpu.INDIST: INDIST, cpu.INDIST_ALL: ALL})["cpu_answer_text"]
+    assert "reach outcome tau 1.31 [1.27, 1.36] on the 128 records drawn with the eval prompts and 1.41 [1.35, 1.50] " \
+           "on all 324" in both
+
+
+def test_the_ninth_amendments_result_is_read_further_by_source_and_by_fit(monkeypatch):
+    """Not a registered test: the per-prompt drops split by HumanEval or not, and each drafter's
+    training loss at the end (its ledger's last 50 batches); without per-prompt taus, nothing."""
+    import activation_wave.benchmarks.llamacpp_ceiling as ceiling
+
+    assert cpu.indist_all_text(ALL).endswith("so C1 stays on stage 3.")  # no per-prompt taus: no reading
+    ids = ["HumanEval/4", "HumanEval/9", "writing-004", "math-004"]
+    entry = {**ALL, "eval_prompt_ids": ids, "drafter": "capture/new/drafters/d", "indist_drafter": "capture/old/drafters/d",
+             "per_prompt_tau": {"indist_all": [1.1, 1.2, 1.0, None], "indist": [1.5, 1.4, 1.1, 1.0]}}
+    monkeypatch.setattr(ceiling, "ledger_entry", lambda key: {"train_log": {"history": [9.0] * 10 + [1.0] * 50}}
+                        if "old" in key else {"train_log": {"history": [11.0] * 60}})
+    text = cpu.indist_all_text(entry)
+    assert "Read further (not a registered test): 3 of 3 eval prompts drop, the 2 HumanEval prompts by -0.30 on " \
+           "average and the other 2 by -0.10." in text
+    assert "Its training loss over its last 50 batches is 11.0, against 1.0 for the eighth amendment's drafter" in text
+    monkeypatch.setattr(ceiling, "ledger_entry", lambda key: None)
+    assert cpu.indist_all_text(entry).endswith("and the other 2 by -0.10.")
