@@ -433,6 +433,15 @@ def stage_lineage(stages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
     return chain
 
 
+def _against(entry: Mapping[str, Any], delta: Mapping[str, Any], rival: str) -> str:
+    """"outcome tau F [lo, hi] against <rival>'s B on the same n = N eval prompts: paired difference
+    D [lo, hi], p P (the primary test)": an amendment's registered comparison in words."""
+    (lo, hi), d = entry["tau_ci"], delta
+    return (f"outcome tau {entry['figure']:.2f} [{lo:.2f}, {hi:.2f}] against {rival}'s {entry['baseline']:.2f} on the "
+            f"same n = {d['n']} eval prompts: paired difference {d['mean']:+.2f} [{d['lo']:+.2f}, {d['hi']:+.2f}], "
+            f"p {d['p']:.2g} (the primary test)")
+
+
 def indist_text(entry: Mapping[str, Any] | None, large: Mapping[str, Any] | None = None) -> str:
     """The eighth amendment's result in words: the in-distribution drafter's outcome tau beside
     stage 1's (the primary paired test and its verdict) and the toy drafter's, its cost, and (not
@@ -440,7 +449,7 @@ def indist_text(entry: Mapping[str, Any] | None, large: Mapping[str, Any] | None
     if not entry:
         return ("Not trained yet: wave bench --only large_drafter_indist trains it (about 40 minutes on two cores) "
                 "and scores it beside stage 1.")
-    d, t, (lo, hi) = entry["delta_vs_corpus"], entry["delta_vs_toy"], entry["tau_ci"]
+    t = entry["delta_vs_toy"]
     words = {"beat": "beat the corpus records at this budget (the interval lies above 0)",
              "lose": "lose to the corpus records at this budget (the interval lies below 0)",
              "within noise": "are within noise of the corpus records at this budget (the interval covers 0; the "
@@ -448,16 +457,19 @@ def indist_text(entry: Mapping[str, Any] | None, large: Mapping[str, Any] | None
     out = (f"The in-distribution drafter (eighth amendment: stage 1's recipe, {entry['budget_tokens']:,} tokens and "
            f"seed on the {entry['train_records']:,} base train records alone, {entry['train_tokens']:,} tokens, about "
            f"{entry['budget_tokens'] / entry['train_tokens']:.0f} passes; {entry['train_cpu_min']:.0f} CPU-minutes) "
-           f"has outcome tau {entry['figure']:.2f} [{lo:.2f}, {hi:.2f}] against stage 1's {entry['baseline']:.2f} on "
-           f"the same n = {d['n']} eval prompts: paired difference {d['mean']:+.2f} [{d['lo']:+.2f}, {d['hi']:+.2f}], "
-           f"p {d['p']:.2g} (the primary test). So the study's own records {words[entry['verdict']]}. Against the toy "
-           f"drafter (the same records, two epochs) {t['mean']:+.2f} [{t['lo']:+.2f}, {t['hi']:+.2f}]. ")
+           f"has {_against(entry, entry['delta_vs_corpus'], 'stage 1')}. So the study's own records "
+           f"{words[entry['verdict']]}. Against the toy drafter (the same records, two epochs) {t['mean']:+.2f} "
+           f"[{t['lo']:+.2f}, {t['hi']:+.2f}]. ")
     if large and len(large.get("stages") or []) > 1:
         out += (f"For scale, not a registered test: the corpus line's last stage, {large['stages'][-1]['stage']}, has "
                 f"{large['figure']:.2f} after {large['train_cpu_min']:.0f} CPU-minutes along its parents. ")
-    out += (f"It reaches the issue's {LARGE_TARGET}." if entry["figure"] >= LARGE_TARGET else
+    return out + _reach(entry)
+
+
+def _reach(entry: Mapping[str, Any]) -> str:
+    """Whether an in-distribution drafter reaches the issue's target (and so whether C1 moves)."""
+    return (f"It reaches the issue's {LARGE_TARGET}." if entry["figure"] >= LARGE_TARGET else
             f"It does not reach the issue's {LARGE_TARGET}, so C1 stays on stage 3.")
-    return out
 
 
 def indist_all_text(entry: Mapping[str, Any] | None) -> str:
@@ -468,7 +480,7 @@ def indist_all_text(entry: Mapping[str, Any] | None) -> str:
         return ("Not trained yet: wave bench --only large_drafter_indist_all answers the added prompts in llama.cpp, "
                 "captures them and trains it (about an hour on two cores), and scores it beside the eighth "
                 "amendment's drafter.")
-    d, t, (lo, hi) = entry["delta_vs_indist"], entry["delta_vs_toy"], entry["tau_ci"]
+    t = entry["delta_vs_toy"]
     words = {"beat": "teach the drafter more at this budget (the interval lies above 0)",
              "lose": "teach it less at this budget (the interval lies below 0)",
              "within noise": "are within noise of the 128 alone at this budget (the interval covers 0; the design "
@@ -479,14 +491,10 @@ def indist_all_text(entry: Mapping[str, Any] | None) -> str:
            f"{entry['added_response_tokens']:,} response tokens the target wrote in llama.cpp"
            + (f" in {gen / 60:.0f} minutes of two one-thread servers" if gen > 60 else "")
            + f"; {entry['train_tokens']:,} tokens, about {entry['budget_tokens'] / entry['train_tokens']:.0f} passes; "
-           f"{entry['train_cpu_min']:.0f} CPU-minutes of training) the drafter has outcome tau {entry['figure']:.2f} "
-           f"[{lo:.2f}, {hi:.2f}] against the eighth amendment's {entry['baseline']:.2f} on the same n = {d['n']} "
-           f"eval prompts: paired difference {d['mean']:+.2f} [{d['lo']:+.2f}, {d['hi']:+.2f}], p {d['p']:.2g} (the "
-           f"primary test). So the added records {words[entry['verdict']]}. Against the toy drafter {t['mean']:+.2f} "
-           f"[{t['lo']:+.2f}, {t['hi']:+.2f}]. ")
-    out += (f"It reaches the issue's {LARGE_TARGET}." if entry["figure"] >= LARGE_TARGET else
-            f"It does not reach the issue's {LARGE_TARGET}, so C1 stays on stage 3.")
-    return out + _indist_all_reading(entry)
+           f"{entry['train_cpu_min']:.0f} CPU-minutes of training) the drafter has "
+           f"{_against(entry, entry['delta_vs_indist'], 'the eighth amendment')}. So the added records "
+           f"{words[entry['verdict']]}. Against the toy drafter {t['mean']:+.2f} [{t['lo']:+.2f}, {t['hi']:+.2f}]. ")
+    return out + _reach(entry) + _indist_all_reading(entry)
 
 
 def _loss_end(key: str | None, n: int = 50) -> float | None:
