@@ -420,17 +420,17 @@ def test_the_answer_states_the_ninth_amendments_drafter_offline_once_measured():
 def test_the_ninth_amendments_result_is_read_further_by_source_and_by_fit(monkeypatch):
     """Not a registered test: the per-prompt drops split by HumanEval or not, and each drafter's
     training loss at the end (its ledger's last 50 batches); without per-prompt taus, nothing."""
-    import activation_wave.benchmarks.llamacpp_ceiling as ceiling
+    import activation_wave.draft.ledger as ceiling
 
     assert cpu.indist_all_text(ALL).endswith("so C1 stays on stage 3.")  # no per-prompt taus: no reading
     ids = ["HumanEval/4", "HumanEval/9", "writing-004", "math-004"]
     entry = {**ALL, "eval_prompt_ids": ids, "drafter": "capture/new/drafters/d", "indist_drafter": "capture/old/drafters/d",
              "per_prompt_tau": {"indist_all": [1.1, 1.2, 1.0, None], "indist": [1.5, 1.4, 1.1, 1.0]}}
-    monkeypatch.setattr(ceiling, "ledger_entry", lambda key: {"train_log": {"history": [9.0] * 10 + [1.0] * 50}}
+    monkeypatch.setattr(ceiling, "committed_entry", lambda key: {"train_log": {"history": [9.0] * 10 + [1.0] * 50}}
                         if "old" in key else {"train_log": {"history": [11.0] * 60}})
     text = cpu.indist_all_text(entry)
     assert "Read further (not a registered test): 3 of 3 eval prompts drop, the 2 HumanEval prompts by -0.30 on " \
            "average and the other 2 by -0.10." in text
     assert "Its training loss over its last 50 batches is 11.0, against 1.0 for the eighth amendment's drafter" in text
-    monkeypatch.setattr(ceiling, "ledger_entry", lambda key: None)
+    monkeypatch.setattr(ceiling, "committed_entry", lambda key: None)
     assert cpu.indist_all_text(entry).endswith("and the other 2 by -0.10.")

@@ -47,6 +47,7 @@ from activation_wave.benchmarks.llamacpp_speed import (LOSSLESS_FLAGS, NGRAM_FLA
                                                        stats_delta, summarize_timings)
 from activation_wave.core.results import BENCHMARKS_FILE, cache_path, load_benchmarks, merge_benchmarks, without_cache_root
 from activation_wave.decode import ceiling as cm
+from activation_wave.draft.ledger import committed_entry
 
 #: The targets measured, by label: model alias and the ``llamacpp_1.5b`` entry's part that names its drafter.
 TARGETS = {"135M": ("smollm2-135m", "small"), "1.5B": ("qwen2.5-coder-1.5b", "large")}
@@ -121,16 +122,6 @@ def target_stub(model: str) -> SimpleNamespace:
     return SimpleNamespace(name=model, gguf=gguf, model=SimpleNamespace(config=config), tokenizer=gguf_tokenizer(gguf))
 
 
-def ledger_entry(key: str) -> dict[str, Any] | None:
-    """The drafter ledger's record of a drafter key ``capture/<capture>/drafters/<name>``
-    (``data/drafters/<capture>/<name>.json``), or None."""
-    from activation_wave.core.paths import REPO_ROOT
-
-    parts = Path(key).parts
-    if len(parts) < 4 or parts[0] != "capture" or parts[2] != "drafters":
-        return None
-    path = REPO_ROOT / "data" / "drafters" / parts[1] / f"{parts[3]}.json"
-    return json.loads(path.read_text()) if path.exists() else None
 
 
 def stand_in_drafter(stub: Any, layers: Sequence[int], draft_vocab: int, out: Path, *, seed: int = 0) -> Path:
@@ -157,7 +148,7 @@ def pick_drafter(key: str | None, stub: Any, work: Path, *, layers: Sequence[int
         return Path(override), {"key": str(override), "weights": "given"}
     if key and (cache_path(key) / "model.safetensors").exists():
         return cache_path(key), {"key": key, "weights": "ledger drafter"}
-    rec = ledger_entry(key) if key else None
+    rec = committed_entry(key) if key else None
     if rec:
         layers = rec.get("layers") or layers
         draft_vocab = int((rec.get("config") or {}).get("draft_vocab") or draft_vocab)

@@ -138,6 +138,16 @@ def _notice(text: str) -> None:
             fh.write(f"warning: {text}\n")
 
 
+def committed_entry(key: str) -> dict[str, Any] | None:
+    """The committed ledger's record (``data/drafters/<capture>/<name>.json``) of a drafter named by
+    its results key ``capture/<capture>/drafters/<name>``, or None (another key, or no record)."""
+    parts = Path(key).parts
+    if len(parts) < 4 or parts[0] != "capture" or parts[2] != "drafters":
+        return None
+    path = REPO_ROOT / "data" / "drafters" / parts[1] / f"{parts[3]}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
 def read(root: str | Path, drafter_path: str | Path) -> dict[str, Any] | None:
     """The ledger entry of a drafter, or ``None`` (no ledger, no entry, or an unreadable entry,
     which is renamed to ``*.corrupt`` with a warning so that it is rebuilt). An entry filed

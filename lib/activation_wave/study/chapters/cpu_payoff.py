@@ -499,9 +499,9 @@ def indist_all_text(entry: Mapping[str, Any] | None) -> str:
 
 def _loss_end(key: str | None, n: int = 50) -> float | None:
     """A drafter's mean training loss over its last ``n`` batches, from its ledger entry (None without one)."""
-    from activation_wave.benchmarks.llamacpp_ceiling import ledger_entry
+    from activation_wave.draft.ledger import committed_entry
 
-    hist = ((ledger_entry(key) or {}).get("train_log") or {}).get("history") if key else None
+    hist = ((committed_entry(key) or {}).get("train_log") or {}).get("history") if key else None
     return sum(hist[-n:]) / len(hist[-n:]) if hist else None
 
 
