@@ -122,8 +122,6 @@ def target_stub(model: str) -> SimpleNamespace:
     return SimpleNamespace(name=model, gguf=gguf, model=SimpleNamespace(config=config), tokenizer=gguf_tokenizer(gguf))
 
 
-
-
 def stand_in_drafter(stub: Any, layers: Sequence[int], draft_vocab: int, out: Path, *, seed: int = 0) -> Path:
     """A drafter folder of the shape the study trains for this target (its dimensions, ``layers``,
     a draft vocabulary of ``draft_vocab`` ids), seeded random weights: what a call costs, not
