@@ -272,6 +272,34 @@
 #   it reaches 1.5; otherwise C1 stays on stage 3.
 # - *Prediction.* A gain of +0.02 to +0.10 (2.5 times the distinct in-distribution prompts, about
 #   17 passes instead of 42), to about 1.36 to 1.44: short of 1.5.
+#
+# **Tenth amendment, 2026-12-05, before its drafter trained or was scored: the lens start.** The
+# ninth amendment lost (-0.21 [-0.28, -0.15], p 0.0002, n = 32): no 1.5B drafter trained here
+# has passed 1.34, all of them started from random weights. An unregistered pilot, run before
+# this was written (`scratch/`, not committed; 8 of the 196 added records, every 25th), found that
+# the target's own final norm and head on `hidden_states[25]`, the triple's deepest layer, pick
+# the target's greedy next token at 78% of response positions (per record 0.58 to 0.92). A
+# drafter reads that layer, yet its first drafted token is accepted far less often.
+#
+# - *Drafter.* The default triple on the ninth amendment's 324 records, started as that logit
+#   lens: `fc` passes layer 25 through (identity on its slice, zero elsewhere), the block's two
+#   residual branches start at zero (so the untrained block returns its input), the final norm
+#   and the head are the target's (the head frozen). Trained with stage 1's recipe except a
+#   tenth of its lr (0.0003, cosine; a start worth keeping) and half its tokens (500,000), seed
+#   0. `wave bench --only large_drafter_lens`, entry `large_drafter_lens`.
+# - *Outcome and primary test.* Outcome tau on the same 32 eval prompts; the paired bootstrap
+#   (10,000 resamples, 95%, two-sided) of its difference from the eighth amendment's drafter
+#   (the best so far, 1.34) per prompt: "beat" when the interval lies above 0, "lose" when
+#   below, within noise otherwise. One test. Reported, not tested: the untrained start on the
+#   same prompts (does training add to the start?), the toy drafter, and the target of 1.5.
+# - *Smallest detectable effect.* About 0.05, as for the eighth and ninth amendments.
+# - *C1.* If its outcome tau reaches 1.5, it is measured in llama.cpp on the 1.5B target beside
+#   plain decoding (same flags, prompts and thread counts as the `llamacpp_1.5b` entry, every
+#   output compared with plain) and C1 is re-stated for it; otherwise C1 stays on stage 3.
+# - *Prediction.* The start alone at 1.5 to 1.8 (its first drafted token accepted about as often
+#   as the pilot's 78%, later ones rarely, since the untrained block repeats its input); the
+#   trained drafter at 1.6 to 2.0, beating the eighth amendment's drafter and reaching 1.5. Two
+#   things changed from the ninth (the start and the lr), and this design does not separate them.
 
 # %% tags=["parameters", "hide-input"]
 profile = "default"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from activation_wave.core.config import DataConfig, DraftConfig, StudyConfig
@@ -29,7 +30,7 @@ from activation_wave.study.chapters.cpu_payoff import LARGE_TARGET
 
 __all__ = ["NAME", "N_CORPUS", "BUDGET", "RECIPE", "STAGE_TOKENS", "STAGES", "ENGINE", "METHOD",
            "PROBE", "INDIST", "run_indist", "indist_verdict", "INDIST_ALL", "run_indist_all", "indist_prompts",
-           "indist_generation_config",
+           "indist_generation_config", "LENS", "LENS_RECIPE", "lens_config", "run_lens",
            "generation_config", "drafter_config", "stage_configs", "probe_configs", "probe_verdict", "lineage", "run",
            "trained"]
 
@@ -291,10 +292,11 @@ def run_indist(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
 
 
 def _indist_entry(cfg: StudyConfig, plan: dict[str, Any], cache: Any, rival: tuple[str, str], name: str, *,
-                  progress: bool) -> dict[str, Any]:
-    """Train (or read from the ledger) stage 1's recipe on the training capture ``cache`` and score
-    it, the ``rival`` drafter (name, folder) and the toy drafter on the third model's eval prompts:
-    the entry's common part, the primary test being the paired difference from the rival."""
+                  progress: bool, dconf: Any = None, start: bool = False) -> dict[str, Any]:
+    """Train (or read from the ledger) ``dconf`` (default: stage 1's recipe) on the training capture
+    ``cache`` and score it, the ``rival`` drafter (name, folder) and the toy drafter on the third
+    model's eval prompts: the entry's common part, the primary test being the paired difference
+    from the rival. ``start``: also score the drafter's untrained start (:func:`_write_start`)."""
     from activation_wave.core.results import cache_key
     from activation_wave.core.stats import bootstrap_mean_ci
     from activation_wave.draft.experiment import ScoreOnTrain, run_jobs
@@ -304,10 +306,11 @@ def _indist_entry(cfg: StudyConfig, plan: dict[str, Any], cache: Any, rival: tup
     dcfg, cap, layers = plan["dcfg"], plan["cap"], plan["layers"]
     b = cfg.bench
     score = ScoreOnTrain(str(cap.cache.path), b.depth, b.draft_threshold, b.threads)
-    (row,) = run_jobs(cap.target, cache, [(cpu.DEFAULT_SET, layers, drafter_config(dcfg))], 1, progress=progress,
-                      score=score)
+    dconf = dconf or drafter_config(dcfg)
+    (row,) = run_jobs(cap.target, cache, [(cpu.DEFAULT_SET, layers, dconf)], 1, progress=progress, score=score)
     toy = cpu.trained_drafters(cfg, names=(cpu.DEFAULT_SET,), weights=False)[cpu.DEFAULT_SET]
-    found = [FoundDrafter(k, layers, 0, path) for k, path in ((name, row["path"]), rival, ("toy", toy))]
+    starts = [("start", str(_write_start(cap.target, layers, dconf, row["path"])))] if start else []
+    found = [FoundDrafter(k, layers, 0, path) for k, path in ((name, row["path"]), rival, ("toy", toy), *starts)]
     ids, taus, pooled = per_prompt_tau(cap.target, cap.cache, found, depth=b.depth, threshold=b.draft_threshold,
                                        threads=b.threads, ledger=dcfg.draft.ledger, progress=progress)
     vs_rival = _paired(taus[name], taus[rival[0]])
@@ -319,10 +322,13 @@ def _indist_entry(cfg: StudyConfig, plan: dict[str, Any], cache: Any, rival: tup
             "drafter": cache_key(row["path"]), "rival_drafter": cache_key(rival[1]), "toy_drafter": cache_key(toy),
             "tau_ci": list(bootstrap_mean_ci(taus[name][0], seed=0)), "delta_vs_rival": vs_rival,
             "verdict": indist_verdict(vs_rival), "delta_vs_toy": _paired(taus[name], taus["toy"]),
+            **({"start": round(pooled["start"], 4), "delta_vs_start": _paired(taus[name], taus["start"])}
+               if start else {}),
             "train_records": log.get("n_records"), "train_tokens": log.get("n_tokens"),
-            "loss_tokens": log.get("n_loss_tokens"), "budget_tokens": BUDGET, "recipe": RECIPE,
-            "train_s": round(log.get("train_wall_s") or 0.0, 2), "train_threads": RECIPE["threads"],
-            "train_cpu_min": round((log.get("train_wall_s") or 0.0) * RECIPE["threads"] / 60, 1),
+            "loss_tokens": log.get("n_loss_tokens"), "budget_tokens": dconf.max_tokens,
+            "recipe": {**RECIPE, **{k: getattr(dconf, k) for k in RECIPE if getattr(dconf, k) != RECIPE[k]}},
+            "train_s": round(log.get("train_wall_s") or 0.0, 2), "train_threads": dconf.threads,
+            "train_cpu_min": round((log.get("train_wall_s") or 0.0) * dconf.threads / 60, 1),
             "eval_prompt_ids": list(ids), "per_prompt_tau": _per_prompt(taus)}
 
 
@@ -354,16 +360,12 @@ def run_indist_all(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]
     train records, train stage 1's recipe on them all (or read it from the ledger) and score it
     beside the eighth amendment's drafter and the toy drafter on the same eval prompts."""
     from activation_wave.draft.experiment import drafter_dir
-    from activation_wave.models.prompts import generate_responses
-    from activation_wave.study.steps import response_generator
 
     t0 = time.time()
     plan = _plan(cfg, progress=progress)
     dcfg, cap = plan["dcfg"], plan["cap"]
-    prompts, gen_cfg = indist_prompts(dcfg), indist_generation_config(dcfg)
     t_gen = time.time()
-    with response_generator(gen_cfg, cap.target) as gen:
-        added, rpath = generate_responses(cap.target, prompts, gen_cfg.data, progress=progress, generator=gen)
+    added, rpath = _all_responses(plan, progress=progress)
     gen_s, t_cap = time.time() - t_gen, time.time()
     cache = _training_capture(plan, added, progress=progress)
     cap_s = time.time() - t_cap
@@ -377,6 +379,68 @@ def run_indist_all(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]
             "engine": ENGINE, "generation_s_this_run": round(gen_s, 1), "capture_s_this_run": round(cap_s, 1),
             "capture": {"key": cache.path.name, "records": len(plan["base_train"]) + len(added)},
             "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, ninth amendment)",
+            "seconds": round(time.time() - t0, 1)}
+
+
+def _all_responses(plan: dict[str, Any], *, progress: bool) -> tuple[list[Any], Any]:
+    """The target's answers to :func:`indist_prompts` (generated in llama.cpp unless committed) and their file."""
+    from activation_wave.models.prompts import generate_responses
+    from activation_wave.study.steps import response_generator
+
+    dcfg, target = plan["dcfg"], plan["cap"].target
+    gen_cfg = indist_generation_config(dcfg)
+    with response_generator(gen_cfg, target) as gen:
+        return generate_responses(target, indist_prompts(dcfg), gen_cfg.data, progress=progress, generator=gen)
+
+
+#: The tenth amendment's benchmark: a drafter that starts as the target's logit lens at the
+#: triple's deepest layer (``fc_init``/``block_init``/``norm_init``/``head_init`` below; see
+#: :meth:`~activation_wave.models.drafter.Eagle3Drafter.from_target`), trained on the ninth's 324
+#: records at a tenth of stage 1's lr for half its tokens, against the eighth amendment's drafter.
+LENS = "large_drafter_lens"
+LENS_RECIPE = {"fc_init": "last", "block_init": "identity", "norm_init": "target", "head_init": "target_frozen",
+               "lr": 3e-4, "max_tokens": 500_000}
+
+
+def lens_config(dcfg: StudyConfig) -> DraftConfig:
+    """The tenth amendment's drafter: :func:`drafter_config` with :data:`LENS_RECIPE`."""
+    return dataclasses.replace(drafter_config(dcfg), **LENS_RECIPE)
+
+
+def _write_start(target: Any, layers: Sequence[int], dconf: DraftConfig, trained_path: str | Path) -> Path:
+    """The untrained start of ``dconf`` with the draft vocabulary of the drafter trained from it
+    (``trained_path``), written beside it as ``<its folder>-start`` (made again when missing)."""
+    from activation_wave.models.drafter import Eagle3Drafter, load_drafter, save_drafter
+
+    out = Path(f"{trained_path}-start")
+    if not (out / "provenance.json").exists():
+        ids = load_drafter(trained_path, target).draft_to_target
+        d = Eagle3Drafter.from_target(target.model, layers, ids, seed=dconf.seed, fused_norm=dconf.fused_norm,
+                                      head_init=dconf.head_init, norm_init=dconf.norm_init,
+                                      block_init=dconf.block_init, fc_init=dconf.fc_init)
+        save_drafter(d, out, {"target_fingerprint": target.fingerprint, "untrained_start_of": Path(trained_path).name})
+    return out
+
+
+def run_lens(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
+    """Train (or read from the ledger) the lens-start drafter on the ninth amendment's 324 records
+    and score it beside the eighth amendment's drafter, the toy drafter and its own untrained start."""
+    from activation_wave.draft.experiment import drafter_dir
+
+    t0 = time.time()
+    plan = _plan(cfg, progress=progress)
+    dcfg, cap = plan["dcfg"], plan["cap"]
+    added, _ = _all_responses(plan, progress=progress)
+    cache = _training_capture(plan, added, progress=progress)
+    eighth = str(drafter_dir(cap.cache, plan["layers"], drafter_config(dcfg)))
+    out = _indist_entry(cfg, plan, cache, ("indist", eighth), "lens", progress=progress, dconf=lens_config(dcfg),
+                        start=True)
+    rival, delta = out.pop("rival_drafter"), out.pop("delta_vs_rival")
+    return {**out, "baseline_unit": "the same, the eighth amendment's drafter (stage 1's recipe from a random start, "
+                                    "1,000,000 tokens; the 128 base train records)", "indist_drafter": rival,
+            "delta_vs_indist": delta, "lens_recipe": LENS_RECIPE,
+            "capture": {"key": cache.path.name, "records": len(plan["base_train"]) + len(added)},
+            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, tenth amendment)",
             "seconds": round(time.time() - t0, 1)}
 
 
