@@ -15,8 +15,8 @@ from activation_wave.core.config import ConfigError, DraftConfig
 from activation_wave.draft.experiment import drafter_dir
 from activation_wave.draft.training import _lr_at, train_drafter, ttt_loss
 from activation_wave.models.capture import final_norm
-from activation_wave.models.drafter import (BLOCK_INITS, FC_INITS, HEAD_INITS, NORM_INITS, DrafterError,
-                                            Eagle3Drafter, load_drafter)
+from activation_wave.models.drafter import (BLOCK_INITS, HEAD_INITS, NORM_INITS, DrafterError, Eagle3Drafter,
+                                            load_drafter)
 from activation_wave.models.records import collate, load_records, make_batches
 from test_training import LAYERS, world
 
@@ -54,14 +54,12 @@ def test_config_choices_match_the_drafter():
     assert DraftConfig.CHOICES["head_init"] == HEAD_INITS
     assert DraftConfig.CHOICES["norm_init"] == NORM_INITS
     assert DraftConfig.CHOICES["block_init"] == BLOCK_INITS
-    assert DraftConfig.CHOICES["fc_init"] == FC_INITS
 
 
 @pytest.mark.parametrize("field,value,fix", [
     ("head_init", "frozen", "--set draft.head_init=random"),
     ("norm_init", "target_last", "--set draft.norm_init=ones"),
     ("block_init", "first", "--set draft.block_init=random"),
-    ("fc_init", "first", "--set draft.fc_init=random"),
     ("lr_schedule", "linear", "--set draft.lr_schedule=cosine"),
     ("feature_loss", -0.1, "--set draft.feature_loss=0.0"),
     ("warmup_frac", 1.0, "--set draft.warmup_frac=0.05"),
@@ -128,38 +126,6 @@ def test_block_from_the_last_target_block(small_world):
     assert torch.allclose(d.midlayer.post_attention_layernorm.weight, last.post_attention_layernorm.weight, atol=1e-6)
     assert torch.equal(d.midlayer.input_layernorm.weight, torch.ones(H))  # on the embedding: no counterpart
     assert torch.equal(d.fc.weight, plain.fc.weight) and torch.equal(d.lm_head.weight, plain.lm_head.weight)
-
-
-def test_lens_start_is_the_targets_logit_lens_at_the_deepest_layer(small_world):
-    """fc_init=last + block_init=identity + the target's norm and head: the untrained drafter's
-    first step is the target's final norm and head on the deepest captured layer (the tenth
-    amendment's start), at every position, whatever the tokens; and it still trains."""
-    target, _, cache = small_world
-    model, ids = target.model, _draft_ids()
-    d = Eagle3Drafter.from_target(model, LAYERS, ids, head_init="target_frozen", norm_init="target",
-                                  block_init="identity", fc_init="last")
-    rec = load_records(cache, LAYERS, "train")[0]
-    deepest = load_records(cache, [max(LAYERS)], "train")[0].hidden
-    fused = d.fuse(rec.hidden[None])
-    assert torch.equal(fused[0], deepest)
-    out = d.unroll(fused, rec.input_ids[None], torch.tensor([len(rec.input_ids)]), 2)
-    want = model.lm_head(final_norm(model)(deepest[None]))[0][:, ids]
-    assert torch.allclose(d.logits(out[0])[0], want, atol=1e-4)
-    assert torch.equal(out[1], out[0])  # the identity block: step 1 returns its input
-    plain = Eagle3Drafter.from_target(model, LAYERS, ids)
-    assert torch.equal(d.midlayer.self_attn.q_proj.weight, plain.midlayer.self_attn.q_proj.weight)
-    assert not d.midlayer.mlp.down_proj.weight.any() and not d.midlayer.self_attn.o_proj.weight.any()
-    with pytest.raises(DrafterError, match="fused_norm off.*fc_init=random"):
-        Eagle3Drafter.from_target(model, LAYERS, ids, fc_init="last", fused_norm=True)
-
-
-def test_lens_start_trains_away_from_zero(small_world, tmp_path):
-    target, _, cache = small_world
-    cfg = dataclasses.replace(SMALL, head_init="target_frozen", norm_init="target", block_init="identity",
-                              fc_init="last", epochs=1)
-    w = load_file(str(train_drafter(target, cache, LAYERS, cfg, tmp_path, progress=False) / "model.safetensors"))
-    assert w["midlayer.mlp.down_proj.weight"].any() and w["midlayer.self_attn.o_proj.weight"].any()
-    assert drafter_dir(cache, LAYERS, cfg) != drafter_dir(cache, LAYERS, dataclasses.replace(cfg, fc_init="random"))
 
 
 def test_block_init_rejects_a_block_of_another_layout():

@@ -559,9 +559,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "recipe on the 128 base train records alone, against stage 1; about 40 minutes, runs only when named), "
                    "large_drafter_indist_all (the same on all 324 train prompts of the sources, the 196 added ones "
                    "answered by llama.cpp, against large_drafter_indist's drafter; about an hour, runs only when named), "
-                   "large_drafter_lens (issue 42, tenth amendment: a drafter started as the target's logit lens at the "
-                   "triple's deepest layer, trained on those 324 records, against large_drafter_indist's drafter and "
-                   "its own untrained start; about 30 minutes, runs only when named)")
+                   "large_drafter_indist_cont (issue 42, eleventh amendment: that drafter trained on for 1,000,000 more "
+                   "tokens from its weights, against it; about 40 minutes, runs only when named)")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("dry-run", help="validate a config and estimate memory, disk and time without loading weights")

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from activation_wave.core.config import DataConfig, DraftConfig, StudyConfig
@@ -30,7 +29,7 @@ from activation_wave.study.chapters.cpu_payoff import LARGE_TARGET
 
 __all__ = ["NAME", "N_CORPUS", "BUDGET", "RECIPE", "STAGE_TOKENS", "STAGES", "ENGINE", "METHOD",
            "PROBE", "INDIST", "run_indist", "indist_verdict", "INDIST_ALL", "run_indist_all", "indist_prompts",
-           "indist_generation_config", "LENS", "LENS_RECIPE", "lens_config", "run_lens",
+           "indist_generation_config", "INDIST_CONT", "CONT_STAGE", "cont_config", "run_indist_cont",
            "generation_config", "drafter_config", "stage_configs", "probe_configs", "probe_verdict", "lineage", "run",
            "trained"]
 
@@ -292,11 +291,12 @@ def run_indist(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
 
 
 def _indist_entry(cfg: StudyConfig, plan: dict[str, Any], cache: Any, rival: tuple[str, str], name: str, *,
-                  progress: bool, dconf: Any = None, start: bool = False) -> dict[str, Any]:
+                  progress: bool, dconf: DraftConfig | None = None,
+                  extra: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     """Train (or read from the ledger) ``dconf`` (default: stage 1's recipe) on the training capture
-    ``cache`` and score it, the ``rival`` drafter (name, folder) and the toy drafter on the third
-    model's eval prompts: the entry's common part, the primary test being the paired difference
-    from the rival. ``start``: also score the drafter's untrained start (:func:`_write_start`)."""
+    ``cache`` and score it, the ``rival`` drafter (name, folder), the toy drafter and any ``extra``
+    drafters (name, folder; reported beside, with their paired differences) on the third model's
+    eval prompts: the entry's common part, the primary test being the paired difference from the rival."""
     from activation_wave.core.results import cache_key
     from activation_wave.core.stats import bootstrap_mean_ci
     from activation_wave.draft.experiment import ScoreOnTrain, run_jobs
@@ -309,8 +309,7 @@ def _indist_entry(cfg: StudyConfig, plan: dict[str, Any], cache: Any, rival: tup
     dconf = dconf or drafter_config(dcfg)
     (row,) = run_jobs(cap.target, cache, [(cpu.DEFAULT_SET, layers, dconf)], 1, progress=progress, score=score)
     toy = cpu.trained_drafters(cfg, names=(cpu.DEFAULT_SET,), weights=False)[cpu.DEFAULT_SET]
-    starts = [("start", str(_write_start(cap.target, layers, dconf, row["path"])))] if start else []
-    found = [FoundDrafter(k, layers, 0, path) for k, path in ((name, row["path"]), rival, ("toy", toy), *starts)]
+    found = [FoundDrafter(k, layers, 0, path) for k, path in ((name, row["path"]), rival, ("toy", toy), *extra)]
     ids, taus, pooled = per_prompt_tau(cap.target, cap.cache, found, depth=b.depth, threshold=b.draft_threshold,
                                        threads=b.threads, ledger=dcfg.draft.ledger, progress=progress)
     vs_rival = _paired(taus[name], taus[rival[0]])
@@ -322,8 +321,9 @@ def _indist_entry(cfg: StudyConfig, plan: dict[str, Any], cache: Any, rival: tup
             "drafter": cache_key(row["path"]), "rival_drafter": cache_key(rival[1]), "toy_drafter": cache_key(toy),
             "tau_ci": list(bootstrap_mean_ci(taus[name][0], seed=0)), "delta_vs_rival": vs_rival,
             "verdict": indist_verdict(vs_rival), "delta_vs_toy": _paired(taus[name], taus["toy"]),
-            **({"start": round(pooled["start"], 4), "delta_vs_start": _paired(taus[name], taus["start"])}
-               if start else {}),
+            **{f"{k}_drafter": cache_key(path) for k, path in extra},
+            **{k: round(pooled[k], 4) for k, _ in extra},
+            **{f"delta_vs_{k}": _paired(taus[name], taus[k]) for k, _ in extra},
             "train_records": log.get("n_records"), "train_tokens": log.get("n_tokens"),
             "loss_tokens": log.get("n_loss_tokens"), "budget_tokens": dconf.max_tokens,
             "recipe": {**RECIPE, **{k: getattr(dconf, k) for k in RECIPE if getattr(dconf, k) != RECIPE[k]}},
@@ -393,54 +393,43 @@ def _all_responses(plan: dict[str, Any], *, progress: bool) -> tuple[list[Any], 
         return generate_responses(target, indist_prompts(dcfg), gen_cfg.data, progress=progress, generator=gen)
 
 
-#: The tenth amendment's benchmark: a drafter that starts as the target's logit lens at the
-#: triple's deepest layer (``fc_init``/``block_init``/``norm_init``/``head_init`` below; see
-#: :meth:`~activation_wave.models.drafter.Eagle3Drafter.from_target`), trained on the ninth's 324
-#: records at a tenth of stage 1's lr for half its tokens, against the eighth amendment's drafter.
-LENS = "large_drafter_lens"
-LENS_RECIPE = {"fc_init": "last", "block_init": "identity", "norm_init": "target", "head_init": "target_frozen",
-               "lr": 3e-4, "max_tokens": 500_000}
+#: The eleventh amendment's benchmark: the ninth amendment's drafter trained on, on the same 324
+#: records, from its weights (:data:`CONT_STAGE`, as stage 3 continued stage 1), against that drafter
+#: (its parent) and the eighth amendment's.
+INDIST_CONT = "large_drafter_indist_cont"
+CONT_STAGE: dict[str, Any] = {"seed": 1, "lr": 3e-4, "lr_schedule": "constant", "max_tokens": STAGE_TOKENS}
 
 
-def lens_config(dcfg: StudyConfig) -> DraftConfig:
-    """The tenth amendment's drafter: :func:`drafter_config` with :data:`LENS_RECIPE`."""
-    return dataclasses.replace(drafter_config(dcfg), **LENS_RECIPE)
+def cont_config(dcfg: StudyConfig, cache: Any, layers: Sequence[int]) -> DraftConfig:
+    """The eleventh amendment's drafter: :func:`drafter_config` with :data:`CONT_STAGE`, continuing
+    the ninth amendment's drafter (its folder in the training capture ``cache``)."""
+    from activation_wave.draft.experiment import drafter_dir
+
+    parent = drafter_config(dcfg)
+    return dataclasses.replace(parent, **CONT_STAGE, init_from=drafter_dir(cache, layers, parent).name)
 
 
-def _write_start(target: Any, layers: Sequence[int], dconf: DraftConfig, trained_path: str | Path) -> Path:
-    """The untrained start of ``dconf`` with the draft vocabulary of the drafter trained from it
-    (``trained_path``), written beside it as ``<its folder>-start`` (made again when missing)."""
-    from activation_wave.models.drafter import Eagle3Drafter, load_drafter, save_drafter
-
-    out = Path(f"{trained_path}-start")
-    if not (out / "provenance.json").exists():
-        ids = load_drafter(trained_path, target).draft_to_target
-        d = Eagle3Drafter.from_target(target.model, layers, ids, seed=dconf.seed, fused_norm=dconf.fused_norm,
-                                      head_init=dconf.head_init, norm_init=dconf.norm_init,
-                                      block_init=dconf.block_init, fc_init=dconf.fc_init)
-        save_drafter(d, out, {"target_fingerprint": target.fingerprint, "untrained_start_of": Path(trained_path).name})
-    return out
-
-
-def run_lens(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
-    """Train (or read from the ledger) the lens-start drafter on the ninth amendment's 324 records
-    and score it beside the eighth amendment's drafter, the toy drafter and its own untrained start."""
+def run_indist_cont(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
+    """Train (or read from the ledger) the continued drafter on the ninth amendment's 324 records and
+    score it beside its parent (the primary test), the eighth amendment's drafter and the toy drafter."""
     from activation_wave.draft.experiment import drafter_dir
 
     t0 = time.time()
     plan = _plan(cfg, progress=progress)
-    dcfg, cap = plan["dcfg"], plan["cap"]
+    dcfg, cap, layers = plan["dcfg"], plan["cap"], plan["layers"]
     added, _ = _all_responses(plan, progress=progress)
     cache = _training_capture(plan, added, progress=progress)
-    eighth = str(drafter_dir(cap.cache, plan["layers"], drafter_config(dcfg)))
-    out = _indist_entry(cfg, plan, cache, ("indist", eighth), "lens", progress=progress, dconf=lens_config(dcfg),
-                        start=True)
+    parent = str(drafter_dir(cache, layers, drafter_config(dcfg)))
+    eighth = str(drafter_dir(cap.cache, layers, drafter_config(dcfg)))
+    dconf = cont_config(dcfg, cache, layers)
+    out = _indist_entry(cfg, plan, cache, ("indist_all", parent), "indist_cont", progress=progress, dconf=dconf,
+                        extra=(("indist", eighth),))
     rival, delta = out.pop("rival_drafter"), out.pop("delta_vs_rival")
-    return {**out, "baseline_unit": "the same, the eighth amendment's drafter (stage 1's recipe from a random start, "
-                                    "1,000,000 tokens; the 128 base train records)", "indist_drafter": rival,
-            "delta_vs_indist": delta, "lens_recipe": LENS_RECIPE,
+    return {**out, "baseline_unit": "the same, the ninth amendment's drafter (its parent: 1,000,000 tokens of stage 1's "
+                                    "recipe on the same 324 records)", "parent_drafter": rival,
+            "delta_vs_parent": delta, "continued": CONT_STAGE, "tokens_with_parent": BUDGET + dconf.max_tokens,
             "capture": {"key": cache.path.name, "records": len(plan["base_train"]) + len(added)},
-            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, tenth amendment)",
+            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, eleventh amendment)",
             "seconds": round(time.time() - t0, 1)}
 
 

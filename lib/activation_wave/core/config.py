@@ -430,8 +430,7 @@ class DraftConfig:
     # recipe every drafter trained before them, and leave its cache key unchanged.
     head_init: str = "random"  # random | target (lm_head = the target's rows of the draft vocab) | target_frozen
     norm_init: str = "ones"  # ones | target (the final norm starts from the target's final norm)
-    block_init: str = "random"  # random | target_last (midlayer from the target's last block) | identity (residual branches start at zero); see from_target
-    fc_init: str = "random"  # random | last (fc passes the deepest captured layer through; see from_target)
+    block_init: str = "random"  # random | target_last (midlayer from the target's last block; see from_target)
     feature_loss: float = 0.0  # lambda of the added SmoothL1(step output, target's pre-norm h_N) term (EAGLE-1/2)
     lr_schedule: str = "cosine"  # cosine (linear warm-up, then cosine decay to 10%) | constant (no warm-up, no decay)
     warmup_frac: float = 0.05  # cosine: share of the optimiser steps spent warming up
@@ -472,7 +471,7 @@ class DraftConfig:
         "train_records": NON_NEGATIVE}
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
         "dtype": ("bf16", "fp32"), "head_init": ("random", "target", "target_frozen"), "norm_init": ("ones", "target"),
-        "block_init": ("random", "target_last", "identity"), "fc_init": ("random", "last"), "lr_schedule": ("cosine", "constant")}
+        "block_init": ("random", "target_last"), "lr_schedule": ("cosine", "constant")}
 
     def __post_init__(self) -> None:
         validate(self)

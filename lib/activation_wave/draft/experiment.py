@@ -40,7 +40,7 @@ _NOT_IN_KEY = ("n_seeds", "control_seeds", "n_random", "sweep_stride", "sweep_fr
 #: Fields added after drafters were cached: left out of the key at their default value, so
 #: those drafters keep their folders.
 _KEY_IF_SET = {"records_fraction": 1.0, "fused_norm": False, "head_init": "random", "norm_init": "ones",
-               "block_init": "random", "fc_init": "random", "feature_loss": 0.0, "lr_schedule": "cosine", "warmup_frac": 0.05,
+               "block_init": "random", "feature_loss": 0.0, "lr_schedule": "cosine", "warmup_frac": 0.05,
                "eval_depth": 0, "eval_threshold": 0.0, "max_tokens": 0,
                "train_records": 0, "init_from": ""}
 

@@ -17,7 +17,7 @@ gives the distribution step ``j`` is trained on; the capture's index N, schema 2
 ``lambda * SmoothL1(out_j, h_N)``, averaged over the step's loss positions and features,
 with the same decay weight. ``h_N`` is loaded with the chosen layers in one pass.
 
-**Warm starts** (``cfg.head_init``, ``norm_init``, ``block_init``, ``fc_init``): see
+**Warm starts** (``cfg.head_init``, ``norm_init``, ``block_init``): see
 :meth:`~activation_wave.models.drafter.Eagle3Drafter.from_target`.
 
 **Targets.** With ``cfg.soft_targets`` (default) the target distribution is the cached
@@ -246,7 +246,7 @@ def train_drafter(target: Target, cache: CaptureCache, layers: Sequence[int], cf
         device = next(target.model.parameters()).device
         drafter = Eagle3Drafter.from_target(target.model, layers, draft_ids, seed=cfg.seed, fused_norm=cfg.fused_norm,
                                             head_init=cfg.head_init, norm_init=cfg.norm_init,
-                                            block_init=cfg.block_init, fc_init=cfg.fc_init).to(device).train()
+                                            block_init=cfg.block_init).to(device).train()
         if cfg.init_from:
             _continue_from(drafter, cache.path / "drafters" / cfg.init_from, layers)
         params = drafter.trainable_parameters()

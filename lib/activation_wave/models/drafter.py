@@ -70,8 +70,7 @@ MIDLAYER_TENSORS = (
 #: Warm starts of :meth:`Eagle3Drafter.from_target` (``draft.head_init`` etc.), default first.
 HEAD_INITS = ("random", "target", "target_frozen")
 NORM_INITS = ("ones", "target")
-BLOCK_INITS = ("random", "target_last", "identity")
-FC_INITS = ("random", "last")
+BLOCK_INITS = ("random", "target_last")
 
 
 class DrafterError(RuntimeError):
@@ -344,7 +343,7 @@ class Eagle3Drafter(nn.Module):
     @classmethod
     def from_target(cls, model: Any, layers: Sequence[int], draft_ids: Sequence[int] | Tensor,
                     *, seed: int = 0, fused_norm: bool = False, head_init: str = "random",
-                    norm_init: str = "ones", block_init: str = "random", fc_init: str = "random") -> Eagle3Drafter:
+                    norm_init: str = "ones", block_init: str = "random") -> Eagle3Drafter:
         """A freshly initialised head for a transformers causal LM ``model``.
 
         ``fused_norm`` adds an RMSNorm per captured layer before ``fc`` (weights start at one;
@@ -364,22 +363,13 @@ class Eagle3Drafter(nn.Module):
           gives the target's own logits over the draft vocabulary.
         * ``block_init="target_last"``: ``midlayer`` from the target's last decoder block
           (index N-1) by :func:`copy_block`; see there for exactly what is copied.
-          ``"identity"``: the block's two residual branches end at zero (``o_proj`` and
-          ``down_proj`` all zero), so the untrained block returns its input feature unchanged.
-        * ``fc_init="last"``: ``fc`` passes the deepest captured layer through (identity on its
-          slice, zero elsewhere; needs ``fused_norm`` off and the target's hidden size).
-
-        With ``fc_init="last"``, ``block_init="identity"``, ``norm_init="target"`` and a target head,
-        the untrained drafter's first step is the target's logit lens at its deepest captured layer
-        (the target's final norm and head on that layer's hidden state), over the draft vocabulary:
-        the "lens start" of chapter 11's tenth amendment.
 
         The recipe screen (``wave bench --only recipe``, chapter 10) measures the head and
         norm starts as its arms head-target, head-frozen and norm-target, paired against a
         random start (``recipe.json``); block-target was dropped from it by the budget.
         """
         for name, value, choices in (("head_init", head_init, HEAD_INITS), ("norm_init", norm_init, NORM_INITS),
-                                     ("block_init", block_init, BLOCK_INITS), ("fc_init", fc_init, FC_INITS)):
+                                     ("block_init", block_init, BLOCK_INITS)):
             if value not in choices:
                 raise DrafterError(f"{name} = {value!r} is not one of {list(choices)}; e.g. --set draft.{name}="
                                    f"{choices[0]}")
@@ -405,17 +395,6 @@ class Eagle3Drafter(nn.Module):
                 d.norm.weight.copy_(_effective_norm_weight(final_norm(model), spec.hidden_size, spec.rms_norm_eps))
             if block_init == "target_last":
                 copy_block(d, _decoder_blocks(model)[-1], model.config)
-            elif block_init == "identity":
-                d.midlayer.self_attn.o_proj.weight.zero_()
-                d.midlayer.mlp.down_proj.weight.zero_()
-            if fc_init == "last":
-                if fused_norm or spec.target_hidden_size != spec.hidden_size:
-                    raise DrafterError("fc_init = last passes the deepest captured layer through unchanged, so it needs "
-                                       "fused_norm off and the drafter's hidden size equal to the target's; use "
-                                       "--set draft.fc_init=random")
-                d.fc.weight.zero_()
-                H = spec.hidden_size
-                d.fc.weight[:, (spec.k - 1) * H:].copy_(torch.eye(H))
         if head_init == "target_frozen":
             d.lm_head.weight.requires_grad_(False)
         return d
