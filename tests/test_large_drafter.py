@@ -382,6 +382,44 @@ def test_the_in_distribution_entries_name_their_rival_under_their_own_keys(monke
     assert not {"rival_drafter", "delta_vs_rival"} & set(out) and "eighth amendment" in out["pre_registration"]
 
 
+
+def test_the_continued_drafter_continues_the_ninth_and_names_its_parent(monkeypatch, tmp_path):
+    """Eleventh amendment: the continued drafter starts from the ninth's folder in the same capture,
+    at CONT_STAGE; its entry names the parent (primary test) and scores the eighth beside it."""
+    from pathlib import PurePosixPath
+    from types import SimpleNamespace
+
+    import activation_wave.draft.experiment as experiment
+    from activation_wave.benchmarks.suite import OPT_IN, entries
+
+    dcfg = third_drafter_config(load_config("default"))
+    cache = SimpleNamespace(path=tmp_path / "cap324", name="cap324")
+    ninth = ld.drafter_config(dcfg)
+    cont = ld.cont_config(dcfg, cache, (2, 14, 25))
+    assert cont.init_from == experiment.drafter_dir(cache, (2, 14, 25), ninth).name
+    assert (cont.lr, cont.lr_schedule, cont.seed, cont.max_tokens) == (3e-4, "constant", 1, ld.STAGE_TOKENS)
+    assert dataclasses.replace(cont, init_from="", **{k: getattr(ninth, k) for k in ld.CONT_STAGE}) == ninth
+    seen = {}
+
+    def entry(cfg, plan, cap, rival, name, **k):
+        seen.update(rival=rival, name=name, **k)
+        return {"figure": 1.3, "rival_drafter": rival[1], "delta_vs_rival": {"mean": 0.1}}
+
+    plan = {"dcfg": dcfg, "layers": (2, 14, 25), "cap": SimpleNamespace(cache="third"), "base_train": [0] * 128}
+    monkeypatch.setattr(ld, "_plan", lambda cfg, progress: plan)
+    monkeypatch.setattr(ld, "_all_responses", lambda p, progress: ([0] * 196, None))
+    monkeypatch.setattr(ld, "_training_capture", lambda p, added, progress: cache)
+    monkeypatch.setattr(experiment, "drafter_dir",
+                        lambda c, layers, d: PurePosixPath(c if isinstance(c, str) else "cap324", "d"))
+    monkeypatch.setattr(ld, "_indist_entry", entry)
+    out = ld.run_indist_cont(load_config("default"), progress=False)
+    assert seen["rival"] == ("indist_all", "cap324/d") and seen["extra"] == (("indist", "third/d"),)
+    assert seen["dconf"].lr_schedule == "constant" and seen["name"] == "indist_cont"
+    assert out["parent_drafter"] == "cap324/d" and out["delta_vs_parent"] == {"mean": 0.1}
+    assert not {"rival_drafter", "delta_vs_rival"} & set(out) and "eleventh amendment" in out["pre_registration"]
+    assert out["capture"]["records"] == 324 and out["tokens_with_parent"] == 2_000_000
+    assert ld.INDIST_CONT in OPT_IN and entries()[ld.INDIST_CONT] is ld.run_indist_cont
+
 HELD = " The registered prediction (a gain of +0.02 to +0.10) held."
 ALL = {"figure": 1.41, "baseline": 1.339, "tau_ci": [1.35, 1.50], "toy": 1.0, "budget_tokens": 1_000_000,
        "train_records": 324, "added_prompts": 196, "added_response_tokens": 17_001, "train_tokens": 60_123,
