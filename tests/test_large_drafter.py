@@ -382,7 +382,6 @@ def test_the_in_distribution_entries_name_their_rival_under_their_own_keys(monke
     assert not {"rival_drafter", "delta_vs_rival"} & set(out) and "eighth amendment" in out["pre_registration"]
 
 
-
 def test_the_continued_drafter_continues_the_ninth_and_names_its_parent(monkeypatch, tmp_path):
     """Eleventh amendment: the continued drafter starts from the ninth's folder in the same capture,
     at CONT_STAGE; its entry names the parent (primary test) and scores the eighth beside it."""
@@ -419,6 +418,7 @@ def test_the_continued_drafter_continues_the_ninth_and_names_its_parent(monkeypa
     assert not {"rival_drafter", "delta_vs_rival"} & set(out) and "eleventh amendment" in out["pre_registration"]
     assert out["capture"]["records"] == 324 and out["tokens_with_parent"] == 2_000_000
     assert ld.INDIST_CONT in OPT_IN and entries()[ld.INDIST_CONT] is ld.run_indist_cont
+
 
 HELD = " The registered prediction (a gain of +0.02 to +0.10) held."
 ALL = {"figure": 1.41, "baseline": 1.339, "tau_ci": [1.35, 1.50], "toy": 1.0, "budget_tokens": 1_000_000,

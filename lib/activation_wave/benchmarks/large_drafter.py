@@ -326,7 +326,7 @@ def _indist_entry(cfg: StudyConfig, plan: dict[str, Any], cache: Any, rival: tup
             **{f"delta_vs_{k}": _paired(taus[name], taus[k]) for k, _ in extra},
             "train_records": log.get("n_records"), "train_tokens": log.get("n_tokens"),
             "loss_tokens": log.get("n_loss_tokens"), "budget_tokens": dconf.max_tokens,
-            "recipe": {**RECIPE, **{k: getattr(dconf, k) for k in RECIPE if getattr(dconf, k) != RECIPE[k]}},
+            "recipe": {k: getattr(dconf, k) for k in RECIPE},
             "train_s": round(log.get("train_wall_s") or 0.0, 2), "train_threads": dconf.threads,
             "train_cpu_min": round((log.get("train_wall_s") or 0.0) * dconf.threads / 60, 1),
             "eval_prompt_ids": list(ids), "per_prompt_tau": _per_prompt(taus)}
