@@ -84,6 +84,23 @@
 # (`wave bench --only llamacpp_1.5b`), not part of the book's command. If the drafters do
 # not fit, the second epoch goes first.
 #
+# **The amendments at a glance.** Each was committed before the run it governs; the text of each
+# follows in order, and each result is read in the section named.
+#
+# | # | date | what it adds or changes | benchmark entry | result in |
+# |---|---|---|---|---|
+# | 1 | 2026-12-03 | llama.cpp flags (`--no-repack`), after outputs differed from plain | `llamacpp_1.5b` | {ref}`sec-cpu-side` |
+# | 2 | 2026-12-04 | a 1.5B drafter on 1,024 corpus records (stage 1) | `large_drafter` | {ref}`sec-cpu-worth` |
+# | 3 | 2026-12-04 | that drafter trained on in stages | `large_drafter` | {ref}`sec-cpu-worth` |
+# | 4 | 2026-12-04 | stage 3 at a constant lr, after stage 2 lost ground | `large_drafter` | {ref}`sec-cpu-worth` |
+# | 5 | 2026-12-05 | a learning-rate probe, then stage 4 | `large_drafter` | {ref}`sec-cpu-worth` |
+# | 6 | 2026-12-05 | stages 5 to 8 | `large_drafter` | {ref}`sec-cpu-worth` |
+# | 7 | 2026-12-05 | stages 6 to 8 withdrawn; C1 stays on stage 3 | `large_drafter` | {ref}`sec-cpu-worth` |
+# | 8 | 2026-12-05 | the target's answers to the 128 study train prompts, against stage 1 | `large_drafter_indist` | {ref}`sec-cpu-own` |
+# | 9 | 2026-12-05 | 196 more train prompts answered in llama.cpp, against the eighth | `large_drafter_indist_all` | {ref}`sec-cpu-own` |
+# | 10 | 2026-12-05 | a lens start; withdrawn before it trained | none | this section |
+# | 11 | 2026-12-05 | the ninth's drafter trained on, against it | `large_drafter_indist_cont` | {ref}`sec-cpu-own` |
+#
 # **Amendment, 2026-12-03, before the second measurement.** The first measurement (commit
 # `f0226c2`, an Intel Xeon, llama.cpp's default flags) found EAGLE-3's output identical to
 # plain on 8 of 12 prompts at each thread count, and the issue asks for all 12. A
@@ -369,6 +386,7 @@ glue_values(cpu_drafters_text=cpu.drafters_text(drafters, 1, epochs=cfg.third.dr
 # {glue:text}`cpu_drafters_text`
 
 # %% [markdown]
+# (sec-cpu-side)=
 # ## llama.cpp, side by side
 #
 # The command: `wave bench --only llamacpp_1.5b` (after `bash scripts/setup_llamacpp.sh`;
@@ -520,6 +538,7 @@ glue_figure("fig_large_stages", plot_drafter_stages(*cpu.stage_curve(bench.get(c
 # falls below a drafter's line, that drafter would pay.
 # ```
 #
+# (sec-cpu-worth)=
 # ## A drafter worth measuring
 #
 # The command: `wave bench --only large_drafter`, then `wave bench --only llamacpp_1.5b`
@@ -540,6 +559,7 @@ glue_figure("fig_large_stages", plot_drafter_stages(*cpu.stage_curve(bench.get(c
 # ```
 
 #
+# (sec-cpu-own)=
 # ### Data from the study's own prompts
 #
 # The eighth amendment's question (registered before it trained): at stage 1's budget, do the
@@ -553,6 +573,11 @@ glue_figure("fig_large_stages", plot_drafter_stages(*cpu.stage_curve(bench.get(c
 # budget? `wave bench --only large_drafter_indist_all`.
 #
 # {glue:text}`cpu_indist_all_text`
+#
+# The eleventh amendment's question (registered before it trained): did the ninth amendment's
+# drafter stop short of what its 324 records can teach? `wave bench --only large_drafter_indist_cont`.
+#
+# {glue:text}`cpu_indist_cont_text`
 
 # %% [markdown]
 # ## Verdicts

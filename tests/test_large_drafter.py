@@ -484,3 +484,48 @@ def test_the_ninth_amendments_result_is_read_further_by_source_and_by_fit(monkey
                          "prompts in general.")
     monkeypatch.setattr(ceiling, "committed_entry", lambda key: None)
     assert cpu.indist_all_text(entry).endswith("and the other 2 by -0.10.")
+
+
+CONT = {"figure": 1.27, "baseline": 1.161, "indist": 1.339, "tau_ci": [1.22, 1.33], "toy": 1.0,
+        "budget_tokens": 1_000_000, "tokens_with_parent": 2_000_000, "train_records": 324, "train_cpu_min": 72.3,
+        "continued": {"seed": 1, "lr": 3e-4, "lr_schedule": "constant", "max_tokens": 1_000_000}, "verdict": "beat",
+        "delta_vs_parent": {"mean": 0.11, "lo": 0.06, "hi": 0.16, "p": 0.0002, "n": 32},
+        "delta_vs_indist": {"mean": -0.07, "lo": -0.12, "hi": -0.02, "p": 0.01, "n": 32},
+        "delta_vs_toy": {"mean": 0.27, "lo": 0.21, "hi": 0.33, "p": 0.0002, "n": 32}}
+
+
+def test_the_eleventh_amendments_drafter_is_read_against_its_parent_by_its_registered_rule():
+    assert cpu.indist_cont_text(None).startswith("Not trained yet: wave bench --only large_drafter_indist_cont")
+    text = cpu.indist_cont_text(CONT)
+    assert "continued from its weights on the same 324 records for 1,000,000 more tokens, 2,000,000 with its parent, " \
+           "at a constant lr of 0.0003, seed 1; 72 CPU-minutes of training) the drafter has outcome tau 1.27 " \
+           "[1.22, 1.33] against its parent's 1.16 on the same n = 32 eval prompts: paired difference +0.11 " \
+           "[+0.06, +0.16], p 0.0002 (the primary test). So the ninth amendment's drafter stopped short" in text
+    assert "The registered prediction (a gain of +0.08 to +0.20) held. Reported, not tested: against the eighth " \
+           "amendment's drafter (1.34) -0.07 [-0.12, -0.02], against the toy drafter +0.27 [+0.21, +0.33]." in text
+    assert text.endswith("It does not reach the issue's 1.5, so C1 stays on stage 3.")
+    small = cpu.indist_cont_text({**CONT, "verdict": "within noise",
+                                  "delta_vs_parent": {"mean": 0.02, "lo": -0.03, "hi": 0.07, "p": 0.4, "n": 32}})
+    assert "So training on is within noise of stopping where the ninth amendment did" in small
+    assert "(a gain of +0.08 to +0.20) was wrong: the gain is smaller." in small
+    assert cpu.indist_cont_text({**CONT, "figure": 1.55}).endswith("It reaches the issue's 1.5.")
+    vals = cpu.ceiling_values(None, None, {cpu.INDIST_ALL: ALL, cpu.INDIST_CONT: CONT})
+    assert vals["cpu_indist_cont_text"] == text
+    assert vals["cpu_answer_text"].endswith("Trained on to 2,000,000 tokens (the eleventh amendment), the ninth "
+                                            "amendment's drafter reaches 1.27 [1.22, 1.33] offline, short of 1.5.")
+    assert "eleventh" not in cpu.ceiling_values(None, None, {cpu.INDIST_ALL: ALL})["cpu_answer_text"]
+    assert cpu.INDIST_CONT == ld.INDIST_CONT
+
+
+def test_the_landing_sentence_states_the_drafters_on_the_targets_own_answers_in_amendment_order():
+    bench = {cpu.INDIST_CONT: CONT, cpu.INDIST: INDIST, cpu.INDIST_ALL: ALL}
+    own = cpu.own_drafters(bench)
+    assert [nth for nth, _ in own] == ["eighth", "ninth", "eleventh"] and cpu.own_drafters({}) == []
+    text = cpu.landing_text(_sizes(None), None, None, own)
+    assert "; 1.5B drafters trained on the target's answers to the study's own train prompts reach outcome tau 1.31 " \
+           "(1.27 to 1.36, n = 32 eval prompts, eighth amendment), 1.41 (1.35 to 1.50, n = 32 eval prompts, ninth " \
+           "amendment), 1.27 (1.22 to 1.33, n = 32 eval prompts, eleventh amendment) offline, short of the issue's " \
+           "1.5, so none is measured in llama.cpp" in text
+    reached = cpu.landing_text(_sizes(None), None, None, [("eleventh", {**CONT, "figure": 1.52})])
+    assert "1.52 (1.22 to 1.33, n = 32 eval prompts, eleventh amendment) offline" in reached
+    assert "short of" not in reached and "own train prompts" not in cpu.landing_text(_sizes(None))

@@ -37,7 +37,8 @@ __all__ = ["NAME", "BENCH", "has_drafters", "drafter_sets", "run_drafters", "tra
            "CEILING", "ceiling_frame", "terms_frame", "ceiling_text", "where_points", "where_text", "today_taus", "ngram_text",
            "answer_text", "ceiling_tables", "ceiling_values", "ROUND_FORMATS", "cost_inputs_frame", "LARGE",
            "LARGE_METHOD", "LARGE_TARGET", "large_drafter_text", "measured_points", "stage_fit", "stage_reach", "stage_pace", "stage_curve",
-           "stage_lineage", "INDIST", "indist_text", "INDIST_ALL", "indist_all_text"]
+           "stage_lineage", "INDIST", "indist_text", "INDIST_ALL", "indist_all_text", "INDIST_CONT",
+           "indist_cont_text", "OWN", "own_drafters"]
 
 
 def has_drafters(cfg: StudyConfig) -> bool:
@@ -107,6 +108,11 @@ INDIST = "large_drafter_indist"
 #: The ninth amendment's (``run_indist_all``): the same recipe on every train prompt of the sources,
 #: and its registered prediction for the paired difference from the eighth's drafter.
 INDIST_ALL, INDIST_ALL_PREDICTED = "large_drafter_indist_all", (0.02, 0.10)
+#: The eleventh amendment's (``run_indist_cont``): the ninth's drafter trained on from its weights,
+#: and its registered prediction for the paired difference from that drafter (its parent).
+INDIST_CONT, INDIST_CONT_PREDICTED = "large_drafter_indist_cont", (0.08, 0.20)
+#: The amendments whose 1.5B drafters train on the target's answers to the study's own prompts, in order.
+OWN = ((INDIST, "eighth"), (INDIST_ALL, "ninth"), (INDIST_CONT, "eleventh"))
 #: The outcome tau issue 42 asks of that drafter.
 LARGE_TARGET = 1.5
 #: The entry's reference run under llama.cpp's default flags (``benchmarks.llamacpp_speed.FASTEST_PLAIN``).
@@ -544,6 +550,38 @@ def _indist_all_reading(entry: Mapping[str, Any]) -> str:
     return out
 
 
+def indist_cont_text(entry: Mapping[str, Any] | None) -> str:
+    """The eleventh amendment's result in words: the ninth amendment's drafter trained on, against
+    its parent (the primary paired test, its verdict and the registered prediction), the eighth
+    amendment's and the toy drafter's (reported, not tested), how closely each fits its records at
+    the end (committed ledgers), and whether it reaches the issue's target."""
+    if not entry:
+        return ("Not trained yet: wave bench --only large_drafter_indist_cont trains the ninth amendment's drafter on "
+                "(about 40 minutes on two cores) and scores it beside its parent.")
+    c, e, t = entry["continued"], entry["delta_vs_indist"], entry["delta_vs_toy"]
+    words = {"beat": "the ninth amendment's drafter stopped short: training on the same records raises its tau (the "
+                     "interval lies above 0)",
+             "lose": "training on lowers its tau (the interval lies below 0)",
+             "within noise": "training on is within noise of stopping where the ninth amendment did (the interval "
+                             "covers 0; the design detects differences of about 0.05 and more)"}
+    lo, hi = INDIST_CONT_PREDICTED
+    gain = entry["delta_vs_parent"]["mean"]
+    held = "held" if lo <= gain <= hi else f"was wrong: the gain is {'smaller' if gain < lo else 'larger'}"
+    out = (f"Trained on (eleventh amendment: the ninth amendment's drafter continued from its weights on the same "
+           f"{entry['train_records']:,} records for {entry['budget_tokens']:,} more tokens, "
+           f"{entry['tokens_with_parent']:,} with its parent, at a constant lr of {c['lr']:g}, seed {c['seed']}; "
+           f"{entry['train_cpu_min']:.0f} CPU-minutes of training) the drafter has "
+           f"{_against(entry, entry['delta_vs_parent'], 'its parent')}. So {words[entry['verdict']]}. The registered "
+           f"prediction (a gain of {lo:+.2f} to {hi:+.2f}) {held}. Reported, not tested: "
+           f"against the eighth amendment's drafter ({entry['indist']:.2f}) {e['mean']:+.2f} [{e['lo']:+.2f}, "
+           f"{e['hi']:+.2f}], against the toy drafter {t['mean']:+.2f} [{t['lo']:+.2f}, {t['hi']:+.2f}].")
+    new, old = _loss_end(entry.get("drafter")), _loss_end(entry.get("parent_drafter"))
+    if new is not None and old is not None:
+        out += (f" Its training loss over its last {LAST_BATCHES} batches is {new:.1f}, against {old:.1f} for its parent "
+                "(not a registered test).")
+    return out + " " + _reach(entry)
+
+
 def stage_fit(stages: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """The least-squares line ``tau = a + b log2(tokens / 1e6)`` through the training stages
     (``large_drafter``'s ``stages``): :func:`~activation_wave.study.training_costs.log2_fit`'s
@@ -791,11 +829,17 @@ def lossless_text(entry: Mapping[str, Any] | None) -> str:
     return out
 
 
+def own_drafters(bench: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The :data:`OWN` amendments measured in ``bench`` (the benchmarks), as (ordinal, entry)."""
+    return [(nth, bench[key]) for key, nth in OWN if bench.get(key)]
+
+
 def landing_text(entry: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | None = None,
-                 large: Mapping[str, Any] | None = None) -> str:
+                 large: Mapping[str, Any] | None = None, own: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> str:
     """The landing page's sentence on where EAGLE-3 pays on a CPU (plain text), with the
-    ``llamacpp_ceiling`` entry's best speedup of a perfect drafter where measured, and the stage
-    of issue 42's ``large`` drafter that the corpus drafter's row measured."""
+    ``llamacpp_ceiling`` entry's best speedup of a perfect drafter where measured, the stage
+    of issue 42's ``large`` drafter that the corpus drafter's row measured, and the outcome tau
+    offline of the drafters trained on the target's own answers (``own``: :func:`own_drafters`)."""
     big_runs = ((entry or {}).get("large") or {}).get("by_threads") or {}
     small = ((entry or {}).get("small") or {}).get("by_threads") or {}
     if not big_runs:
@@ -825,6 +869,12 @@ def landing_text(entry: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | N
         out += (f"; with a drafter trained on the target's own answers to the prompt corpus (chapter 11's corpus "
                 f"drafter{_stage_note(entry, large)}) it runs at {c['speedup']:.2f}x ({clo:.2f} to {chi:.2f}, tau "
                 f"{c['tau']:.2f}, {_threads(tc)}, {c['identical_to_plain']}/{c['prompts']} identical)")
+    if own:
+        out += ("; 1.5B drafters trained on the target's answers to the study's own train prompts reach outcome tau "
+                + ", ".join(f"{e['figure']:.2f} ({e['tau_ci'][0]:.2f} to {e['tau_ci'][1]:.2f}, n = "
+                            f"{e['delta_vs_toy']['n']} eval prompts, {nth} amendment)" for nth, e in own)
+                + (" offline" if any(e["figure"] >= LARGE_TARGET for _, e in own) else
+                   f" offline, short of the issue's {LARGE_TARGET}, so none is measured in llama.cpp"))
     ngram = big_runs[t].get("ngram")
     if ngram and ngram.get("speedup_ci"):
         nlo, nhi = ngram["speedup_ci"]
@@ -1142,11 +1192,11 @@ def ngram_text(sizes: Mapping[str, Any] | None) -> str:
 
 def answer_text(sizes: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | None,
                 large: Mapping[str, Any] | None = None, indist: Mapping[str, Any] | None = None,
-                indist_all: Mapping[str, Any] | None = None) -> str:
+                indist_all: Mapping[str, Any] | None = None, indist_cont: Mapping[str, Any] | None = None) -> str:
     """The chapter's answer: the n-gram result, C1 as measured with the toy drafter and with the
-    corpus drafter (naming the stage of issue 42's ``large`` entry its row measured), the eighth
-    and ninth amendments' drafters (``indist``, ``indist_all``; offline only), and what the
-    ceiling says about any drafter (plain text)."""
+    corpus drafter (naming the stage of issue 42's ``large`` entry its row measured), the eighth,
+    ninth and eleventh amendments' drafters (``indist``, ``indist_all``, ``indist_cont``; offline
+    only), and what the ceiling says about any drafter (plain text)."""
     out = []
     ng = ngram_text(sizes)
     if ng:
@@ -1173,6 +1223,11 @@ def answer_text(sizes: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | No
                                   + what.format(e["train_records"]) for e, what in own)
                    + (" offline" if all(e["figure"] >= LARGE_TARGET for e, _ in own)
                       else f" offline, short of the issue's {LARGE_TARGET}") + "; none is measured in llama.cpp.")
+    if indist_cont:
+        (lo, hi), reach = indist_cont["tau_ci"], indist_cont["figure"] >= LARGE_TARGET
+        out.append(f"Trained on to {indist_cont['tokens_with_parent']:,} tokens (the eleventh amendment), the ninth "
+                   f"amendment's drafter reaches {indist_cont['figure']:.2f} [{lo:.2f}, {hi:.2f}] offline"
+                   + ("." if reach else f", short of {LARGE_TARGET}."))
     df = ceiling_frame(ceiling)
     big = df[df["target"] == "1.5B"] if len(df) else df
     if len(big):
@@ -1205,11 +1260,14 @@ def ceiling_values(ceiling: Mapping[str, Any] | None, sizes: Mapping[str, Any] |
                    bench: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The page's glued texts of the ceiling section: ``cpu_ceiling_text``, ``cpu_where_text``,
     ``cpu_answer_text`` and, from issue 42's entries in ``bench`` (the benchmarks: :data:`LARGE`,
-    :data:`INDIST`, :data:`INDIST_ALL`), ``cpu_large_text``, ``cpu_indist_text`` and ``cpu_indist_all_text``."""
+    :data:`INDIST`, :data:`INDIST_ALL`, :data:`INDIST_CONT`), ``cpu_large_text``, ``cpu_indist_text``,
+    ``cpu_indist_all_text`` and ``cpu_indist_cont_text``."""
     bench = bench or {}
     large = bench.get(LARGE)
     return {"cpu_ceiling_text": ceiling_text(ceiling), "cpu_large_text": large_drafter_text(large, sizes),
             "cpu_indist_text": indist_text(bench.get(INDIST), large),
             "cpu_indist_all_text": indist_all_text(bench.get(INDIST_ALL)),
+            "cpu_indist_cont_text": indist_cont_text(bench.get(INDIST_CONT)),
             "cpu_where_text": where_text(ceiling, sizes) or "Needs the ceiling's measurement (above).",
-            "cpu_answer_text": answer_text(sizes, ceiling, large, bench.get(INDIST), bench.get(INDIST_ALL))}
+            "cpu_answer_text": answer_text(sizes, ceiling, large, bench.get(INDIST), bench.get(INDIST_ALL),
+                                           bench.get(INDIST_CONT))}

@@ -103,4 +103,4 @@ def run(cfg: StudyConfig, root: str | Path | None = None) -> tuple[LandingResult
         lossless=all(v.lossless_prompts == v.n_prompts for v in online.values()),
         bench_speedup=bench.get("speedup_vs_plain_t0"), bench_tau=bench.get("tau_t0"),
         cpu_text=cpu_payoff.landing_text(benchmarks.get(cpu_payoff.BENCH), benchmarks.get(cpu_payoff.CEILING),
-                                          benchmarks.get(cpu_payoff.LARGE))), ch
+                                          benchmarks.get(cpu_payoff.LARGE), cpu_payoff.own_drafters(benchmarks))), ch
