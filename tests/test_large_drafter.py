@@ -529,3 +529,40 @@ def test_the_landing_sentence_states_the_drafters_on_the_targets_own_answers_in_
     reached = cpu.landing_text(_sizes(None), None, None, [("eleventh", {**CONT, "figure": 1.52})])
     assert "1.52 (1.22 to 1.33, n = 32 eval prompts, eleventh amendment) offline" in reached
     assert "short of" not in reached and "own train prompts" not in cpu.landing_text(_sizes(None))
+
+
+def test_the_sampled_drafter_trains_on_the_base_records_and_their_samples_against_the_eighths(monkeypatch, tmp_path):
+    """Twelfth amendment: SAMPLES sampled answers per base train prompt, through llama.cpp (ENGINE),
+    captured after the base records; stage 1's recipe; the eighth's drafter is the rival."""
+    from pathlib import PurePosixPath
+    from types import SimpleNamespace
+
+    import activation_wave.draft.experiment as experiment
+    from activation_wave.benchmarks.suite import OPT_IN, entries
+
+    dcfg = third_drafter_config(load_config("default"))
+    gen = ld.samples_generation_config(dcfg).data
+    assert (gen.samples_per_prompt, gen.engine, gen.engine_servers) == (ld.SAMPLES, "llamacpp", 2)
+    assert dataclasses.replace(gen, samples_per_prompt=0, **{k: getattr(dcfg.data, k) for k in ld.ENGINE}) == dcfg.data
+    seen = {}
+
+    def entry(cfg, plan, cap, rival, name, **k):
+        seen.update(rival=rival, name=name, cap=cap, **k)
+        return {"figure": 1.4, "rival_drafter": rival[1], "delta_vs_rival": {"mean": 0.06}}
+
+    samples = [SimpleNamespace(response_ids=[1, 2, 3])] * (128 * ld.SAMPLES)
+    plan = {"dcfg": dcfg, "layers": (2, 14, 25), "cap": SimpleNamespace(cache="third"), "base_train": [0] * 128}
+    monkeypatch.setattr(ld, "_plan", lambda cfg, progress: plan)
+    monkeypatch.setattr(ld, "_sampled_responses", lambda p, progress: (samples, [tmp_path / "x-s1.jsonl"]))
+    monkeypatch.setattr(ld, "_training_capture", lambda p, added, progress: SimpleNamespace(path=tmp_path / "cap640")
+                        if added is samples else None)
+    monkeypatch.setattr(experiment, "drafter_dir", lambda c, layers, d: PurePosixPath(c, "d"))
+    monkeypatch.setattr(ld, "_indist_entry", entry)
+    out = ld.run_indist_samples(load_config("default"), progress=False)
+    assert seen["rival"] == ("indist", "third/d") and seen["name"] == "indist_samples" and "dconf" not in seen
+    assert out["indist_drafter"] == "third/d" and out["delta_vs_indist"] == {"mean": 0.06}
+    assert not {"rival_drafter", "delta_vs_rival"} & set(out) and "twelfth amendment" in out["pre_registration"]
+    assert out["capture"] == {"key": "cap640", "records": 128 + 128 * ld.SAMPLES}
+    assert out["added_response_tokens"] == 3 * 128 * ld.SAMPLES
+    assert out["responses_files"] == ["x-s1.jsonl"] and out["sample_temperature"] == 0.7
+    assert ld.INDIST_SAMPLES in OPT_IN and entries()[ld.INDIST_SAMPLES] is ld.run_indist_samples

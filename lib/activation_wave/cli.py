@@ -560,7 +560,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "large_drafter_indist_all (the same on all 324 train prompts of the sources, the 196 added ones "
                    "answered by llama.cpp, against large_drafter_indist's drafter; about an hour, runs only when named), "
                    "large_drafter_indist_cont (issue 42, eleventh amendment: that drafter trained on for 1,000,000 more "
-                   "tokens from its weights, against it; about 40 minutes, runs only when named)")
+                   "tokens from its weights, against it; about 40 minutes, runs only when named), "
+                   "large_drafter_indist_samples (issue 42, twelfth amendment: the 128 base train records and 2 sampled "
+                   "answers of the target to each of their prompts, answered by llama.cpp, against "
+                   "large_drafter_indist's drafter; about 75 minutes, runs only when named)")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("dry-run", help="validate a config and estimate memory, disk and time without loading weights")

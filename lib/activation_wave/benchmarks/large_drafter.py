@@ -29,7 +29,8 @@ from activation_wave.study.chapters.cpu_payoff import LARGE_TARGET
 
 __all__ = ["NAME", "N_CORPUS", "BUDGET", "RECIPE", "STAGE_TOKENS", "STAGES", "ENGINE", "METHOD",
            "PROBE", "INDIST", "run_indist", "indist_verdict", "INDIST_ALL", "run_indist_all", "indist_prompts",
-           "indist_generation_config", "INDIST_CONT", "CONT_STAGE", "cont_config", "run_indist_cont",
+           "indist_generation_config", "INDIST_CONT", "CONT_STAGE", "cont_config", "run_indist_cont", "INDIST_SAMPLES",
+           "SAMPLES", "samples_generation_config", "run_indist_samples",
            "generation_config", "drafter_config", "stage_configs", "probe_configs", "probe_verdict", "lineage", "run",
            "trained"]
 
@@ -430,6 +431,59 @@ def run_indist_cont(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any
             "delta_vs_parent": delta, "continued": CONT_STAGE, "tokens_with_parent": BUDGET + dconf.max_tokens,
             "capture": {"key": cache.path.name, "records": len(plan["base_train"]) + len(added)},
             "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, eleventh amendment)",
+            "seconds": round(time.time() - t0, 1)}
+
+
+#: The twelfth amendment's benchmark: the eighth amendment's 128 base train records and
+#: :data:`SAMPLES` sampled responses of the target to each of their prompts (llama.cpp, the data
+#: config's sample temperature), stage 1's recipe, budget and seed, against the eighth's drafter.
+INDIST_SAMPLES = "large_drafter_indist_samples"
+SAMPLES = 2
+
+
+def samples_generation_config(dcfg: StudyConfig) -> StudyConfig:
+    """The config that samples the twelfth amendment's responses: the third drafters' data config
+    (their prompts, ``max_new_tokens`` and sample temperature) with :data:`SAMPLES` per train prompt
+    and the corpus responses' :data:`ENGINE`."""
+    return dataclasses.replace(dcfg, data=DataConfig(**{**dataclasses.asdict(dcfg.data),
+                                                        "samples_per_prompt": SAMPLES, **ENGINE}))
+
+
+def _sampled_responses(plan: dict[str, Any], *, progress: bool) -> tuple[list[Any], list[Any]]:
+    """The target's :data:`SAMPLES` sampled answers to each base train prompt (generated in
+    llama.cpp unless committed) and their files, sample 1 of every prompt first."""
+    from activation_wave.models.prompts import load_prompts, sampled_responses
+    from activation_wave.study.steps import response_generator
+
+    gen_cfg, target = samples_generation_config(plan["dcfg"]), plan["cap"].target
+    with response_generator(gen_cfg, target) as gen:
+        return sampled_responses(target, load_prompts(gen_cfg.data), gen_cfg.data, progress=progress, generator=gen)
+
+
+def run_indist_samples(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
+    """Sample the base train prompts' answers (or read the committed ones), capture them after the
+    base train records, train stage 1's recipe on them all (or read it from the ledger) and score
+    it beside the eighth amendment's drafter (the primary test) and the toy drafter."""
+    from activation_wave.draft.experiment import drafter_dir
+
+    t0 = time.time()
+    plan = _plan(cfg, progress=progress)
+    dcfg, cap = plan["dcfg"], plan["cap"]
+    added, paths = _sampled_responses(plan, progress=progress)
+    gen_s, t_cap = time.time() - t0, time.time()
+    cache = _training_capture(plan, added, progress=progress)
+    cap_s = time.time() - t_cap
+    eighth = str(drafter_dir(cap.cache, plan["layers"], drafter_config(dcfg)))
+    out = _indist_entry(cfg, plan, cache, ("indist", eighth), "indist_samples", progress=progress)
+    rival, delta = out.pop("rival_drafter"), out.pop("delta_vs_rival")
+    return {**out, "baseline_unit": "the same, the eighth amendment's drafter (same recipe, budget and seed; the 128 "
+                                    "base train records alone)", "indist_drafter": rival, "delta_vs_indist": delta,
+            "samples_per_prompt": SAMPLES, "sample_temperature": dcfg.data.sample_temperature,
+            "added_responses": len(added), "added_response_tokens": sum(len(r.response_ids) for r in added),
+            "responses_files": [path.name for path in paths], "engine": ENGINE,
+            "generation_s_this_run": round(gen_s, 1), "capture_s_this_run": round(cap_s, 1),
+            "capture": {"key": cache.path.name, "records": len(plan["base_train"]) + len(added)},
+            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, twelfth amendment)",
             "seconds": round(time.time() - t0, 1)}
 
 

@@ -33,7 +33,7 @@ Entry = Callable[[StudyConfig], dict[str, Any]]
 #: 40 drafters; the 1.5B llama.cpp runs need its drafters and about half an hour), so they
 #: run only when named, e.g. ``wave bench --only recipe``.
 OPT_IN = ("recipe", "llamacpp_1.5b", "data_scale", "llamacpp_ceiling", "large_drafter", "large_drafter_indist",
-          "large_drafter_indist_all", "large_drafter_indist_cont")
+          "large_drafter_indist_all", "large_drafter_indist_cont", "large_drafter_indist_samples")
 
 
 def entries() -> dict[str, Entry]:
@@ -64,6 +64,9 @@ def entries() -> dict[str, Entry]:
             "large_drafter_indist_all": large_drafter.run_indist_all,
             # issue 42, eleventh amendment: the ninth's drafter trained on from its weights (~40 min)
             "large_drafter_indist_cont": large_drafter.run_indist_cont,
+            # issue 42, twelfth amendment: 2 sampled answers of the target to each base train prompt beside
+            # the eighth's records (answered by llama.cpp, captured, trained: about 75 minutes)
+            "large_drafter_indist_samples": large_drafter.run_indist_samples,
             "llamacpp_1.5b": llamacpp.run_sizes,
             # issue 42: the round's terms, predicted next to measured, and the ceiling per depth (~30 min)
             "llamacpp_ceiling": ceiling.run,
