@@ -608,6 +608,12 @@ glue_figure("fig_large_stages", plot_drafter_stages(*cpu.stage_curve(bench.get(c
 # drafter stop short of what its 324 records can teach? `wave bench --only large_drafter_indist_cont`.
 #
 # {glue:text}`cpu_indist_cont_text`
+#
+# The twelfth amendment's question (registered before its answers were sampled): do sampled
+# answers of the target to the same 128 prompts, beside the greedy ones, teach the drafter more at
+# the same budget? `wave bench --only large_drafter_indist_samples`.
+#
+# {glue:text}`cpu_indist_samples_text`
 
 # %% [markdown]
 # ## Verdicts

@@ -566,3 +566,39 @@ def test_the_sampled_drafter_trains_on_the_base_records_and_their_samples_agains
     assert out["added_response_tokens"] == 3 * 128 * ld.SAMPLES
     assert out["responses_files"] == ["x-s1.jsonl"] and out["sample_temperature"] == 0.7
     assert ld.INDIST_SAMPLES in OPT_IN and entries()[ld.INDIST_SAMPLES] is ld.run_indist_samples
+
+
+SAMPLED = {"figure": 1.43, "baseline": 1.339, "tau_ci": [1.37, 1.50], "toy": 1.0, "budget_tokens": 1_000_000,
+           "train_records": 384, "added_responses": 256, "added_response_tokens": 22_001, "samples_per_prompt": 2,
+           "sample_temperature": 0.7, "train_tokens": 71_234, "train_cpu_min": 73.1, "verdict": "beat",
+           "generation_s_this_run": 840.0,
+           "delta_vs_indist": {"mean": 0.09, "lo": 0.04, "hi": 0.14, "p": 0.0006, "n": 32},
+           "delta_vs_toy": {"mean": 0.43, "lo": 0.35, "hi": 0.51, "p": 0.0002, "n": 32}}
+
+
+def test_the_twelfth_amendments_drafter_is_read_against_the_eighths_by_its_registered_rule():
+    assert cpu.indist_samples_text(None).startswith("Not trained yet: wave bench --only large_drafter_indist_samples")
+    text = cpu.indist_samples_text(SAMPLED)
+    assert "With 2 sampled answers of the target to each of the 128 base train prompts beside their greedy ones " \
+           "(twelfth amendment: 384 records; the 256 samples, 22,001 response tokens at temperature 0.7, written by " \
+           "llama.cpp in 14 minutes of two one-thread servers; stage 1's recipe, 1,000,000 tokens and seed over " \
+           "71,234 tokens, about 14 passes; 73 CPU-minutes of training) the drafter has outcome tau 1.43 [1.37, " \
+           "1.50] against the eighth amendment's 1.34 on the same n = 32 eval prompts: paired difference +0.09 " \
+           "[+0.04, +0.14], p 0.0006 (the primary test). So the sampled answers teach the drafter more than the " \
+           "greedy answers alone at this budget" in text
+    assert "The registered prediction (a gain of +0.04 to +0.15) held. Against the toy drafter +0.43" in text
+    assert text.endswith("It does not reach the issue's 1.5, so C1 stays on stage 3.")
+    lost = cpu.indist_samples_text({**SAMPLED, "verdict": "lose", "generation_s_this_run": 0.2,
+                                    "delta_vs_indist": {"mean": -0.1, "lo": -0.15, "hi": -0.05, "p": 0.001, "n": 32}})
+    assert "written by llama.cpp; stage 1's" in lost and "teach it less than the greedy answers alone" in lost
+    assert "(a gain of +0.04 to +0.15) was wrong: it lost instead." in lost
+    assert cpu.indist_samples_text({**SAMPLED, "figure": 1.51}).endswith("It reaches the issue's 1.5.")
+    vals = cpu.ceiling_values(None, None, {cpu.INDIST: INDIST, cpu.INDIST_ALL: ALL, cpu.INDIST_SAMPLES: SAMPLED})
+    assert vals["cpu_indist_samples_text"] == text
+    assert "(the eighth, ninth and twelfth amendments), 1.5B drafters of the same recipe and budget reach outcome " \
+           "tau 1.31 [1.27, 1.36] on the 128 records drawn with the eval prompts, 1.41 [1.35, 1.50] on all 324 " \
+           "train records of the sources and 1.43 [1.37, 1.50] on 384 records, those 128 and sampled answers to " \
+           "their prompts offline, short of the issue's 1.5" in vals["cpu_answer_text"]
+    assert "(the ninth amendment), 1.5B" in cpu.answer_text(None, None, None, None, ALL)
+    assert [n for n, _ in cpu.own_drafters({cpu.INDIST_SAMPLES: SAMPLED, cpu.INDIST: INDIST})] == ["eighth", "twelfth"]
+    assert cpu.INDIST_SAMPLES == ld.INDIST_SAMPLES

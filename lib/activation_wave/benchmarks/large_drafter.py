@@ -469,8 +469,9 @@ def run_indist_samples(cfg: StudyConfig, *, progress: bool = True) -> dict[str, 
     t0 = time.time()
     plan = _plan(cfg, progress=progress)
     dcfg, cap = plan["dcfg"], plan["cap"]
+    t_gen = time.time()
     added, paths = _sampled_responses(plan, progress=progress)
-    gen_s, t_cap = time.time() - t0, time.time()
+    gen_s, t_cap = time.time() - t_gen, time.time()
     cache = _training_capture(plan, added, progress=progress)
     cap_s = time.time() - t_cap
     eighth = str(drafter_dir(cap.cache, plan["layers"], drafter_config(dcfg)))

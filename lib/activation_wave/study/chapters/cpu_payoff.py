@@ -38,7 +38,7 @@ __all__ = ["NAME", "BENCH", "has_drafters", "drafter_sets", "run_drafters", "tra
            "answer_text", "ceiling_tables", "ceiling_values", "ROUND_FORMATS", "cost_inputs_frame", "LARGE",
            "LARGE_METHOD", "LARGE_TARGET", "large_drafter_text", "measured_points", "stage_fit", "stage_reach", "stage_pace", "stage_curve",
            "stage_lineage", "INDIST", "indist_text", "INDIST_ALL", "indist_all_text", "INDIST_CONT",
-           "indist_cont_text", "OWN", "own_drafters"]
+           "indist_cont_text", "INDIST_SAMPLES", "indist_samples_text", "OWN", "own_drafters"]
 
 
 def has_drafters(cfg: StudyConfig) -> bool:
@@ -111,8 +111,11 @@ INDIST_ALL, INDIST_ALL_PREDICTED = "large_drafter_indist_all", (0.02, 0.10)
 #: The eleventh amendment's (``run_indist_cont``): the ninth's drafter trained on from its weights,
 #: and its registered prediction for the paired difference from that drafter (its parent).
 INDIST_CONT, INDIST_CONT_PREDICTED = "large_drafter_indist_cont", (0.08, 0.20)
+#: The twelfth amendment's (``run_indist_samples``): the eighth's records and sampled answers to
+#: their prompts, and its registered prediction for the paired difference from the eighth's drafter.
+INDIST_SAMPLES, INDIST_SAMPLES_PREDICTED = "large_drafter_indist_samples", (0.04, 0.15)
 #: The amendments whose 1.5B drafters train on the target's answers to the study's own prompts, in order.
-OWN = ((INDIST, "eighth"), (INDIST_ALL, "ninth"), (INDIST_CONT, "eleventh"))
+OWN = ((INDIST, "eighth"), (INDIST_ALL, "ninth"), (INDIST_CONT, "eleventh"), (INDIST_SAMPLES, "twelfth"))
 #: The outcome tau issue 42 asks of that drafter.
 LARGE_TARGET = 1.5
 #: The entry's reference run under llama.cpp's default flags (``benchmarks.llamacpp_speed.FASTEST_PLAIN``).
@@ -550,6 +553,13 @@ def _indist_all_reading(entry: Mapping[str, Any]) -> str:
     return out
 
 
+def _prediction(gain: float, lo: float, hi: float) -> str:
+    """Whether a registered prediction of a gain between ``lo`` and ``hi`` held, and if not, how it missed."""
+    if lo <= gain <= hi:
+        return "held"
+    return "was wrong: " + ("it lost instead" if gain < 0 else f"the gain is {'smaller' if gain < lo else 'larger'}")
+
+
 def indist_cont_text(entry: Mapping[str, Any] | None) -> str:
     """The eleventh amendment's result in words: the ninth amendment's drafter trained on, against
     its parent (the primary paired test, its verdict and the registered prediction), the eighth
@@ -565,8 +575,7 @@ def indist_cont_text(entry: Mapping[str, Any] | None) -> str:
              "within noise": "training on is within noise of stopping where the ninth amendment did (the interval "
                              "covers 0; the design detects differences of about 0.05 and more)"}
     lo, hi = INDIST_CONT_PREDICTED
-    gain = entry["delta_vs_parent"]["mean"]
-    held = "held" if lo <= gain <= hi else f"was wrong: the gain is {'smaller' if gain < lo else 'larger'}"
+    held = _prediction(entry["delta_vs_parent"]["mean"], lo, hi)
     out = (f"Trained on (eleventh amendment: the ninth amendment's drafter continued from its weights on the same "
            f"{entry['train_records']:,} records for {entry['budget_tokens']:,} more tokens, "
            f"{entry['tokens_with_parent']:,} with its parent, at a constant lr of {c['lr']:g}, seed {c['seed']}; "
@@ -579,6 +588,40 @@ def indist_cont_text(entry: Mapping[str, Any] | None) -> str:
     if new is not None and old is not None:
         out += (f" Its training loss over its last {LAST_BATCHES} batches is {new:.1f}, against {old:.1f} for its parent "
                 "(not a registered test).")
+    return out + " " + _reach(entry)
+
+
+def indist_samples_text(entry: Mapping[str, Any] | None) -> str:
+    """The twelfth amendment's result in words: the drafter on the base records and sampled answers
+    to their prompts beside the eighth amendment's (the primary paired test, its verdict and the
+    registered prediction) and the toy drafter's, what its records cost, and whether it reaches the
+    issue's target."""
+    if not entry:
+        return ("Not trained yet: wave bench --only large_drafter_indist_samples samples the answers in llama.cpp, "
+                "captures them and trains it (about 75 minutes on two cores), and scores it beside the eighth "
+                "amendment's drafter.")
+    t, k = entry["delta_vs_toy"], entry["samples_per_prompt"]
+    base = entry["train_records"] - entry["added_responses"]
+    words = {"beat": "teach the drafter more than the greedy answers alone at this budget (the interval lies above 0)",
+             "lose": "teach it less than the greedy answers alone at this budget (the interval lies below 0)",
+             "within noise": "are within noise of the greedy answers alone at this budget (the interval covers 0; "
+                             "the design detects differences of about 0.05 and more)"}
+    lo, hi = INDIST_SAMPLES_PREDICTED
+    held = _prediction(entry["delta_vs_indist"]["mean"], lo, hi)
+    gen = entry.get("generation_s_this_run") or 0.0
+    out = (f"With {k} sampled answers of the target to each of the {base:,} base train prompts beside their greedy "
+           f"ones (twelfth amendment: {entry['train_records']:,} records; the {entry['added_responses']:,} samples, "
+           f"{entry['added_response_tokens']:,} response tokens at temperature {entry['sample_temperature']:g}, "
+           "written by llama.cpp" + (f" in {gen / 60:.0f} minutes of two one-thread servers" if gen > 60 else "")
+           + f"; stage 1's recipe, {entry['budget_tokens']:,} tokens and seed over {entry['train_tokens']:,} tokens, "
+           f"about {entry['budget_tokens'] / entry['train_tokens']:.0f} passes; {entry['train_cpu_min']:.0f} "
+           f"CPU-minutes of training) the drafter has {_against(entry, entry['delta_vs_indist'], 'the eighth amendment')}. "
+           f"So the sampled answers {words[entry['verdict']]}. The registered prediction (a gain of {lo:+.2f} to "
+           f"{hi:+.2f}) {held}. Against the toy drafter {t['mean']:+.2f} [{t['lo']:+.2f}, {t['hi']:+.2f}].")
+    new, old = _loss_end(entry.get("drafter")), _loss_end(entry.get("indist_drafter"))
+    if new is not None and old is not None:
+        out += (f" Its training loss over its last {LAST_BATCHES} batches is {new:.1f}, against {old:.1f} for the eighth "
+                "amendment's drafter (not a registered test).")
     return out + " " + _reach(entry)
 
 
@@ -1190,13 +1233,19 @@ def ngram_text(sizes: Mapping[str, Any] | None) -> str:
             "text, so its drafts cost nothing to make.")
 
 
+def _and(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def answer_text(sizes: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | None,
                 large: Mapping[str, Any] | None = None, indist: Mapping[str, Any] | None = None,
-                indist_all: Mapping[str, Any] | None = None, indist_cont: Mapping[str, Any] | None = None) -> str:
+                indist_all: Mapping[str, Any] | None = None, indist_cont: Mapping[str, Any] | None = None,
+                indist_samples: Mapping[str, Any] | None = None) -> str:
     """The chapter's answer: the n-gram result, C1 as measured with the toy drafter and with the
     corpus drafter (naming the stage of issue 42's ``large`` entry its row measured), the eighth,
-    ninth and eleventh amendments' drafters (``indist``, ``indist_all``, ``indist_cont``; offline
-    only), and what the ceiling says about any drafter (plain text)."""
+    ninth, eleventh and twelfth amendments' drafters (``indist``, ``indist_all``, ``indist_cont``,
+    ``indist_samples``; offline only), and what the ceiling says about any drafter (plain text)."""
     out = []
     ng = ngram_text(sizes)
     if ng:
@@ -1214,14 +1263,17 @@ def answer_text(sizes: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | No
             out.append(f"The corpus drafter (C1 re-stated{_stage_note(sizes, large)}) runs at {c['speedup']:.2f}x "
                        f"[{c['speedup_ci'][0]:.2f}, {c['speedup_ci'][1]:.2f}] at {_threads(tc)} with tau {c['tau']:.2f} "
                        "in llama.cpp.")
-    own = [(e, what) for e, what in ((indist, "the {:,} records drawn with the eval prompts"),
-                                     (indist_all, "all {:,} train records of the sources")) if e]
+    own = [(nth, e, what) for nth, e, what in (
+        ("eighth", indist, "the {:,} records drawn with the eval prompts"),
+        ("ninth", indist_all, "all {:,} train records of the sources"),
+        ("twelfth", indist_samples, "{:,} records, those 128 and sampled answers to their prompts")) if e]
     if own:
-        out.append("On the target's answers to the study's own train prompts (the eighth and ninth amendments), 1.5B "
-                   "drafters of the same recipe and budget reach outcome tau "
-                   + " and ".join(f"{e['figure']:.2f} [{e['tau_ci'][0]:.2f}, {e['tau_ci'][1]:.2f}] on "
-                                  + what.format(e["train_records"]) for e, what in own)
-                   + (" offline" if all(e["figure"] >= LARGE_TARGET for e, _ in own)
+        out.append(f"On the target's answers to the study's own train prompts (the {_and([n for n, _, _ in own])} "
+                   f"amendment{'s' if len(own) > 1 else ''}), 1.5B drafters of the same recipe and budget reach "
+                   "outcome tau "
+                   + _and([f"{e['figure']:.2f} [{e['tau_ci'][0]:.2f}, {e['tau_ci'][1]:.2f}] on "
+                           + what.format(e["train_records"]) for _, e, what in own])
+                   + (" offline" if all(e["figure"] >= LARGE_TARGET for _, e, _ in own)
                       else f" offline, short of the issue's {LARGE_TARGET}") + "; none is measured in llama.cpp.")
     if indist_cont:
         (lo, hi), reach = indist_cont["tau_ci"], indist_cont["figure"] >= LARGE_TARGET
@@ -1260,14 +1312,15 @@ def ceiling_values(ceiling: Mapping[str, Any] | None, sizes: Mapping[str, Any] |
                    bench: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The page's glued texts of the ceiling section: ``cpu_ceiling_text``, ``cpu_where_text``,
     ``cpu_answer_text`` and, from issue 42's entries in ``bench`` (the benchmarks: :data:`LARGE`,
-    :data:`INDIST`, :data:`INDIST_ALL`, :data:`INDIST_CONT`), ``cpu_large_text``, ``cpu_indist_text``,
-    ``cpu_indist_all_text`` and ``cpu_indist_cont_text``."""
+    :data:`INDIST`, :data:`INDIST_ALL`, :data:`INDIST_CONT`, :data:`INDIST_SAMPLES`), ``cpu_large_text``,
+    ``cpu_indist_text``, ``cpu_indist_all_text``, ``cpu_indist_cont_text`` and ``cpu_indist_samples_text``."""
     bench = bench or {}
     large = bench.get(LARGE)
     return {"cpu_ceiling_text": ceiling_text(ceiling), "cpu_large_text": large_drafter_text(large, sizes),
             "cpu_indist_text": indist_text(bench.get(INDIST), large),
             "cpu_indist_all_text": indist_all_text(bench.get(INDIST_ALL)),
             "cpu_indist_cont_text": indist_cont_text(bench.get(INDIST_CONT)),
+            "cpu_indist_samples_text": indist_samples_text(bench.get(INDIST_SAMPLES)),
             "cpu_where_text": where_text(ceiling, sizes) or "Needs the ceiling's measurement (above).",
             "cpu_answer_text": answer_text(sizes, ceiling, large, bench.get(INDIST), bench.get(INDIST_ALL),
-                                           bench.get(INDIST_CONT))}
+                                           bench.get(INDIST_CONT), bench.get(INDIST_SAMPLES))}
