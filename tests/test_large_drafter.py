@@ -602,3 +602,34 @@ def test_the_twelfth_amendments_drafter_is_read_against_the_eighths_by_its_regis
     assert "(the ninth amendment), 1.5B" in cpu.answer_text(None, None, None, None, ALL)
     assert [n for n, _ in cpu.own_drafters({cpu.INDIST_SAMPLES: SAMPLED, cpu.INDIST: INDIST})] == ["eighth", "twelfth"]
     assert cpu.INDIST_SAMPLES == ld.INDIST_SAMPLES
+
+
+def test_the_ninth_amendments_entry_keeps_the_keys_of_its_committed_run(monkeypatch, tmp_path):
+    """run_indist_all through the common part it shares with the twelfth: every key of the committed
+    entry that is not the scoring's own (``_indist_entry``) is still written."""
+    import json
+    from pathlib import PurePosixPath
+    from types import SimpleNamespace
+
+    import activation_wave.draft.experiment as experiment
+    from activation_wave.core.paths import REPO_ROOT
+
+    committed = json.loads((REPO_ROOT / "data" / "results" / "benchmarks.json").read_text())[ld.INDIST_ALL]
+    plan = {"dcfg": third_drafter_config(load_config("default")), "layers": (2, 14, 25),
+            "cap": SimpleNamespace(cache="third"), "base_train": [0] * 128}
+    added = [SimpleNamespace(response_ids=[1, 2])] * 196
+    monkeypatch.setattr(ld, "_plan", lambda cfg, progress: plan)
+    monkeypatch.setattr(ld, "_all_responses", lambda p, progress: (added, tmp_path / "answers.jsonl"))
+    monkeypatch.setattr(ld, "_training_capture", lambda p, a, progress: SimpleNamespace(path=tmp_path / "cap324"))
+    monkeypatch.setattr(experiment, "drafter_dir", lambda c, layers, d: PurePosixPath(c, "d"))
+    monkeypatch.setattr(ld, "_indist_entry", lambda *a, **k: {"figure": 1.2, "rival_drafter": "third/d",
+                                                             "delta_vs_rival": {"mean": -0.2}})
+    out = ld.run_indist_all(load_config("default"), progress=False)
+    scoring = {"figure", "unit", "baseline", "toy", "target", "model", "layers", "drafter", "toy_drafter", "tau_ci",
+               "verdict", "delta_vs_toy", "train_records", "train_tokens", "loss_tokens", "budget_tokens", "recipe",
+               "train_s", "train_threads", "train_cpu_min", "eval_prompt_ids", "per_prompt_tau", "peak_rss_mib",
+               "wall_s", "measured", "machine"}
+    assert set(committed) - scoring <= set(out)
+    assert out["capture"] == {"key": "cap324", "records": 324} and out["added_prompts"] == 196
+    assert out["added_response_tokens"] == 392 and out["responses_file"] == "answers.jsonl"
+    assert out["indist_drafter"] == "third/d" and "ninth amendment" in out["pre_registration"]

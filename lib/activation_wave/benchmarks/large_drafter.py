@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from activation_wave.core.config import DataConfig, DraftConfig, StudyConfig
@@ -360,27 +360,35 @@ def run_indist_all(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]
     """Answer the added prompts (or read the committed answers), capture them after the base
     train records, train stage 1's recipe on them all (or read it from the ledger) and score it
     beside the eighth amendment's drafter and the toy drafter on the same eval prompts."""
-    from activation_wave.draft.experiment import drafter_dir
-
     t0 = time.time()
     plan = _plan(cfg, progress=progress)
-    dcfg, cap = plan["dcfg"], plan["cap"]
+    out, added, rpath = _added_against_eighth(cfg, plan, _all_responses, "indist_all", progress=progress)
+    return {**out, "baseline_unit": "the same, the eighth amendment's drafter (same recipe, budget and seed; the 128 "
+                                    "base train records)", "added_prompts": len(added), "responses_file": rpath.name,
+            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, ninth amendment)",
+            "seconds": round(time.time() - t0, 1)}
+
+
+def _added_against_eighth(cfg: StudyConfig, plan: dict[str, Any], responses: Callable[..., tuple[list[Any], Any]],
+                          name: str, *, progress: bool) -> tuple[dict[str, Any], list[Any], Any]:
+    """The ninth and twelfth amendments' common part: ``responses(plan, progress=...)`` (the added
+    records and their file or files), captured after the base train records; stage 1's recipe
+    trained on them all and scored as ``name`` against the eighth amendment's drafter. Returns the
+    entry's common part, the added records and their file(s)."""
+    from activation_wave.draft.experiment import drafter_dir
+
     t_gen = time.time()
-    added, rpath = _all_responses(plan, progress=progress)
+    added, files = responses(plan, progress=progress)
     gen_s, t_cap = time.time() - t_gen, time.time()
     cache = _training_capture(plan, added, progress=progress)
     cap_s = time.time() - t_cap
-    eighth = str(drafter_dir(cap.cache, plan["layers"], drafter_config(dcfg)))
-    out = _indist_entry(cfg, plan, cache, ("indist", eighth), "indist_all", progress=progress)
+    eighth = str(drafter_dir(plan["cap"].cache, plan["layers"], drafter_config(plan["dcfg"])))
+    out = _indist_entry(cfg, plan, cache, ("indist", eighth), name, progress=progress)
     rival, delta = out.pop("rival_drafter"), out.pop("delta_vs_rival")
-    return {**out, "baseline_unit": "the same, the eighth amendment's drafter (same recipe, budget and seed; the 128 "
-                                    "base train records)", "indist_drafter": rival, "delta_vs_indist": delta,
-            "added_prompts": len(added),
-            "added_response_tokens": sum(len(r.response_ids) for r in added), "responses_file": rpath.name,
-            "engine": ENGINE, "generation_s_this_run": round(gen_s, 1), "capture_s_this_run": round(cap_s, 1),
-            "capture": {"key": cache.path.name, "records": len(plan["base_train"]) + len(added)},
-            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, ninth amendment)",
-            "seconds": round(time.time() - t0, 1)}
+    return ({**out, "indist_drafter": rival, "delta_vs_indist": delta,
+             "added_response_tokens": sum(len(r.response_ids) for r in added), "engine": ENGINE,
+             "generation_s_this_run": round(gen_s, 1), "capture_s_this_run": round(cap_s, 1),
+             "capture": {"key": cache.path.name, "records": len(plan["base_train"]) + len(added)}}, added, files)
 
 
 def _all_responses(plan: dict[str, Any], *, progress: bool) -> tuple[list[Any], Any]:
@@ -464,26 +472,13 @@ def run_indist_samples(cfg: StudyConfig, *, progress: bool = True) -> dict[str, 
     """Sample the base train prompts' answers (or read the committed ones), capture them after the
     base train records, train stage 1's recipe on them all (or read it from the ledger) and score
     it beside the eighth amendment's drafter (the primary test) and the toy drafter."""
-    from activation_wave.draft.experiment import drafter_dir
-
     t0 = time.time()
     plan = _plan(cfg, progress=progress)
-    dcfg, cap = plan["dcfg"], plan["cap"]
-    t_gen = time.time()
-    added, paths = _sampled_responses(plan, progress=progress)
-    gen_s, t_cap = time.time() - t_gen, time.time()
-    cache = _training_capture(plan, added, progress=progress)
-    cap_s = time.time() - t_cap
-    eighth = str(drafter_dir(cap.cache, plan["layers"], drafter_config(dcfg)))
-    out = _indist_entry(cfg, plan, cache, ("indist", eighth), "indist_samples", progress=progress)
-    rival, delta = out.pop("rival_drafter"), out.pop("delta_vs_rival")
+    out, added, paths = _added_against_eighth(cfg, plan, _sampled_responses, "indist_samples", progress=progress)
     return {**out, "baseline_unit": "the same, the eighth amendment's drafter (same recipe, budget and seed; the 128 "
-                                    "base train records alone)", "indist_drafter": rival, "delta_vs_indist": delta,
-            "samples_per_prompt": SAMPLES, "sample_temperature": dcfg.data.sample_temperature,
-            "added_responses": len(added), "added_response_tokens": sum(len(r.response_ids) for r in added),
-            "responses_files": [path.name for path in paths], "engine": ENGINE,
-            "generation_s_this_run": round(gen_s, 1), "capture_s_this_run": round(cap_s, 1),
-            "capture": {"key": cache.path.name, "records": len(plan["base_train"]) + len(added)},
+                                    "base train records alone)",
+            "samples_per_prompt": SAMPLES, "sample_temperature": plan["dcfg"].data.sample_temperature,
+            "added_responses": len(added), "responses_files": [path.name for path in paths],
             "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, twelfth amendment)",
             "seconds": round(time.time() - t0, 1)}
 
