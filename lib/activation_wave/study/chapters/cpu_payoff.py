@@ -553,6 +553,17 @@ def _indist_all_reading(entry: Mapping[str, Any]) -> str:
     return out
 
 
+def _loss_against(entry: Mapping[str, Any], rival_key: str, rival: str) -> str:
+    """The sentence comparing the entry's drafter's end-of-training loss (:func:`_loss_end`) with the
+    drafter named by ``entry[rival_key]`` (called ``rival``), labelled as not a registered test;
+    "" without both committed ledgers."""
+    new, old = _loss_end(entry.get("drafter")), _loss_end(entry.get(rival_key))
+    if new is None or old is None:
+        return ""
+    return (f" Its training loss over its last {LAST_BATCHES} batches is {new:.1f}, against {old:.1f} for {rival} "
+            "(not a registered test).")
+
+
 def _prediction(gain: float, lo: float, hi: float) -> str:
     """Whether a registered prediction of a gain between ``lo`` and ``hi`` held, and if not, how it missed."""
     if lo <= gain <= hi:
@@ -584,11 +595,7 @@ def indist_cont_text(entry: Mapping[str, Any] | None) -> str:
            f"prediction (a gain of {lo:+.2f} to {hi:+.2f}) {held}. Reported, not tested: "
            f"against the eighth amendment's drafter ({entry['indist']:.2f}) {e['mean']:+.2f} [{e['lo']:+.2f}, "
            f"{e['hi']:+.2f}], against the toy drafter {t['mean']:+.2f} [{t['lo']:+.2f}, {t['hi']:+.2f}].")
-    new, old = _loss_end(entry.get("drafter")), _loss_end(entry.get("parent_drafter"))
-    if new is not None and old is not None:
-        out += (f" Its training loss over its last {LAST_BATCHES} batches is {new:.1f}, against {old:.1f} for its parent "
-                "(not a registered test).")
-    return out + " " + _reach(entry)
+    return out + _loss_against(entry, "parent_drafter", "its parent") + " " + _reach(entry)
 
 
 def indist_samples_text(entry: Mapping[str, Any] | None) -> str:
@@ -618,11 +625,7 @@ def indist_samples_text(entry: Mapping[str, Any] | None) -> str:
            f"CPU-minutes of training) the drafter has {_against(entry, entry['delta_vs_indist'], 'the eighth amendment')}. "
            f"So the sampled answers {words[entry['verdict']]}. The registered prediction (a gain of {lo:+.2f} to "
            f"{hi:+.2f}) {held}. Against the toy drafter {t['mean']:+.2f} [{t['lo']:+.2f}, {t['hi']:+.2f}].")
-    new, old = _loss_end(entry.get("drafter")), _loss_end(entry.get("indist_drafter"))
-    if new is not None and old is not None:
-        out += (f" Its training loss over its last {LAST_BATCHES} batches is {new:.1f}, against {old:.1f} for the eighth "
-                "amendment's drafter (not a registered test).")
-    return out + " " + _reach(entry)
+    return out + _loss_against(entry, "indist_drafter", "the eighth amendment's drafter") + " " + _reach(entry)
 
 
 def stage_fit(stages: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
