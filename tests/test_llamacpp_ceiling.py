@@ -296,7 +296,8 @@ def test_the_answer_and_the_landing_page_read_the_ngram_result_and_the_ceiling()
     assert "n = 12 prompts" in ans and "at most 1.14x at 1 thread" in ans and "at most 1.43x at 2 threads" in ans
     vals = cpu.ceiling_values(None, None)
     assert set(vals) == {"cpu_ceiling_text", "cpu_where_text", "cpu_answer_text", "cpu_large_text", "cpu_indist_text",
-                         "cpu_indist_all_text", "cpu_indist_cont_text", "cpu_indist_samples_text"}
+                         "cpu_indist_all_text", "cpu_indist_cont_text", "cpu_indist_samples_text",
+                         "cpu_indist_steps_text"}
     assert "Not measured yet" in vals["cpu_answer_text"]
     sizes = {"large": {"by_threads": {"2": {"eagle3": {"tau": 1.05, "speedup": 0.31, "speedup_ci": [0.30, 0.33],
                                                         "prompts": 12, "identical_to_plain": 12},

@@ -222,7 +222,7 @@ def _held_minutes() -> set[float]:
         vals += [bench["large_drafter"][k] for k in ("train_cpu_min", "all_stages_cpu_min") if k in bench["large_drafter"]]
         vals += [r["train_cpu_min"] for r in bench["large_drafter"].get("stages") or []]  # its training stages
     for name in ("large_drafter_indist", "large_drafter_indist_all", "large_drafter_indist_cont",
-                 "large_drafter_indist_samples"):  # chapter 11: amendments 8, 9, 11 and 12
+                 "large_drafter_indist_samples", "large_drafter_indist_steps"):  # chapter 11: amendments 8-13
         if name in bench:
             vals.append(bench[name]["train_cpu_min"])
     return {round(v, d) for v in vals for d in (0, 1)}

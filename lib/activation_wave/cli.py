@@ -563,7 +563,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "tokens from its weights, against it; about 40 minutes, runs only when named), "
                    "large_drafter_indist_samples (issue 42, twelfth amendment: the 128 base train records and 2 sampled "
                    "answers of the target to each of their prompts, answered by llama.cpp, against "
-                   "large_drafter_indist's drafter; about 75 minutes, runs only when named)")
+                   "large_drafter_indist's drafter; about 75 minutes, runs only when named), "
+                   "large_drafter_indist_steps (issue 42, thirteenth amendment: large_drafter_indist_samples's "
+                   "drafter with batches of 256 tokens, several times the optimiser steps, against "
+                   "large_drafter_indist's drafter; about 55 minutes, runs only when named)")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("dry-run", help="validate a config and estimate memory, disk and time without loading weights")

@@ -30,7 +30,8 @@ from activation_wave.study.chapters.cpu_payoff import LARGE_TARGET
 __all__ = ["NAME", "N_CORPUS", "BUDGET", "RECIPE", "STAGE_TOKENS", "STAGES", "ENGINE", "METHOD",
            "PROBE", "INDIST", "run_indist", "indist_verdict", "INDIST_ALL", "run_indist_all", "indist_prompts",
            "indist_generation_config", "INDIST_CONT", "CONT_STAGE", "cont_config", "run_indist_cont", "INDIST_SAMPLES",
-           "SAMPLES", "samples_generation_config", "run_indist_samples",
+           "SAMPLES", "samples_generation_config", "run_indist_samples", "INDIST_STEPS", "STEPS_BATCH_TOKENS",
+           "steps_config", "run_indist_steps",
            "generation_config", "drafter_config", "stage_configs", "probe_configs", "probe_verdict", "lineage", "run",
            "trained"]
 
@@ -326,6 +327,7 @@ def _indist_entry(cfg: StudyConfig, plan: dict[str, Any], cache: Any, rival: tup
             **{k: round(pooled[k], 4) for k, _ in extra},
             **{f"delta_vs_{k}": _paired(taus[name], taus[k]) for k, _ in extra},
             "train_records": log.get("n_records"), "train_tokens": log.get("n_tokens"),
+            "optimizer_steps": log.get("steps"),
             "loss_tokens": log.get("n_loss_tokens"), "budget_tokens": dconf.max_tokens,
             "recipe": {k: getattr(dconf, k) for k in RECIPE},
             "train_s": round(log.get("train_wall_s") or 0.0, 2), "train_threads": dconf.threads,
@@ -480,6 +482,42 @@ def run_indist_samples(cfg: StudyConfig, *, progress: bool = True) -> dict[str, 
             "samples_per_prompt": SAMPLES, "sample_temperature": plan["dcfg"].data.sample_temperature,
             "added_responses": len(added), "responses_files": [path.name for path in paths],
             "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, twelfth amendment)",
+            "seconds": round(time.time() - t0, 1)}
+
+
+#: The thirteenth amendment's benchmark: the twelfth amendment's records and drafter with batches of
+#: about :data:`STEPS_BATCH_TOKENS` tokens instead of 2,048 (several times the optimiser steps at the
+#: same budget of tokens), against the eighth's drafter, the twelfth's (only the batch differs) beside.
+INDIST_STEPS = "large_drafter_indist_steps"
+STEPS_BATCH_TOKENS = 256
+
+
+def steps_config(dcfg: StudyConfig) -> DraftConfig:
+    """The thirteenth amendment's drafter: :func:`drafter_config` with batches of :data:`STEPS_BATCH_TOKENS`."""
+    return dataclasses.replace(drafter_config(dcfg), batch_tokens=STEPS_BATCH_TOKENS)
+
+
+def run_indist_steps(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any]:
+    """Train (or read from the ledger) the small-batch drafter on the twelfth amendment's records (its
+    committed samples and capture) and score it beside the eighth amendment's drafter (the primary
+    test), the twelfth's and the toy drafter."""
+    from activation_wave.draft.experiment import drafter_dir
+
+    t0 = time.time()
+    plan = _plan(cfg, progress=progress)
+    dcfg, layers = plan["dcfg"], plan["layers"]
+    added, _ = _sampled_responses(plan, progress=progress)
+    cache = _training_capture(plan, added, progress=progress)
+    eighth = str(drafter_dir(plan["cap"].cache, layers, drafter_config(dcfg)))
+    twelfth = ("indist_samples", str(drafter_dir(cache, layers, drafter_config(dcfg))))
+    out = _indist_entry(cfg, plan, cache, ("indist", eighth), "indist_steps", progress=progress,
+                        dconf=steps_config(dcfg), extra=(twelfth,))
+    rival, delta = out.pop("rival_drafter"), out.pop("delta_vs_rival")
+    return {**out, "baseline_unit": "the same, the eighth amendment's drafter (stage 1's recipe, budget and seed on "
+                                    "the 128 base train records, batches of 2,048 tokens)",
+            "indist_drafter": rival, "delta_vs_indist": delta,
+            "capture": {"key": cache.path.name, "records": len(plan["base_train"]) + len(added)},
+            "pre_registration": "book/chapters/11_cpu_payoff (sec-cpu-prereg, thirteenth amendment)",
             "seconds": round(time.time() - t0, 1)}
 
 

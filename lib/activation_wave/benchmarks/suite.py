@@ -33,7 +33,8 @@ Entry = Callable[[StudyConfig], dict[str, Any]]
 #: 40 drafters; the 1.5B llama.cpp runs need its drafters and about half an hour), so they
 #: run only when named, e.g. ``wave bench --only recipe``.
 OPT_IN = ("recipe", "llamacpp_1.5b", "data_scale", "llamacpp_ceiling", "large_drafter", "large_drafter_indist",
-          "large_drafter_indist_all", "large_drafter_indist_cont", "large_drafter_indist_samples")
+          "large_drafter_indist_all", "large_drafter_indist_cont", "large_drafter_indist_samples",
+          "large_drafter_indist_steps")
 
 
 def entries() -> dict[str, Entry]:
@@ -67,6 +68,8 @@ def entries() -> dict[str, Entry]:
             # issue 42, twelfth amendment: 2 sampled answers of the target to each base train prompt beside
             # the eighth's records (answered by llama.cpp, captured, trained: about 75 minutes)
             "large_drafter_indist_samples": large_drafter.run_indist_samples,
+            # issue 42, thirteenth amendment: the twelfth's drafter with batches of 256 tokens (~55 min)
+            "large_drafter_indist_steps": large_drafter.run_indist_steps,
             "llamacpp_1.5b": llamacpp.run_sizes,
             # issue 42: the round's terms, predicted next to measured, and the ceiling per depth (~30 min)
             "llamacpp_ceiling": ceiling.run,
