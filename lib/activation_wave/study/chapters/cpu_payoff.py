@@ -576,6 +576,13 @@ def _prediction(gain: float, lo: float, hi: float) -> str:
     return "was wrong: " + ("it lost instead" if gain < 0 else f"the gain is {'smaller' if gain < lo else 'larger'}")
 
 
+def _by_rule(verdict: str, gain: float, predicted: tuple[float, float]) -> str:
+    """"So <verdict>. The registered prediction (a gain of lo to hi) held" (or how it missed,
+    :func:`_prediction`): an amendment's primary test read by its registered rule."""
+    lo, hi = predicted
+    return f"So {verdict}. The registered prediction (a gain of {lo:+.2f} to {hi:+.2f}) {_prediction(gain, lo, hi)}."
+
+
 def indist_cont_text(entry: Mapping[str, Any] | None) -> str:
     """The eleventh amendment's result in words: the ninth amendment's drafter trained on, against
     its parent (the primary paired test, its verdict and the registered prediction), the eighth
@@ -590,14 +597,13 @@ def indist_cont_text(entry: Mapping[str, Any] | None) -> str:
              "lose": "training on lowers its tau (the interval lies below 0)",
              "within noise": "training on is within noise of stopping where the ninth amendment did (the interval "
                              "covers 0; the design detects differences of about 0.05 and more)"}
-    lo, hi = INDIST_CONT_PREDICTED
-    held = _prediction(entry["delta_vs_parent"]["mean"], lo, hi)
     out = (f"Trained on (eleventh amendment: the ninth amendment's drafter continued from its weights on the same "
            f"{entry['train_records']:,} records for {entry['budget_tokens']:,} more tokens, "
            f"{entry['tokens_with_parent']:,} with its parent, at a constant lr of {c['lr']:g}, seed {c['seed']}; "
            f"{entry['train_cpu_min']:.0f} CPU-minutes of training) the drafter has "
-           f"{_against(entry, entry['delta_vs_parent'], 'its parent')}. So {words[entry['verdict']]}. The registered "
-           f"prediction (a gain of {lo:+.2f} to {hi:+.2f}) {held}. Reported, not tested: "
+           f"{_against(entry, entry['delta_vs_parent'], 'its parent')}. "
+           + _by_rule(words[entry["verdict"]], entry["delta_vs_parent"]["mean"], INDIST_CONT_PREDICTED)
+           + " Reported, not tested: "
            f"against the eighth amendment's drafter ({entry['indist']:.2f}) {e['mean']:+.2f} [{e['lo']:+.2f}, "
            f"{e['hi']:+.2f}], against the toy drafter {t['mean']:+.2f} [{t['lo']:+.2f}, {t['hi']:+.2f}].")
     return out + _loss_against(entry, "parent_drafter", "its parent") + " " + _reach(entry)
@@ -618,8 +624,6 @@ def indist_samples_text(entry: Mapping[str, Any] | None) -> str:
              "lose": "teach it less than the greedy answers alone at this budget (the interval lies below 0)",
              "within noise": "are within noise of the greedy answers alone at this budget (the interval covers 0; "
                              "the design detects differences of about 0.05 and more)"}
-    lo, hi = INDIST_SAMPLES_PREDICTED
-    held = _prediction(entry["delta_vs_indist"]["mean"], lo, hi)
     gen = entry.get("generation_s_this_run") or 0.0
     out = (f"With {k} sampled answers of the target to each of the {base:,} base train prompts beside their greedy "
            f"ones (twelfth amendment: {entry['train_records']:,} records; the {entry['added_responses']:,} samples, "
@@ -628,8 +632,9 @@ def indist_samples_text(entry: Mapping[str, Any] | None) -> str:
            + f"; stage 1's recipe, {entry['budget_tokens']:,} tokens and seed over {entry['train_tokens']:,} tokens, "
            f"about {entry['budget_tokens'] / entry['train_tokens']:.0f} passes; {entry['train_cpu_min']:.0f} "
            f"CPU-minutes of training) the drafter has {_against(entry, entry['delta_vs_indist'], 'the eighth amendment')}. "
-           f"So the sampled answers {words[entry['verdict']]}. The registered prediction (a gain of {lo:+.2f} to "
-           f"{hi:+.2f}) {held}. Against the toy drafter {t['mean']:+.2f} [{t['lo']:+.2f}, {t['hi']:+.2f}].")
+           + _by_rule("the sampled answers " + words[entry["verdict"]], entry["delta_vs_indist"]["mean"],
+                      INDIST_SAMPLES_PREDICTED)
+           + f" Against the toy drafter {t['mean']:+.2f} [{t['lo']:+.2f}, {t['hi']:+.2f}].")
     return out + _loss_against(entry, "indist_drafter", "the eighth amendment's drafter") + " " + _reach(entry)
 
 
@@ -648,18 +653,18 @@ def indist_steps_text(entry: Mapping[str, Any] | None) -> str:
                      "lies below 0)",
              "within noise": "with several times the optimiser steps it is within noise of the eighth amendment's "
                              "(the interval covers 0; the design detects differences of about 0.05 and more)"}
-    lo, hi = INDIST_STEPS_PREDICTED
-    held = _prediction(entry["delta_vs_indist"]["mean"], lo, hi)
     out = (f"With batches of about {entry['recipe']['batch_tokens']} tokens instead of 2,048 (thirteenth amendment: "
            f"the twelfth amendment's {entry['train_records']:,} records, stage 1's recipe, "
            f"{entry['budget_tokens']:,} tokens and seed; {entry['optimizer_steps']:,} optimiser steps; "
            f"{entry['train_cpu_min']:.0f} CPU-minutes of training) the drafter has "
-           f"{_against(entry, entry['delta_vs_indist'], 'the eighth amendment')}. So {words[entry['verdict']]}. The "
-           f"registered prediction (a gain of {lo:+.2f} to {hi:+.2f}) {held}. Reported, not tested: against the "
+           f"{_against(entry, entry['delta_vs_indist'], 'the eighth amendment')}. "
+           + _by_rule(words[entry["verdict"]], entry["delta_vs_indist"]["mean"], INDIST_STEPS_PREDICTED)
+           + " Reported, not tested: against the "
            f"twelfth amendment's drafter ({entry['indist_samples']:.2f}; the same records in batches of 2,048 tokens) "
            f"{w['mean']:+.2f} [{w['lo']:+.2f}, {w['hi']:+.2f}], against the toy drafter {t['mean']:+.2f} "
            f"[{t['lo']:+.2f}, {t['hi']:+.2f}].")
-    return out + _loss_against(entry, "indist_drafter", "the eighth amendment's drafter") + " " + _reach(entry)
+    return (out + _loss_against(entry, "indist_samples_drafter", "the twelfth amendment's drafter on the same records")
+            + " " + _reach(entry))
 
 
 def stage_fit(stages: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
