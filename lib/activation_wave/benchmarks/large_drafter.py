@@ -377,20 +377,25 @@ def _added_against_eighth(cfg: StudyConfig, plan: dict[str, Any], responses: Cal
     records and their file or files), captured after the base train records; stage 1's recipe
     trained on them all and scored as ``name`` against the eighth amendment's drafter. Returns the
     entry's common part, the added records and their file(s)."""
-    from activation_wave.draft.experiment import drafter_dir
-
     t_gen = time.time()
     added, files = responses(plan, progress=progress)
     gen_s, t_cap = time.time() - t_gen, time.time()
     cache = _training_capture(plan, added, progress=progress)
     cap_s = time.time() - t_cap
-    eighth = str(drafter_dir(plan["cap"].cache, plan["layers"], drafter_config(plan["dcfg"])))
-    out = _indist_entry(cfg, plan, cache, ("indist", eighth), name, progress=progress)
+    out = _indist_entry(cfg, plan, cache, _eighth(plan), name, progress=progress)
     rival, delta = out.pop("rival_drafter"), out.pop("delta_vs_rival")
     return ({**out, "indist_drafter": rival, "delta_vs_indist": delta,
              "added_response_tokens": sum(len(r.response_ids) for r in added), "engine": ENGINE,
              "generation_s_this_run": round(gen_s, 1), "capture_s_this_run": round(cap_s, 1),
              "capture": {"key": cache.path.name, "records": len(plan["base_train"]) + len(added)}}, added, files)
+
+
+def _eighth(plan: dict[str, Any]) -> tuple[str, str]:
+    """The eighth amendment's drafter as a scored rival: ("indist", its folder: stage 1's recipe in
+    the third drafters' capture)."""
+    from activation_wave.draft.experiment import drafter_dir
+
+    return "indist", str(drafter_dir(plan["cap"].cache, plan["layers"], drafter_config(plan["dcfg"])))
 
 
 def _all_responses(plan: dict[str, Any], *, progress: bool) -> tuple[list[Any], Any]:
@@ -427,14 +432,13 @@ def run_indist_cont(cfg: StudyConfig, *, progress: bool = True) -> dict[str, Any
 
     t0 = time.time()
     plan = _plan(cfg, progress=progress)
-    dcfg, cap, layers = plan["dcfg"], plan["cap"], plan["layers"]
+    dcfg, layers = plan["dcfg"], plan["layers"]
     added, _ = _all_responses(plan, progress=progress)
     cache = _training_capture(plan, added, progress=progress)
     parent = str(drafter_dir(cache, layers, drafter_config(dcfg)))
-    eighth = str(drafter_dir(cap.cache, layers, drafter_config(dcfg)))
     dconf = cont_config(dcfg, cache, layers)
     out = _indist_entry(cfg, plan, cache, ("indist_all", parent), "indist_cont", progress=progress, dconf=dconf,
-                        extra=(("indist", eighth),))
+                        extra=(_eighth(plan),))
     rival, delta = out.pop("rival_drafter"), out.pop("delta_vs_rival")
     return {**out, "baseline_unit": "the same, the ninth amendment's drafter (its parent: 1,000,000 tokens of stage 1's "
                                     "recipe on the same 324 records)", "parent_drafter": rival,
@@ -508,9 +512,8 @@ def run_indist_steps(cfg: StudyConfig, *, progress: bool = True) -> dict[str, An
     dcfg, layers = plan["dcfg"], plan["layers"]
     added, _ = _sampled_responses(plan, progress=progress)
     cache = _training_capture(plan, added, progress=progress)
-    eighth = str(drafter_dir(plan["cap"].cache, layers, drafter_config(dcfg)))
     twelfth = ("indist_samples", str(drafter_dir(cache, layers, drafter_config(dcfg))))
-    out = _indist_entry(cfg, plan, cache, ("indist", eighth), "indist_steps", progress=progress,
+    out = _indist_entry(cfg, plan, cache, _eighth(plan), "indist_steps", progress=progress,
                         dconf=steps_config(dcfg), extra=(twelfth,))
     rival, delta = out.pop("rival_drafter"), out.pop("delta_vs_rival")
     return {**out, "baseline_unit": "the same, the eighth amendment's drafter (stage 1's recipe, budget and seed on "
