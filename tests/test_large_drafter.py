@@ -707,3 +707,5 @@ def test_the_thirteenth_amendments_drafter_is_read_against_the_eighths_by_its_re
            f"records in batches of {ld.STEPS_BATCH_TOKENS} tokens instead of 2,048 offline; the thirteenth " \
            "amendment's drafter reaches the issue's 1.5." in vals["cpu_answer_text"]
     assert [n for n, _ in cpu.own_drafters({cpu.INDIST_STEPS: STEPS, cpu.INDIST: INDIST})] == ["eighth", "thirteenth"]
+    wider = cpu.answer_text(None, None, {cpu.INDIST_STEPS: {**STEPS, "recipe": {"batch_tokens": 512}}})
+    assert "records in batches of 512 tokens instead of 2,048" in wider  # read from the entry, not a literal

@@ -38,7 +38,7 @@ __all__ = ["NAME", "BENCH", "has_drafters", "drafter_sets", "run_drafters", "tra
            "answer_text", "ceiling_tables", "ceiling_values", "ROUND_FORMATS", "cost_inputs_frame", "LARGE",
            "LARGE_METHOD", "LARGE_TARGET", "large_drafter_text", "measured_points", "stage_fit", "stage_reach", "stage_pace", "stage_curve",
            "stage_lineage", "INDIST", "indist_text", "INDIST_ALL", "indist_all_text", "INDIST_CONT",
-           "indist_cont_text", "INDIST_SAMPLES", "indist_samples_text", "INDIST_STEPS", "indist_steps_text", "OWN",
+           "indist_cont_text", "INDIST_SAMPLES", "indist_samples_text", "INDIST_STEPS", "indist_steps_text", "OWN", "OWN_RECORDS",
            "own_drafters"]
 
 
@@ -121,6 +121,13 @@ INDIST_STEPS, INDIST_STEPS_PREDICTED = "large_drafter_indist_steps", (0.03, 0.20
 #: The amendments whose 1.5B drafters train on the target's answers to the study's own prompts, in order.
 OWN = ((INDIST, "eighth"), (INDIST_ALL, "ninth"), (INDIST_CONT, "eleventh"), (INDIST_SAMPLES, "twelfth"),
        (INDIST_STEPS, "thirteenth"))
+#: What the answer says each :data:`OWN` drafter trained on (``str.format`` of its entry); the
+#: eleventh's continued training has a sentence of its own.
+OWN_RECORDS = {"eighth": "the {train_records:,} records drawn with the eval prompts",
+               "ninth": "all {train_records:,} train records of the sources",
+               "twelfth": "{train_records:,} records, those 128 and sampled answers to their prompts",
+               "thirteenth": "the twelfth's {train_records:,} records in batches of {recipe[batch_tokens]} tokens "
+                             "instead of 2,048"}
 #: The outcome tau issue 42 asks of that drafter.
 LARGE_TARGET = 1.5
 #: The entry's reference run under llama.cpp's default flags (``benchmarks.llamacpp_speed.FASTEST_PLAIN``).
@@ -1313,19 +1320,14 @@ def answer_text(sizes: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | No
             out.append(f"The corpus drafter (C1 re-stated{_stage_note(sizes, large)}) runs at {c['speedup']:.2f}x "
                        f"[{c['speedup_ci'][0]:.2f}, {c['speedup_ci'][1]:.2f}] at {_threads(tc)} with tau {c['tau']:.2f} "
                        "in llama.cpp.")
-    own = [(nth, bench[key], what) for key, nth, what in (
-        (INDIST, "eighth", "the {:,} records drawn with the eval prompts"),
-        (INDIST_ALL, "ninth", "all {:,} train records of the sources"),
-        (INDIST_SAMPLES, "twelfth", "{:,} records, those 128 and sampled answers to their prompts"),
-        (INDIST_STEPS, "thirteenth", "the twelfth's {:,} records in batches of 256 tokens instead of 2,048"))
-        if bench.get(key)]
+    own = [(nth, e) for nth, e in own_drafters(bench) if nth in OWN_RECORDS]
     if own:
-        out.append(f"On the target's answers to the study's own train prompts (the {_and([n for n, _, _ in own])} "
+        out.append(f"On the target's answers to the study's own train prompts (the {_and([n for n, _ in own])} "
                    f"amendment{'s' if len(own) > 1 else ''}), 1.5B drafters of the same budget reach "
                    "outcome tau "
                    + _and([f"{e['figure']:.2f} [{e['tau_ci'][0]:.2f}, {e['tau_ci'][1]:.2f}] on "
-                           + what.format(e["train_records"]) for _, e, what in own])
-                   + _own_reach([(n, e) for n, e, _ in own]) + ".")
+                           + OWN_RECORDS[nth].format(**e) for nth, e in own])
+                   + _own_reach(own) + ".")
     if indist_cont:
         (lo, hi), reach = indist_cont["tau_ci"], indist_cont["figure"] >= LARGE_TARGET
         out.append(f"Trained on to {indist_cont['tokens_with_parent']:,} tokens (the eleventh amendment), the ninth "
