@@ -382,6 +382,24 @@ def test_the_in_distribution_entries_name_their_rival_under_their_own_keys(monke
     assert not {"rival_drafter", "delta_vs_rival"} & set(out) and "eighth amendment" in out["pre_registration"]
 
 
+def _scored_flow(monkeypatch, dcfg, figure: float, mean: float) -> dict:
+    """The amendments' flow tests' common setup: ``_plan`` gives the third drafters' config ``dcfg``,
+    the default triple, the capture "third" and 128 base train records; ``_indist_entry`` records its
+    arguments in the returned dict and answers ``figure`` with a paired difference of ``mean``."""
+    from types import SimpleNamespace
+
+    seen: dict = {}
+
+    def entry(cfg, plan, cap, rival, name, **k):
+        seen.update(rival=rival, name=name, cap=cap, **k)
+        return {"figure": figure, "rival_drafter": rival[1], "delta_vs_rival": {"mean": mean}}
+
+    plan = {"dcfg": dcfg, "layers": (2, 14, 25), "cap": SimpleNamespace(cache="third"), "base_train": [0] * 128}
+    monkeypatch.setattr(ld, "_plan", lambda cfg, progress: plan)
+    monkeypatch.setattr(ld, "_indist_entry", entry)
+    return seen
+
+
 def test_the_continued_drafter_continues_the_ninth_and_names_its_parent(monkeypatch, tmp_path):
     """Eleventh amendment: the continued drafter starts from the ninth's folder in the same capture,
     at CONT_STAGE; its entry names the parent (primary test) and scores the eighth beside it."""
@@ -398,19 +416,11 @@ def test_the_continued_drafter_continues_the_ninth_and_names_its_parent(monkeypa
     assert cont.init_from == experiment.drafter_dir(cache, (2, 14, 25), ninth).name
     assert (cont.lr, cont.lr_schedule, cont.seed, cont.max_tokens) == (3e-4, "constant", 1, ld.STAGE_TOKENS)
     assert dataclasses.replace(cont, init_from="", **{k: getattr(ninth, k) for k in ld.CONT_STAGE}) == ninth
-    seen = {}
-
-    def entry(cfg, plan, cap, rival, name, **k):
-        seen.update(rival=rival, name=name, **k)
-        return {"figure": 1.3, "rival_drafter": rival[1], "delta_vs_rival": {"mean": 0.1}}
-
-    plan = {"dcfg": dcfg, "layers": (2, 14, 25), "cap": SimpleNamespace(cache="third"), "base_train": [0] * 128}
-    monkeypatch.setattr(ld, "_plan", lambda cfg, progress: plan)
+    seen = _scored_flow(monkeypatch, dcfg, 1.3, 0.1)
     monkeypatch.setattr(ld, "_all_responses", lambda p, progress: ([0] * 196, None))
     monkeypatch.setattr(ld, "_training_capture", lambda p, added, progress: cache)
     monkeypatch.setattr(experiment, "drafter_dir",
                         lambda c, layers, d: PurePosixPath(c if isinstance(c, str) else "cap324", "d"))
-    monkeypatch.setattr(ld, "_indist_entry", entry)
     out = ld.run_indist_cont(load_config("default"), progress=False)
     assert seen["rival"] == ("indist_all", "cap324/d") and seen["extra"] == (("indist", "third/d"),)
     assert seen["dconf"].lr_schedule == "constant" and seen["name"] == "indist_cont"
@@ -545,20 +555,12 @@ def test_the_sampled_drafter_trains_on_the_base_records_and_their_samples_agains
     gen = ld.samples_generation_config(dcfg).data
     assert (gen.samples_per_prompt, gen.engine, gen.engine_servers) == (ld.SAMPLES, "llamacpp", 2)
     assert dataclasses.replace(gen, samples_per_prompt=0, **{k: getattr(dcfg.data, k) for k in ld.ENGINE}) == dcfg.data
-    seen = {}
-
-    def entry(cfg, plan, cap, rival, name, **k):
-        seen.update(rival=rival, name=name, cap=cap, **k)
-        return {"figure": 1.4, "rival_drafter": rival[1], "delta_vs_rival": {"mean": 0.06}}
-
+    seen = _scored_flow(monkeypatch, dcfg, 1.4, 0.06)
     samples = [SimpleNamespace(response_ids=[1, 2, 3])] * (128 * ld.SAMPLES)
-    plan = {"dcfg": dcfg, "layers": (2, 14, 25), "cap": SimpleNamespace(cache="third"), "base_train": [0] * 128}
-    monkeypatch.setattr(ld, "_plan", lambda cfg, progress: plan)
     monkeypatch.setattr(ld, "_sampled_responses", lambda p, progress: (samples, [tmp_path / "x-s1.jsonl"]))
     monkeypatch.setattr(ld, "_training_capture", lambda p, added, progress: SimpleNamespace(path=tmp_path / "cap640")
                         if added is samples else None)
     monkeypatch.setattr(experiment, "drafter_dir", lambda c, layers, d: PurePosixPath(c, "d"))
-    monkeypatch.setattr(ld, "_indist_entry", entry)
     out = ld.run_indist_samples(load_config("default"), progress=False)
     assert seen["rival"] == ("indist", "third/d") and seen["name"] == "indist_samples" and "dconf" not in seen
     assert out["indist_drafter"] == "third/d" and out["delta_vs_indist"] == {"mean": 0.06}
@@ -650,21 +652,13 @@ def test_the_small_batch_drafter_is_the_twelfths_with_small_batches_against_the_
     small = ld.steps_config(dcfg)
     assert small.batch_tokens == ld.STEPS_BATCH_TOKENS < ld.RECIPE["batch_tokens"]
     assert dataclasses.replace(small, batch_tokens=ld.RECIPE["batch_tokens"]) == ld.drafter_config(dcfg)
-    seen = {}
-
-    def entry(cfg, plan, cap, rival, name, **k):
-        seen.update(rival=rival, name=name, cap=cap, **k)
-        return {"figure": 1.45, "rival_drafter": rival[1], "delta_vs_rival": {"mean": 0.1}}
-
+    seen = _scored_flow(monkeypatch, dcfg, 1.45, 0.1)
     samples = [SimpleNamespace(response_ids=[1, 2])] * (128 * ld.SAMPLES)
-    plan = {"dcfg": dcfg, "layers": (2, 14, 25), "cap": SimpleNamespace(cache="third"), "base_train": [0] * 128}
-    monkeypatch.setattr(ld, "_plan", lambda cfg, progress: plan)
     monkeypatch.setattr(ld, "_sampled_responses", lambda p, progress: (samples, [tmp_path / "x-s1.jsonl"]))
     twelfth_cap = SimpleNamespace(path=PurePosixPath("cap384"))
     monkeypatch.setattr(ld, "_training_capture", lambda p, added, progress: twelfth_cap if added is samples else None)
     monkeypatch.setattr(experiment, "drafter_dir", lambda c, layers, d: PurePosixPath(str(getattr(c, "path", c)),
                                                                                        str(d.batch_tokens)))
-    monkeypatch.setattr(ld, "_indist_entry", entry)
     out = ld.run_indist_steps(load_config("default"), progress=False)
     assert seen["rival"] == ("indist", "third/2048") and seen["name"] == "indist_steps"
     assert seen["cap"] is twelfth_cap and seen["dconf"] == small
