@@ -100,17 +100,21 @@ def relocate_markdown(text: str, prefix: str, siblings: Sequence[str] = (), labe
 
 def inherit_parameter_tags(path: Path) -> None:
     """Give papermill's injected-parameters cell the display tags of the parameters cell
-    (e.g. ``remove-cell`` on the landing page), so both render alike."""
+    (e.g. ``remove-cell`` on the landing page), so it renders as the parameters cell would,
+    and remove the parameters cell itself from the page: the injected cell holds the values
+    that ran, so a reader sees the parameters once."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
     params = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
-    extra = set(params.metadata["tags"]) - {"parameters"} if params is not None else set()
     injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
-    if extra and injected:
-        for c in injected:
-            c.metadata["tags"] = sorted(set(c.metadata["tags"]) | extra)
-        files.write_text(path, nbformat.writes(nb))
+    if params is None or not injected:
+        return
+    extra = set(params.metadata["tags"]) - {"parameters"}
+    for c in injected:
+        c.metadata["tags"] = sorted(set(c.metadata["tags"]) | extra)
+    params.metadata["tags"] = sorted(set(params.metadata["tags"]) | {"remove-cell"})
+    files.write_text(path, nbformat.writes(nb))
 
 
 def _assigned(source: str) -> set[str]:
