@@ -200,6 +200,8 @@ def validate(section: Any) -> None:
 
 
 _INT_TEXT = re.compile(r"[+-]?[0-9]+")
+#: Every integer value lives in 64 bits (seeds, counts, sizes); longer digit strings are typos.
+_INT64 = Bound(-(2**63), 2**63 - 1)
 _FLOAT_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)", re.IGNORECASE)
 _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0", "-0")  # -0: JSON reads it as 0
 
@@ -217,6 +219,12 @@ def value_text(value: Any) -> str:
     if isinstance(value, float):
         return repr(value)
     return str(value)
+
+
+def _too_many_digits(where: str, digits: int) -> None:
+    raise ConfigError(f"{where}: a whole number of {digits} digits is out of range: integers here fit in 64 bits "
+                      f"(at most 18 digits); give one in the key's range, e.g. --set {where}=3", key=where,
+                      expected="an integer of at most 18 digits")
 
 
 def parse_value(value: Any, typ: Any, where: str) -> Any:
@@ -257,12 +265,23 @@ def parse_value(value: Any, typ: Any, where: str) -> Any:
         return tuple(parse_value(v, inner, where) for v in items)
     if isinstance(value, (list, tuple, dict)):
         raise ConfigError(f"{where}: expected one value, got {value!r}", key=where, expected="one value")
+    if isinstance(value, int) and not isinstance(value, bool) and not _INT64.contains(value):
+        digits = int(value.bit_length() * math.log10(2)) + 1  # int -> str refuses past 4300 digits: judged by size
+        if typ is int:
+            _too_many_digits(where, digits)
+        if typ is float:
+            value = "-inf" if value < 0 else "inf"  # what a float of it is; the bounds refuse it
+        elif digits > 4000:
+            value = f"<a whole number of {digits} digits>"
     text = value_text(value).strip()
     if typ is str:
         return text
     if typ is bool and text.lower() in _TRUE + _FALSE:
         return text.lower() in _TRUE
     if typ is int and _INT_TEXT.fullmatch(text):
+        digits = len(text.lstrip("+-").lstrip("0"))
+        if digits > 18:  # beyond a 64-bit integer (and, past 4300 digits, beyond what int() parses)
+            _too_many_digits(where, digits)
         return int(text)
     if typ is float and (_FLOAT_TEXT.fullmatch(text) or _INT_TEXT.fullmatch(text)):
         return float(text)
@@ -708,6 +727,40 @@ def _section_types() -> dict[str, type]:
 _SECTION_NAMES.update({typ: name for name, typ in _section_types().items()})
 
 
+#: Top-level values that are one value, not a section of keys: how each is set instead.
+_SCALARS = {"model": "--model NAME (or --set model=NAME)", "profile": "--profile NAME"}
+
+
+def _override_key(key: Any) -> tuple[str, str, str]:
+    """``section.name`` of a dotted override key, split; :class:`ConfigError` naming the key when
+    it is not one: no dot, or a key under a single value (``model.x``, ``capture.batch_size.x``),
+    which would otherwise be written *into* that value.
+
+    >>> _override_key("capture.batch_size")
+    ('capture', '.', 'batch_size')
+    >>> _override_key("model.x")
+    Traceback (most recent call last):
+    ...
+    activation_wave.core.config.ConfigError: override 'model.x': model is one value, not a section with keys; set it with --model NAME (or --set model=NAME), or give a key of a section: bench, capture, cross, data, draft, metrics, select, spec, strength, third
+    """
+    sections = ", ".join(sorted(_SECTIONS))
+    if not isinstance(key, str):
+        raise ConfigError(f"override key {key!r} is not text; keys are 'section.key', e.g. capture.batch_size",
+                          key=str(key))
+    section, dot, name = key.partition(".")
+    if section in _SCALARS:
+        raise ConfigError(f"override {key!r}: {section} is one value, not a section with keys; set it with "
+                          f"{_SCALARS[section]}, or give a key of a section: {sections}", key=key)
+    if not name:
+        raise ConfigError(f"override {key!r} must be 'section.key' (sections: {sorted(_SECTIONS)}) or 'model'", key=key)
+    head = name.partition(".")[0]
+    typ = _section_types().get(section)
+    if "." in name and typ is not None and head in {f.name for f in fields(typ)}:
+        raise ConfigError(f"override {key!r}: {section}.{head} is one value, not a section with keys; set it as "
+                          f"--set {section}.{head}=VALUE", key=key)
+    return section, dot, name
+
+
 def load_config(profile: str = "smoke", overrides: Mapping[str, Any] | None = None, *, model: str | None = None) -> StudyConfig:
     """Load a profile and apply dotted-key overrides (``{"capture.batch_size": 4}``).
 
@@ -722,9 +775,7 @@ def load_config(profile: str = "smoke", overrides: Mapping[str, Any] | None = No
         if key == "model":
             raw["model"] = parse_value(value, str, "model")
             continue
-        section, _, name = key.partition(".")
-        if not name:
-            raise ConfigError(f"override {key!r} must be 'section.key' (sections: {sorted(_SECTIONS)}) or 'model'")
+        section, _, name = _override_key(key)
         raw.setdefault(section, {})[name] = value
     if model is not None:
         raw["model"] = model
@@ -734,6 +785,17 @@ def load_config(profile: str = "smoke", overrides: Mapping[str, Any] | None = No
         raise ConfigError(f"unknown section(s) {unknown}; known sections: {sorted(types)}")
     sections = {name: from_dict(typ, raw.get(name, {}), where=name) for name, typ in types.items()}
     return StudyConfig(profile=profile, model=str(raw.get("model", "smollm2-135m")), **sections)
+
+
+def json_int(text: str) -> int | str:
+    """``parse_int`` of :func:`json.loads` for override objects: a JSON integer too long for
+    ``int()`` (over 4300 digits) stays text, so :func:`parse_value` refuses it naming its key
+    instead of the JSON reader failing on the whole object.
+
+    >>> json.loads('{"select.k": 3}', parse_int=json_int)
+    {'select.k': 3}
+    """
+    return int(text) if len(text) <= 4000 else text
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, str]:

@@ -124,6 +124,36 @@ def check_layers(layers: Sequence[int], n_layers: int, *, what: str = "layer ids
     return LayerIds(ids, n_layers)
 
 
+def check_capture_layers(layers: Sequence[int], n_layers: int, *, model: str = "the model") -> None:
+    """The one check of ``capture.layers`` (the hidden_states indices a capture keeps; empty =
+    all) against a model of ``n_layers`` blocks: distinct ids in ``0..N``. ``wave dry-run``
+    (from the model's shape), every step before loading (:func:`activation_wave.study.estimate.check_fit`)
+    and the capture itself call it, so they refuse alike; raises
+    :class:`~activation_wave.core.config.ConfigError` naming the key, the ids and the range.
+
+    >>> check_capture_layers([2, 15, 27], 30)
+    >>> check_capture_layers([0, 31, 99], 30)
+    Traceback (most recent call last):
+    ...
+    activation_wave.core.config.ConfigError: capture.layers = [0, 31, 99]: ids [31, 99] are outside 0..30, the hidden_states indices of the model (N = 30 blocks); e.g. --set capture.layers=2,15,27
+    """
+    from activation_wave.core.config import ConfigError
+
+    ids = list(layers)
+    bad = [i for i in ids if not 0 <= i <= n_layers]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if not bad and not repeated:
+        return
+    try:
+        example = ",".join(map(str, eagle3_default_layers(n_layers)))
+    except ValueError:
+        example = ",".join(map(str, range(1, n_layers + 1)))
+    what = (f"ids {bad} are outside 0..{n_layers}, the hidden_states indices of {model} (N = {n_layers} blocks)"
+            if bad else f"ids {repeated} are repeated; give each hidden_states index of {model} (0..{n_layers}) once")
+    raise ConfigError(f"capture.layers = {ids}: {what}; e.g. --set capture.layers={example}", key="capture.layers",
+                      expected=f"distinct ids in [0, {n_layers}]")
+
+
 def layer_ids(layers: Sequence[int], n_layers: int, *, what: str = "layer ids") -> LayerIds:
     """``layers`` as a :class:`LayerIds` of a model with ``n_layers`` blocks: returned as is
     when it already is one (validated where it entered), checked by :func:`check_layers`

@@ -51,6 +51,7 @@ from safetensors.torch import save_file
 
 from activation_wave.core import files
 from activation_wave.core.config import CaptureConfig
+from activation_wave.core.layers import check_capture_layers
 from activation_wave.models.prompts import Response
 from activation_wave.core.hashing import file_sha256
 from activation_wave.core.paths import cache_root
@@ -316,10 +317,7 @@ def capture(target: Target, responses: Sequence[Response], cfg: CaptureConfig, *
     if cfg.topk > target.vocab_size:
         raise ValueError(f"capture.topk = {cfg.topk} is larger than the vocabulary of {target.name} ({target.vocab_size} "
                          f"tokens); choose at most {target.vocab_size}, e.g. --set capture.topk=8")
-    bad = [i for i in cfg.layers if not 0 <= i <= target.n_layers]
-    if bad or len(set(cfg.layers)) != len(cfg.layers):
-        raise ValueError(f"capture.layers = {list(cfg.layers)}: {'ids ' + str(bad) + ' are outside' if bad else 'ids repeat in'} "
-                         f"0..{target.n_layers} (hidden_states indices of {target.name}); e.g. --set capture.layers=2,15,27")
+    check_capture_layers(cfg.layers, target.n_layers, model=target.name)  # as dry-run and check_fit do
     out = out_dir or cache_dir_for(target, responses, cfg)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)

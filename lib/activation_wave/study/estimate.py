@@ -257,7 +257,8 @@ def check_before_load(cfg: StudyConfig, *, steps: tuple[str, ...] | None = None,
 
 def check_fit(cfg: StudyConfig, shape: Shape, *, memory: bool = True) -> None:
     """Raise :class:`~activation_wave.core.config.ConfigError` for a value that its section's
-    bounds allow but this model does not: more layers than it has candidates, a top-k or a
+    bounds allow but this model does not: ``capture.layers`` outside ``0..N`` or repeated, more
+    layers than it has candidates, a top-k or a
     draft vocabulary larger than its vocabulary, or (``memory``) a step whose estimated peak exceeds the
     memory limit (:func:`check_memory`). A draft vocabulary equal to the model's vocabulary
     takes every token; a larger one is refused (a typo, not a request).
@@ -273,8 +274,9 @@ def check_fit(cfg: StudyConfig, shape: Shape, *, memory: bool = True) -> None:
     activation_wave.core.config.ConfigError: select.k = 31 is out of range for model smollm2-135m: it has N = 30 decoder blocks, so 30 candidate layers (hidden_states 1..30), and a selection needs k below that; choose 1 <= k <= 29, e.g. --set select.k=3
     """
     from activation_wave.core.config import ConfigError
-    from activation_wave.core.layers import candidate_layers
+    from activation_wave.core.layers import candidate_layers, check_capture_layers
 
+    check_capture_layers(cfg.capture.layers, shape.n_layers, model=cfg.model)  # the capture's own check
     n_cand = len(candidate_layers(shape.n_layers))
     if cfg.select.k >= n_cand:  # k = n_cand takes every candidate: nothing left to choose (as `wave select` says)
         raise ConfigError(f"select.k = {cfg.select.k} is out of range for model {cfg.model}: it has N = {shape.n_layers} "

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from activation_wave.models.capture import CaptureCache, capture
-from activation_wave.core.config import ConfigError, StudyConfig, load_config
+from activation_wave.core.config import ConfigError, StudyConfig, json_int, load_config
 from activation_wave.core.paths import cache_root
 from activation_wave.models.prompts import (Response, TorchGenerator, generate_responses, load_prompts,
                                            sampled_responses)
@@ -126,7 +126,7 @@ def notebook_config(profile: str, model: str = "", overrides: str | Mapping[str,
         raise ConfigError(f"-p overrides {overrides!r}: must be a JSON object of dotted keys (a string), "
                           """e.g. -p overrides '{"capture.batch_size": 4}'""")
     try:
-        extra = json.loads(overrides) if isinstance(overrides, str) else dict(overrides)
+        extra = json.loads(overrides, parse_int=json_int) if isinstance(overrides, str) else dict(overrides)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"overrides {overrides!r} is not valid JSON ({exc.msg}); pass an object of dotted keys, "
                           """e.g. -p overrides '{"capture.batch_size": 4}'""") from None
