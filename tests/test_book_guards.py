@@ -84,3 +84,14 @@ def test_a_clean_page_has_no_problems(tmp_path):
             "The drafter reads three layers, as {doc}`the selection page <05_layer_selection>` shows.\n\n"
             "| rule | tau |\n|---|---|\n| default | 1.52 |")
     assert _problems(tmp_path, text, budget=100) == []
+
+
+def test_a_try_it_paragraph_is_skipped_to_its_end(tmp_path):
+    page = P.reader_text(_nb(tmp_path, ["Before.\n\n**Try it.** Run the smoke profile\nand read ledger_key in it.\n\nAfter."]))
+    assert "Before." in page.text and "After." in page.text
+    assert "ledger_key" not in page.text and "smoke" not in page.text
+
+
+def test_a_sentence_may_start_with_bold(tmp_path):
+    text = " ".join(f"w{i}" for i in range(40)) + ". **Part I** " + " ".join(f"v{i}" for i in range(40)) + "."
+    assert not _problems(tmp_path, text)

@@ -164,15 +164,16 @@ def test_chapter_8_ranks_on_the_outcome_and_gives_the_depth_split_an_interval(pr
     assert d.delta == pytest.approx(d.tau_late - d.tau_early) and d.lo < d.delta < d.hi
 
 
-def test_the_landing_page_ranks_on_the_outcome_and_gives_every_rho_its_interval(pred):
+def test_the_landing_page_reads_chapter_6s_registered_comparisons_and_ranks_on_the_outcome(pred):
     from activation_wave.study.chapters import landing
 
     k, R = landing.run(load_config("default"))
-    assert k.ranking == dp.ranking_text(pred, 3)
-    default = next(r for r in dp.outcome_rows(pred, 3) if r.set == "eagle3-default")
-    assert (k.tau_default, k.tau_default_lo, k.tau_default_hi) == (default.tau, default.lo, default.hi)
-    for text in (k.rho_renyi2, k.rho_deepest):
-        assert text.startswith("rho = ") and "[" in text and "n = " in text
+    rules = [c for c in pred.comparisons if c.family == "rules" and c.p_holm_rules is not None]
+    best = max(rules, key=lambda c: c.delta)
+    assert (k.h1.set, k.h1.delta, k.h1.lo, k.h1.hi, k.h1.p, k.h1.n) == (best.set, best.delta, best.lo, best.hi,
+                                                                       best.p_holm_rules, best.n)
+    s2 = next(p for p in pred.predictors if p.name == "renyi2" and p.units == "triples")
+    assert (k.rho, k.rho_lo, k.rho_hi, k.n_triples) == (s2.rho, s2.lo, s2.hi, s2.n)
     assert [r.set for r in landing.ranked_triples(R)] == [r.set for r in dp.outcome_rows(pred, 3)]
 
 

@@ -30,3 +30,30 @@ def glue_figure(name: str, fig: Any) -> None:
 
     glue(name, fig, display=False)
     plt.close(fig)
+
+
+def glue_fields(obj: Any, prefix: str = "") -> None:
+    """Glue every field of a dataclass as ``<prefix><field>`` (a nested dataclass as
+    ``<prefix><field>_<its field>``), so a page's markdown names each number it prints.
+
+    >>> import dataclasses
+    >>> @dataclasses.dataclass
+    ... class S:
+    ...     ratio: float
+    >>> sorted(_fields(S(1.5), "loop_"))
+    [('loop_ratio', 1.5)]
+    """
+    glue_values(**dict(_fields(obj, prefix)))
+
+
+def _fields(obj: Any, prefix: str) -> list[tuple[str, Any]]:
+    import dataclasses
+
+    out: list[tuple[str, Any]] = []
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            out += _fields(value, f"{prefix}{f.name}_")
+        else:
+            out.append((f"{prefix}{f.name}", value))
+    return out

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Hypothesis", "VERDICT_WORD", "p_error_text"]
+__all__ = ["Hypothesis", "VERDICT_WORD", "GLANCE_WORDS", "glance_word", "side_word", "p_error_text"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,37 @@ class Hypothesis:
 
 #: How the book words a pre-registered verdict (``Hypothesis.supported``).
 VERDICT_WORD = {True: "supported", False: "not supported", None: "not testable here"}
+
+#: The one vocabulary of the "results at a glance" column and the landing page's "how sure"
+#: table: the same word means the same for every row.
+GLANCE_WORDS = ("supported", "not supported", "within noise", "not testable")
+
+
+def glance_word(supported: bool | None, lo: float | None, hi: float | None, null: float = 0.0) -> str:
+    """A registered verdict in :data:`GLANCE_WORDS`: "supported" when the registered rule holds;
+    "not testable" when it could not be applied (``supported`` None: no data, or a drafter that
+    accepts nothing); else "within noise" when the primary statistic's interval covers ``null``
+    and "not supported" when it excludes it (the effect went the other way, or not far enough).
+
+    >>> glance_word(True, 0.01, 0.05), glance_word(False, -0.02, 0.01), glance_word(False, -0.03, -0.01)
+    ('supported', 'within noise', 'not supported')
+    >>> glance_word(None, 0.1, 0.2)
+    'not testable'
+    """
+    if supported is None or lo is None or hi is None:
+        return "not testable"
+    if supported:
+        return "supported"
+    return "within noise" if lo <= null <= hi else "not supported"
+
+
+def side_word(lo: float, hi: float, null: float = 0.0, up: str = "higher", down: str = "lower") -> str:
+    """Which side of ``null`` an interval lies: ``up``, ``down``, or "within noise" when it covers it.
+
+    >>> side_word(0.97, 1.13, null=1.0, up="faster", down="slower"), side_word(-0.03, -0.01)
+    ('within noise', 'lower')
+    """
+    return "within noise" if lo <= null <= hi else (up if lo > null else down)
 
 
 

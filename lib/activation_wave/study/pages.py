@@ -152,7 +152,7 @@ def reader_text(path: Path) -> PageText:
     prose: list[str] = []
     text: list[str] = []
     fences: list[tuple[str, str]] = []  # open fences: (marker, kind)
-    try_it = False
+    try_it = try_para = False
     for line in md.splitlines():
         s = line.strip()
         if fences and s == fences[-1][0]:
@@ -174,7 +174,11 @@ def reader_text(path: Path) -> PageText:
             continue
         if re.match(r"^#+\s", s):
             try_it = bool(re.match(r"^#+\s*try it", s, flags=re.I))
-        if try_it or re.match(r"^\W*try it", s, flags=re.I) or re.match(r"^\(\S+\)=$", s):
+        if not s:
+            try_para = False
+        elif re.match(r"^\W*try it", s, flags=re.I):
+            try_para = True  # a "Try it" paragraph, to its end
+        if try_it or try_para or re.match(r"^\(\S+\)=$", s):
             continue
         read = _inline(line, values)
         text.append(read)
@@ -188,7 +192,7 @@ def sentences(text: str) -> list[str]:
     out: list[str] = []
     for block in re.split(r"\n\s*\n|\n\s*(?:[-*+]|\d+\.)\s+|\n#+\s", text):
         flat = " ".join(block.split())
-        out += [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z(])", flat) if s]
+        out += [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z(*\"'])", flat) if s]
     return out
 
 

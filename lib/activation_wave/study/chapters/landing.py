@@ -1,26 +1,60 @@
-"""The landing page: the study's key numbers, read from the chapters' result objects
-(the cliff, the default's standing, the drafters' tau and the speedups), each defined
-in the chapter that computes it. Drafters are ranked on chapter 6's pre-registered
-outcome only, and every rho and delta comes with its interval and n.
+"""The landing page: the study's answer in numbers, read from the results files the
+chapters wrote. Every comparison is the pre-registered one of the chapter that made it,
+with its interval and n; every verdict is a word of
+:data:`~activation_wave.study.hypotheses.GLANCE_WORDS` or of
+:func:`~activation_wave.study.hypotheses.side_word`. The page's sentences live in
+``notebooks/intro.py``; this module returns values only.
 
 :func:`run` returns a :class:`LandingResult`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from activation_wave.core.config import StudyConfig
 from activation_wave.core.results import load_benchmarks
-from activation_wave.study.chapters import cpu_payoff
+from activation_wave.core.stats import rate_ratio_ci
 from activation_wave.study.chapters import drafter_predictors as dp
 from activation_wave.study.chapters.cross_drafters import evaluate_hypotheses as cross_hypotheses
 from activation_wave.study.chapters.eagle3_speedup import evaluate_hypotheses
 from activation_wave.study.chapters.results_summary import Chapters, load_chapters
+from activation_wave.study.hypotheses import glance_word, side_word
 
 #: The rules whose sets the key figure shows, in this order.
 KEY_RULES = ("exhaustive", "entropy-greedy", "combined", "cka-diverse", "eagle3-default", "last-k")
+#: benchmarks.json entries the page reads: the study's decoding loop (135M) and llama.cpp at 1.5B.
+LOOP, LLAMACPP = "speculative_decoding", "llamacpp_1.5b"
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One paired comparison against the default's drafters: the other set, its layers,
+    delta tau with its 95% interval over prompts, its (Holm) p, n prompts, and its verdict."""
+
+    set: str
+    layers: list[int]
+    delta: float
+    lo: float
+    hi: float
+    p: float
+    n: int
+    verdict: str  # a word of GLANCE_WORDS
+
+
+@dataclass(frozen=True)
+class Speed:
+    """A speedup over plain decoding on the same prompts, its 95% interval over prompts, n,
+    and which side of 1 it lies (faster / slower / within noise)."""
+
+    ratio: float
+    lo: float
+    hi: float
+    n: int
+    side: str
 
 
 @dataclass(frozen=True)
@@ -30,36 +64,30 @@ class LandingResult:
     model: str
     n_layers: int
     n_prompts: int
-    n_positions: int
-    sink_ratio: float
-    cliff_layer: int
-    cliff_entropy: float
-    cliff_entropy_without_first: float
-    default_layers: list[int] | None
-    default_percentile: float | None
-    exhaustive_layers: list[int]
-    tau_default: float  # the pre-registered outcome of the default's drafters, with its interval over prompts
-    tau_default_lo: float
-    tau_default_hi: float
-    ranking: str  # which triple is highest on the outcome, its paired delta, and whether that is within noise
-    rho_renyi2: str  # rho(S2, tau) over the triples with its interval and n (chapter 6's paired analysis)
-    rho_deepest: str  # rho(deepest layer, tau) over the triples, likewise
+    default_layers: list[int]
+    answer_layers: list[int]  # the layers to read: the best rule's set if H1 is supported, else the default
+    h1: Delta  # the best selection rule's set against the default, one epoch (chapter 6's H1)
+    scale: Delta  # the best rule's set against the default at 16 times the distinct prompts (H7)
+    rho: float  # H2: Spearman rho(concatenation entropy S2, tau) over the triples
+    rho_lo: float
+    rho_hi: float
     n_triples: int
-    h1: str  # H1's primary statistic, and whether it was supported
-    h1_supported: bool | None
-    second_model: str  # chapter 7's second architecture, and its tests G1 (H1 there) and G2 (depth)
-    g1: str
-    g1_supported: bool | None
-    g2: str
-    g2_supported: bool | None
-    n_drafters: int
-    n_seeds: int
-    speedup_default: float | None
-    speedup_best: float
-    lossless: bool
-    bench_speedup: float | None  # the decoding benchmark (chapter 9), pooled over its rounds, T = 0
-    bench_tau: float | None
-    cpu_text: str = ""  # chapter 11: EAGLE-3 against plain llama.cpp at 1.5B (and 135M), from benchmarks.json
+    h2: str  # its verdict (GLANCE_WORDS)
+    second_model: str
+    g1: Delta  # the best rule's set against the default on the second architecture
+    sink_ratio: float  # the first token's norm over the median token's, at its peak layer
+    cliff_layer: int
+    loop: Speed  # EAGLE-3 in the study's own loop, 135M target, T = 0
+    loop_tau: float  # its online mean accepted length, pooled over the timed rounds
+    large_model: str
+    large_eagle3: Speed  # EAGLE-3 in llama.cpp, 1.5B target, 2 threads, its best drafter measured there
+    large_tau: float  # that drafter's online mean accepted length in llama.cpp, pooled over the prompts
+    large_ngram: Speed  # llama.cpp's n-gram lookup, same prompts and run
+    ngram_tau: float
+
+
+#: A comparison whose drafters or results do not exist.
+_NONE = Delta("", [], float("nan"), float("nan"), float("nan"), float("nan"), 0, "not testable")
 
 
 def key_sets(ch: Chapters) -> dict[str, list[int]]:
@@ -72,35 +100,57 @@ def ranked_triples(ch: Chapters) -> list[dp.OutcomeRow]:
     return dp.outcome_rows(ch.paired, 3)
 
 
+def _delta(row: Mapping[str, Any], layers: list[int], supported: bool | None, p_key: str) -> Delta:
+    return Delta(set=row["set"], layers=list(layers), delta=row["delta"], lo=row["lo"], hi=row["hi"],
+                 p=row[p_key], n=row["n"], verdict=glance_word(supported, row["lo"], row["hi"]))
+
+
+def loop_speed(entry: Mapping[str, Any], method: str = "spec_chain_t0", base: str = "plain_t0") -> Speed:
+    """The decoding benchmark's speedup of ``method`` over ``base``, its timing rounds pooled per
+    prompt and its interval over prompts (:func:`~activation_wave.core.stats.rate_ratio_ci`)."""
+    sums: dict[str, list[float]] = {}
+    for r in entry["per_prompt"]:
+        if method in r and base in r:
+            s = sums.setdefault(r["id"], [0.0, 0.0, 0.0, 0.0])
+            for i, key in enumerate((r[method]["tokens"], r[method]["wall_s"], r[base]["tokens"], r[base]["wall_s"])):
+                s[i] += key
+    cols = list(zip(*sums.values()))
+    ratio, lo, hi = rate_ratio_ci(*cols)
+    return Speed(ratio, lo, hi, len(sums), side_word(lo, hi, 1.0, "faster", "slower"))
+
+
+def _llamacpp_speed(method: Mapping[str, Any]) -> Speed:
+    lo, hi = method["speedup_ci"]
+    return Speed(method["speedup"], lo, hi, method["prompts"], side_word(lo, hi, 1.0, "faster", "slower"))
+
+
 def run(cfg: StudyConfig, root: str | Path | None = None) -> tuple[LandingResult, Chapters]:
     """The landing page's numbers, and the chapters' results its figure draws from."""
     ch = load_chapters(cfg, root)
-    sink, sel, d6 = ch.filtering.sink, ch.selection, ch.drafters
-    online = d6.online
-    default_row = sel.default_row
-    benchmarks = load_benchmarks()
-    bench = benchmarks.get("speculative_decoding", {})
-    rho = {p.name: p for p in ch.paired.predictors if p.units == "triples"}
-    h1 = evaluate_hypotheses(ch.paired)[0]
-    default = next((r for r in ranked_triples(ch) if r.set == ch.paired.reference), None)
-    nan = float("nan")
-    g1, g2, _ = cross_hypotheses(ch.cross_drafters)
+    bench = load_benchmarks()
+    h1, h2 = evaluate_hypotheses(ch.paired)[:2]
+    rules = [c for c in ch.paired.comparisons if c.family == "rules" and c.p_holm_rules is not None]
+    best = max(rules, key=lambda c: c.delta)
+    h1_delta = Delta(best.set, ch.selection.sets.get(best.set, []), best.delta, best.lo, best.hi, best.p_holm_rules,
+                     best.n, glance_word(h1.supported, best.lo, best.hi))
+    s2 = next(p for p in ch.paired.predictors if p.name == "renyi2" and p.units == "triples")
+    scale_rows = (ch.data_scale or {}).get("sets") or []
+    top = max(scale_rows, key=lambda r: r["delta"]) if scale_rows else None
+    scale = _delta(top, top["layers"], top["delta"] > 0 and top["p_holm"] < 0.05, "p_holm") if top else _NONE
+    g1 = cross_hypotheses(ch.cross_drafters)[0]
+    c1 = ch.cross_drafters.comparison
+    large = bench[LLAMACPP]["large"]["by_threads"]["2"]
+    best_large = max((m for m in large if m.startswith("eagle3")), key=lambda m: large[m]["tau"])
+    answer = h1_delta.layers if h1.supported else ch.selection.default_layers
+    sink = ch.filtering.sink
     return LandingResult(
         model=cfg.model, n_layers=ch.data.info.n_layers, n_prompts=ch.data.summary.records,
-        n_positions=ch.data.summary.response_positions, sink_ratio=sink.sink_peak, cliff_layer=sink.cliff.to_layer,
-        cliff_entropy=sink.cliff.after, cliff_entropy_without_first=sink.at_cliff["no_first"],
-        default_layers=sel.default_layers, default_percentile=None if default_row is None else default_row.percentile,
-        exhaustive_layers=sel.sets["exhaustive"], tau_default=default.tau if default else nan,
-        tau_default_lo=default.lo if default else nan, tau_default_hi=default.hi if default else nan,
-        ranking=dp.ranking_text(ch.paired, 3),
-        rho_renyi2=dp.predictor_text(rho.get("renyi2")), rho_deepest=dp.predictor_text(rho.get("deepest")),
-        n_triples=rho["renyi2"].n if "renyi2" in rho else 0, h1=h1.statistic, h1_supported=h1.supported,
-        second_model=ch.cross_drafters.model, g1=g1.statistic, g1_supported=g1.supported, g2=g2.statistic,
-        g2_supported=g2.supported,
-        n_drafters=len(d6.runs), n_seeds=max(r.n_seeds for r in d6.summary),
-        speedup_default=online["eagle3-default"].speedup_vs_plain_t0 if "eagle3-default" in online else None,
-        speedup_best=max(v.speedup_vs_plain_t0 for v in online.values()),
-        lossless=all(v.lossless_prompts == v.n_prompts for v in online.values()),
-        bench_speedup=bench.get("speedup_vs_plain_t0"), bench_tau=bench.get("tau_t0"),
-        cpu_text=cpu_payoff.landing_text(benchmarks.get(cpu_payoff.BENCH), benchmarks.get(cpu_payoff.CEILING),
-                                          benchmarks.get(cpu_payoff.LARGE), cpu_payoff.own_drafters(benchmarks))), ch
+        default_layers=list(ch.selection.default_layers or []), answer_layers=list(answer or []), h1=h1_delta,
+        scale=scale, rho=s2.rho, rho_lo=s2.lo, rho_hi=s2.hi, n_triples=s2.n, h2=glance_word(h2.supported, s2.lo, s2.hi),
+        second_model=ch.cross_drafters.model,
+        g1=(Delta(c1.set, list(c1.layers), c1.delta, c1.lo, c1.hi, c1.p_holm_rules, c1.n,
+                  glance_word(g1.supported, c1.lo, c1.hi)) if c1 is not None else _NONE),
+        sink_ratio=sink.sink_peak, cliff_layer=sink.cliff.to_layer,
+        loop=loop_speed(bench[LOOP]), loop_tau=bench[LOOP]["tau_t0"],
+        large_model=bench[LLAMACPP]["model"], large_eagle3=_llamacpp_speed(large[best_large]), large_tau=large[best_large]["tau"],
+        large_ngram=_llamacpp_speed(large["ngram"]), ngram_tau=large["ngram"]["tau"]), ch
