@@ -24,6 +24,7 @@ import gzip
 import hashlib
 import importlib.util
 import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -87,17 +88,97 @@ LEGACY_ENGINE = "transformers generate (PyTorch target)"
 # ----------------------------------------------------------------------------- prompts
 
 
+#: Bounds of a prompt file, stated in the refusals: far above any prompt a context window holds
+#: (128k tokens are ~0.5 MB of text) and any prompt set the study reads, far below the memory
+#: limit, so that a file like /dev/zero is refused at its first line instead of filling memory.
+MAX_PROMPT_LINE_BYTES = 4 * 2**20
+MAX_PROMPT_FILE_BYTES = 256 * 2**20
+#: Byte-order marks of encodings a prompt file is not in (UTF-32 first: its LE mark starts with UTF-16's).
+_FOREIGN_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+                 (b"\xfe\xff", "UTF-16"))
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:g} MiB"
+
+
+def _text_field(path: Path, lineno: int, obj: dict[str, Any], name: str, default: str) -> str:
+    """A prompt record's text field ``name``: a string (a number for ``id``), or ``default`` when
+    absent; :class:`PromptFileError` naming file, line and field for any other JSON value."""
+    if name not in obj:
+        return default
+    value = obj[name]
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if name == "id" and number and math.isfinite(value):  # NaN / Infinity (Python's JSON reader takes them) are no id
+        return str(value)
+    if not isinstance(value, str):
+        kinds = "a string or a number" if name == "id" else "a string"
+        raise PromptFileError(f'{path}:{lineno}: "{name}" must be {kinds} (or absent), got {json.dumps(value)[:40]}; '
+                              f'e.g. "{name}": "{default if name != "id" else "q1"}"')
+    return value
+
+
+def _check_characters(path: Path, lineno: int, obj: dict[str, Any]) -> None:
+    """Refuse a JSON escape of a lone surrogate (``"\\ud800"``): Python's JSON reader accepts it,
+    but it is no character, and a tokenizer (or a UTF-8 writer) fails on it later."""
+    for name in ("prompt", "id", "category", "split"):
+        value = obj.get(name)
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise PromptFileError(
+                    f'{path}:{lineno}: "{name}" holds a lone surrogate \\u{ord(value[exc.start]):04x} (character '
+                    f"{exc.start + 1}), an escape that is half of a pair and no character; remove it or give the whole "
+                    "pair (e.g. \\ud83d\\ude00)") from None
+
+
 def read_prompt_jsonl(path: str | Path, *, source: str | None = None) -> list[Prompt]:
-    """Read a prompt JSONL file (UTF-8), with an error naming file and line on bad input."""
+    """Read a prompt JSONL file: UTF-8, one JSON object per line with a non-empty string
+    ``prompt`` and optional ``id`` (a string or a number, unique), ``category`` and ``split``
+    (strings). A UTF-8 byte-order mark and CRLF line ends are read as a user expects; a UTF-16
+    or UTF-32 file is named as such; anything else wrong (not UTF-8, not JSON, a lone surrogate
+    escape, an id of another type, a line over :data:`MAX_PROMPT_LINE_BYTES`, a file over
+    :data:`MAX_PROMPT_FILE_BYTES`) is a :class:`PromptFileError` naming the file, the line and
+    the fix. Lines are read with a bound, so an endless one is refused without buffering it."""
     path = Path(path)
     if not path.exists():
         raise PromptFileError(f"prompt file {path} does not exist")
     if path.is_dir():
         raise PromptFileError(f"prompt file {path} is a folder; give a .jsonl file with one {{\"prompt\": ...}} per line")
+    limits = (f"prompt files are read up to {_mib(MAX_PROMPT_FILE_BYTES)}, lines up to "
+              f"{_mib(MAX_PROMPT_LINE_BYTES)}")
+    if path.is_file() and path.stat().st_size > MAX_PROMPT_FILE_BYTES:
+        raise PromptFileError(f"prompt file {path} has {path.stat().st_size / 2**20:.0f} MiB: {limits}; split it into "
+                              "several files and list each in data.sources")
     out: list[Prompt] = []
     seen: set[str] = set()
+    total = 0
     with open(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
+        head = fh.read(4)
+        for bom, name in _FOREIGN_BOMS:
+            if head.startswith(bom):
+                raise PromptFileError(f"{path} is {name} (it starts with a {name} byte-order mark); prompt files are "
+                                      f"UTF-8: convert it, e.g. iconv -f {name} -t UTF-8 {path} > prompts-utf8.jsonl")
+        fh.seek(len(_UTF8_BOM) if head.startswith(_UTF8_BOM) else 0)  # a UTF-8 BOM (Notepad writes one) is no text
+        lineno = 0
+        while True:
+            raw = fh.readline(MAX_PROMPT_LINE_BYTES + 1)
+            if not raw:
+                break
+            lineno += 1
+            total += len(raw)
+            if len(raw) > MAX_PROMPT_LINE_BYTES:
+                raise PromptFileError(f"{path}:{lineno}: a line longer than {_mib(MAX_PROMPT_LINE_BYTES)} (no line end "
+                                      f"within it): {limits}; give one JSON object per line, each prompt shorter")
+            if total > MAX_PROMPT_FILE_BYTES:
+                raise PromptFileError(f"{path}: more than {_mib(MAX_PROMPT_FILE_BYTES)} read by line {lineno}: {limits}; "
+                                      "split it into several files and list each in data.sources")
+            if b"\x00" in raw:
+                raise PromptFileError(f"{path}:{lineno}: holds NUL bytes, so it is not UTF-8 text (UTF-16 without a "
+                                      "byte-order mark, or a binary file); save the file as UTF-8, e.g. iconv -f UTF-16 "
+                                      f"-t UTF-8 {path} > prompts-utf8.jsonl")
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -109,16 +190,21 @@ def read_prompt_jsonl(path: str | Path, *, source: str | None = None) -> list[Pr
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise PromptFileError(f"{path}:{lineno}: not valid JSON ({exc.msg}); each line must be one JSON object") from None
+            except (ValueError, RecursionError) as exc:  # a number over 4300 digits, nesting beyond the parser's depth
+                detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+                raise PromptFileError(f"{path}:{lineno}: not a usable JSON object ({detail}); each line must be one "
+                                      'JSON object like {"prompt": "Explain CKA."}') from None
             if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) or not obj["prompt"].strip():
                 raise PromptFileError(f'{path}:{lineno}: each line needs a non-empty string field "prompt", e.g. {{"prompt": "Explain CKA."}}')
-            pid = str(obj.get("id", f"{path.stem}-{lineno}"))
+            _check_characters(path, lineno, obj)
+            pid = _text_field(path, lineno, obj, "id", f"{path.stem}-{lineno}")
             if pid in seen:
                 raise PromptFileError(f"{path}:{lineno}: duplicate id {pid!r}; ids must be unique")
             seen.add(pid)
-            split = str(obj.get("split", "train"))
+            split = _text_field(path, lineno, obj, "split", "train")
             if split not in ("train", "eval"):
                 raise PromptFileError(f'{path}:{lineno}: split must be "train" or "eval", got {split!r}')
-            out.append(Prompt(id=pid, text=obj["prompt"], category=str(obj.get("category", "general")),
+            out.append(Prompt(id=pid, text=obj["prompt"], category=_text_field(path, lineno, obj, "category", "general"),
                               split=split, source=source or str(path)))
     if not out:
         raise PromptFileError(f"{path}: no prompts found")

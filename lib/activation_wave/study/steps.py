@@ -83,9 +83,9 @@ def run_capture(cfg: StudyConfig, *, regenerate: bool = False, progress: bool = 
     from activation_wave.study.estimate import check_before_load, check_fit, shape_of
 
     check_before_load(cfg)  # from the config alone, before any weights are loaded
+    prompts = load_prompts(cfg.data)  # a bad prompt file is refused before the model loads
     target = get_target(cfg)
     check_fit(cfg, shape_of(target.model.config))
-    prompts = load_prompts(cfg.data)
     with response_generator(cfg, target) as gen:
         responses, rpath = generate_responses(target, prompts, cfg.data, regenerate=regenerate, progress=progress,
                                               generator=gen)
