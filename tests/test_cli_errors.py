@@ -458,7 +458,7 @@ def test_progress_lines_when_stderr_is_not_a_tty(world, run):
 
 
 def test_fresh_clone_book_build_fails_in_one_line(tmp_path):
-    """Item 9: `jupyter-book build book -W` before scripts/fetch_mathjax.sh: one line naming the command."""
+    """`jupyter-book build book -W` where MathJax is missing and no fetch script is at hand: one line naming the command."""
     import shutil
 
     jb = Path(sys.executable).with_name("jupyter-book")
@@ -499,3 +499,31 @@ def test_doctests_of_the_helpers():
     for module in (cli, config, progress):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, module.__name__
+
+
+def test_the_book_build_fetches_a_missing_mathjax_itself(tmp_path, capsys):
+    """Item 8 of the book issue: `jupyter-book build book` on a fresh clone runs the fetch script itself
+    (here a stand-in that writes the file), and stops in one line only when the fetch fails."""
+    import types
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import local_mathjax
+    finally:
+        sys.path.pop(0)
+    (tmp_path / "book").mkdir()
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "fetch_mathjax.sh"
+    script.write_text('mkdir -p "$(dirname "$0")/../site/_static/mathjax"\n'
+                      'echo "// mathjax" > "$(dirname "$0")/../site/_static/mathjax/tex-mml-chtml.js"\n')
+    app = types.SimpleNamespace(confdir=str(tmp_path / "book"))
+    config = types.SimpleNamespace(html_extra_path=["../site"], mathjax_path="mathjax/tex-mml-chtml.js")
+    local_mathjax.check(app, config)  # fetched: no exit
+    assert (tmp_path / "site" / "_static" / "mathjax" / "tex-mml-chtml.js").is_file()
+    assert "fetching it once" in capsys.readouterr().err
+    script.write_text("exit 1\n")
+    (tmp_path / "site" / "_static" / "mathjax" / "tex-mml-chtml.js").unlink()
+    with pytest.raises(SystemExit) as stop:
+        local_mathjax.check(app, config)
+    assert stop.value.code == 2
+    assert_one_line(capsys.readouterr().err.splitlines()[-1], "fetching it failed", "bash scripts/fetch_mathjax.sh")
