@@ -25,7 +25,11 @@
 # SmolLM2's size, whose responses llama.cpp generates from the same GGUF. It puts the models
 # next to each other. Depth is compared as *relative* depth, layer index divided by $N$.
 #
-# {glue:text}`cross_models_text`
+# Statistics over {glue:text}`cross_0_tokens:,d` filtered response positions per model. The
+# responses of {glue:text}`cross_third` come from {glue:text}`cross_engine` on the same GGUF;
+# on a checked sample they equal the PyTorch target's on {glue:text}`cross_agree_same:d` of
+# {glue:text}`cross_agree_n:d` prompts, and their common prefix covers
+# {glue:text}`cross_agree_prefix:.0f`% of a response on average.
 
 # %% tags=["parameters", "hide-input"]
 profile = "default"
@@ -41,7 +45,7 @@ import pandas as pd
 from activation_wave.study.glue import glue_figure, glue_values
 from activation_wave.study.chapters import cross_drafters as cd
 from activation_wave.study.chapters import cross_model as ch
-from activation_wave.study.chapters.drafter_predictors import DrafterPredictors, peak_text, single_layer_peak
+from activation_wave.study.chapters.drafter_predictors import DrafterPredictors, peak_values, single_layer_peak
 from activation_wave.study.hypotheses import VERDICT_WORD
 from activation_wave.study.chapters.eagle3_speedup import Eagle3SpeedupResult, evaluate_hypotheses
 from activation_wave.study.steps import open_chapter
@@ -52,7 +56,7 @@ from activation_wave.core.tables import format_table
 cfg, _ = open_chapter(profile, model, overrides, capture=False)
 r = ch.run(cfg)  # every model's statistics and selections: activation_wave/study/chapters/cross_model.py
 _ = save_result("07_cross_model", r, cfg, results_root or None)
-glue_values(cross_models_text=ch.models_text(r) + ch.responses_text(cfg, results_root or None))
+glue_values(**ch.model_values(r), **ch.responses_values(cfg, results_root or None))
 display(format_table(ch.overview_table(r), {"default's S2 percentile": "{:.1f}"}))
 
 # %% [markdown]
@@ -89,7 +93,6 @@ glue_figure("fig_cross_cka", plot_cka_models(r.summaries))
 # %% tags=["remove-input"]
 glue_figure("fig_cross_selection", plot_selection_models(r.summaries))
 display(format_table(ch.percentile_table(r), {"S2 percentile among all sets": "{:.1f}"}))
-glue_values(cross_compartments_text=ch.compartments_text(r))
 
 # %% [markdown]
 # ```{glue:figure} fig_cross_selection
@@ -99,7 +102,12 @@ glue_values(cross_compartments_text=ch.compartments_text(r))
 # map (shaded); the line is the layer entropy.
 # ```
 #
-# {glue:text}`cross_compartments_text`
+# The CKA map splits into {glue:text}`cross_0_compartments:d` compartments on
+# {glue:text}`cross_0_model`, {glue:text}`cross_1_compartments:d` on {glue:text}`cross_1_model`
+# and {glue:text}`cross_2_compartments:d` on {glue:text}`cross_2_model`. The default triple's
+# concatenation entropy $S_2$ is above {glue:text}`cross_0_default_pct:.0f`%,
+# {glue:text}`cross_1_default_pct:.0f`% and {glue:text}`cross_2_default_pct:.0f`% of all
+# triples on these three models.
 
 # %% [markdown]
 # (sec-cross-prereg)=
@@ -185,7 +193,7 @@ display(format_table(cd.triples_frame(d)))
 # {glue:text}`xd_rule_set` reaches $\tau$ = {glue:text}`xd_tau_rule:.3f` against
 # {glue:text}`xd_tau_default:.3f` for the default {glue:text}`xd_default`: paired
 # $\Delta\tau$ = {glue:text}`xd_delta:+.3f` [{glue:text}`xd_delta_lo:+.3f`,
-# {glue:text}`xd_delta_hi:+.3f`] ({glue:text}`xd_delta_reading`), $p$ =
+# {glue:text}`xd_delta_hi:+.3f`] (against the default: {glue:text}`xd_delta_word`), $p$ =
 # {glue:text}`xd_p:.2g`, $n$ = {glue:text}`xd_eval_prompts:d` prompts; the smallest
 # difference this design detects at 80% power is {glue:text}`xd_mde:.3f`.
 
@@ -197,7 +205,7 @@ glue_figure("fig_cross_sweep", plot_cross_sweep(frame, [(cfg.model, r.summaries[
 p6 = {p.name: p for p in pred6.predictors if p.units == "single layers"}
 glue_values(xd_first_peak_rel=cd.peak_relative_depth(first["layer"], first["tau"], r.summaries[0].n_layers),
             xd_first_rho_depth=p6["deepest"].rho, xd_first_rho_entropy=p6["renyi2"].rho, xd_first_n=p6["deepest"].n,
-            xd_first_peak=peak_text(single_layer_peak(pred6)))
+            **peak_values(single_layer_peak(pred6)))
 
 # %% [markdown]
 # ```{glue:figure} fig_cross_sweep
@@ -233,7 +241,8 @@ glue_values(xd_first_peak_rel=cd.peak_relative_depth(first["layer"], first["tau"
 # depth {glue:text}`xd_peak_rel:.2f`; SmolLM2's best: {glue:text}`xd_first_peak_rel:.2f`),
 # against {glue:text}`xd_tau_default:.3f` for the default triple, and the pre-norm last block
 # reaches {glue:text}`xd_last_tau:.3f`. Both peaks rest on one seed per layer. On SmolLM2,
-# where chapter 6 trained a second seed of some layers, {glue:text}`xd_first_peak`; the
+# {glue:text}`peak_n_close:d` layers lie within {glue:text}`peak_gap:.3f` of its best layer
+# while two seeds of one layer differ by {glue:text}`peak_spread:.3f` on average; the
 # peak's relative depth is therefore a region, not a layer. Whether one well-chosen layer
 # does as well as three was not pre-registered, so that comparison is a question for a
 # later run, not a finding.

@@ -91,7 +91,11 @@ def test_analysis_finds_a_planted_set_effect_and_the_curve():
     assert rows["combined"]["verdict"] == "within noise"
     sens = {r["set"]: r for r in doc["seed_sensitivity"]}  # seeds resampled too: a labelled sensitivity analysis
     assert set(sens) == {"last-k", "combined"} and sens["last-k"]["registered_verdict"] == "lower"
-    assert sens["last-k"]["lo"] <= rows["last-k"]["lo"] and "Resampling the seeds" in analysis.answer_text(doc)
+    assert sens["last-k"]["lo"] <= rows["last-k"]["lo"]
+    v = analysis.page_values(doc)  # the page's values: H7's counts and the seeds each figure rests on
+    assert (v["scale_n_sets"], v["scale_lower"], v["scale_noise"], v["scale_higher"]) == (2, 1, 1, 0)
+    assert v["scale_best"] == "combined" and v["scale_best_word"] == "within noise"
+    assert v["scale_d1_word"] == "higher" and v["scale_sens_n"] == len(doc["seed_sensitivity"])
     assert 0 < rows["combined"]["mde"] < 0.05
     assert [p["label"] for p in doc["points"]] == ["eagle3-default@1x@B1", "eagle3-default@16x@B1",
                                                    "eagle3-default@16x@B2"]
@@ -112,12 +116,9 @@ def test_the_projection_recovers_a_planted_slope_and_says_what_the_target_takes(
     assert p["fit"]["b_lo"] < 0.1 < p["fit"]["b_hi"] and p["fit"]["n"] == 3
     assert p["from"] == "eagle3-default@16x@B4" and p["from_cpu_min"] == 40.0
     assert 40 * 2 ** 3.5 < p["cpu_min"] < 40 * 2 ** 4.5 and p["cpu_min_lo"] < p["cpu_min"] < p["cpu_min_hi"]
-    assert "about 11 CPU-hours of training per drafter" in analysis.projection_text(p)
     assert analysis.projection(pts[:2]) is None
-    assert analysis.projection_text({**p, "reached": True}) == ""
     flat = [dict(q, tau=1.5 + (0.01 if i == 1 else 0)) for i, q in enumerate(pts)]  # no gain: no budget reaches 2.0
     assert analysis.projection(flat, 2.0)["cpu_min"] is None
-    assert "does not rise enough to reach tau 2.0" in analysis.projection_text(analysis.projection(flat, 2.0))
 
 
 def test_h7_hypotheses_follow_the_verdicts():
@@ -158,17 +159,23 @@ def test_the_h7_point_becomes_the_strength_pages_third_budget():
     assert any(r["comparison"] == st.H5_CORPUS for r in sdoc["seed_sensitivity"])
     names = [h.name for h in st.hypotheses(sdoc)]
     assert "H5, third budget (combined)" in names and "H5, third budget (last-k)" in names
-    assert "third budget" in st.answer_text(sdoc) and st.interaction_corpus_rows(sdoc)[0]["set"] == "last-k"
+    v = st.page_values(sdoc, None, None, None)
+    assert (v["strength_h5c_n"], v["strength_h5c_moved"]) == (2, 1) and not np.isnan(v["strength_corpus_tau"])
+    assert st.interaction_corpus_rows(sdoc)[0]["set"] == "last-k"
 
 
-def test_the_page_says_how_far_the_design_has_run_without_any_tau():
-    start = {"profile": "smoke", "responses": 0, "responses_needed": 330, "drafters": None, "trained": []}
-    assert "has not started" in analysis.status_text(None, start) and "--profile smoke" in analysis.status_text(None, start)
-    part = {**start, "profile": "default", "responses": 4860, "responses_needed": 4860, "drafters": 12,
-            "trained": ["eagle3-default@16x@B2#s0"]}
-    text = analysis.status_text(None, part)
-    assert "1 of 12 drafters" in text and "4,860 of 4,860" in text and "tau" not in text
-    assert analysis.cost_text(None, None) == "Not measured yet."
+def test_the_page_shows_no_tau_before_the_design_has_run():
+    v = analysis.page_values(None)
+    assert v["scale_ran"] == "not measured" and v["scale_n_sets"] == 0
+    assert all(np.isnan(v[k]) for k in ("scale_top_tau", "scale_best_delta", "scale_d1_delta", "scale_spread_16x_mid"))
+
+
+def test_the_seed_spreads_are_named_by_the_drafters_they_come_from():
+    doc = {"points": [{"n_prompts": 5184, "tokens_per_s": 800.0}], "h7_point": "16x@B2", "drafters": {
+        "eagle3-default@1x@B1": {"per_seed": [[1.50, 1.52], [1.51, 1.52], [1.52, 1.53]]},
+        "eagle3-default@16x@B2": {"per_seed": [[1.44, 1.46], [1.47, 1.49]]}}}
+    v = analysis.page_values(doc)
+    assert abs(v["scale_spread_1x"] - 0.015) < 1e-9 and abs(v["scale_spread_16x_mid"] - 0.03) < 1e-9
 
 
 def test_the_benchmark_adopts_the_default_triples_strongest_single_drafter():
@@ -210,7 +217,7 @@ def test_the_adopted_drafter_is_found_by_its_recorded_key_whatever_the_draft_set
     assert path == str(tmp_path / key) and log == {"n_records": 7, "config": {"seed": 3}}
     assert choice == {"label": "eagle3-default@16x@B4", "seed_index": 0, "seed": 3, "tau": 1.55, "key": key}
     del doc["drafters"]["eagle3-default@16x@B4"]["keys"]
-    with pytest.raises(ValueError, match="wave study --only 06c"):
+    with pytest.raises(ValueError, match="wave study --only 06b"):
         ds.strongest(cfg, progress=False)
 
 

@@ -137,7 +137,7 @@ def test_run_without_reference_drafters_says_so(world):
         dp.run(cfg, cache, target, _jobs({"combined": [1, 3, 4]}, cfg), n_boot=10, probe_kw=PROBE)
 
 
-def test_paired_verdict_reads_the_holm_adjusted_rules():
+def test_prose_values_read_the_holm_adjusted_rules_in_one_vocabulary():
     from types import SimpleNamespace
 
     def comp(name, p, delta):
@@ -146,14 +146,41 @@ def test_paired_verdict_reads_the_holm_adjusted_rules():
 
     res = SimpleNamespace(reference="eagle3-default", mde_rules_pooled=0.04,
                           comparisons=(comp("exhaustive", 0.30, -0.01), comp("combined", 0.12, 0.01)))
-    text = dp.paired_verdict(res)
-    assert text.startswith("none of the 2 rules' sets differs") and "0.120, combined" in text
+    v = dp.prose_values(res)
+    assert (v["paired_n_higher"], v["paired_n_lower"], v["best_rule"], v["best_rule_word"]) == (0, 0, "combined",
+                                                                                                 "within noise")
     res.comparisons = (comp("exhaustive", 0.01, -0.05), comp("combined", 0.40, 0.0))
-    text = dp.paired_verdict(res)
-    assert text.startswith("1 of 2 rules' sets differ") and "exhaustive (delta tau = -0.050" in text
-    assert dp.prose_values(res) == {"paired_n": 96, "paired_verdict": text, "paired_mde_rules": 0.04}
+    v = dp.prose_values(res)
+    assert (v["paired_n_lower"], v["best_rule"], v["best_rule_word"]) == (1, "combined", "within noise")
+    res.comparisons = (comp("exhaustive", 0.01, 0.05), comp("combined", 0.40, 0.0))
+    assert dp.prose_values(res)["best_rule_word"] == "higher" and dp.prose_values(res)["paired_n_higher"] == 1
     res.comparisons = tuple(dataclasses.replace(c, n=2) for c in res.comparisons)
-    assert dp.paired_verdict(res).startswith("with 2 eval prompts the paired bootstrap cannot test anything")
+    v = dp.prose_values(res)  # a handful of prompts: nothing is tested
+    assert v["best_rule_word"] == "not testable" and v["paired_n_higher"] == v["paired_n_lower"] == 0
+
+
+def test_a_drafter_that_accepts_nothing_makes_a_comparison_not_testable():
+    """The study's rule: a verdict rests on a working instrument. A reference or candidate
+    drafter with tau 1 on every prompt measures nothing, so H1 (chapter 6) and G1/C2 (the other
+    architectures) are not testable against it, whatever the paired p says."""
+    from types import SimpleNamespace
+
+    from activation_wave.study.chapters import cross_drafters as cd, eagle3_speedup as e6
+
+    assert dp.dead_instrument([1.0] * 32) and not dp.dead_instrument([1.0] * 31 + [1.2])
+    comp = dp.Comparison(set="combined", layers=(2, 25, 27), family="rules", delta=0.006, lo=0.004, hi=0.008, p=0.0002,
+                         p_holm_rules=0.0002, p_holm_all=0.0002, n=32, sd=0.005, mde=0.003, mde_holm=0.003)
+    alive = [1.0 + 0.01 * (i % 3) for i in range(32)]
+    for ref, cand, expect in (([1.0] * 32, alive, None), (alive, [1.0] * 32, None), (alive, alive, True)):
+        sets = [dp.SetTaus("eagle3-default", (2, 14, 25), (0,), 1.0, 1.0, tuple(ref)),
+                dp.SetTaus("combined", (2, 25, 27), (0,), 1.0, 1.0, tuple(cand))]
+        pred = SimpleNamespace(comparisons=[comp], sets=sets, reference="eagle3-default", predictors=[], filtering=[],
+                               norm_predictors=[])
+        assert e6.evaluate_hypotheses(pred)[0].supported is expect
+        xd = SimpleNamespace(comparison=comp, sets=[cd.SingleLayerTau(s.set, s.layers, 1, 1.0, 1.0, 1.0, s.per_prompt)
+                                                     for s in sets], depth=None, entropy=None)
+        g1 = cd.evaluate_hypotheses(xd)[0]
+        assert g1.supported is expect and (expect or "accepts no draft" in g1.note)
 
 
 def test_norm_arm_pairs_each_triple_with_its_normed_twin():

@@ -63,11 +63,14 @@ def test_norm_arm_is_per_triple_and_says_when_it_hurts():
     rows = {r["triple"]: r for r in st.norm_rows(doc)}
     assert rows["eagle3-default"]["H6"] == "not supported: the norm hurts"
     assert rows["combined"]["H6"].startswith("not supported (within noise")
-    text = st.answer_text(doc)
-    assert "H5 is supported for combined (gains on the default with budget: I +0.05" in text
-    assert "for last-k the change is within noise" in text
-    assert "The per-layer norm still hurts eagle3-default (delta -0.1" in text and "(H6 not supported)" in text
-    assert "last-k is below the default (delta -0.04" in text
+    v = st.page_values(doc, None, None, None)
+    inter = {r["set"]: r for r in doc["interaction"]}
+    assert st.verdict(inter["combined"]) == "higher" and abs(inter["combined"]["delta"] - 0.05) < 0.01
+    assert st.verdict(inter["last-k"]) == "within noise"  # H5: only combined's gap moved
+    assert (v["strength_h5_n"], v["strength_h5_moved"]) == (2, 1)
+    assert (v["strength_h6_n"], v["strength_h6_hurts"], v["strength_h6_helps"]) == (2, 1, 0)  # the norm hurts the default
+    top = {c["set"]: c for c in next(b for b in doc["budgets"] if b["name"] == "top")["comparison"]}
+    assert st.verdict(top["last-k"]) == "lower" and abs(top["last-k"]["delta"] + 0.04) < 0.01
 
 
 def test_tables_and_figure_render():
@@ -83,7 +86,8 @@ def test_tables_and_figure_render():
         assert "<table" in format_table(pd.DataFrame(rows)).to_html()
     ax = plot_strength_deltas(doc).axes[0]
     assert [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")] == ["combined", "last-k"]
-    assert "not measured" in st.answer_text(None)
+    v = st.page_values(None, None, None, None)
+    assert v["strength_top_n_sets"] == 0 and np.isnan(v["strength_top_tau"])
 
 
 def test_a_handful_of_prompts_gives_no_verdict():
@@ -103,20 +107,17 @@ def test_epoch_deltas_figure_dashes_the_norm_arm():
     assert lines["eagle3-default+norm"].get_linestyle() == "--" and lines["combined"].get_linestyle() == "-"
 
 
-def test_the_answer_says_whether_it_differs_from_one_epoch():
+def test_the_page_values_say_whether_the_answer_differs_from_one_epoch():
     # combined trails after one epoch (-0.02) and gains 0.05 with budget: above the default at the top
-    doc = st.analyse(_taus(gain=0.05), LAYERS, ["eagle3-default", "combined"], n_boot=2000)
-    change = st.change_text(doc)
-    assert change.startswith("unlike after one epoch, combined beats the default (after one epoch: none)")
-    assert "combined from below the default to above the default" in change and "last-k" not in change
-    advice = st.advice_text(doc)
-    assert "combined [7, 27, 29] beats the default by +0.03" in advice and "keep the default" in advice
-    steady = st.analyse(_taus(gain=0.0), LAYERS, ["eagle3-default", "combined"], n_boot=2000)
-    assert st.change_text(steady) == ("as after one epoch, no set beats the default; every set's verdict against "
-                                      "the default is the same at both budgets")
-    assert st.advice_text(steady).startswith("keep the EAGLE-3 default [2, N//2, N-3]: at the strongest budget")
-    assert "no selection rule's set beat it (nor did one after one epoch)" in st.advice_text(steady)
-    assert "not been measured" in st.advice_text(None) and st.hypotheses(None) == []
+    v = st.page_values(st.analyse(_taus(gain=0.05), LAYERS, ["eagle3-default", "combined"], n_boot=2000), None, None,
+                       None)
+    assert (v["strength_bottom_higher"], v["strength_top_higher"]) == (0, 1)
+    assert v["strength_top_best"] == "combined" and v["strength_top_best_word"] == "higher"
+    assert abs(v["strength_top_best_delta"] - 0.03) < 0.01
+    steady = st.page_values(st.analyse(_taus(gain=0.0), LAYERS, ["eagle3-default", "combined"], n_boot=2000), None,
+                            None, None)
+    assert (steady["strength_bottom_higher"], steady["strength_top_higher"], steady["strength_h5_moved"]) == (0, 0, 0)
+    assert steady["strength_top_best_word"] in ("lower", "within noise") and st.hypotheses(None) == []
 
 
 def test_hypotheses_rows_follow_the_verdict_rules():
@@ -129,14 +130,24 @@ def test_hypotheses_rows_follow_the_verdict_rules():
     few = st.analyse({b: {k: np.atleast_2d(v)[..., :4] for k, v in t.items()} for b, t in _taus().items()},
                      LAYERS, ["eagle3-default"], n_boot=200)
     assert {x.supported for x in st.hypotheses(few)} == {None}
-    assert st.change_text(few) == "no verdict at this size (n = 4 prompts)"
-    assert st.advice_text(few).startswith("no verdict at this size (4 prompts")
+    v = st.page_values(few, None, None, None)
+    assert v["strength_top_higher"] == v["strength_top_lower"] == v["strength_top_noise"] == 0
+    assert v["strength_top_best_word"] == "no verdict (n = 4 prompts)"
 
 
-def test_cost_text_reads_the_training_logs():
+def test_training_costs_and_seed_resampled_values_are_read_from_the_results():
     import doctest
 
-    assert doctest.testmod(st).failed == 0  # change_text's and cost_text's examples
-    assert st.cost_text(None) == "" and st.cost_text({"training": {"train_wall_s": []}}) == ""
-    text = st.cost_text({"training": {"train_wall_s": [773.0, 3288.0], "tokens_per_s": [509.0, 120.0]}})
-    assert text == "The 2 drafters trained for 773 to 3288 s each, at 120 to 509 training tokens/s"
+    assert doctest.testmod(st).failed == 0
+    v = st.page_values({"budgets": [], "training": {"train_wall_s": [773.0, 3288.0, None],
+                                                   "tokens_per_s": [509.0, 120.0]}}, None, None, None)
+    assert (v["strength_train_n"], v["strength_train_s_min"], v["strength_train_s_max"]) == (2, 773.0, 3288.0)
+    assert (v["strength_tok_s_min"], v["strength_tok_s_max"]) == (120.0, 509.0)
+    row = {"comparison": "delta at the bottom budget", "set": "random-0", "delta": -0.008, "lo": -0.02, "hi": 0.004,
+           "p_holm": 0.18, "verdict": "within noise", "registered_verdict": "lower", "registered_p_holm": 0.032,
+           "changed": True}
+    r = st.seed_resampled({"seed_sensitivity": [row]}, "delta at the bottom budget", "random-0")
+    assert (r["verdict"], r["registered_verdict"], r["p_holm"]) == ("within noise", "lower", 0.18)
+    assert st.seed_resampled(None, "delta at the bottom budget", "random-0")["verdict"] == "not testable"
+    assert [x["set"] for x in st.sensitivity_table({"seed_sensitivity": [row, {**row, "set": "b", "changed": False}]})] \
+        == ["random-0"]

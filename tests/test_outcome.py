@@ -98,7 +98,8 @@ def test_old_results_have_no_seed_spread_and_the_peak_text_says_so(pred):
     assert peak.layer == singles[0].layers[0] and peak.tau == singles[0].tau and peak.n_layers == len(singles)
     # without a seed spread, "close" means within the peak's own interval over prompts
     assert all(peak.tau - tau <= peak.tau - peak.lo for _, tau in peak.close)
-    assert "seed spread on the outcome is unknown" in dp.peak_text(peak)
+    v = dp.peak_values(peak)  # no seed spread recorded: the page's spread is NaN, not a number
+    assert v["peak_spread_n"] == 0 and np.isnan(v["peak_spread"]) and v["peak_layer"] == peak.layer
     assert dp.single_layer_seeds(pred) == {}
 
 
@@ -110,13 +111,15 @@ def test_seed_spread_from_per_seed_tau_decides_whether_neighbouring_layers_diffe
     peak = dp.single_layer_peak(wide)
     singles = dp.outcome_rows(pred, 1)
     assert [layer for layer, _ in peak.close] == [r.layers[0] for r in singles[1:] if singles[0].tau - r.tau <= 0.05]
-    text = dp.peak_text(peak)
-    assert "not distinguishable" in text and "differ by 0.050 on average" in text
+    v = dp.peak_values(peak)
+    assert v["peak_n_close"] == len(peak.close) > 0 and v["peak_spread"] == pytest.approx(0.05)
+    assert v["peak_gap"] <= v["peak_spread"]  # neighbouring layers lie within the seed spread: not distinguishable
     seeds = dp.single_layer_seeds(wide)
     assert set(seeds) == {s.layers[0] for s in pred.sets if len(s.layers) == 1 and len(s.seeds) == 2}
     assert all(len(v) == 2 and v[1] - v[0] == pytest.approx(0.05) for v in seeds.values())
     # seeds that agree to 1e-6: every other layer is further below the peak than that
-    assert "further below it than the seed spread" in dp.peak_text(dp.single_layer_peak(_with_seeds(pred, 1e-6)))
+    tight = dp.peak_values(dp.single_layer_peak(_with_seeds(pred, 1e-6)))
+    assert tight["peak_n_close"] == 0 and tight["peak_close"] == "none" and np.isnan(tight["peak_gap"])
 
 
 def test_the_sweep_and_the_score_panels_follow_the_outcome(pred):
@@ -186,5 +189,4 @@ def test_chapters_7_and_8_show_the_second_models_triples_from_one_function():
     assert list(f["set"]) == [s.set for s in xd.sets if len(s.layers) > 1]
     v = cd.prose_values(xd, 2)
     c = xd.comparison
-    assert v["xd_delta_reading"] == ("within noise: the interval covers 0" if c.lo <= 0 <= c.hi
-                                     else "the interval excludes 0")
+    assert v["xd_delta_word"] == ("within noise" if c.p >= 0.05 else "higher" if c.delta > 0 else "lower")

@@ -103,14 +103,20 @@ def _glued(page: str) -> dict[str, str]:
 
 
 def test_each_page_names_the_verdicts_the_seed_analysis_changes():
-    for page, glue, doc, text in (("06b_drafter_strength", "strength_seeds", _load(st.NAME), st.seed_sensitivity_text),
-                                  ("10_drafter_recipe", "recipe_seeds", _load(rc.NAME), dr.seed_sensitivity_text)):
-        sentence = text(doc)
-        moved = [r for r in doc["seed_sensitivity"] if r["changed"]]
-        for r in moved:
-            assert r.get("set", r.get("name")) in sentence
-        assert f"changes {len(moved)} of {len(doc['seed_sensitivity'])} verdicts" in sentence
-        assert _glued(page)[glue] == sentence, page  # the executed page says it, from its results file
+    page, glue, doc, text = "10_drafter_recipe", "recipe_seeds", _load(rc.NAME), dr.seed_sensitivity_text
+    sentence = text(doc)
+    moved = [r for r in doc["seed_sensitivity"] if r["changed"]]
+    for r in moved:
+        assert r.get("set", r.get("name")) in sentence
+    assert f"changes {len(moved)} of {len(doc['seed_sensitivity'])} verdicts" in sentence
+    assert _glued(page)[glue] == sentence, page  # the executed page says it, from its results file
+    # the robustness page: the counts in its sentence and one table row per changed verdict
+    strength = _load(st.NAME)
+    moved = [r for r in strength["seed_sensitivity"] if r["changed"]]
+    glued = _glued("06b_drafter_strength")
+    assert glued["strength_sens_changed"] == len(moved) and glued["strength_sens_n"] == len(strength["seed_sensitivity"])
+    assert [(r["comparison"], r["set"]) for r in st.sensitivity_table(strength)] == [(r["comparison"], r["set"])
+                                                                                     for r in moved]
 
 
 def test_every_registered_p_carries_its_monte_carlo_error():

@@ -93,14 +93,15 @@ def test_chapter_7_names_where_the_third_models_responses_come_from(tmp_path):
     from activation_wave.core.config import load_config
     from activation_wave.core.results import results_dir
     from activation_wave.select.across_models import third_config
-    from activation_wave.study.chapters.cross_model import responses_text
+    from activation_wave.study.chapters.cross_model import responses_values
 
-    assert responses_text(load_config("smoke"), tmp_path) == ""
+    assert responses_values(load_config("smoke"), tmp_path)["cross_third"] == "none"
     cfg = load_config("smoke", {"third.model": "qwen2.5-coder-1.5b", "third.engine": "llamacpp"})
-    assert "no check of its greedy tokens" in responses_text(cfg, tmp_path)
+    unchecked = responses_values(cfg, tmp_path)
+    assert unchecked["cross_engine"] == "llama.cpp" and unchecked["cross_agree_n"] == 0
     folder = results_dir(third_config(cfg), tmp_path)
     folder.mkdir(parents=True)
     (folder / "llamacpp_agreement.json").write_text(json.dumps(
         {"agreement": {"identical": 7, "compared": 8, "mean_prefix_share": 0.9844}}))
-    text = responses_text(cfg, tmp_path)
-    assert "on 7 of 8 prompts" in text and "covers 98% of a response" in text
+    v = responses_values(cfg, tmp_path)
+    assert (v["cross_agree_same"], v["cross_agree_n"], round(v["cross_agree_prefix"])) == (7, 8, 98)

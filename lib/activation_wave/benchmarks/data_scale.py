@@ -238,7 +238,7 @@ def strongest(cfg: StudyConfig, *, progress: bool = True) -> tuple[str, dict[str
     keys = doc["drafters"][lab].get("keys")
     if not keys:
         raise ValueError("the data-scale results do not record their drafters' keys (written before they did): "
-                         "re-execute the page (wave study --only 06c) to rewrite them")
+                         "re-execute the page (wave study --only 06b) to rewrite them")
     path = cache_path(keys[k])
     if not (path / "train_log.json").exists():
         prof = profile_capture(cfg, progress=progress)

@@ -32,7 +32,7 @@ from activation_wave.measure.layer_stats import stats_from_cache
 from activation_wave.core.stats import mean_ci, seed_mean, spearman, spearman_ci
 from activation_wave.study.chapters import drafter_predictors as dp
 from activation_wave.draft.experiment import DrafterJob
-from activation_wave.study.hypotheses import Hypothesis
+from activation_wave.study.hypotheses import VERDICT_WORD, Hypothesis
 from activation_wave.core.stats import within_noise
 from activation_wave.study.chapters.eagle3_speedup import DEFAULT_SET, LayerProfile, layer_profile
 
@@ -195,16 +195,21 @@ def run_drafters(dcfg: StudyConfig, sets: Mapping[str, Sequence[int]], rule: str
 
 def evaluate_hypotheses(res: CrossDrafterResult, alpha: float = 0.05) -> list[Hypothesis]:
     """G1-G3 of chapter 7's pre-registration by their verdict rules (None: not testable here,
-    e.g. fewer than ``MIN_PAIRED_PROMPTS`` eval prompts for G1)."""
+    e.g. fewer than ``MIN_PAIRED_PROMPTS`` eval prompts for G1, or the default's or the rule's
+    drafter accepting nothing, tau 1 on every prompt: :func:`~.drafter_predictors.dead_instrument`)."""
     c = res.comparison
     if c is None:
         g1 = Hypothesis("G1", "the best rule's set beats the default", "no rule or default drafter", None, "")
     else:
         ok = (c.delta > 0 and c.p < alpha) if c.n >= dp.MIN_PAIRED_PROMPTS else None
+        dead = [s.set for s in res.sets if s.set in (DEFAULT_SET, c.set) and dp.dead_instrument(s.per_prompt)]
+        if dead:  # a drafter that accepts nothing measures nothing: no verdict rests on it
+            ok = None
         g1 = Hypothesis("G1", "the best rule's set beats the default",
                         f"{c.set} {list(c.layers)}: delta tau = {c.delta:+.3f} [{c.lo:+.3f}, {c.hi:+.3f}], "
                         f"p = {c.p:.3g}, n = {c.n} prompts, MDE = {c.mde:.3f}{within_noise(c.lo, c.hi)}", ok,
-                        "paired per prompt, one test")
+                        "paired per prompt, one test" + (f"; not testable: {', '.join(dead)} accepts no draft on any "
+                                                         "prompt (tau 1)" if dead else ""))
 
     def rho(name: str, claim: str, p: dp.Predictor | None) -> Hypothesis:
         if p is None or p.lo is None or not np.isfinite(p.lo):
@@ -259,11 +264,11 @@ def prose_values(res: CrossDrafterResult, draft_workers: int) -> dict[str, Any]:
     c = res.comparison
     out.update(xd_delta=c.delta if c else nan, xd_delta_lo=c.lo if c else nan, xd_delta_hi=c.hi if c else nan,
                xd_p=c.p if c else nan, xd_mde=c.mde if c else nan,
-               xd_delta_reading=("within noise: the interval covers 0" if c and within_noise(c.lo, c.hi)
-                                 else "the interval excludes 0" if c else "not computed"))
+               xd_delta_word=dp.comparison_word(c.delta, c.p) if c and c.n >= dp.MIN_PAIRED_PROMPTS else "not testable")
     for key, p in (("depth", res.depth), ("entropy", res.entropy)):
         out.update({f"xd_rho_{key}": p.rho if p else nan, f"xd_rho_{key}_lo": p.lo if p else nan,
                     f"xd_rho_{key}_hi": p.hi if p else nan, f"xd_rho_{key}_n": p.n if p else 0})
+    out.update({f"xd_{h.name.lower()}_word": VERDICT_WORD[h.supported] for h in evaluate_hypotheses(res)})
     out["xd_rho_entropy_depth"] = nan if res.entropy_vs_depth is None else res.entropy_vs_depth
     if singles:
         best = max(singles, key=lambda s: s.tau)

@@ -1,5 +1,5 @@
 """Drafters trained on thousands of distinct prompts: the analysis of the data-scale design
-(pre-registered in ``book/data_scale_preregistration.md``; the drafters come from
+(pre-registered in ``book/lab/data_scale.md``; the drafters come from
 :func:`activation_wave.benchmarks.data_scale.run`).
 
 Input: per-prompt outcome tau ``[seeds, prompts]`` per label ``<set>@<multiple>@<budget>``
@@ -27,7 +27,7 @@ import numpy as np
 from activation_wave.core.stats import finite_values, mean_ci, min_detectable_delta, paired_bootstrap, seed_mean
 from activation_wave.study.training_costs import data_multiple, duration_text, log2_fit, train_cpu_min
 from activation_wave.study.chapters.drafter_strength import (MIN_PROMPTS, N_BOOT, N_BOOT_SEEDS, REFERENCE, comparisons,
-                                                             interaction, seed_sensitivity_text, sensitivity_rows,
+                                                             interaction, sensitivity_rows,
                                                              verdict)
 
 NAME = "data_scale"
@@ -38,8 +38,8 @@ NOT_RUN = "not measured yet: the data-scale design has not run to the end"
 #: The issue's target for the default triple's outcome tau at the largest data size.
 TARGET_TAU = 2.0
 
-__all__ = ["NAME", "MULTIPLES", "NOT_RUN", "TARGET_TAU", "analyse", "projection", "projection_text", "answer_text", "bench_entry", "curve_text", "h7_rows", "h7_table", "hypotheses", "label",
-           "split_label", "status_text", "strength_budget", "time_split", "cost_text"]
+__all__ = ["NAME", "MULTIPLES", "NOT_RUN", "TARGET_TAU", "analyse", "projection", "bench_entry", "h7_rows", "h7_table",
+           "hypotheses", "label", "split_label", "strength_budget", "time_split", "page_values", "curve_rows"]
 
 
 def label(name: str, multiple: str, budget: str) -> str:
@@ -152,23 +152,6 @@ def projection(points: Sequence[Mapping[str, Any]], tau: float = TARGET_TAU) -> 
             "reached": bool(m["reached"]), "points": [p["label"] for p in pts]}
 
 
-def projection_text(proj: Mapping[str, Any] | None) -> str:
-    """The projection in one sentence (empty when there is none or the target is reached)."""
-    if not proj or proj["reached"]:
-        return ""
-    f = proj["fit"]
-    fit = (f" The fit over the {f['n']} budgets at the largest data size, tau = a + b log2(training CPU-minutes), "
-           f"gains {f['b']:+.3f} tau per doubling of the CPU-minutes (95% interval [{f['b_lo']:+.3f}, "
-           f"{f['b_hi']:+.3f}], {f['n'] - 2} degree{'s' if f['n'] != 3 else ''} of freedom)")
-    if proj["cpu_min"] is None:
-        return fit + f"; it does not rise enough to reach tau {proj['tau']:.1f} at any training budget."
-    hi = "unbounded" if proj["cpu_min_hi"] is None else duration_text(proj["cpu_min_hi"])
-    rng = f" (95% interval from the slope's: {duration_text(proj['cpu_min_lo'])} to {hi})" if proj["cpu_min_lo"] else ""
-    return (fit + "; extrapolated, tau "
-            f"{proj['tau']:.1f} would take about {duration_text(proj['cpu_min'])} of training per drafter{rng}, "
-            f"against {duration_text(proj['from_cpu_min'])} for the dearest drafter measured.")
-
-
 def time_split(logs: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
     """Where the drafters' optimisation time went, as shares of its sum over ``logs`` (train logs, or
     the results document's per-label ``drafters`` entries: anything carrying a
@@ -253,115 +236,79 @@ def _ci(lo: float, hi: float) -> str:
     return f"[{lo:+.3f}, {hi:+.3f}]"
 
 
-def status_text(doc: Mapping[str, Any] | None, progress: Mapping[str, Any] | None = None) -> str:
-    """What the page can say: the design has not run to the end (how far it got, from
-    ``benchmarks.data_scale.status``, and how to resume it; no tau is shown before the end), or
-    what it measured.
+def page_values(doc: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Every value the robustness page glues about the data-scale design, numbers and verdict
+    words only (NaN, 0 or "not measured" before the design has run): the largest data size in
+    distinct prompts; H7's counts and the set closest to the default with its figures; the
+    design's MDE; the same-budget comparison of 16x against 1x distinct prompts (``scale_d1_*``)
+    with the two seed spreads that bear on it, each named (``scale_spread_1x``: the three 1x
+    seeds at the base budget; ``scale_spread_16x_mid``: the default's two seeds at the largest
+    data size and the middle budget); the best default drafter at the largest data size and the
+    slope of tau per doubling of training CPU-minutes there.
 
-    >>> status_text(None, {"responses": 4860, "responses_needed": 4860, "drafters": 12, "trained": ["a", "b"]})[:93]
-    'The design is registered and has run in part: 4,860 of 4,860 corpus responses, 2 of 12 drafte'
+    >>> page_values(None)["scale_ran"]
+    'not measured'
     """
-    if doc is None:
-        done = ""
-        if progress and progress["responses"] == 0:
-            done = " and has not started: no corpus response is generated yet"
-        elif progress:
-            drafters = (f"{len(progress['trained'])} of {progress['drafters']} drafters in the ledger"
-                        if progress.get("drafters") is not None else "no drafter yet (the capture waits for every response)")
-            done = (f" and has run in part: {progress['responses']:,} of {progress['responses_needed']:,} corpus "
-                    f"responses, {drafters}. Its results are shown when every drafter has trained (no interim look)")
-        return ("The design is registered" + (done or " but has not run to the end: its corpus responses or some of "
-                                                     "its drafters are not yet in the repository") +
-                f". wave bench --profile {(progress or {}).get('profile', 'default')} --only data_scale runs it, resumably; this page then re-scores its "
-                "drafters from the ledger (data/drafters/) without training them.")
-    n = sum(len(p.get("per_prompt", [])) > 0 for p in doc["points"])
-    return (f"{n} points of the default triple's curve and {len(doc['sets'])} H7 comparisons, on "
-            f"{len(doc['prompt_ids'])} eval prompts.")
-
-
-_PARTS = {"data_s": "reading and collating batches from the shards", "forward_s": "forward and loss",
-          "backward_s": "backward", "optimizer_s": "clipping and the optimiser step"}
-
-
-def cost_text(doc: Mapping[str, Any] | None, entry: Mapping[str, Any] | None) -> str:
-    """Where the design's time goes: the capture's positions per second (``entry``: the
-    ``data_scale`` entry of ``benchmarks.json``, written by the run that captured) and the
-    drafters' training tokens per second with the shares of their optimisation time.
-
-    >>> cost_text({"points": [{"tokens_per_s": 800.0}], "drafters": {"a": {"time_split": {"data_s": 0.1,
-    ...     "forward_s": 0.5, "backward_s": 0.4}}}}, None)[:60]
-    'Training: 800 training tokens/s per one-thread drafter (mean'
-    """
-    if doc is None:
-        return "Not measured yet."
-    out = []
-    cap = (entry or {}).get("capture") or {}
-    for part in cap.get("timed_parts") or []:  # a capture made over several runs: each timed stretch
-        n = cap["tokens"] * part["shards"] / cap["shards"]
-        out.append(f"Capture: {part['shards']} of its {cap['shards']} shards in {part['seconds'] / 60:.0f} minutes "
-                   f"({part['note']}), about {n / part['seconds']:.0f} positions/s.")
-    if cap.get("seconds_this_run"):
-        out.append(f"Capture: {cap['tokens']:,} positions of {len(cap['layers'])} layers in "
-                   f"{cap['seconds_this_run'] / 60:.0f} minutes, {cap['tokens'] / cap['seconds_this_run']:.0f} "
-                   "positions/s (the target's forward passes, batch by batch, and the shards' writes).")
-    speeds = [p["tokens_per_s"] for p in doc["points"] if p.get("tokens_per_s")]
-    split = time_split(list((doc.get("drafters") or {}).values()))
-    if speeds:
-        text = (f"Training: {np.mean(speeds):.0f} training tokens/s per one-thread drafter (mean over the curve's "
-                "points)")
-        if split:
-            text += "; of the optimisation time, " + ", ".join(f"{100 * v:.0f}% {_PARTS.get(k, k)}"
-                                                              for k, v in sorted(split.items(), key=lambda kv: -kv[1]))
-        out.append(text + ".")
-    return " ".join(out)
-
-
-def answer_text(doc: Mapping[str, Any] | None) -> str:
-    """H7's answer in one or two sentences, each set with its delta, interval and Holm p."""
-    if doc is None or not doc["sets"]:
-        return NOT_RUN[0].upper() + NOT_RUN[1:] + "."
-    parts = [f"{r['set']} {r['layers']}: {r['verdict']}, delta {r['delta']:+.3f} {_ci(r['lo'], r['hi'])}, "
-             f"Holm p {r['p_holm']:.3g} ({r['n_seeds']} seeds)" for r in doc["sets"]]
-    beats = [r["set"] for r in doc["sets"] if r["verdict"] == "higher"]
-    mdes = [r["mde"] for r in doc["sets"] if r.get("mde") is not None]
-    where = f"At {doc['h7_point']} ({max(p['n_prompts'] for p in doc['points']):,} distinct prompts)"
-    if all(r["verdict"].startswith("no verdict") for r in doc["sets"]):
-        head = f"{where} the eval prompts are too few for a verdict"
-    else:
-        head = f"{where} " + (f"{', '.join(beats)} beat the default" if beats
-                              else "no selection rule's set beats the default")
-    tail = f" The design detects |delta| of about {max(mdes):.3f} (80% power, Holm)." if mdes else ""
-    seeds = f" {seed_sensitivity_text(doc)}" if doc.get("seed_sensitivity") else ""
-    return f"{head}: " + "; ".join(parts) + "." + tail + seeds
-
-
-def curve_text(doc: Mapping[str, Any] | None) -> str:
-    """The curve in words: each point's tau, and D1 (16x against 1x at the same budget)."""
-    if doc is None or not doc["points"]:
-        return "Not measured yet."
-    pts = "; ".join(f"{p['label'].split('@', 1)[1]}: tau {p['tau']:.3f} [{p['lo']:.3f}, {p['hi']:.3f}] after "
-                    f"{p['cpu_s'] / 60:.1f} CPU-minutes" for p in doc["points"])
+    nan = float("nan")
+    out: dict[str, Any] = {"scale_ran": "not measured", "scale_prompts": 0, "scale_n_sets": 0, "scale_higher": 0,
+                           "scale_lower": 0, "scale_noise": 0, "scale_best": "none", "scale_best_delta": nan,
+                           "scale_best_lo": nan, "scale_best_hi": nan, "scale_best_p": nan,
+                           "scale_best_word": "not testable", "scale_mde": nan, "scale_d1_delta": nan,
+                           "scale_d1_lo": nan, "scale_d1_hi": nan, "scale_d1_p": nan, "scale_d1_n": 0,
+                           "scale_d1_word": "not testable", "scale_spread_1x": nan, "scale_spread_16x_mid": nan,
+                           "scale_top_tau": nan, "scale_top_lo": nan, "scale_top_hi": nan, "scale_slope": nan,
+                           "scale_slope_lo": nan, "scale_slope_hi": nan, "scale_slope_n": 0, "scale_train_tok_s": nan,
+                           "scale_sens_n": 0, "scale_sens_changed": 0, "scale_eval_prompts": 0}
+    if doc is None or not doc.get("points"):
+        return out
+    sets = doc.get("sets") or []
+    out.update(scale_ran="measured", scale_prompts=max(p["n_prompts"] for p in doc["points"]),
+               scale_n_sets=len(sets), scale_higher=sum(r["verdict"] == "higher" for r in sets),
+               scale_lower=sum(r["verdict"] == "lower" for r in sets),
+               scale_noise=sum(r["verdict"] == "within noise" for r in sets),
+               scale_eval_prompts=len(doc.get("prompt_ids") or []))
+    if sets:
+        best = max(sets, key=lambda r: r["delta"])
+        mdes = [r["mde"] for r in sets if r.get("mde") is not None]
+        out.update(scale_best=best["set"], scale_best_delta=best["delta"], scale_best_lo=best["lo"],
+                   scale_best_hi=best["hi"], scale_best_p=best["p_holm"], scale_best_word=best["verdict"],
+                   scale_mde=max(mdes) if mdes else nan)
     d1 = doc.get("d1")
-    tail = ""
     if d1:
-        spread = d1.get("one_x_seed_spread")
-        tail = (f" At the base's own budget B1, 16 times the distinct prompts change tau by {d1['delta']:+.3f} "
-                f"{_ci(d1['lo'], d1['hi'])} (paired over {d1['n']} prompts, p {d1['p']:.3g}; one seed against three"
-                + (f", whose means spread over {spread:.3f}" if spread is not None else "") + ").")
-        if d1["hi"] < 0:
-            tail += (" So at a fixed budget of training tokens, corpus prompts in place of repeats of the study's own "
-                     "train prompts lowered the outcome; a likely reason, not tested by this design, is that the "
-                     "corpus (ShareGPT first turns) is another distribution than the eval prompts (the study's code "
-                     "and chat prompts).")
-        elif d1["lo"] > 0:
-            tail += " So at a fixed budget of training tokens, distinct prompts raised the outcome."
-        else:
-            tail += " Within noise: the design does not show that distinct prompts change the outcome at this budget."
-    t = doc["target"]
-    best = t.get("best")
-    goal = (f" The target tau {t['tau']:.1f} is {'reached' if t['reached'] else 'not reached'}"
-            + (f": the best default drafter at the largest data size reaches {best['tau']:.3f}." if best else "."))
-    return pts + "." + tail + goal + projection_text(t.get("projection"))
+        out.update(scale_d1_delta=d1["delta"], scale_d1_lo=d1["lo"], scale_d1_hi=d1["hi"], scale_d1_p=d1["p"],
+                   scale_d1_n=d1["n"],
+                   scale_d1_word="higher" if d1["lo"] > 0 else "lower" if d1["hi"] < 0 else "within noise")
+    drafters = doc.get("drafters") or {}
+    one = drafters.get(label(REFERENCE, "1x", "B1"))
+    mid = drafters.get(label(REFERENCE, *doc.get("h7_point", "16x@B2").split("@")))
+    arr = lambda d: np.array([[np.nan if v is None else v for v in row] for row in d["per_seed"]], float)  # noqa: E731
+    s1, s16 = (_seed_spread(arr(d)) if d else None for d in (one, mid))
+    out.update(scale_spread_1x=nan if s1 is None else s1, scale_spread_16x_mid=nan if s16 is None else s16)
+    t = doc.get("target") or {}
+    if t.get("best"):
+        out.update(scale_top_tau=t["best"]["tau"], scale_top_lo=t["best"]["lo"], scale_top_hi=t["best"]["hi"])
+    fit = (t.get("projection") or {}).get("fit") or {}
+    if fit:
+        out.update(scale_slope=fit["b"], scale_slope_lo=fit["b_lo"], scale_slope_hi=fit["b_hi"], scale_slope_n=fit["n"])
+    speeds = [p["tokens_per_s"] for p in doc["points"] if p.get("tokens_per_s")]
+    out["scale_train_tok_s"] = float(np.mean(speeds)) if speeds else nan
+    sens = doc.get("seed_sensitivity") or []
+    out.update(scale_sens_n=len(sens), scale_sens_changed=sum(r["changed"] for r in sens))
+    return out
+
+
+def curve_rows(doc: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The default triple's data curve as a table: distinct train prompts (count and multiple of
+    the study's own), the budget of training tokens (the base, twice, four times), training
+    CPU-minutes and the outcome tau with its interval over prompts."""
+    budgets = {"B1": "base", "B2": "twice the base", "B4": "four times the base"}
+    rows = []
+    for p in (doc or {}).get("points", []):
+        _, multiple, budget = split_label(p["label"])
+        rows.append({"distinct prompts": f"{p['n_prompts']:,} ({multiple})",
+                     "training tokens": budgets.get(budget, budget), "CPU-minutes": round(p["cpu_s"] / 60, 1),
+                     "tau": p["tau"], "95% CI": f"[{p['lo']:.3f}, {p['hi']:.3f}]", "seeds": p.get("n_seeds")})
+    return sorted(rows, key=lambda r: (r["CPU-minutes"]))
 
 
 def h7_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -397,5 +344,5 @@ def hypotheses(doc: Mapping[str, Any] | None) -> list[Any]:
         out.append(Hypothesis(f"H7 ({r['set']})", f"at {doc['h7_point']} it does not beat the default",
                               f"delta = {r['delta']:+.3f} {_ci(r['lo'], r['hi'])}, Holm p = {r['p_holm']:.3g}, "
                               f"n = {r['n']} prompts, {r['n_seeds']} seeds{within_noise(r['lo'], r['hi'])}", ok,
-                              "set minus default, paired over prompts, Holm across the sets (chapter 6c)"))
+                              "set minus default, paired over prompts, Holm across the sets (the robustness page)"))
     return out

@@ -467,31 +467,49 @@ def run(cfg: StudyConfig, cache: CaptureCache, target: Any, jobs: Sequence[Any],
 MIN_PAIRED_PROMPTS = 10
 
 
-def paired_verdict(res: DrafterPredictors, alpha: float = 0.05) -> str:
-    """One sentence on the rules' paired comparisons with the reference, from the numbers."""
+def dead_instrument(per_prompt: Sequence[float | None]) -> bool:
+    """Whether a drafter measured nothing: its tau is 1 (no draft ever accepted) on every scored
+    prompt. A verdict rests on a working instrument, so a comparison with such a drafter on
+    either side is not testable (:func:`activation_wave.study.chapters.eagle3_speedup.evaluate_hypotheses`,
+    :func:`activation_wave.study.chapters.cross_drafters.evaluate_hypotheses`).
+
+    >>> dead_instrument([1.0, 1.0, None]), dead_instrument([1.0, 1.2]), dead_instrument([])
+    (True, False, False)
+    """
+    vals = [float(v) for v in per_prompt if v is not None and np.isfinite(v)]
+    return bool(vals) and all(abs(v - 1.0) < 1e-12 for v in vals)
+
+
+def comparison_word(delta: float | None, p: float | None, alpha: float = 0.05) -> str:
+    """A paired comparison in the book's one vocabulary: "higher", "lower" (adjusted ``p`` below
+    ``alpha``), "within noise", or "not testable" (no comparison).
+
+    >>> comparison_word(0.02, 0.001), comparison_word(-0.02, 0.001), comparison_word(0.01, 0.3), comparison_word(None, None)
+    ('higher', 'lower', 'within noise', 'not testable')
+    """
+    if delta is None or p is None:
+        return "not testable"
+    return ("higher" if delta > 0 else "lower") if p < alpha else "within noise"
+
+
+def prose_values(res: DrafterPredictors, alpha: float = 0.05) -> dict[str, Any]:
+    """Chapter 6's values for the rules' paired comparisons with the reference: how many
+    prompts, how many rules' sets beat or fall below it after Holm's correction, the best
+    rule (largest delta) with its figures and word, and the rules' pooled MDE."""
+    nan = float("nan")
     rules = [c for c in res.comparisons if c.family == "rules" and c.p_holm_rules is not None]
-    if not rules:
-        return "no selection rule's drafter was found, so nothing was compared"
-    n = min(c.n for c in rules)
-    if n < MIN_PAIRED_PROMPTS:
-        return (f"with {n} eval prompts the paired bootstrap cannot test anything (at least "
-                f"{MIN_PAIRED_PROMPTS} are needed), so no difference is claimed")
-    hits = [c for c in rules if c.p_holm_rules < alpha]
-    if not hits:
-        best = min(rules, key=lambda c: c.p_holm_rules)
-        return (f"none of the {len(rules)} rules' sets differs from {res.reference} after Holm's correction "
-                f"(smallest adjusted p = {best.p_holm_rules:.3f}, {best.set}, delta tau = {best.delta:+.3f}, "
-                f"95% interval {best.lo:+.3f} to {best.hi:+.3f})")
-    parts = [f"{c.set} (delta tau = {c.delta:+.3f}, {c.lo:+.3f} to {c.hi:+.3f}, adjusted p = {c.p_holm_rules:.3f})"
-             for c in sorted(hits, key=lambda c: c.p_holm_rules)]
-    return f"{len(hits)} of {len(rules)} rules' sets differ from {res.reference} after Holm's correction: " + "; ".join(parts)
-
-
-def prose_values(res: DrafterPredictors) -> dict[str, Any]:
-    """The values chapter 6's exploratory section glues into its prose."""
     n = max((c.n for c in res.comparisons), default=0)
-    return {"paired_n": n, "paired_verdict": paired_verdict(res),
-            "paired_mde_rules": res.mde_rules_pooled if res.mde_rules_pooled is not None else float("nan")}
+    testable = bool(rules) and min(c.n for c in rules) >= MIN_PAIRED_PROMPTS
+    best = max(rules, key=lambda c: c.delta) if rules else None
+    return {"paired_n": n, "paired_n_rules": len(rules),
+            "paired_n_higher": sum(c.delta > 0 and c.p_holm_rules < alpha for c in rules) if testable else 0,
+            "paired_n_lower": sum(c.delta < 0 and c.p_holm_rules < alpha for c in rules) if testable else 0,
+            "best_rule": best.set if best else "none", "best_rule_layers": str(list(best.layers)) if best else "",
+            "best_rule_delta": best.delta if best else nan, "best_rule_lo": best.lo if best else nan,
+            "best_rule_hi": best.hi if best else nan, "best_rule_p_holm": best.p_holm_rules if best else nan,
+            "best_rule_word": comparison_word(best.delta, best.p_holm_rules, alpha) if best and testable
+            else "not testable",
+            "paired_mde_rules": res.mde_rules_pooled if res.mde_rules_pooled is not None else nan}
 
 
 # ----------------------------------------------------------------------------- the outcome, read back
@@ -608,6 +626,105 @@ def is_within_noise(row: OutcomeRow, alpha: float = 0.05) -> bool:
     return bool(covers or row.p_holm is None or row.p_holm >= alpha)
 
 
+def ranking_values(res: DrafterPredictors, k: int = 3, alpha: float = 0.05) -> dict[str, Any]:
+    """The set of ``k`` layers highest on the outcome (``rank_top*``: name, layers, tau and its
+    interval over prompts) and the comparison that decides whether that ranking means anything
+    (``rank_vs*``: the top set against the reference, or the runner-up's when the reference is
+    on top): name, paired delta, interval, Holm p and :func:`comparison_word`."""
+    nan = float("nan")
+    rows = outcome_rows(res, k)
+    out: dict[str, Any] = {"rank_top": "none", "rank_top_layers": "", "rank_top_tau": nan, "rank_top_lo": nan,
+                           "rank_top_hi": nan, "rank_vs": "none", "rank_vs_delta": nan, "rank_vs_lo": nan,
+                           "rank_vs_hi": nan, "rank_vs_p": nan, "rank_vs_word": "not testable"}
+    if not rows:
+        return out
+    top = rows[0]
+    out.update(rank_top=top.set, rank_top_layers=str(list(top.layers)), rank_top_tau=top.tau, rank_top_lo=top.lo,
+               rank_top_hi=top.hi)
+    vs = next((r for r in rows[1:] if r.delta is not None), None) if top.set == res.reference else top
+    if vs is not None and vs.delta is not None:
+        out.update(rank_vs=vs.set, rank_vs_delta=vs.delta, rank_vs_lo=vs.delta_lo, rank_vs_hi=vs.delta_hi,
+                   rank_vs_p=vs.p_holm, rank_vs_word=comparison_word(vs.delta, vs.p_holm, alpha)
+                   if (vs.n or 0) >= MIN_PAIRED_PROMPTS else "not testable")
+    return out
+
+
+def seed_spread(res: DrafterPredictors, k: int = 1) -> SeedSpread:
+    """:class:`SeedSpread` over the main arm's sets of ``k`` layers with two or more seeds,
+    from the per-seed per-prompt tau (none recorded: ``n_sets`` 0)."""
+    gaps, names = [], []
+    for s in res.sets:
+        if not _is_main(s.set) or len(s.layers) != k or not s.per_seed or len(s.per_seed) < 2:
+            continue
+        a, b = (np.nanmean(np.array([np.nan if v is None else v for v in row], float)) for row in s.per_seed[:2])
+        gaps.append(abs(float(a) - float(b)))
+        names.append(s.set)
+    if not gaps:
+        return SeedSpread(0, None, None, ())
+    return SeedSpread(len(gaps), float(np.mean(gaps)), float(np.max(gaps)), tuple(names))
+
+
+def single_layer_peak(res: DrafterPredictors) -> SingleLayerPeak | None:
+    """The single layer highest on the outcome and the layers within the seed spread of it
+    (within its own 95% interval over prompts when no seed spread is recorded)."""
+    rows = outcome_rows(res, 1)
+    if not rows:
+        return None
+    top, spread = rows[0], seed_spread(res, 1)
+    margin = spread.mean if spread.mean is not None else top.tau - top.lo
+    close = tuple((r.layers[0], r.tau) for r in rows[1:] if top.tau - r.tau <= margin)
+    return SingleLayerPeak(top.layers[0], top.tau, top.lo, top.hi, top.n_seeds, close, spread, len(rows))
+
+
+def peak_values(peak: SingleLayerPeak | None) -> dict[str, Any]:
+    """The best single layer on the outcome as values: its layer, tau and interval, seeds, the
+    other layers within the seed spread of it (``close``, "none" when no layer is) and that
+    spread (mean and largest gap between two seeds of one layer; NaN when not recorded)."""
+    nan = float("nan")
+    if peak is None:
+        return {"peak_layer": -1, "peak_tau": nan, "peak_lo": nan, "peak_hi": nan, "peak_seeds": 0,
+                "peak_close": "none", "peak_n_close": 0, "peak_gap": nan, "peak_spread": nan,
+                "peak_spread_max": nan, "peak_spread_n": 0}
+    sp = peak.spread
+    return {"peak_layer": peak.layer, "peak_tau": peak.tau, "peak_lo": peak.lo, "peak_hi": peak.hi,
+            "peak_seeds": peak.n_seeds,
+            "peak_close": ", ".join(f"{layer} ({tau:.3f})" for layer, tau in peak.close) or "none",
+            "peak_n_close": len(peak.close), "peak_gap": (peak.tau - peak.close[-1][1]) if peak.close else nan,
+            "peak_spread": nan if sp.mean is None else sp.mean, "peak_spread_max": nan if sp.largest is None
+            else sp.largest, "peak_spread_n": sp.n_sets}
+
+
+def predictor_values(p: Predictor | None, prefix: str) -> dict[str, Any]:
+    """One predictor's rho, interval and n under ``<prefix>_rho``, ``_lo``, ``_hi``, ``_n``, and
+    ``_word``: "above 0", "below 0" or "within noise" (its interval covers 0), "not testable"
+    without an interval."""
+    nan = float("nan")
+    if p is None or p.rho is None:
+        return {f"{prefix}_rho": nan, f"{prefix}_lo": nan, f"{prefix}_hi": nan, f"{prefix}_n": 0,
+                f"{prefix}_word": "not testable"}
+    ok = p.lo is not None and p.hi is not None and np.isfinite(p.lo)
+    word = ("above 0" if p.lo > 0 else "below 0" if p.hi < 0 else "within noise") if ok else "not testable"
+    return {f"{prefix}_rho": p.rho, f"{prefix}_lo": p.lo if ok else nan, f"{prefix}_hi": p.hi if ok else nan,
+            f"{prefix}_n": p.n, f"{prefix}_word": word}
+
+
+# ----------------------------------------------------------------------------- kept for pages not yet migrated
+#
+# The landing page (notebooks/intro.py via study/chapters/landing.py) and chapter 8 still glue these
+# sentences; they go when those pages read :func:`ranking_values` and :func:`predictor_values`.
+
+
+def predictor_text(p: Predictor | None, units: str | None = None) -> str:
+    """``rho = -0.60 [-0.87, +0.06], n = 10 triples (within noise: ...)`` for one predictor."""
+    from activation_wave.core.stats import within_noise
+
+    if p is None or p.rho is None:
+        return "not computed (fewer than 3 units)"
+    if p.lo is None or p.hi is None:
+        return f"rho = {p.rho:+.2f}, n = {p.n} {units or p.units} (no interval)"
+    return f"rho = {p.rho:+.2f} [{p.lo:+.2f}, {p.hi:+.2f}], n = {p.n} {units or p.units}{within_noise(p.lo, p.hi)}"
+
+
 def delta_text(row: OutcomeRow, reference: str | None = None) -> str:
     """``delta tau = +0.006 [+0.000, +0.012] vs eagle3-default, Holm p = 0.13 (over all compared
     sets), n = 96 prompts`` (without ``vs ...`` when ``reference`` is None)."""
@@ -647,65 +764,3 @@ def ranking_text(res: DrafterPredictors, k: int = 3, alpha: float = 0.05) -> str
     ref_text = f" (tau = {ref.tau:.3f})" if ref else ""
     word = "so this ranking is " + noise_reason(top, alpha) if is_within_noise(top, alpha) else noise_reason(top, alpha)
     return f"{head}; against {res.reference}{ref_text}: {delta_text(top)}, {word}"
-
-
-def seed_spread(res: DrafterPredictors, k: int = 1) -> SeedSpread:
-    """:class:`SeedSpread` over the main arm's sets of ``k`` layers with two or more seeds,
-    from the per-seed per-prompt tau (none recorded: ``n_sets`` 0)."""
-    gaps, names = [], []
-    for s in res.sets:
-        if not _is_main(s.set) or len(s.layers) != k or not s.per_seed or len(s.per_seed) < 2:
-            continue
-        a, b = (np.nanmean(np.array([np.nan if v is None else v for v in row], float)) for row in s.per_seed[:2])
-        gaps.append(abs(float(a) - float(b)))
-        names.append(s.set)
-    if not gaps:
-        return SeedSpread(0, None, None, ())
-    return SeedSpread(len(gaps), float(np.mean(gaps)), float(np.max(gaps)), tuple(names))
-
-
-def single_layer_peak(res: DrafterPredictors) -> SingleLayerPeak | None:
-    """The single layer highest on the outcome and the layers within the seed spread of it
-    (within its own 95% interval over prompts when no seed spread is recorded)."""
-    rows = outcome_rows(res, 1)
-    if not rows:
-        return None
-    top, spread = rows[0], seed_spread(res, 1)
-    margin = spread.mean if spread.mean is not None else top.tau - top.lo
-    close = tuple((r.layers[0], r.tau) for r in rows[1:] if top.tau - r.tau <= margin)
-    return SingleLayerPeak(top.layers[0], top.tau, top.lo, top.hi, top.n_seeds, close, spread, len(rows))
-
-
-def peak_text(peak: SingleLayerPeak | None) -> str:
-    """What the book says about the best single layer: the peak on the outcome, the layers
-    close to it, and the seed spread that decides whether they can be told apart."""
-    if peak is None:
-        return "no single-layer drafter was scored"
-    seeds = "one seed" if peak.n_seeds == 1 else f"{peak.n_seeds} seeds"
-    out = (f"layer {peak.layer} is highest on the outcome, tau = {peak.tau:.3f} [{peak.lo:.3f}, {peak.hi:.3f}] "
-           f"({seeds}, interval over prompts)")
-    sp = peak.spread
-    near = ", ".join(f"{layer} ({tau:.3f})" for layer, tau in peak.close)
-    near = (f"layer {near} lies" if len(peak.close) == 1 else f"layers {near} lie") if near else ""
-    if sp.mean is None:
-        return (f"{out}; {near + ' within that interval' if near else 'no other layer lies within that interval'}"
-                "; this results file holds no per-seed tau, so the seed spread on the outcome is unknown "
-                "(re-run chapter 6 to record it), and the intervals over prompts alone understate the noise")
-    spread = (f"two seeds of the same layer differ by {sp.mean:.3f} on average on the outcome (largest "
-              f"{sp.largest:.3f}, {sp.n_sets} layer{'s' if sp.n_sets != 1 else ''} with two seeds)")
-    if near:
-        return (f"{out}; {near} within {peak.tau - peak.close[-1][1]:.3f} of it, while {spread}: "
-                "neighbouring single layers are not distinguishable, and the sweep shows a trend over depth, "
-                "not a best layer")
-    return f"{out}; every other layer is further below it than the seed spread ({spread})"
-
-
-def predictor_text(p: Predictor | None, units: str | None = None) -> str:
-    """``rho = -0.60 [-0.87, +0.06], n = 10 triples (within noise: ...)`` for one predictor."""
-    from activation_wave.core.stats import within_noise
-
-    if p is None or p.rho is None:
-        return "not computed (fewer than 3 units)"
-    if p.lo is None or p.hi is None:
-        return f"rho = {p.rho:+.2f}, n = {p.n} {units or p.units} (no interval)"
-    return f"rho = {p.rho:+.2f} [{p.lo:+.2f}, {p.hi:+.2f}], n = {p.n} {units or p.units}{within_noise(p.lo, p.hi)}"

@@ -38,13 +38,11 @@ from activation_wave.select.selection import rank_among_all, score_set
 from activation_wave.study.chapters import drafter_predictors as dp
 from activation_wave.select.selection import is_rule
 from activation_wave.core.stats import within_noise
-from activation_wave.study.hypotheses import Hypothesis
+from activation_wave.study.hypotheses import VERDICT_WORD, Hypothesis
 
 NAME = "06_eagle3_speedup"
 DEFAULT_SET = "eagle3-default"
 
-#: The pre-registered target for the default's offline tau (issue 17).
-TAU_TARGET = 1.6
 #: How many seeded random triples of layers 1..N the probe scores (to time it and list its best).
 PROBE_TRIPLES = 200
 #: Chapter-5 sets trained as controls (with ``draft.control_seeds`` seeds), besides the random triples.
@@ -357,15 +355,26 @@ def layer_profile(cs: Any) -> LayerProfile:
                         cka_prev=(None, *(float(cka[i, i - 1]) for i in range(1, n))))
 
 
+def _rho_stat(p: Any) -> str:
+    """A predictor's table cell: ``rho = +0.81 [+0.62, +0.92], n = 10 triples``."""
+    if p is None or p.rho is None:
+        return "not computed"
+    ci = f" [{p.lo:+.2f}, {p.hi:+.2f}]" if p.lo is not None and p.hi is not None else ""
+    return f"rho = {p.rho:+.2f}{ci}, n = {p.n} triples"
+
+
 def evaluate_hypotheses(pred: Any, alpha: float = 0.05) -> list[Hypothesis]:
     """H1-H4 of chapter 6's pre-registration, each by its primary test and verdict rule,
     from the paired analysis ``pred`` (:class:`~.drafter_predictors.DrafterPredictors`).
     H1 is not testable (None) with fewer than ``MIN_PAIRED_PROMPTS`` eval prompts."""
     out = []
     rules = [c for c in pred.comparisons if c.family == "rules" and c.p_holm_rules is not None]
+    taus = {s.set: s.per_prompt for s in pred.sets}
     if rules:
         b = max(rules, key=lambda c: c.delta)
         ok = any(c.delta > 0 and c.p_holm_rules < alpha for c in rules) if b.n >= dp.MIN_PAIRED_PROMPTS else None
+        if dp.dead_instrument(taus.get(pred.reference, ())) or dp.dead_instrument(taus.get(b.set, ())):
+            ok = None  # a drafter that accepts nothing measures nothing: no verdict rests on it
         out.append(Hypothesis("H1", "the best selection rule's set beats the default",
                               f"best rule {b.set}: delta tau = {b.delta:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}], Holm p = "
                               f"{b.p_holm_rules:.3g}, n = {b.n} prompts, MDE = {b.mde_holm:.3f}"
@@ -374,12 +383,9 @@ def evaluate_hypotheses(pred: Any, alpha: float = 0.05) -> list[Hypothesis]:
     else:
         out.append(Hypothesis("H1", "the best selection rule's set beats the default", "no rule's drafter", None, ""))
 
-    def rho_text(p: Any) -> str:
-        return dp.predictor_text(p, "triples")
-
     s2 = next((p for p in pred.predictors if p.name == "renyi2" and p.units == "triples"), None)
     out.append(Hypothesis("H2", "concatenation entropy S2 correlates positively with tau",
-                          rho_text(s2) if s2 else "fewer than 3 triples", None if s2 is None else bool(s2.lo > 0),
+                          _rho_stat(s2) if s2 else "fewer than 3 triples", None if s2 is None else bool(s2.lo > 0),
                           "Spearman over the main arm's triples, intervals resample sets and prompts"))
     f = next((x for x in pred.filtering if x.quantile == 0.5), None)
     have_f = f is not None and f.delta_lo is not None
@@ -392,7 +398,7 @@ def evaluate_hypotheses(pred: Any, alpha: float = 0.05) -> list[Hypothesis]:
     normed = next((p for p in pred.norm_predictors if "RMSNorm" in p.units), None)
     plain = next((p for p in pred.norm_predictors if "RMSNorm" not in p.units), None)
     out.append(Hypothesis("H4", "the depth effect survives per-layer normalisation of the fused features",
-                          (f"with the norm: {rho_text(normed)}; without: {rho_text(plain)}" if normed and plain
+                          (f"with the norm: {_rho_stat(normed)}; without: {_rho_stat(plain)}" if normed and plain
                            else "no per-layer-norm arm"), None if normed is None else bool(normed.hi < 0),
                           "rho(deepest layer of the triple, tau), same triples in both arms"))
     return out
@@ -504,6 +510,90 @@ def _seed_pairs(runs: Sequence[DrafterRun], arm: str) -> list[tuple[DrafterRun, 
     return [(v[0], v[1]) for v in by_set.values() if len(v) >= 2]
 
 
+def precision_values(entry: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``training_precision`` benchmark's figures (why the drafters train in fp32): the CPU,
+    whether it has bf16 units ("with"/"without"), the date, and loss positions per second in bf16
+    and fp32, natively and limited to AVX2 kernels (NaN where not measured)."""
+    nan = float("nan")
+    if not entry:
+        return {"prec_cpu": "not measured", "prec_bf16_units": "without", "prec_date": "", "prec_bf16": nan,
+                "prec_fp32": nan, "prec_avx2_bf16": nan, "prec_avx2_fp32": nan, "prec_avx2_ratio": nan}
+    nat, avx = entry["native"]["median"], (entry.get("avx2_only") or {})
+    return {"prec_cpu": entry["cpu"], "prec_bf16_units": "with" if entry["bf16_units"] else "without",
+            "prec_date": entry["measured"][:10], "prec_bf16": nat["bf16"], "prec_fp32": nat["fp32"],
+            "prec_avx2_bf16": avx.get("median", {}).get("bf16", nan), "prec_avx2_fp32": avx.get("median", {}).get("fp32", nan),
+            "prec_avx2_ratio": avx.get("ratio_fp32_over_bf16", nan)}
+
+
+def prose_values(res: Eagle3SpeedupResult, cfg: StudyConfig, pred: Any) -> dict[str, Any]:
+    """Every number the chapter's text cites, by glue name (NaN where a quantity is undefined).
+
+    Every "best", ranking and tau of a set is the pre-registered outcome, read from the
+    paired analysis ``pred`` (:class:`~.drafter_predictors.DrafterPredictors`); the
+    training-time tau of ``res`` appears only under names that say so (``tau_train_*``)."""
+    nan = float("nan")
+    trained = [r.train_s for r in res.runs if r.train_s is not None]
+    o_def, o_rule = res.online[res.default.set], res.online[res.best_rule.set]
+    triples = {r.set: r for r in dp.outcome_rows(pred, 3)}
+    d = triples.get(DEFAULT_SET)
+    defs = [row["value"] for row in tau_definitions(res, pred, cfg)]
+    v = [nan if x is None else float(x) for x in defs]
+    out: dict[str, Any] = {
+        "tau_default": d.tau if d else nan, "tau_default_lo": d.lo if d else nan, "tau_default_hi": d.hi if d else nan,
+        "n_drafters": len(res.runs),
+        "n_sets": len(res.summary), "train_s_mean": float(np.mean(trained)) if trained else nan,
+        "train_min_total": float(np.sum(trained)) / 60 / max(1, cfg.draft.workers) if trained else nan,
+        "training_records": res.training_records, "training_positions": res.training_positions,
+        "samples_per_prompt": cfg.draft.samples_per_prompt, "epochs": cfg.draft.epochs,
+        "train_dtype": cfg.draft.dtype,
+        "best_rule_set": f"{res.best_rule.set} {list(res.best_rule.layers)}",
+        "lossless_default": f"{o_def.lossless_prompts}/{o_def.n_prompts}",
+        "lossless_rule": f"{o_rule.lossless_prompts}/{o_rule.n_prompts}",
+        "speedup_rule_t0": o_rule.speedup_vs_plain_t0, "speedup_default_t0": o_def.speedup_vs_plain_t0,
+        "speedup_lookup_rule": o_rule.speedup_vs_prompt_lookup_t0, "tau_online_default": o_def.tau_t0,
+        "speedup_rule_t1": o_rule.speedup_vs_plain_t1, "tau_rule_t1": o_rule.tau_t1,
+        "n_online_prompts": len(res.prompts), "online_tokens": cfg.spec.max_new_tokens,
+        # the same drafters under each definition of offline tau (tau_definitions), and what each step changes
+        "tau_train_default": v[0], "tau_pooled_default": v[1], "tau_first_seed_default": v[2],
+        "tau_outcome_default": v[3], "tau_step_threshold": v[1] - v[0], "tau_step_seed": v[2] - v[1],
+        "tau_step_averaging": v[3] - v[1], "train_depth": cfg.draft.ttt_steps, "online_depth": pred.depth,
+        "online_threshold": pred.draft_threshold,
+    }
+    out["tau_step_depth"] = f"{cfg.draft.ttt_steps} -> {pred.depth}"
+    # what the design would cost at the data-scaling benchmark's recipe (10 epochs), two drafters at once
+    point = next((p for p in load_benchmarks().get("drafter_data_scaling", {}).get("points", [])
+                  if p.get("samples_per_prompt") == cfg.draft.samples_per_prompt and p.get("train_wall_s")), None)
+    out["ten_epoch_min"] = point["train_wall_s"] / 60 if point else nan
+    out["ten_epoch_hours"] = len(res.runs) * out["ten_epoch_min"] / 60 / max(1, cfg.draft.workers)
+    out.update(n_workers=cfg.draft.workers, sweep_share=cfg.draft.sweep_fraction,
+               sweep_seed_pairs=len(_seed_pairs(res.runs, "sweep")),
+               n_norm_triples=len({r.set for r in res.runs if r.arm == "norm"}))
+    singles = dp.outcome_rows(pred, 1)
+    if singles:
+        peak, worst = dp.single_layer_peak(pred), singles[-1]
+        out.update(single_best_layer=peak.layer, single_best_tau=peak.tau,
+                   single_worst_layer=worst.layers[0], single_worst_tau=worst.tau, n_singles=len(singles))
+    r = {x.set: x for x in res.reconciliation}[res.default.set]
+    out.update(recon_all=r.offline_all, recon_prompts=r.offline_online_prompts, recon_capped=r.offline_capped,
+               recon_online=r.online, recon_sample=r.prompt_sample, recon_cap=r.cap, recon_rest=r.rest)
+    tree = o_rule.tau_tree_t0 is not None
+    out.update(tree_topk=cfg.spec.tree_topk, tree_size=cfg.spec.tree_size,
+               tau_tree=o_rule.tau_tree_t0 if tree else nan,
+               speedup_tree=o_rule.speedup_tree_vs_plain_t0 if tree else nan,
+               lossless_tree=f"{o_rule.lossless_prompts_tree}/{o_rule.n_prompts}" if tree else "not run")
+    out.update(precision_values(load_benchmarks().get("training_precision")), **dp.ranking_values(pred, 3),
+               **dp.peak_values(dp.single_layer_peak(pred)))
+    s2 = next((p for p in pred.predictors if p.name == "renyi2" and p.units == "triples"), None)
+    out.update(dp.predictor_values(s2, "h2"))
+    out.update({f"{h.name.lower()}_word": VERDICT_WORD[h.supported] for h in evaluate_hypotheses(pred)})
+    return out
+
+
+# ----------------------------------------------------------------------------- kept for a page not yet migrated
+# Chapter 9 (notebooks/09_performance.py) still glues this sentence; it goes when that page reads
+# :func:`precision_values`.
+
+
 def precision_text(entry: Mapping[str, Any] | None) -> str:
     """Why the drafters train in fp32, from the ``training_precision`` benchmark: bf16 against
     fp32 training speed on the benchmark's CPU, and with AVX2 kernels only (as on a CPU
@@ -524,68 +614,3 @@ def precision_text(entry: Mapping[str, Any] | None) -> str:
                  f"against fp32's {avx['median']['fp32']:.0f}, {avx['ratio_fp32_over_bf16']:.0f}x slower")
     return text + (". A CPU without bf16 units (an x86 CPU with AVX2 only, like this study's machine on the morning "
                    "of 2026-12-02) pays that slowdown, so the profiles train in fp32 on every CPU")
-
-
-def prose_values(res: Eagle3SpeedupResult, cfg: StudyConfig, pred: Any) -> dict[str, Any]:
-    """Every number the chapter's text cites, by glue name (NaN where a quantity is undefined).
-
-    Every "best", ranking and tau of a set is the pre-registered outcome, read from the
-    paired analysis ``pred`` (:class:`~.drafter_predictors.DrafterPredictors`); the
-    training-time tau of ``res`` appears only under names that say so (``tau_train_*``)."""
-    nan = float("nan")
-    trained = [r.train_s for r in res.runs if r.train_s is not None]
-    o_def, o_rule = res.online[res.default.set], res.online[res.best_rule.set]
-    triples = {r.set: r for r in dp.outcome_rows(pred, 3)}
-    d = triples.get(DEFAULT_SET)
-    defs = [row["value"] for row in tau_definitions(res, pred, cfg)]
-    v = [nan if x is None else float(x) for x in defs]
-    out: dict[str, Any] = {
-        "tau_default": d.tau if d else nan, "tau_default_lo": d.lo if d else nan, "tau_default_hi": d.hi if d else nan,
-        "outcome_ranking": dp.ranking_text(pred, 3), "n_drafters": len(res.runs),
-        "n_sets": len(res.summary), "train_s_mean": float(np.mean(trained)) if trained else nan,
-        "train_min_total": float(np.sum(trained)) / 60 / max(1, cfg.draft.workers) if trained else nan,
-        "training_records": res.training_records, "training_positions": res.training_positions,
-        "samples_per_prompt": cfg.draft.samples_per_prompt, "epochs": cfg.draft.epochs,
-        "train_dtype": cfg.draft.dtype, "precision_note": precision_text(load_benchmarks().get("training_precision")),
-        "best_rule_set": f"{res.best_rule.set} {list(res.best_rule.layers)}",
-        "lossless_default": f"{o_def.lossless_prompts}/{o_def.n_prompts}",
-        "lossless_rule": f"{o_rule.lossless_prompts}/{o_rule.n_prompts}",
-        "speedup_rule_t0": o_rule.speedup_vs_plain_t0, "speedup_default_t0": o_def.speedup_vs_plain_t0,
-        "speedup_lookup_rule": o_rule.speedup_vs_prompt_lookup_t0, "tau_online_default": o_def.tau_t0,
-        "speedup_rule_t1": o_rule.speedup_vs_plain_t1, "tau_rule_t1": o_rule.tau_t1,
-        "n_online_prompts": len(res.prompts), "online_tokens": cfg.spec.max_new_tokens,
-        # the same drafters under each definition of offline tau (tau_definitions), and what each step changes
-        "tau_train_default": v[0], "tau_pooled_default": v[1], "tau_first_seed_default": v[2],
-        "tau_outcome_default": v[3], "tau_step_threshold": v[1] - v[0], "tau_step_seed": v[2] - v[1],
-        "tau_step_averaging": v[3] - v[1], "train_depth": cfg.draft.ttt_steps, "online_depth": pred.depth,
-        "online_threshold": pred.draft_threshold,
-    }
-    changes = ([f"the depth, {cfg.draft.ttt_steps} -> {pred.depth}"] if cfg.draft.ttt_steps != pred.depth else []) + \
-        (["the draft threshold, which stops a chain at its first unsure draft, so fewer drafts are proposed and "
-          "accepted"] if pred.draft_threshold > 0 else [])
-    out["tau_step_what"] = " and ".join(changes) or "nothing"
-    out["tau_target_text"] = (f"{v[0]:.3f} at the training-time evaluation and {v[3]:.3f} on the pre-registered "
-                              f"outcome, {'above' if v[3] >= TAU_TARGET else 'below'} that target of {TAU_TARGET}")
-    # what the design would cost at the data-scaling benchmark's recipe (10 epochs), two drafters at once
-    point = next((p for p in load_benchmarks().get("drafter_data_scaling", {}).get("points", [])
-                  if p.get("samples_per_prompt") == cfg.draft.samples_per_prompt and p.get("train_wall_s")), None)
-    out["ten_epoch_min"] = point["train_wall_s"] / 60 if point else nan
-    out["ten_epoch_hours"] = len(res.runs) * out["ten_epoch_min"] / 60 / max(1, cfg.draft.workers)
-    out.update(n_workers=cfg.draft.workers, sweep_share=cfg.draft.sweep_fraction,
-               sweep_seed_pairs=len(_seed_pairs(res.runs, "sweep")),
-               n_norm_triples=len({r.set for r in res.runs if r.arm == "norm"}))
-    singles = dp.outcome_rows(pred, 1)
-    if singles:
-        peak, worst = dp.single_layer_peak(pred), singles[-1]
-        out.update(single_best_layer=peak.layer, single_best_tau=peak.tau, single_peak_text=dp.peak_text(peak),
-                   single_worst_layer=worst.layers[0], single_worst_tau=worst.tau, n_singles=len(singles))
-    r = {x.set: x for x in res.reconciliation}[res.default.set]
-    out.update(recon_all=r.offline_all, recon_prompts=r.offline_online_prompts, recon_capped=r.offline_capped,
-               recon_online=r.online, recon_sample=r.prompt_sample, recon_cap=r.cap, recon_rest=r.rest)
-    out["tree_note"] = "no draft tree was run (spec.tree_topk = 0)"
-    if o_rule.tau_tree_t0 is not None:
-        out["tree_note"] = (f"the dynamic draft tree (top-{cfg.spec.tree_topk} per node, {cfg.spec.tree_size} draft "
-                            f"tokens) reached tau = {o_rule.tau_tree_t0:.3f} with the best rule's drafter at "
-                            f"{o_rule.speedup_tree_vs_plain_t0:.2f}x plain decoding, and reproduced plain greedy on "
-                            f"{o_rule.lossless_prompts_tree}/{o_rule.n_prompts} prompts")
-    return out
