@@ -45,8 +45,9 @@ __all__ = ["FoundDrafter", "SetTaus", "Comparison", "Predictor", "FilterPredicto
            "DrafterPredictors", "NormEffect", "norm_arm", "find_drafters", "per_prompt_tau",
            "compare_to_reference", "filtered_s2", "set_scores", "predictor_rhos", "filter_rhos", "probe_summary",
            "run", "NAME", "OutcomeRow", "SeedSpread", "SingleLayerPeak", "outcome_rows", "is_within_noise",
-           "delta_text", "noise_reason", "ranking_text", "seed_spread", "single_layer_peak", "peak_text", "predictor_text",
-           "sweep_rows", "single_layer_seeds", "score_panels", "SCORE_LABELS"]
+           "delta_text", "noise_reason", "ranking_text", "seed_spread", "single_layer_peak", "predictor_text",
+           "sweep_rows", "single_layer_seeds", "score_panels", "SCORE_LABELS", "dead_instrument", "comparison_word",
+           "prose_values", "ranking_values", "peak_values", "predictor_values", "MIN_PAIRED_PROMPTS"]
 
 
 @dataclass(frozen=True)
