@@ -14,7 +14,18 @@
 # ---
 
 # %% [markdown]
-# # Data and capture
+# # What do the measures read?
+#
+# ```{admonition} Answer
+# :class: tip
+#
+# The measures read {glue:text}`records:d` responses of the target to the study's prompts
+# ({glue:text}`tokens:,` tokens, {glue:text}`response_positions:,` of them response
+# positions), with the hidden state of every one of its {glue:text}`n_layers` blocks'
+# outputs. A few tokens carry norms far above the median: up to
+# {glue:text}`max_norm_ratio:.1f` times at layer {glue:text}`max_norm_ratio_layer` on
+# response positions, which later pages must handle.
+# ```
 #
 # Every chapter of this study stands on one cached pass over real data: a set of
 # prompts, the target model's own greedy responses to them, and for every token the
@@ -106,7 +117,7 @@ glue_values(records=s.records, tokens=s.tokens, response_positions=s.response_po
 # with depth, and a few tokens carry norms orders of magnitude above the median in the
 # middle layers: the *massive activations* reported for many LLMs (Sun et al., 2024),
 # which usually sit on the first token or on delimiter tokens. They matter for every
-# statistic that centres the hidden states over tokens; chapter 4 takes them up.
+# statistic that centres the hidden states over tokens; {doc}`04_token_filtering` takes them up.
 
 # %% tags=["remove-input"]
 glue_figure("fig_norm_profile", plot_norm_profile(r.norm_profile, r.layers))
@@ -120,3 +131,8 @@ glue_values(max_norm_ratio=r.max_norm_ratio, max_norm_ratio_layer=r.max_norm_rat
 # 99th percentile and maximum. The largest max/median ratio is
 # {glue:text}`max_norm_ratio:.0f`x, at layer index {glue:text}`max_norm_ratio_layer`.
 # ```
+
+# %% [markdown]
+# ## Try it
+#
+# `wave capture --model smollm2-135m --profile smoke` fills the cache for the smoke profile in a few minutes; `wave info --model smollm2-135m` prints the layers and the default triple.

@@ -14,7 +14,17 @@
 # ---
 
 # %% [markdown]
-# # Layer entropy over depth
+# # How much does each layer's hidden state spread out?
+#
+# ```{admonition} Answer
+# :class: tip
+#
+# Layer entropy rises with depth, from {glue:text}`ds_first:.2f` nats at the embeddings to
+# {glue:text}`ds_max:.2f` at layer {glue:text}`ds_argmax`, over
+# {glue:text}`n_tokens:,` response positions of {glue:text}`n_prompts` prompts. The final
+# norm then takes {glue:text}`ds_drop:.2f` nats away, a fall
+# {glue:text}`drop_vs_band` than the bootstrap band of {glue:text}`ds_band:.2f` nats.
+# ```
 #
 # How much do a layer's hidden states spread out? This chapter measures the
 # {term}`matrix entropy` of every layer of the target, from the embeddings (index 0) to
@@ -42,7 +52,7 @@ cfg, cap = open_chapter(profile, model, overrides)
 # %% [markdown]
 # ## The tokens
 #
-# Every statistic in chapters 1 to 5 is computed on the same kind of data: a seeded
+# Every statistic of Part I is computed on the same kind of data: a seeded
 # sample of {glue:text}`n_tokens:d` *response positions* (those whose hidden state
 # predicts a token of the target's own response, the positions a drafter is trained and
 # run on) drawn from {glue:text}`n_prompts:d` prompts of the capture of
@@ -150,3 +160,8 @@ glue_figure("fig_entropy_orders", plot_entropy_depth(r.ids, {f"alpha = {a}": v f
 # layers 0 to $N-1$. Order 2 puts its maximum at layer {glue:text}`argmax_alpha2:d`
 # (order 1: layer {glue:text}`ds_argmax:d`). How much an outlier token, rather than the
 # bulk of the tokens, shapes these curves is the subject of {doc}`04_token_filtering`.
+
+# %% [markdown]
+# ## Try it
+#
+# `papermill notebooks/01_layer_entropy.ipynb out.ipynb -p profile smoke` (after `jupytext --to ipynb notebooks/01_layer_entropy.py`) redraws the profile on the smoke capture; compare where it peaks.

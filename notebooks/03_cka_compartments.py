@@ -14,7 +14,17 @@
 # ---
 
 # %% [markdown]
-# # CKA between layers and its compartments
+# # Which layers are alike?
+#
+# ```{admonition} Answer
+# :class: tip
+#
+# Neighbouring layers are almost the same to CKA (median {glue:text}`cka_adjacent_median:.2f`),
+# and the map falls into {glue:text}`k_auto` compartments,
+# {glue:text}`compartments_text`. The EAGLE-3 default {glue:text}`default_layers`
+# already reads {glue:text}`default_n_compartments` different compartments. Debiased CKA
+# draws {glue:text}`debias_same` compartments.
+# ```
 #
 # The paper's second criterion is *diversity*: a drafter that reads two nearly identical
 # layers reads the same information twice. This chapter measures similarity between
@@ -146,3 +156,8 @@ glue_figure("fig_cka_debiased", plot_cka_grid(r.ids, {"plain CKA": r.cka, "debia
 # ({glue:text}`compartments_d_text`). CKA without row normalisation is dominated by the
 # tokens with the largest hidden states; whether a few outlier tokens draw these
 # compartments is checked in {doc}`04_token_filtering`.
+
+# %% [markdown]
+# ## Try it
+#
+# `wave select --model smollm2-135m --profile smoke --json` prints the compartments of the smoke capture next to each rule's set; check whether the default's three layers fall in three of them.

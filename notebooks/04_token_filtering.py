@@ -9,7 +9,18 @@
 # ---
 
 # %% [markdown]
-# # Which tokens count: entropy filtering and outlier tokens
+# # Which tokens should the statistics count?
+#
+# ```{admonition} Answer
+# :class: tip
+#
+# Keeping only the uncertain half of the tokens, the entropy profile correlates
+# {glue:text}`rho_hi_all:.2f` with the unfiltered one, and the compartments are
+# {glue:text}`comp_hi` (unfiltered: {glue:text}`comp_all`). Over all positions, entropy
+# falls by {glue:text}`cliff_drop:.2f` nats into layer {glue:text}`cliff_layer:d`, where the
+# first position reaches {glue:text}`sink_peak:.0f` times the median norm; treatments that
+# remove that fall on their own: {glue:text}`removed_by`.
+# ```
 #
 # Every statistic so far pooled a sample of response positions, all weighted alike. This
 # chapter asks two questions about that choice. First, the paper's
@@ -30,7 +41,7 @@ results_root = ""
 overrides = "{}"
 
 # %% tags=["hide-input"]
-from IPython.display import Markdown, display
+from IPython.display import display
 
 from activation_wave.study.glue import glue_figure, glue_values
 from activation_wave.study.chapters import token_filtering as ch
@@ -94,8 +105,8 @@ glue_values(d_hi_mean=f.d_kept_mean, d_lo_mean=f.d_dropped_mean, rho_hi_all=f.rh
 # ```
 #
 # Against a random subset of the same size, the high-entropy positions have
-# {glue:text}`d_hi_mean:+.2f` nats more entropy on average over layers, and the
-# low-entropy ones {glue:text}`d_lo_mean:+.2f`. Over layers (last entry aside), the
+# a mean entropy difference over layers of {glue:text}`d_hi_mean:+.2f` nats, and the
+# low-entropy ones {glue:text}`d_lo_mean:+.2f` nats. Over layers (last entry aside), the
 # Spearman correlation between the filtered and the unfiltered profile is
 # {glue:text}`rho_hi_all:.2f`; the filtered profile peaks at layer
 # {glue:text}`hi_argmax:d`, the unfiltered one at layer {glue:text}`all_argmax:d`.
@@ -216,8 +227,8 @@ glue_figure("fig_sink_entropy", plot_filter_comparison(ids, {c.label: c.entropy 
 c = sink.cliff
 glue_values(cliff_drop=c.drop, cliff_layer=c.to_layer, cliff_before=c.before, cliff_after=c.after,
             cliff_recovery=c.recovery, rho_wave=sink.spearman_entropy_log_first_ratio,
-            verdict_removed=ch.VERDICT_TEXT[sink.removed], sink_effect=sink.first_effect,
-            sink_effect_layer=sink.first_effect_layer, sink_conclusion=Markdown(ch.sink_conclusion(sink)),
+            removed_by=ch.REMOVED_BY[sink.removed], sink_effect=sink.first_effect,
+            sink_effect_layer=sink.first_effect_layer,
             **{f"{k.replace('_', '')}_drop": sink.drops[k] for k in ch.CONDITION_KEYS[1:]},
             **{f"{k.replace('_', '')}_at_cliff": sink.at_cliff[k] for k in ch.CONDITION_KEYS[1:]})
 
@@ -237,8 +248,8 @@ glue_values(cliff_drop=c.drop, cliff_layer=c.to_layer, cliff_before=c.before, cl
 # {glue:text}`nomassive_at_cliff:.2f`, and median centring
 # {glue:text}`median_at_cliff:.2f`; the largest fall between consecutive layers in
 # those three curves is {glue:text}`nofirst_drop:.2f`, {glue:text}`nomassive_drop:.2f`
-# and {glue:text}`median_drop:.2f` nats. Each treatment on its own
-# {glue:text}`verdict_removed` the cliff. Over layers 0 to $N-1$, the mean-centred
+# and {glue:text}`median_drop:.2f` nats. Treatments that remove the cliff on their own:
+# {glue:text}`removed_by`. Over layers 0 to $N-1$, the mean-centred
 # entropy follows the first token's norm ratio of {numref}`fig-norm-ratio` closely:
 # Spearman correlation {glue:text}`rho_wave:.2f` with its logarithm.
 #
@@ -284,7 +295,7 @@ glue_figure("fig_response_cka", plot_cka_grid(ids, {k: v[0] for k, v in mats.ite
                                               compartments={k: v[1] for k, v in mats.items()}, ncols=3))
 glue_values(resp_drop_ref=resp.drop_reference, resp_drop_max_other=resp.drop_max_other,
             resp_entropy_shift_max=resp.entropy_shift_max, resp_first_ratio=resp.first_response_ratio,
-            comp_norm=resp.compartments_normalized, cka_conclusion=Markdown(ch.cka_conclusion(resp)),
+            comp_norm=resp.compartments_normalized, cka_moves=ch.CKA_MOVES[resp.cka_moves],
             f_low=resp.low_factor or 0.0, comp_low=low.compartments, n_low=low.n_dropped, share_low=low.share,
             top_low=low.top_tokens or "none")
 
@@ -314,14 +325,32 @@ glue_values(resp_drop_ref=resp.drop_reference, resp_drop_max_other=resp.drop_max
 # position in the sample, the largest fall of entropy between consecutive layers is
 # {glue:text}`cliff_drop:.2f` nats, into layer {glue:text}`cliff_layer:d`. Three
 # treatments were tried (leaving out the first position, leaving out the massive tokens,
-# centring on the median), and {glue:text}`verdict_removed`. Over all layers but the
-# last, leaving out the first
-# position changes the entropy by at most {glue:text}`sink_effect:.2f` nats (at layer
-# {glue:text}`sink_effect_layer:d`). {glue:md}`sink_conclusion:myst`
+# centring on the median); treatments that remove the cliff on their own:
+# {glue:text}`removed_by`. Over all layers but the last, leaving out the first position
+# changes the entropy by at most {glue:text}`sink_effect:.2f` nats (at layer
+# {glue:text}`sink_effect_layer:d`).
+#
+# Where all three treatments remove the cliff, it is an outlier artefact of the
+# estimator, by the mechanism of {ref}`sec-outliers`. The first token's hidden state
+# reaches {glue:text}`sink_peak:.0f` times the median norm, every other position at
+# most {glue:text}`other_peak:.1f` times. Mean centring subtracts a large multiple of
+# its direction from every other token, row normalisation lines the tokens up along it,
+# and the spectrum collapses; as the first token's relative norm decays with depth, the
+# entropy climbs back. A wave of this kind describes one token per sequence, not the
+# information a layer carries. Where a treatment leaves most of the fall in place, the
+# fall may come from a broader group of high-norm tokens or from a real narrowing of the
+# representation, which these statistics cannot tell apart.
 #
 # The study's own statistics use response positions, which never include the first
 # token of a sequence; there, as measured above, no treatment of outliers moves a
 # layer's entropy by more than {glue:text}`resp_entropy_shift_max:.2f` nats.
-# {glue:md}`cka_conclusion:myst` {doc}`05_layer_selection` uses the compartments
+# When the highest-norm response tokens are left out, or every token is weighed the same,
+# the compartments of plain CKA {glue:text}`cka_moves` (the table above).
+# {doc}`05_layer_selection` uses the compartments
 # only in the `cka-diverse` rule and the CKA penalty of the `combined` rule, and reports
 # how stable each rule's choice is.
+
+# %% [markdown]
+# ## Try it
+#
+# `wave capture --model smollm2-135m --profile smoke --set filter.quantile=0.8` keeps only the most uncertain fifth of the positions; rerun this page on it and compare the compartments.

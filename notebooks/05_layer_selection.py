@@ -14,7 +14,19 @@
 # ---
 
 # %% [markdown]
-# # Selecting the layers a drafter reads
+# # Which layers do the selection rules choose?
+#
+# ```{admonition} Answer
+# :class: tip
+#
+# The exact maximiser of concatenation entropy picks {glue:text}`top_ids`; the combined rule, which
+# also rewards diversity (lower CKA), picks {glue:text}`lam_ids`. The EAGLE-3 default
+# {glue:text}`default_ids` sits above {glue:text}`default_pct:.0f`% of all
+# {glue:text}`n_sets_k:,` triples, {glue:text}`default_gap:.2f` nats below the best. On
+# concatenation entropy these statistics {glue:text}`default_verdict` the best set from the
+# default; whether that gap buys a better drafter is the question of
+# {doc}`06_eagle3_speedup`.
+# ```
 #
 # The previous chapters measured informativeness (concatenation entropy,
 # {doc}`02_concat_entropy`) and diversity (CKA and its compartments,
@@ -242,3 +254,8 @@ if r.paired:
 # whose advantage is in CKA rather than entropy. Whether a gap of this size in
 # concatenation entropy becomes a longer accepted length is a question for the
 # drafters themselves, in {doc}`06_eagle3_speedup`.
+
+# %% [markdown]
+# ## Try it
+#
+# `wave select --model smollm2-135m --profile smoke --json` prints the recommended layers and every candidate with its score; add `--set select.k=2` for pairs.

@@ -478,11 +478,19 @@ class BookChecker:
         return rec
 
     def screenshot(self, cdp: CDP, session: str, rec: PageRecord) -> None:
+        # The whole page at the window's width: scroll back to the origin (the probe may have
+        # scrolled) and make the viewport as tall as the page, then capture what a reader's
+        # window would show. (captureBeyondViewport with a clip shifted some pages sideways
+        # and cut the sidebar off.)
         height = int(min(max(rec.probe.get("height", self.height), self.height), self.max_shot_height))
-        shot = cdp.call("Page.captureScreenshot",
-                        {"format": "png", "captureBeyondViewport": True,
-                         "clip": {"x": 0, "y": 0, "width": self.width, "height": height, "scale": 1}},
-                        session=session, timeout=120)
+        cdp.call("Runtime.evaluate", {"expression": "window.scrollTo(0, 0)"}, session=session)
+        cdp.call("Emulation.setDeviceMetricsOverride",
+                 {"width": self.width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session=session)
+        try:
+            cdp.pump(lambda: False, 0.2)  # let the page lay out at the new height
+            shot = cdp.call("Page.captureScreenshot", {"format": "png"}, session=session, timeout=120)
+        finally:
+            cdp.call("Emulation.clearDeviceMetricsOverride", {}, session=session)
         name = rec.rel[:-len(".html")].replace("/", "__") + ".png"
         (self.shots / name).write_bytes(base64.b64decode(shot["data"]))
 

@@ -133,6 +133,7 @@ def _inline(text: str, values: dict[str, str]) -> str:
     text = re.sub(r"\$\$.*?\$\$", " x ", text, flags=re.S)
     text = re.sub(r"\$[^$\n]+\$", "x", text)
     text = re.sub(r"`[^`]*`", "", text)
+    text = re.sub(r"<\|[^|\s]*\|>", "<token>", text)  # a special token's text, e.g. <|im_start|>
     return re.sub(r"<!--.*?-->", "", text, flags=re.S)
 
 

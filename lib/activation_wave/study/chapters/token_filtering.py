@@ -359,35 +359,11 @@ def low_row(result: ResponseOutliers) -> NormSweepRow:
 
 
 #: How the prose names the verdict of :attr:`SinkAnalysis.removed`.
-VERDICT_TEXT = {"all": "each of the three removes it", "some": "only some of the three remove it",
-                "none": "none of the three removes it"}
-
-
-def sink_conclusion(sink: SinkAnalysis) -> str:
-    """The chapter's reading of the sink question, from its verdict (markdown)."""
-    if sink.removed == "all":
-        return ("The cliff is therefore an outlier artefact of the estimator, by the mechanism of {ref}`sec-outliers`: "
-                f"the first token's hidden state reaches {sink.sink_peak:.0f} times the median norm (every other "
-                f"position at most {sink.other_peak:.1f} times), mean centring subtracts a large "
-                "multiple of its direction from every other token, row normalisation lines the tokens up along it, and "
-                "the spectrum collapses; as the first token's relative norm decays with depth, the entropy climbs back "
-                "(the rank correlation with its norm ratio, above). A wave of this kind in an entropy profile describes "
-                "one token per sequence, not the information a layer carries.")
-    return ("The fall is therefore not the work of the first token alone: at least one of the three treatments "
-            "leaves most of it in place ({numref}`fig-sink-entropy`). It may come from a broader group of high-norm "
-            "tokens (other positions that stick out in the same layers, {numref}`fig-norm-ratio`) or from a real "
-            "narrowing of the representation; these statistics cannot tell the two apart, so the fall should be "
-            "read with that caution, not as a measure of information alone.")
-
-
-def cka_conclusion(response: ResponseOutliers) -> str:
-    """Whether plain CKA's compartments answer to the highest-norm response tokens (markdown)."""
-    if response.cka_moves:
-        return ("Plain CKA, and the compartments drawn from it, answer to the few response tokens with the largest "
-                "norms (the table above): leaving those tokens out, or weighing every token the same, redraws the "
-                "compartments.")
-    return ("The compartments of plain CKA stay the same when the highest-norm response tokens are left out or every "
-            "token is weighed the same (the table above).")
+#: How many of the three outlier treatments remove the entropy cliff on their own (``SinkAnalysis.removed``),
+#: as the page's sentence "Treatments that remove the cliff on their own: ___." reads it.
+REMOVED_BY = {"all": "all three", "some": "some, not all", "none": "none"}
+#: Whether plain CKA's compartments move when the highest-norm response tokens are left out.
+CKA_MOVES = {True: "change", False: "stay the same"}
 
 
 def sweep_table(response: ResponseOutliers) -> Any:
