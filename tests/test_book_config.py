@@ -301,7 +301,7 @@ def test_study_keys_are_machine_local(tmp_path, monkeypatch):
 
 
 def test_a_page_that_glues_from_a_notebook_depends_on_it(tmp_path):
-    """The rerun page quotes a notebook's glued advice: the book's extension records that
+    """The rerun page quotes the landing page's glued answer: the book's extension records that
     notebook as the page's dependency, so an incremental build re-reads the page."""
     import doctest
     from types import SimpleNamespace
@@ -319,7 +319,7 @@ def test_a_page_that_glues_from_a_notebook_depends_on_it(tmp_path):
     gd.note(app, "plain", ["{glue:text}`local_key` only"])
     assert noted == [str(tmp_path / "book" / "chapters" / "06b.ipynb")]
     rerun = (ROOT / "book" / "rerun.md").read_text()
-    assert gd.glued_notebooks(rerun) == ["chapters/06b_drafter_strength.ipynb"]
+    assert gd.glued_notebooks(rerun) == ["chapters/intro.ipynb"]
     sphinx = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]
     # a local extension loads only if the full extension list names it too
     assert "glue_dependencies" in sphinx["local_extensions"]

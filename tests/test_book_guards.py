@@ -95,3 +95,10 @@ def test_a_try_it_paragraph_is_skipped_to_its_end(tmp_path):
 def test_a_sentence_may_start_with_bold(tmp_path):
     text = " ".join(f"w{i}" for i in range(40)) + ". **Part I** " + " ".join(f"v{i}" for i in range(40)) + "."
     assert not _problems(tmp_path, text)
+
+
+def test_a_value_glued_by_another_notebook_is_read_from_it(tmp_path):
+    _nb(tmp_path, [], {"verdict": "'within noise'", "tau": "1.2345"})
+    page = tmp_path / "other.md"
+    page.write_text("The set is {glue:text}`page.ipynb::verdict`, tau {glue:text}`page.ipynb::tau:.2f`.")
+    assert P.reader_text(page).prose == "The set is within noise, tau 1.23."

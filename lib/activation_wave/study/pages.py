@@ -131,7 +131,7 @@ def _inline(text: str, values: dict[str, str]) -> str:
     text = re.sub(r"\{cite(?::\w+)?\}`[^`]*`", "", text)
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
     text = re.sub(r"\$\$.*?\$\$", " x ", text, flags=re.S)
-    text = re.sub(r"\$[^$\n]+\$", "x", text)
+    text = re.sub(r"\$[^$\n]+\$", "X", text)  # a formula reads as one word
     text = re.sub(r"`[^`]*`", "", text)
     text = re.sub(r"<\|[^|\s]*\|>", "<token>", text)  # a special token's text, e.g. <|im_start|>
     return re.sub(r"<!--.*?-->", "", text, flags=re.S)
@@ -150,6 +150,13 @@ def reader_text(path: Path) -> PageText:
     """The text a reader sees on the page at ``path`` (see :class:`PageText`)."""
     md, values = _markdown(path)
     md = re.sub(r"\$\$.*?\$\$", " x ", md, flags=re.S)  # display math, over several lines
+
+    def other_page(m: re.Match[str]) -> str:  # a value glued by another notebook: path::key
+        nb = path.parent / m.group(1)
+        plain = glued(json.loads(nb.read_text())).get(m.group(2), m.group(2)) if nb.is_file() else m.group(2)
+        return _value(plain, m.group(3) or "")
+
+    md = re.sub(r"\{glue(?::text)?\}`([^`:]+\.ipynb)::([^`:]+)(?::([^`]*))?`", other_page, md)
     prose: list[str] = []
     text: list[str] = []
     fences: list[tuple[str, str]] = []  # open fences: (marker, kind)
