@@ -86,13 +86,11 @@ def test_cost_model_is_a_two_point_line_of_the_overhead_solved_for_each_tau():
     assert cm.size_for(2.2) < 1000.0  # this drafter already pays at 1.5B on this line
     assert cm.size_for(1.0) is None  # a drafter that gains nothing never pays
     assert cm.params_for(1.5) == pytest.approx(at * 2**20 / (1000.0 * 2**20 / 1.54e9) / 1e9)
-    text = cpu.cost_text(cm)
-    assert "Extrapolated" in text and "135M drafter (tau 1.50) would break even at about" in text
     assert cpu.cost_model(ENTRY, threads="2") is None  # no 135M point at 2 threads
     rising = {**ENTRY, "large": {**ENTRY["large"], "by_threads": {"1": {
         **ENTRY["large"]["by_threads"]["1"], "eagle3": _method(5, 0.8, [0.7, 0.9], 2.0, rc=_rc(160.0, 4.0, 48.0, 4.5))}}}}
     flat = cpu.cost_model(rising, threads="1")
-    assert flat.size_for(2.0) is None and "predict no size" in cpu.cost_text(flat)
+    assert flat.size_for(2.0) is None
     assert plot_break_even_by_size(cm).axes[0].get_xscale() == "log"
     assert plot_break_even_by_size(None).axes  # a panel that says it was not measured
 
@@ -104,15 +102,6 @@ def test_verdicts_follow_the_preregistered_rules():
     up = {**ENTRY, "large": {**ENTRY["large"], "by_threads": {"2": ENTRY["large"]["by_threads"]["1"] | {"threads": 2}}}}
     assert cpu.evaluate_hypotheses(up, None)[0].supported is True  # [1.05, 1.30] is above 1
     assert cpu.evaluate_hypotheses(None, None)[0].supported is None
-
-
-def test_texts_say_what_was_not_measured():
-    assert "has not been measured" in cpu.speed_text(None)
-    text = cpu.speed_text(ENTRY)
-    assert "at 1 thread plain llama.cpp decodes 6.0 tokens/s and EAGLE-3 7.0 (1.17x [1.05, 1.30]" in text
-    assert "n-gram lookup 6.2 (1.03x)" in text
-    assert "trains no drafters" in cpu.drafters_text(None)
-    assert "needs both target sizes" in cpu.cost_text(None)
 
 
 def test_landing_sentence_quotes_the_largest_thread_count_with_its_interval():
@@ -166,85 +155,58 @@ def test_the_benchmark_entry_holds_what_the_issue_asks_for(monkeypatch, tmp_path
     assert seen[-2][1] == {"eagle3": "d-large", large_drafter.METHOD: "d-corpus"}
 
 
-def test_drafters_text_says_when_the_drafters_are_too_weak_to_rank_layers():
+
+
+@pytest.mark.parametrize(("lo", "hi", "word"), [(1.05, 1.30, "faster than plain decoding"),
+                                                (0.80, 0.99, "slower than plain decoding"),
+                                                (0.97, 1.13, "within noise of plain decoding"),
+                                                (None, None, "not measured")])
+def test_a_speed_reads_by_where_its_interval_lies(lo, hi, word):
+    """The page's sentence "ran at 0.36x plain decoding (...): <word>." reads right for every word."""
+    assert cpu.speed_word(lo, hi) == word
+    assert f"ran at 1.00x plain decoding (95% interval ...): {cpu.speed_word(lo, hi)}." .count(" plain decoding") >= 1
+
+
+def test_side_values_take_the_largest_thread_count_and_word_each_method():
+    v = cpu.side_values(ENTRY)
+    assert v["side_threads"] == 2 and v["side_n"] == 12
+    assert (v["toy_speedup"], v["toy_lo"], v["toy_hi"]) == (0.9, 0.8, 0.99)
+    assert v["toy_word"] == "slower than plain decoding" and v["toy_identical"] == "11/12"
+    assert v["ng_word"] == "not measured" and math.isnan(v["ng_speedup"])  # no n-gram run at 2 threads
+    assert v["corp_word"] == "not measured" and v["default_identical"] == "-"
+    up = {**ENTRY, "large": {**ENTRY["large"], "by_threads": {"2": {
+        **ENTRY["large"]["by_threads"]["1"], "threads": 2, cpu.LARGE_METHOD: _method(5.0, 1.02, [0.97, 1.08], 1.6),
+        "plain_repack": _method(12.5, 1.25, [1.2, 1.3], None)},
+    }, "lossless_check": {"eagle3": {"identical_to_plain": 9, "prompts": 12},
+                          "eagle3_never_drafts": {"identical_to_plain": 12, "prompts": 12}}}}
+    v = cpu.side_values(up)
+    assert v["toy_word"] == "faster than plain decoding" and v["corp_word"] == "within noise of plain decoding"
+    assert v["ng_word"] == "within noise of plain decoding" and v["ng_identical"] == "11/12"
+    assert v["repack_cost"] == pytest.approx(6.0 / 12.5)
+    assert (v["default_identical"], v["never_identical"]) == ("9/12", "12/12")
+    assert cpu.side_values(None)["side_n"] == 0
+
+
+def _res(taus):
     from activation_wave.study.chapters import drafter_predictors as dp
     from activation_wave.study.chapters.eagle3_speedup import LayerProfile
 
-    sets = (cpu.cd.SingleLayerTau("eagle3-default", (2, 14, 25), 1, 1.0, 1.0, 1.0, (1.0,) * 4),
-            cpu.cd.SingleLayerTau("combined", (2, 25, 27), 1, 1.006, 1.004, 1.008, (1.0, 1.01, 1.0, 1.014)))
+    sets = (cpu.cd.SingleLayerTau("eagle3-default", (2, 14, 25), 1, taus[0], taus[0], taus[0], (taus[0],) * 4),
+            cpu.cd.SingleLayerTau("combined", (2, 25, 27), 1, taus[1], taus[1], taus[1], (taus[1],) * 4))
     cmp_ = dp.Comparison("combined", (2, 25, 27), "rules", 0.006, 0.004, 0.008, 0.0002, 0.0002, 0.0002, 4, 0.005,
                          0.003, 0.003)
-    res = cpu.cd.CrossDrafterResult(model="q", n_layers=28, rule="combined", prompt_ids=("a", "b", "c", "d"), sets=sets,
-                                    comparison=cmp_, depth=None, entropy=None, entropy_vs_depth=None,
-                                    profile=LayerProfile((), (), (), (), ()), training_records=128,
-                                    training_positions=10_000, train_s=1000.0, n_drafters=2)
-    text = cpu.drafters_text(res, epochs=2, threshold=0.15)
-    assert "about 40 response positions per second" in text and "delta tau = +0.006 [+0.004, +0.008]" in text
-    assert "Both drafters barely draft" in text and "threshold (0.15)" in text
-    strong = dataclasses.replace(res, sets=tuple(dataclasses.replace(s, tau=1.5) for s in sets))
-    assert "barely draft" not in cpu.drafters_text(strong, epochs=2)
+    return cpu.cd.CrossDrafterResult(model="q", n_layers=28, rule="combined", prompt_ids=("a", "b", "c", "d"),
+                                     sets=sets, comparison=cmp_, depth=None, entropy=None, entropy_vs_depth=None,
+                                     profile=LayerProfile((), (), (), (), ()), training_records=128,
+                                     training_positions=10_000, train_s=1000.0, n_drafters=2)
 
 
-def test_reading_names_what_pays_and_where_outputs_differ():
-    entry = {**ENTRY, "large": {**ENTRY["large"], "by_threads": {"2": {
-        "threads": 2, "plain": {"tokens_per_s": 10.0},
-        "eagle3": _method(4.7, 0.48, [0.46, 0.49], 1.05, same=10, rc=_rc(100.0, 1.9, 32.0, 2.23), acceptance=0.018,
-                          first_difference={"b": 31, "a": 5}),
-        "ngram": _method(15.0, 1.52, [1.14, 2.15], 1.87, first_difference={})}}}}
-    text = cpu.reading_text(entry)
-    assert text.startswith("At 2 threads, n-gram lookup pays")
-    assert "would need tau 2.23 to break even" in text and "drafting 0.32" in text and "1.8% of its drafts" in text
-    assert "far below a step each, as a memory-bound" not in text  # no drafted_per_round in this canned run
-    assert "10 of 12 prompts; the others first differ at a at token 5, b at token 31" in text
-    assert "The n-gram lookup method" in text and cpu.reading_text(None) == "" and "near-ties" not in text
-    entry["large"]["by_threads"]["2"]["eagle3"]["first_difference_margins"] = {
-        "a": {"margin_nats": 0.02, "median_margin_before": 3.3}, "b": {"margin_nats": 0.15, "median_margin_before": 1.7}}
-    assert "lie 0.02 to 0.15 nats apart in log-probability, against a median of 1.7 to 3.3" in cpu.reading_text(entry)
-    cm = cpu.cost_model(ENTRY, threads="1")
-    assert "where the line says nothing" in cpu.cost_text(dataclasses.replace(cm, taus={"weak": 1.01}))
-    assert "far beyond what two points support" in cpu.cost_text(dataclasses.replace(cm, taus={"fair": 1.1}))
+def test_c2_is_not_testable_against_a_default_drafter_that_never_drafts():
+    """A verdict rests on a working instrument: against a default drafter whose tau is 1 on
+    every prompt, C2 is "not testable" (cross_drafters' dead instrument), whatever its paired
+    difference; the answer's word for it is the vocabulary's."""
+    from activation_wave.study.hypotheses import VERDICT_WORD
 
-
-def test_lossless_check_explains_the_flag_and_its_cost():
-    """The entry's ``lossless_check`` (default flags) beside the identical counts under the
-    entry's flags, and plain decoding with repacked weights as a second reference."""
-    runs = {"2": {"threads": 2, "plain": {"tokens_per_s": 28.0},
-                  "eagle3": _method(8.4, 0.3, [0.29, 0.31], 1.05, against={
-                      "plain_repack": {"speedup": 0.24, "speedup_ci": [0.23, 0.25]}}),
-                  "plain_repack": _method(35.0, 1.25, [1.2, 1.3], None, same=10)}}
-    check = {"threads": 2, "plain": {"tokens_per_s": 35.0},
-             "eagle3": {"identical_to_plain": 9, "prompts": 12, "first_difference": {"b": 35, "a": 21}},
-             "eagle3_never_drafts": {"identical_to_plain": 12, "prompts": 12, "first_difference": {}}}
-    entry = {"server_flags": ["--no-repack"], "large": {"model": "q", "server_flags": ["--no-repack"],
-                                                          "by_threads": runs, "lossless_check": check}}
-    text = cpu.lossless_text(entry)
-    assert "EAGLE-3's outputs equal plain decoding on 9 of 12 prompts (first differences: a at token 21, b at " in text
-    assert "never drafts" in text and "equals plain on 12 of 12" in text and "the batched verify does" in text
-    assert "With --no-repack on every server, plain included, EAGLE-3 equals plain on 2 threads: 12/12" in text
-    assert "plain runs at 0.80x of its speed with repacked weights" in text
-    assert "its outputs agree on 10 of 12 prompts at 2 threads" in text
-    assert text in cpu.reading_text(entry)
-    speed = cpu.speed_frame(entry)
-    assert list(speed.method) == ["plain", "EAGLE-3", "plain, repacked weights (llama.cpp's default)"]
-    assert speed.iloc[1]["vs repacked plain"] == "0.24x [0.23, 0.25]"
-    assert "plain with llama.cpp's default repacked weights 35.0, against which EAGLE-3 runs at 0.24x" in \
-        cpu.speed_text(entry)
-    assert "every server started with --no-repack" in cpu.speed_text(entry)
-    assert "0.24x (0.23 to 0.25) the speed of plain llama.cpp with its default repacked weights" in \
-        cpu.landing_text(entry)
-    assert cpu.reading_text(entry).startswith("At 2 threads, no method pays")  # the repacked plain is a reference
-    assert cpu.lossless_text(ENTRY) == ""  # an entry without the check says nothing about it
-    entry["small"] = {"target_gguf": "s.gguf", "by_threads": {"2": {"eagle3": {"first_difference_margins": {
-        "p": {"position": 93, "margin_nats": 0.12, "median_margin_before": 2.04}}}}}}
-    assert "The s.gguf target still parts from plain on p at 2 threads (token 93, a near-tie of 0.12 nats" in \
-        cpu.lossless_text(entry)
-
-
-def test_reading_says_what_a_drafted_token_costs_in_the_verify():
-    run = {"threads": 2, "plain": {"tokens_per_s": 30.0},
-           "eagle3": _method(9.4, 0.31, [0.30, 0.33], 1.05, rc=_rc(33.0, 3.12, 9.5, 3.4), drafted_per_round=2.94)}
-    text = cpu.reading_text({"large": {"by_threads": {"2": run}}})
-    assert "Its verify of 1 + 2.9 tokens costs 3.12 plain steps, 0.72 of a step for each drafted token" in text
-    assert "paid nearly token by token" in text
-    run["eagle3"]["round_costs"] = _rc(100.0, 1.3, 9.5, 1.4)
-    assert "far below a step each" in cpu.reading_text({"large": {"by_threads": {"2": run}}})
+    c2 = cpu.evaluate_hypotheses(ENTRY, _res((1.0, 1.006)))[-1]
+    assert c2.name == "C2" and c2.supported is None and "not testable" in c2.note
+    assert VERDICT_WORD[c2.supported] == "not testable here"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import textwrap
 
+import math
+
 import pytest
 
 from activation_wave.benchmarks import llamacpp_ceiling as C
@@ -243,7 +245,7 @@ SIZES = {"large": {"by_threads": {"2": {
     "small": {"by_threads": {"2": {"eagle3": {"tau": 1.56}}}}}
 
 
-def test_ceiling_frame_and_text_say_where_no_drafter_can_pay_and_why():
+def test_ceiling_frame_and_values_give_one_break_even_per_target_and_thread_count():
     from activation_wave.study.chapters import cpu_payoff as cpu
 
     df = cpu.ceiling_frame(CEILING_ENTRY)
@@ -251,13 +253,15 @@ def test_ceiling_frame_and_text_say_where_no_drafter_can_pay_and_why():
     row = df[(df["target"] == "135M") & (df["variant"] == "f16") & (df["depth"] == 3)].iloc[0]
     assert row["verify (steps)"] == pytest.approx(2.8) and row["drafter calls (steps)"] == pytest.approx(3.6)
     assert row["break-even tau"] == row["round measured"] == 5.6
-    text = cpu.ceiling_text(CEILING_ENTRY)
-    assert "At 135M on 1 thread no drafter can pay at any depth (ceiling 0.59 to 0.75)" in text
-    assert "largest term beyond the step is the drafter's calls" in text and "At 1.5B" not in text
-
-    assert "1.5B at 2 threads: 1.43x (depth 4" in text  # 5 / 3.5, the best depth
-    assert "within 5% of the measured" in text and "n = 4 held-out prompts" in text
-    assert "not been measured" in cpu.ceiling_text(None) and cpu.ceiling_frame(None).empty
+    v = cpu.ceiling_values(CEILING_ENTRY)
+    # break-even: the measured depth-3 round of the f16 drafter, one number per target and thread count
+    assert (v["be_big_1"], v["be_big_2"], v["be_small_1"]) == (3.6, 2.9, 5.6) and math.isnan(v["be_small_2"])
+    assert v["ceil_big_2"] == pytest.approx(5 / 3.5, abs=1e-4) and v["ceil_big_2_depth"] == 4
+    assert v["ceil1_small_1"] < 1.0 and v["ceil1_big_2"] == pytest.approx(2 / 1.7, abs=1e-4)
+    assert (v["slope_min"], v["slope_max"]) == (0.5, 0.7) and v["ceil_n"] == 4 and v["ceil_tokens"] == 40
+    assert v["agree_worst"] == pytest.approx(0.05) and v["agree_settings"] == 24
+    empty = cpu.ceiling_values(None)
+    assert math.isnan(empty["be_big_2"]) and cpu.ceiling_frame(None).empty and empty["agree_settings"] == 0
     terms = cpu.terms_frame(CEILING_ENTRY)
     assert list(terms["per extra token"]) == [0.6, 0.7, 0.5] and terms["identical f16"].iloc[0] == "4/4"
     assert len(cpu.ceiling_tables(CEILING_ENTRY)) == 2 and cpu.ceiling_tables(None) == []
@@ -274,37 +278,10 @@ def test_where_it_pays_marks_measured_points_apart_from_the_model():
     assert [p["threads"] for p in model] == [1, 2, 4, 8, 16]
     assert all(a["break_even"] > b["break_even"] for a, b in zip(model, model[1:]))  # more threads, cheaper verify
     assert cpu.today_taus(SIZES) == {"1.5B drafter": 1.05, "135M drafter": 1.56}
-    text = cpu.where_text(CEILING_ENTRY, SIZES)
-    assert "extrapolates" in text and "(measured)" in text and "the model gives these within" in text
-    assert "the 1.5B drafter (tau 1.05 in llama.cpp) pays at no thread count" in text
-    assert cpu.where_text(None, SIZES) == ""
-    # two drafters below the drafter's own terms are named together, once per target
-    both = {**SIZES, "large": {**SIZES["large"], "by_threads": {
-        t: {**r, cpu.LARGE_METHOD: {"tau": 1.2, "speedup": 0.3}} for t, r in SIZES["large"]["by_threads"].items()}}}
-    text = cpu.where_text(CEILING_ENTRY, both)
-    assert "the 1.5B drafter (tau 1.05 in llama.cpp) and the 1.5B corpus drafter (tau 1.20 in llama.cpp) pay at no " \
-           "thread count" in text
-    assert "the 1.5B drafter (tau 1.05) and the 1.5B corpus drafter (tau 1.20) do not clear that floor" in text
-    assert text.count("pay at no thread count") == 2  # once per target, not once per drafter
-
-
-def test_the_answer_and_the_landing_page_read_the_ngram_result_and_the_ceiling():
-    from activation_wave.study.chapters import cpu_payoff as cpu
-
-    ans = cpu.answer_text(SIZES, CEILING_ENTRY)
-    assert "n-gram lookup pays on the 1.5B target: 1.61x [1.22, 2.22] at 2 threads" in ans
-    assert "n = 12 prompts" in ans and "at most 1.14x at 1 thread" in ans and "at most 1.43x at 2 threads" in ans
-    vals = cpu.ceiling_values(None, None)
-    assert set(vals) == {"cpu_ceiling_text", "cpu_where_text", "cpu_answer_text", "cpu_large_text", "cpu_indist_text",
-                         "cpu_indist_all_text", "cpu_indist_cont_text", "cpu_indist_samples_text",
-                         "cpu_indist_steps_text"}
-    assert "Not measured yet" in vals["cpu_answer_text"]
-    sizes = {"large": {"by_threads": {"2": {"eagle3": {"tau": 1.05, "speedup": 0.31, "speedup_ci": [0.30, 0.33],
-                                                        "prompts": 12, "identical_to_plain": 12},
-                                             "ngram": SIZES["large"]["by_threads"]["2"]["ngram"]}}}}
-    land = cpu.landing_text(sizes, CEILING_ENTRY)
-    assert "1.61x (1.22 to 2.22" in land and "at most 1.43x there (depth 4" in land
-    assert "at most" not in cpu.landing_text(sizes)
+    v = cpu.where_values(CEILING_ENTRY, SIZES)
+    assert v["small_llama_tau"] == 1.56 and v["floor_big"] == pytest.approx(1.5)  # 1 + the slope at 2 threads
+    assert v["model16_big"] == model[-1]["break_even"] and v["model_err_big"] >= 0
+    assert math.isnan(cpu.where_values(None, SIZES)["floor_big"])
 
 
 def test_ceiling_figures_have_labelled_axes_and_a_not_measured_state():
@@ -324,11 +301,12 @@ def test_ceiling_figures_have_labelled_axes_and_a_not_measured_state():
     plt.close("all")
 
 
-def test_a_ceiling_within_noise_of_one_is_not_worded_as_cannot_pay():
-    """One run of a few prompts has no interval: a ceiling of 0.97 reads "at best break even"."""
+def test_a_depth_one_ceiling_is_given_as_measured_with_its_target_and_threads():
+    """One run of a few prompts has no interval: the page gives the depth-1 ceiling as a number
+    (0.97 here) and says only that below 1 no drafter of that depth can pay."""
     from activation_wave.study.chapters import cpu_payoff as cpu
 
     entry = {**CEILING_ENTRY, "targets": {"1.5B": {"model": "qwen2.5-coder-1.5b", "by_threads": {
         "1": _setting(42.0, 0.7, 0.1, 0.1, {1: 2.06, 2: 2.8, 3: 3.6, 4: 4.4}, 1)}}}}
-    text = cpu.ceiling_text(entry)
-    assert "the ceiling at depth 1 is 0.97, within 5% of 1" in text and "no drafter can pay" not in text
+    v = cpu.ceiling_values(entry)
+    assert round(v["ceil1_big_1"], 2) == 0.97 and math.isnan(v["ceil1_big_2"])

@@ -31,15 +31,16 @@ NAME = "11_cpu_drafters"
 BENCH = "llamacpp_1.5b"
 #: The benchmark that measures an EAGLE-3 round term by term (issue 42).
 CEILING = "llamacpp_ceiling"
+NAN = float("nan")
 
-__all__ = ["NAME", "BENCH", "has_drafters", "drafter_sets", "run_drafters", "trained_drafters", "speed_frame",
-           "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "drafters_text", "speed_text", "cost_text", "reading_text", "landing_text",
-           "CEILING", "ceiling_frame", "terms_frame", "ceiling_text", "where_points", "where_text", "today_taus", "ngram_text",
-           "answer_text", "ceiling_tables", "ceiling_values", "ROUND_FORMATS", "cost_inputs_frame", "LARGE",
-           "LARGE_METHOD", "LARGE_TARGET", "large_drafter_text", "measured_points", "stage_fit", "stage_reach", "stage_pace", "stage_curve",
-           "stage_lineage", "INDIST", "indist_text", "INDIST_ALL", "indist_all_text", "INDIST_CONT",
-           "indist_cont_text", "INDIST_SAMPLES", "indist_samples_text", "INDIST_STEPS", "indist_steps_text", "OWN", "OWN_RECORDS",
-           "own_drafters"]
+__all__ = ["NAME", "BENCH", "NAN", "has_drafters", "drafter_sets", "run_drafters", "trained_drafters", "speed_frame",
+           "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "landing_text",
+           "CEILING", "ceiling_frame", "terms_frame", "where_points", "today_taus", "ceiling_tables", "ROUND_FORMATS",
+           "cost_inputs_frame", "LARGE", "LARGE_METHOD", "LARGE_TARGET", "measured_points", "stage_fit", "stage_reach",
+           "stage_pace", "stage_curve", "stage_lineage", "INDIST", "INDIST_ALL", "INDIST_CONT", "INDIST_SAMPLES",
+           "INDIST_STEPS", "OWN", "OWN_RECORDS", "own_drafters", "SPEED_WORD", "speed_word", "side_values",
+           "ceiling_values", "where_values", "per_prompt_mean", "DESIGNS", "designs_frame", "best_design_values",
+           "PRIMARY_DELTA", "design_results", "load_drafters"]
 
 
 def has_drafters(cfg: StudyConfig) -> bool:
@@ -301,8 +302,8 @@ def _corpus_run(sizes: Mapping[str, Any] | None) -> tuple[str, dict[str, Any]] |
 
 
 def _row_stage(sizes: Mapping[str, Any] | None, large: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """The stage of issue 42's ``large`` drafter entry whose drafter the llama.cpp row measured,
-    when that is not the entry's last stage (the row predates the later stages); else None."""
+    """The training step of the ``large`` drafter entry whose drafter the llama.cpp row measured,
+    when that is not the entry's last one (the row predates the later ones); else None."""
     measured = (((sizes or {}).get("large") or {}).get("drafters") or {}).get(LARGE_METHOD, {}).get("path")
     if not large or not measured or measured == large.get("drafter"):
         return None
@@ -335,115 +336,6 @@ def _c1_corpus(sizes: Mapping[str, Any] | None) -> Hypothesis | None:
                       lo > 1.0, "paired bootstrap over prompts, one test (second amendment)")
 
 
-def large_drafter_text(large: Mapping[str, Any] | None, sizes: Mapping[str, Any] | None) -> str:
-    """Issue 42's 1.5B drafter in words: its data, cost and outcome tau beside the toy drafter's
-    (paired over the same eval prompts), and its llama.cpp row once measured."""
-    if not large:
-        return ("Not trained yet. wave bench --only large_drafter generates the corpus responses (llama.cpp), "
-                "captures the triple's layers and trains the drafter (hours on two cores; resumable), then "
-                "wave bench --only llamacpp_1.5b puts it beside the toy drafter.")
-    d, (lo, hi) = large["delta_vs_toy"], large["tau_ci"]
-    reached = "reaches" if large["figure"] >= LARGE_TARGET else "does not reach"
-    stages = large.get("stages") or []
-    last = f" after stage {stages[-1]['stage']}" if len(stages) > 1 else ""
-    out = (f"The corpus drafter{last} (the default triple {large['layers']}, {large['train_prompts']:,} distinct "
-           f"train prompts, {large['budget_tokens']:,} training tokens, {large['train_cpu_min']:.0f} CPU-minutes of "
-           f"training) has outcome tau {large['figure']:.2f} [{lo:.2f}, {hi:.2f}] on the n = {d['n']} eval prompts "
-           f"where the toy drafter has {large['baseline']:.2f} (paired difference {d['mean']:+.2f} "
-           f"[{d['lo']:+.2f}, {d['hi']:+.2f}], p {d['p']:.3g}); it {reached} the issue's {LARGE_TARGET}. ")
-    if len(stages) > 1:
-        out += ("Its stages (the third amendment and after), outcome tau with tokens and CPU-minutes summed "
-                "along each stage's parents: " + join_words([_stage_words(r, large) for r in stages]) + ". ")
-        if large.get("lr_probe"):
-            out += _probe_words(large["lr_probe"])
-        if large.get("all_stages_cpu_min", large["train_cpu_min"]) > large["train_cpu_min"]:
-            out += f"All stages together took {large['all_stages_cpu_min']:.0f} CPU-minutes of training. "
-    if large["figure"] < LARGE_TARGET and large.get("train_tokens"):
-        out += (f"Its {large['budget_tokens']:,} training tokens are about {large['budget_tokens'] / large['train_tokens']:.0f} "
-                f"passes over the {large['train_tokens']:,} tokens of the {large['train_prompts']:,} records "
-                f"({large['loss_tokens']:,} of them response positions with a loss). ")
-        line = stage_lineage(stages)
-        fit = stage_fit(line)
-        if fit is None:
-            out += ("As registered, it is not trained further for this page, and one drafter gives no curve to "
-                    "project the budget that would reach the target. ")
-        else:
-            reach = fit["reach"]
-            out += (f"The registered stages end here. A line through stages {join_words([str(r['stage']) for r in line])} "
-                    "(the last stage and what it continued) in log2 tokens "
-                    f"(tau {fit['b']:+.2f} per doubling"
-                    + (f", 95% interval [{fit['b_lo']:+.2f}, {fit['b_hi']:+.2f}]" if fit["b_lo"] is not None else "")
-                    + ") " + (f"reaches {LARGE_TARGET} at about {reach:.0f} million tokens" if reach else
-                              f"does not rise to {LARGE_TARGET}"))
-            if reach and fit["b_lo"] is not None:
-                near, far = stage_reach(fit, fit["b_hi"]), stage_reach(fit, fit["b_lo"])
-                out += (f" (about {near:.0f} million at the steep end of the interval, "
-                        + (f"{far:.0f} million at its flat end)" if far else "never at its flat end, which does not rise)"))
-            out += f": an extrapolation from {fit['n']} points, whose shape nothing checks. "
-            pace = stage_pace(line)
-            if pace:
-                gains = join_words([f"{g['mean']:+.2f}" for g in pace["gains"]])
-                out += f"Read instead at the pace of the constant-lr stages (paired gains over their parents {gains}"
-                if pace["stalled"]:
-                    g = pace["gains"][-1]
-                    out += (f"; the last, [{g['lo']:+.2f}, {g['hi']:+.2f}], is within noise of no gain): the gains "
-                            f"shrank, so further passes over these {large['train_tokens']:,} tokens no longer show "
-                            f"progress toward {LARGE_TARGET}; the line above assumes they keep paying, and no count of further "
-                            "stages is read from them. ")
-                elif pace["stages_left"]:
-                    n = pace["stages_left"]
-                    out += (f", mean {pace['gain']:+.2f} a stage), {LARGE_TARGET} is about {n} more stage"
-                            f"{'s' if n > 1 else ''} of {large['stage_tokens'] / 1e6:g}M tokens away if the gains do "
-                            "not shrink (the sixth amendment's reading). ")
-                else:
-                    out += f", mean {pace['gain']:+.2f} a stage), the stages do not rise toward {LARGE_TARGET}. "
-    got = _corpus_run(sizes)
-    if got is None:
-        return out + "Its llama.cpp row is not measured yet (wave bench --only llamacpp_1.5b)."
-    t, e = got
-    lo, hi = e["speedup_ci"]
-    row = _row_stage(sizes, large)
-    if row is not None:
-        was = f"stage {row['stage']}'s drafter" if row["stage"] else "an earlier drafter"
-        return out + (f"It has no llama.cpp row of its own (wave bench --only llamacpp_1.5b would measure it); the row on this page "
-                      f"measured {was}: {e['speedup']:.2f}x [{lo:.2f}, {hi:.2f}] of plain at {_threads(t)} (tau "
-                      f"{e['tau']:.2f}, {e['identical_to_plain']}/{e['prompts']} outputs identical to plain).")
-    out += (f"In llama.cpp at {_threads(t)} it runs at {e['speedup']:.2f}x [{lo:.2f}, {hi:.2f}] of plain "
-            f"(tau {e['tau']:.2f}, {e['identical_to_plain']}/{e['prompts']} outputs identical to plain).")
-    rnd = (e.get("round_costs") or {}).get("round_in_plain_steps")
-    if rnd:
-        predicted = e["tau"] / rnd
-        off = predicted / e["speedup"] - 1.0
-        out += (f" Its round costs {rnd:.2f} plain steps, so tau / round = {predicted:.2f}, "
-                + (f"the measured speedup within {abs(off):.0%}: a better drafter moves along the cost line of its depth "
-                   "(its cross in the ceiling figure), as the amendment predicted" if abs(off) <= 0.1 else
-                   f"{off:+.0%} off the measured speedup, so the round's cost alone does not explain it")
-                + (f"; break-even at this round needs tau {rnd:.2f}." if e["speedup"] < 1 else "."))
-    return out
-
-
-def _probe_words(p: Mapping[str, Any]) -> str:
-    """The fifth amendment's learning-rate probe in words: both losses, their paired difference, the choice."""
-    (low, high), (l_low, l_high), d = p["lrs"], p["loss_second_half"], p["delta_high_minus_low"]
-    return (f"Before stage {p['from'] + 1}, a probe (fifth amendment) trained one pass of {p['tokens']:,} tokens from "
-            f"stage {p['from']} at lr {low:g} and at {high:g}, on the same batches: over the pass's last "
-            f"{p['batches']} batches the training loss was {l_low:.3f} and {l_high:.3f} (paired difference "
-            f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]), so stage {p['from'] + 1} trains at lr "
-            f"{p['chosen']:g}{' (the interval lies below 0)' if p['chosen'] == high else ' (the higher lr was not lower beyond noise)'}. ")
-
-
-def _stage_words(r: Mapping[str, Any], large: Mapping[str, Any]) -> str:
-    """One stage in words: its tau and interval, what it continued and how, tokens and CPU-minutes."""
-    how = ("" if not r.get("from") else f"stage {r['from']} plus {large['stage_tokens'] / 1e6:g}M tokens at "
-           + ("the recipe's schedule again" if r.get("lr_schedule") == "cosine" else
-              f"lr {r['lr']:g}, {r.get('lr_schedule', 'constant')}") + "; ")
-    up = r.get("delta_vs_parent")
-    vs = (f"; paired difference from stage {r['from']} {up['mean']:+.2f} [{up['lo']:+.2f}, {up['hi']:+.2f}], "
-          f"p {up['p']:.2g}" if up else "")
-    return (f"{r['tau']:.2f} [{r['tau_ci'][0]:.2f}, {r['tau_ci'][1]:.2f}] after stage {r['stage']} ({how}"
-            f"{r['tokens'] / 1e6:g}M tokens, {r['train_cpu_min']:.0f} CPU-minutes{vs})")
-
-
 def stage_lineage(stages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The last stage and the stages it continues (``from``), first to last."""
     if not stages:
@@ -455,223 +347,7 @@ def stage_lineage(stages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
     return chain
 
 
-def _against(entry: Mapping[str, Any], delta: Mapping[str, Any], rival: str) -> str:
-    """"outcome tau F [lo, hi] against <rival>'s B on the same n = N eval prompts: paired difference
-    D [lo, hi], p P (the primary test)": an amendment's registered comparison in words."""
-    (lo, hi), d = entry["tau_ci"], delta
-    return (f"outcome tau {entry['figure']:.2f} [{lo:.2f}, {hi:.2f}] against {rival}'s {entry['baseline']:.2f} on the "
-            f"same n = {d['n']} eval prompts: paired difference {d['mean']:+.2f} [{d['lo']:+.2f}, {d['hi']:+.2f}], "
-            f"p {d['p']:.2g} (the primary test)")
-
-
-def indist_text(entry: Mapping[str, Any] | None, large: Mapping[str, Any] | None = None) -> str:
-    """The eighth amendment's result in words: the in-distribution drafter's outcome tau beside
-    stage 1's (the primary paired test and its verdict) and the toy drafter's, its cost, and (not
-    a registered test) the last corpus stage of issue 42's ``large`` entry for scale."""
-    if not entry:
-        return ("Not trained yet: wave bench --only large_drafter_indist trains it (about 40 minutes on two cores) "
-                "and scores it beside stage 1.")
-    t = entry["delta_vs_toy"]
-    words = {"beat": "beat the corpus records at this budget (the interval lies above 0)",
-             "lose": "lose to the corpus records at this budget (the interval lies below 0)",
-             "within noise": "are within noise of the corpus records at this budget (the interval covers 0; the "
-                             "design detects differences of about 0.05 and more)"}
-    out = (f"The in-distribution drafter (eighth amendment: stage 1's recipe, {entry['budget_tokens']:,} tokens and "
-           f"seed on the {entry['train_records']:,} base train records alone, {entry['train_tokens']:,} tokens, about "
-           f"{entry['budget_tokens'] / entry['train_tokens']:.0f} passes; {entry['train_cpu_min']:.0f} CPU-minutes) "
-           f"has {_against(entry, entry['delta_vs_corpus'], 'stage 1')}. So the study's own records "
-           f"{words[entry['verdict']]}. Against the toy drafter (the same records, two epochs) {t['mean']:+.2f} "
-           f"[{t['lo']:+.2f}, {t['hi']:+.2f}]. ")
-    if large and len(large.get("stages") or []) > 1:
-        out += (f"For scale, not a registered test: the corpus line's last stage, {large['stages'][-1]['stage']}, has "
-                f"{large['figure']:.2f} after {large['train_cpu_min']:.0f} CPU-minutes along its parents. ")
-    return out + _reach(entry)
-
-
-def _reach(entry: Mapping[str, Any]) -> str:
-    """Whether an in-distribution drafter reaches the issue's target (and so whether C1 moves)."""
-    return (f"It reaches the issue's {LARGE_TARGET}." if entry["figure"] >= LARGE_TARGET else
-            f"It does not reach the issue's {LARGE_TARGET}, so C1 stays on stage 3.")
-
-
-def indist_all_text(entry: Mapping[str, Any] | None) -> str:
-    """The ninth amendment's result in words: the drafter on every train record of the sources
-    beside the eighth amendment's (the primary paired test and its verdict) and the toy drafter's,
-    what its added records cost, and whether it reaches the issue's target."""
-    if not entry:
-        return ("Not trained yet: wave bench --only large_drafter_indist_all answers the added prompts in llama.cpp, "
-                "captures them and trains it (about an hour on two cores), and scores it beside the eighth "
-                "amendment's drafter.")
-    t = entry["delta_vs_toy"]
-    words = {"beat": "teach the drafter more at this budget (the interval lies above 0)",
-             "lose": "teach it less at this budget (the interval lies below 0)",
-             "within noise": f"are within noise of the {entry['train_records'] - entry['added_prompts']:,} alone at this "
-                             "budget (the interval covers 0; the design detects differences of about 0.05 and more)"}
-    gen = entry.get("generation_s_this_run") or 0.0
-    out = (f"On every train prompt of the sources (ninth amendment: the same recipe, {entry['budget_tokens']:,} tokens "
-           f"and seed on {entry['train_records']:,} records, the {entry['train_records'] - entry['added_prompts']:,} and "
-           f"{entry['added_prompts']:,} more, whose "
-           f"{entry['added_response_tokens']:,} response tokens the target wrote in llama.cpp"
-           + (f" in {gen / 60:.0f} minutes of two one-thread servers" if gen > 60 else "")
-           + f"; {entry['train_tokens']:,} tokens, about {entry['budget_tokens'] / entry['train_tokens']:.0f} passes; "
-           f"{entry['train_cpu_min']:.0f} CPU-minutes of training) the drafter has "
-           f"{_against(entry, entry['delta_vs_indist'], 'the eighth amendment')}. So the added records "
-           f"{words[entry['verdict']]}. Against the toy drafter {t['mean']:+.2f} [{t['lo']:+.2f}, {t['hi']:+.2f}]. ")
-    return out + _reach(entry) + _indist_all_reading(entry)
-
-
 #: The training batches whose mean loss says how closely a drafter fits its records at the end.
-LAST_BATCHES = 50
-
-
-def _loss_end(key: str | None) -> float | None:
-    """A drafter's mean training loss over its last :data:`LAST_BATCHES` batches, from its
-    committed ledger entry (None without one)."""
-    from activation_wave.draft.ledger import committed_entry
-
-    hist = ((committed_entry(key) or {}).get("train_log") or {}).get("history") if key else None
-    return sum(hist[-LAST_BATCHES:]) / len(hist[-LAST_BATCHES:]) if hist else None
-
-
-def _indist_all_reading(entry: Mapping[str, Any]) -> str:
-    """The ninth amendment's result read further: its registered prediction held or not, then (not
-    a registered test) how many eval prompts moved which way, by prompt source (HumanEval or not),
-    and how closely each drafter fits its records at the end of training (committed ledgers)."""
-    import numpy as np
-
-    lo, hi = INDIST_ALL_PREDICTED
-    held = lo <= entry["delta_vs_indist"]["mean"] <= hi
-    out = f" The registered prediction (a gain of {lo:+.2f} to {hi:+.2f}) {'held' if held else 'was wrong'}."
-    ids, pp = entry.get("eval_prompt_ids") or [], entry.get("per_prompt_tau") or {}
-    if not ids or "indist_all" not in pp or "indist" not in pp:
-        return out
-    d = np.array(pp["indist_all"], dtype=float) - np.array(pp["indist"], dtype=float)
-    he = np.array([i.startswith("HumanEval/") for i in ids])
-    out += (f" Read further (not a registered test): {int((d < 0).sum())} of {int(np.isfinite(d).sum())} eval "
-            f"prompts drop, the {int(he.sum())} HumanEval prompts by {np.nanmean(d[he]):+.2f} on average and the other "
-            f"{int((~he).sum())} by {np.nanmean(d[~he]):+.2f}.")
-    new, old = _loss_end(entry.get("drafter")), _loss_end(entry.get("indist_drafter"))
-    if new is None or old is None:
-        return out
-    base = entry["train_records"] - entry["added_prompts"]
-    out += (f" Its training loss over its last {LAST_BATCHES} batches is {new:.1f}, against {old:.1f} for the eighth "
-            "amendment's drafter.")
-    if new > old and entry["verdict"] == "lose":
-        out += (f" At the same budget the {entry['train_records']:,} records are fitted less closely than the {base} "
-                f"were; the eighth amendment's gain over stage 1 went with that close fit to {base} records drawn from "
-                f"the same first prompts of each source as the eval prompts (the {entry['added_prompts']} added ones "
-                "come from later in each source), so it is not evidence that the target's own prompts are worth more "
-                "than corpus prompts in general.")
-    return out
-
-
-def _loss_against(entry: Mapping[str, Any], rival_key: str, rival: str) -> str:
-    """The sentence comparing the entry's drafter's end-of-training loss (:func:`_loss_end`) with the
-    drafter named by ``entry[rival_key]`` (called ``rival``), labelled as not a registered test;
-    "" without both committed ledgers."""
-    new, old = _loss_end(entry.get("drafter")), _loss_end(entry.get(rival_key))
-    if new is None or old is None:
-        return ""
-    return (f" Its training loss over its last {LAST_BATCHES} batches is {new:.1f}, against {old:.1f} for {rival} "
-            "(not a registered test).")
-
-
-def _prediction(gain: float, lo: float, hi: float) -> str:
-    """Whether a registered prediction of a gain between ``lo`` and ``hi`` held, and if not, how it missed."""
-    if lo <= gain <= hi:
-        return "held"
-    return "was wrong: " + ("it lost instead" if gain < 0 else f"the gain is {'smaller' if gain < lo else 'larger'}")
-
-
-def _by_rule(verdict: str, gain: float, predicted: tuple[float, float]) -> str:
-    """"So <verdict>. The registered prediction (a gain of lo to hi) held" (or how it missed,
-    :func:`_prediction`): an amendment's primary test read by its registered rule."""
-    lo, hi = predicted
-    return f"So {verdict}. The registered prediction (a gain of {lo:+.2f} to {hi:+.2f}) {_prediction(gain, lo, hi)}."
-
-
-def indist_cont_text(entry: Mapping[str, Any] | None) -> str:
-    """The eleventh amendment's result in words: the ninth amendment's drafter trained on, against
-    its parent (the primary paired test, its verdict and the registered prediction), the eighth
-    amendment's and the toy drafter's (reported, not tested), how closely each fits its records at
-    the end (committed ledgers), and whether it reaches the issue's target."""
-    if not entry:
-        return ("Not trained yet: wave bench --only large_drafter_indist_cont trains the ninth amendment's drafter on "
-                "(about 40 minutes on two cores) and scores it beside its parent.")
-    c, e, t = entry["continued"], entry["delta_vs_indist"], entry["delta_vs_toy"]
-    words = {"beat": "the ninth amendment's drafter stopped short: training on the same records raises its tau (the "
-                     "interval lies above 0)",
-             "lose": "training on lowers its tau (the interval lies below 0)",
-             "within noise": "training on is within noise of stopping where the ninth amendment did (the interval "
-                             "covers 0; the design detects differences of about 0.05 and more)"}
-    out = (f"Trained on (eleventh amendment: the ninth amendment's drafter continued from its weights on the same "
-           f"{entry['train_records']:,} records for {entry['budget_tokens']:,} more tokens, "
-           f"{entry['tokens_with_parent']:,} with its parent, at a constant lr of {c['lr']:g}, seed {c['seed']}; "
-           f"{entry['train_cpu_min']:.0f} CPU-minutes of training) the drafter has "
-           f"{_against(entry, entry['delta_vs_parent'], 'its parent')}. "
-           + _by_rule(words[entry["verdict"]], entry["delta_vs_parent"]["mean"], INDIST_CONT_PREDICTED)
-           + " Reported, not tested: "
-           f"against the eighth amendment's drafter ({entry['indist']:.2f}) {e['mean']:+.2f} [{e['lo']:+.2f}, "
-           f"{e['hi']:+.2f}], against the toy drafter {t['mean']:+.2f} [{t['lo']:+.2f}, {t['hi']:+.2f}].")
-    return out + _loss_against(entry, "parent_drafter", "its parent") + " " + _reach(entry)
-
-
-def indist_samples_text(entry: Mapping[str, Any] | None) -> str:
-    """The twelfth amendment's result in words: the drafter on the base records and sampled answers
-    to their prompts beside the eighth amendment's (the primary paired test, its verdict and the
-    registered prediction) and the toy drafter's, what its records cost, and whether it reaches the
-    issue's target."""
-    if not entry:
-        return ("Not trained yet: wave bench --only large_drafter_indist_samples samples the answers in llama.cpp, "
-                "captures them and trains it (about 75 minutes on two cores), and scores it beside the eighth "
-                "amendment's drafter.")
-    t, k = entry["delta_vs_toy"], entry["samples_per_prompt"]
-    base = entry["train_records"] - entry["added_responses"]
-    words = {"beat": "teach the drafter more than the greedy answers alone at this budget (the interval lies above 0)",
-             "lose": "teach it less than the greedy answers alone at this budget (the interval lies below 0)",
-             "within noise": "are within noise of the greedy answers alone at this budget (the interval covers 0; "
-                             "the design detects differences of about 0.05 and more)"}
-    gen = entry.get("generation_s_this_run") or 0.0
-    out = (f"With {k} sampled answers of the target to each of the {base:,} base train prompts beside their greedy "
-           f"ones (twelfth amendment: {entry['train_records']:,} records; the {entry['added_responses']:,} samples, "
-           f"{entry['added_response_tokens']:,} response tokens at temperature {entry['sample_temperature']:g}, "
-           "written by llama.cpp" + (f" in {gen / 60:.0f} minutes of two one-thread servers" if gen > 60 else "")
-           + f"; stage 1's recipe, {entry['budget_tokens']:,} tokens and seed over {entry['train_tokens']:,} tokens, "
-           f"about {entry['budget_tokens'] / entry['train_tokens']:.0f} passes; {entry['train_cpu_min']:.0f} "
-           f"CPU-minutes of training) the drafter has {_against(entry, entry['delta_vs_indist'], 'the eighth amendment')}. "
-           + _by_rule("the sampled answers " + words[entry["verdict"]], entry["delta_vs_indist"]["mean"],
-                      INDIST_SAMPLES_PREDICTED)
-           + f" Against the toy drafter {t['mean']:+.2f} [{t['lo']:+.2f}, {t['hi']:+.2f}].")
-    return out + _loss_against(entry, "indist_drafter", "the eighth amendment's drafter") + " " + _reach(entry)
-
-
-def indist_steps_text(entry: Mapping[str, Any] | None) -> str:
-    """The thirteenth amendment's result in words: the twelfth amendment's drafter with small batches
-    beside the eighth amendment's (the primary paired test, its verdict and the registered
-    prediction), and, reported, beside the twelfth's (only the batch differs) and the toy drafter's;
-    how closely it fits its records; whether it reaches the issue's target."""
-    if not entry:
-        return ("Not trained yet: wave bench --only large_drafter_indist_steps trains it (about 55 minutes on two "
-                "cores) and scores it beside the eighth and twelfth amendments' drafters.")
-    t, w = entry["delta_vs_toy"], entry["delta_vs_indist_samples"]
-    words = {"beat": "with several times the optimiser steps the drafter on those records beats the eighth "
-                     "amendment's (the interval lies above 0)",
-             "lose": "with several times the optimiser steps it still loses to the eighth amendment's (the interval "
-                     "lies below 0)",
-             "within noise": "with several times the optimiser steps it is within noise of the eighth amendment's "
-                             "(the interval covers 0; the design detects differences of about 0.05 and more)"}
-    out = (f"With batches of about {entry['recipe']['batch_tokens']} tokens instead of 2,048 (thirteenth amendment: "
-           f"the twelfth amendment's {entry['train_records']:,} records, stage 1's recipe, "
-           f"{entry['budget_tokens']:,} tokens and seed; {entry['optimizer_steps']:,} optimiser steps; "
-           f"{entry['train_cpu_min']:.0f} CPU-minutes of training) the drafter has "
-           f"{_against(entry, entry['delta_vs_indist'], 'the eighth amendment')}. "
-           + _by_rule(words[entry["verdict"]], entry["delta_vs_indist"]["mean"], INDIST_STEPS_PREDICTED)
-           + " Reported, not tested: against the "
-           f"twelfth amendment's drafter ({entry['indist_samples']:.2f}; the same records in batches of 2,048 tokens) "
-           f"{w['mean']:+.2f} [{w['lo']:+.2f}, {w['hi']:+.2f}], against the toy drafter {t['mean']:+.2f} "
-           f"[{t['lo']:+.2f}, {t['hi']:+.2f}].")
-    return (out + _loss_against(entry, "indist_samples_drafter", "the twelfth amendment's drafter on the same records")
-            + " " + _reach(entry))
 
 
 def stage_fit(stages: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -733,192 +409,6 @@ def stage_curve(large: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]], 
     fit = stage_fit(line) if large["figure"] < LARGE_TARGET else None
     on = {r["stage"] for r in line}
     return [{**r, "on_line": r["stage"] in on} for r in stages], large.get("baseline"), LARGE_TARGET, fit
-
-
-def drafters_text(res: cd.CrossDrafterResult | None, workers: int = 1, *, epochs: int = 1,
-                  threshold: float | None = None, weak_below: float = 1.1) -> str:
-    """The drafters' paragraph: data, training time, each set's tau, C2's paired difference
-    and, when every set's tau is below ``weak_below``, what so weak a difference can and
-    cannot say (plain text)."""
-    if res is None:
-        return ("This profile trains no drafters for a third architecture (its third section names no model or no "
-                "drafter seeds); the figures below come from the committed benchmark file.")
-    v = cd.prose_values(res, workers)
-    sets = "; ".join(f"{s.set} {list(s.layers)}: tau {s.tau:.3f} [{s.lo:.3f}, {s.hi:.3f}]" for s in res.sets)
-    rate = res.training_positions * epochs * res.n_drafters / res.train_s if res.train_s else float("nan")
-    out = (f"{v['xd_n_drafters']} drafters of {res.model} trained on {v['xd_records']} train-split records "
-           f"({v['xd_positions']:,} response positions, {epochs} epoch(s)), {res.train_s / 60:.0f} minutes of "
-           f"training for all of them (each as its ledger entry records it, on the machine that trained it; about "
-           f"{rate:.0f} response positions per second), scored on "
-           f"{v['xd_eval_prompts']} eval prompts ({v['xd_at_limit']} of {v['xd_n_responses']} responses ran to the "
-           f"token limit). Offline tau on the pre-registered outcome, mean over prompts with its 95% bootstrap "
-           f"interval: {sets}.")
-    c = res.comparison
-    if c is not None:
-        out += (f" C2, {c.set} minus the default, paired over prompts: delta tau = {c.delta:+.3f} "
-                f"[{c.lo:+.3f}, {c.hi:+.3f}], p = {c.p:.2g}, n = {c.n}; the smallest difference this design detects "
-                f"at 80% power is {c.mde:.3f}.")
-    if res.sets and max(s.tau for s in res.sets) < weak_below:
-        at = f" at the outcome's draft threshold ({threshold:g})" if threshold is not None else ""
-        out += (f" Both drafters barely draft: {at.strip() + ', ' if at else ''}a draft is rarely proposed or accepted, "
-                f"and tau stays within {max(s.tau for s in res.sets) - 1:.3f} tokens of 1. A difference this small "
-                "says which of two nearly untrained drafters clears the threshold more often, not which layers serve "
-                "a drafter one would deploy: the budget buys too few training positions at this target size.")
-    return out
-
-
-def speed_text(entry: Mapping[str, Any] | None) -> str:
-    """The side-by-side paragraph: tokens/s and speedups of the 1.5B target at each thread count."""
-    large = ((entry or {}).get("large") or {}).get("by_threads") or {}
-    if not large:
-        return "The llama.cpp side by side has not been measured (wave bench --only llamacpp_1.5b)."
-    parts = []
-    for t, r in sorted(large.items(), key=lambda kv: int(kv[0])):
-        e = r["eagle3"]
-        lo, hi = e["speedup_ci"]
-        ngram = r.get("ngram")
-        vs = _against_repacked(e)
-        parts.append(f"at {_threads(t)} plain llama.cpp decodes {r['plain']['tokens_per_s']:.1f} tokens/s and EAGLE-3 "
-                     f"{e['tokens_per_s']:.1f} ({e['speedup']:.2f}x [{lo:.2f}, {hi:.2f}], tau {e['tau']:.2f}, "
-                     f"{e['identical_to_plain']}/{e['prompts']} identical to plain)"
-                     + (f", n-gram lookup {ngram['tokens_per_s']:.1f} ({ngram['speedup']:.2f}x)" if ngram else "")
-                     + (f"; plain with llama.cpp's default repacked weights {r[REPACKED]['tokens_per_s']:.1f}, against "
-                        f"which EAGLE-3 runs at {vs['speedup']:.2f}x [{vs['speedup_ci'][0]:.2f}, {vs['speedup_ci'][1]:.2f}]"
-                        if vs and REPACKED in r else ""))
-    n = next(iter(large.values()))["eagle3"]["prompts"]
-    flags = _server_flags(entry)
-    return (f"On {n} held-out prompts (96 new tokens, T = 0, interleaved prompt by prompt"
-            + (f", every server started with {flags} unless named otherwise" if flags else "") + "), "
-            + "; ".join(parts) + ". Intervals: 95% paired bootstrap over prompts of the pooled speedup.")
-
-
-def cost_text(cm: CostModel | None) -> str:
-    """The cost model's paragraph, saying what is measured and what is extrapolated."""
-    if cm is None:
-        return "The cost model needs both target sizes measured in one benchmark run."
-    s0, s1 = cm.sizes_mib
-    b0, b1 = cm.break_even
-    taus = ", ".join(f"{label} {t:.2f}" for label, t in cm.taus.items())
-    out = (f"Measured at {_threads(cm.threads)}: an EAGLE-3 round costs {b0:.2f} plain steps with the {s0:.0f} MiB "
-           f"target and {b1:.2f} with the {s1:.0f} MiB one, so break-even needs tau {b0:.2f} and {b1:.2f}; the "
-           f"drafters' taus in llama.cpp: {taus}. ")
-    if not cm.slope < 0:
-        return out + ("The overhead above one step does not fall as the target grows, so the two points predict no "
-                      "size at which these drafters break even.")
-    out += (f"Extrapolated (the overhead above one step, break-even tau minus 1, on a straight line in log-log "
-            f"coordinates through these two points, slope {cm.slope:.2f}; nothing checks its shape): ")
-    parts = []
-    for label, t in cm.taus.items():
-        size = cm.size_for(t)
-        if size is None:
-            parts.append(f"the {label} (tau {t:.2f}) breaks even at no size, since it gains no token per round")
-        elif size > 1000 * s1:
-            parts.append(f"the {label} (tau {t:.2f}) would break even only more than a thousand times beyond the "
-                         "larger measured size, where the line says nothing: read it as 'at no size'")
-        elif size > 10 * s1:
-            parts.append(f"the {label} (tau {t:.2f}) would break even only at about {cm.params_for(t):,.0f}B "
-                         f"parameters, {size / s1:,.0f} times the larger measured size: far beyond what two points "
-                         "support, so read it as 'at no size this CPU serves', not as a prediction")
-        else:
-            parts.append(f"the {label} (tau {t:.2f}) would break even at about {size:,.0f} MiB of 4-bit weights, "
-                         f"about {cm.params_for(t):.1f}B parameters")
-    return out + "; ".join(parts) + "."
-
-
-def reading_text(entry: Mapping[str, Any] | None) -> str:
-    """What the 1.5B side by side shows, in plain text: which methods pay (interval above 1),
-    the tau EAGLE-3 needed against the tau it reached, and where outputs differ from plain."""
-    large = ((entry or {}).get("large") or {}).get("by_threads") or {}
-    if not large:
-        return ""
-    t = max(large, key=int)
-    run = large[t]
-    e, rc = run["eagle3"], run["eagle3"].get("round_costs") or {}
-    methods = [m for m, r in run.items() if isinstance(r, dict) and r.get("speedup_ci") and m != REPACKED]
-    paying = [m for m in methods if run[m]["speedup_ci"][0] > 1.0]
-    verb = "pays" if len(paying) == 1 else "pay"
-    out = (f"At {_threads(t)}, " + (f"{' and '.join(METHOD_LABELS.get(m, m) for m in paying)} {verb}: the interval of the pooled speedup lies above 1. "
-                                    if paying else "no method pays: every speedup interval reaches 1 or below. "))
-    if rc:
-        out += (f"EAGLE-3 would need tau {rc['round_in_plain_steps']:.2f} to break even (its round: verify and the rest "
-                f"{rc.get('verify_in_plain_steps', float('nan')):.2f} plain steps, drafting "
-                f"{rc.get('draft_ms_per_round', float('nan')) / rc['plain_step_ms']:.2f}) and reached {e['tau']:.2f}, "
-                f"with {100 * (e.get('acceptance') or 0):.1f}% of its drafts accepted. ")
-        per = e.get("drafted_per_round")
-        v = rc.get("verify_in_plain_steps")
-        if per and v is not None:
-            extra = (v - 1.0) / per
-            out += (f"Its verify of 1 + {per:.1f} tokens costs {v:.2f} plain steps, {extra:.2f} of a step for each "
-                    "drafted token" + (": close to a full step each, so on this CPU the target's batch of tokens is "
-                                       "paid nearly token by token, not read once as a memory-bound target's would be. "
-                                       if extra > 0.5 else ", far below a step each, as a memory-bound target's. "))
-    diff = e.get("first_difference") or {}
-    if diff:
-        where = ", ".join(f"{k} at token {v}" for k, v in sorted(diff.items(), key=lambda kv: kv[1]))
-        out += (f"EAGLE-3's outputs equal plain decoding on {e['identical_to_plain']} of {e['prompts']} prompts; the "
-                f"others first differ at {where}. With so few drafts accepted, nearly every token there comes from the "
-                "target's verify of 1 + 3 tokens, which llama.cpp computes with batched kernels instead of its "
-                "one-token ones, so a greedy near-tie can break the other way: the outputs are the target's own "
-                "under other rounding, not a drafter's error. ")
-        m = e.get("first_difference_margins") or {}
-        if m:
-            gaps = [v["margin_nats"] for v in m.values()]
-            scale = [v["median_margin_before"] for v in m.values() if v.get("median_margin_before") is not None]
-            out += (f"Measured: where they part, plain decoding's two most likely tokens lie {min(gaps):.2f} to "
-                    f"{max(gaps):.2f} nats apart in log-probability"
-                    + (f", against a median of {min(scale):.1f} to {max(scale):.1f} nats over the same prompts' earlier "
-                       "positions" if scale else "") + " (llama-server's n_probs on the plain server): near-ties. ")
-    for m in methods:
-        if m != "eagle3" and not run[m].get("first_difference"):
-            out += (f"The {METHOD_LABELS.get(m, m)} method, which verifies a batch only when its lookup finds a match, "
-                    f"is identical on all {run[m]['prompts']} prompts. ")
-    return (out + lossless_text(entry)).strip()
-
-
-def lossless_text(entry: Mapping[str, Any] | None) -> str:
-    """Why the servers run with ``--no-repack``: the entry's ``lossless_check`` (llama.cpp's
-    default flags: EAGLE-3 and an EAGLE-3 server that never drafts, against plain) beside the
-    identical counts under the entry's flags, and what the flag costs plain decoding (plain text)."""
-    large = (entry or {}).get("large") or {}
-    chk, runs = large.get("lossless_check"), large.get("by_threads") or {}
-    if not chk or not runs:
-        return ""
-    e, never = chk["eagle3"], chk["eagle3_never_drafts"]
-    where = ", ".join(f"{k} at token {v}" for k, v in sorted((e.get("first_difference") or {}).items(),
-                                                             key=lambda kv: kv[1]))
-    flags = _server_flags(large)
-    same = "; ".join(f"{_threads(t)}: {r['eagle3']['identical_to_plain']}/{r['eagle3']['prompts']}"
-                     for t, r in sorted(runs.items(), key=lambda kv: int(kv[0])))
-    out = (f"Lossless, checked. With llama.cpp's default flags ({_threads(chk['threads'])}, same prompts) EAGLE-3's "
-           f"outputs equal plain decoding on {e['identical_to_plain']} of {e['prompts']} prompts"
-           + (f" (first differences: {where})" if where else "")
-           + f", while an EAGLE-3 server that never drafts (p_min 1: every round verifies one token, with the target's "
-           f"hidden-state extraction on) equals plain on {never['identical_to_plain']} of {never['prompts']}. ")
-    if never["identical_to_plain"] == never["prompts"] and e["identical_to_plain"] < e["prompts"]:
-        out += ("So the extraction changes nothing; the batched verify does. On x86 llama.cpp repacks 4-bit weights "
-                "by default and multiplies a batch of tokens with other kernels (gemm) than a single token (gemv); "
-                "they round differently, and a greedy near-tie can break the other way. ")
-    out += f"With {flags} on every server, plain included, EAGLE-3 equals plain on {same}. " if flags else ""
-    small = (entry or {}).get("small") or {}
-    for ts, r in sorted((small.get("by_threads") or {}).items(), key=lambda kv: int(kv[0])):
-        e135 = r.get("eagle3") or {}
-        for pid, m in sorted((e135.get("first_difference_margins") or {}).items()):
-            out += (f"The {small.get('target_gguf') or small.get('model', 'smaller')} target still parts from plain on "
-                    f"{pid} at {_threads(ts)} (token {m['position']}, a near-tie of {m['margin_nats']:.2f} nats against "
-                    f"a median of {m['median_margin_before']:.1f} before it): with its weight types {flags} alone does not make "
-                    "llama.cpp's batched kernels round like its one-token ones (which kernel differs was not isolated), so "
-                    "that target's rows are not lossless by construction. ")
-    t = max(runs, key=int)
-    rp = runs[t].get(REPACKED) or {}
-    if rp.get("identical_to_plain") is not None and rp["identical_to_plain"] < rp["prompts"]:
-        out += (f"Plain decoding itself changes with the flag: with and without repacking its outputs agree on "
-                f"{rp['identical_to_plain']} of {rp['prompts']} prompts at {_threads(t)}, so each method is compared for "
-                "identity with the plain server started with the same flags. ")
-    if REPACKED in runs[t]:
-        cost = runs[t]["plain"]["tokens_per_s"] / runs[t][REPACKED]["tokens_per_s"]
-        out += (f"The flag costs plain decoding speed: at {_threads(t)} plain runs at {cost:.2f}x of its speed with "
-                "repacked weights, which is why the table also gives each method against that faster plain.")
-    return out
 
 
 def own_drafters(bench: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
@@ -989,11 +479,6 @@ def landing_text(entry: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | N
 
 # ----------------------------------------------------------------------------- the ceiling (issue 42)
 
-#: The terms of a round, in the order the chapter names them.
-TERMS = {"verify": "the target's verify of the extra tokens", "extraction": "the hidden-state extraction",
-         "drafter": "the drafter's calls"}
-
-
 def _ceiling_settings(entry: Mapping[str, Any] | None):
     """(target label, model, threads, analysis) for every measured setting of the ceiling entry."""
     for label, t in ((entry or {}).get("targets") or {}).items():
@@ -1051,17 +536,6 @@ def terms_frame(entry: Mapping[str, Any] | None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-#: A ceiling within this of 1 is worded "at best break even", not "cannot pay": it is one run of a
-#: few prompts without an interval.
-NEAR_ONE = 0.05
-
-
-def _largest_term(row: Mapping[str, Any]) -> str:
-    parts = {"verify": row["verify (steps)"] - 1.0, "extraction": row["extraction (steps)"],
-             "drafter": row["drafter calls (steps)"]}
-    return max(parts, key=lambda k: parts[k])
-
-
 def _agreement_parts(entry: Mapping[str, Any] | None) -> dict[str, float]:
     """The largest |predicted - measured| / measured of the rounds with real drafts, at the
     drafter's tau (synthetic) and of the n-gram speculation, over all settings."""
@@ -1074,69 +548,6 @@ def _agreement_parts(entry: Mapping[str, Any] | None) -> dict[str, float]:
             else:
                 worst[key] = max(worst.get(key, 0.0), abs(v))
     return worst
-
-
-def ceiling_text(entry: Mapping[str, Any] | None) -> str:
-    """The ceiling in words: per target and thread count the best speedup a perfect drafter
-    reaches (and at which depth and variant) and the break-even tau at depth 3; which term of a
-    round weighs most; the depths at which no drafter can pay, and why; and how far the
-    predicted rounds lie from the measured ones."""
-    df = ceiling_frame(entry)
-    if df.empty:
-        return ("The round's terms have not been measured (wave bench --only llamacpp_ceiling, about half an hour on "
-                "two quiet cores after scripts/setup_llamacpp.sh).")
-    parts = []
-    for (label, th), g in df.groupby(["target", "threads"], sort=False):
-        best = g.loc[g["ceiling"].idxmax()]
-        d3 = g[(g["depth"] == 3) & (g["variant"] == g["variant"].iloc[0])]
-        be = f", break-even at depth 3 needs tau {d3['break-even tau'].iloc[0]:.2f}" if len(d3) else ""
-        parts.append(f"{label} at {_threads(th)}: {best['ceiling']:.2f}x (depth {best['depth']}, {best['variant']} "
-                     f"drafter){be}")
-    out = ("The best speedup a drafter whose every draft is accepted could reach (llama.cpp's synthetic acceptance, "
-           f"measured; n = {(entry or {}).get('n_prompts')} held-out prompts of {(entry or {}).get('max_new_tokens')} "
-           "new tokens per server, one run, so no interval): " + "; ".join(parts) + ". ")
-    d3 = df[df["depth"] == 3]
-    if len(d3):
-        over = (d3["round measured"] - 1.0).clip(lower=1e-9)
-        share = ((d3["verify (steps)"] - 1.0) / over).clip(lower=0.0, upper=1.0)
-        slopes = [a["verify_slope"] for *_, a in _ceiling_settings(entry)]
-        main = "the target's verify of the 3 extra tokens" if share.mean() >= 0.5 else "the drafter and the extraction"
-        out += (f"What a depth-3 round costs beyond the step it replaces is mostly {main}: the verify's extra tokens "
-                f"are {share.min():.0%} to {share.max():.0%} of it, the drafter's 4 calls "
-                f"{d3['drafter calls (steps)'].min():.2f} to {d3['drafter calls (steps)'].max():.2f} steps, the "
-                f"extraction at most {d3['extraction (steps)'].max():.2f}. Each extra verified token costs "
-                f"{min(slopes):.2f} to {max(slopes):.2f} of a plain step (the table's slope)"
-                + (": on these cores the 4-bit matrix products are bound by compute, not by reading the weights, so a "
-                   "batch of tokens is paid nearly token by token. " if min(slopes) > 0.5 else ". "))
-    low = df.groupby(["target", "threads", "depth"], sort=False)["ceiling"].max()
-    low = low[low < 1.0]
-    for (label, th), g in low.groupby(level=["target", "threads"], sort=False):
-        depths = [d for *_, d in g.index]
-        rows = df[(df["target"] == label) & (df["threads"] == th) & df["depth"].isin(depths)]
-        terms = pd.Series([_largest_term(r) for _, r in rows.iterrows()]).mode()
-        span = f"{g.min():.2f}" if g.min() == g.max() else f"{g.min():.2f} to {g.max():.2f}"
-        at = ("at any depth" if len(depths) == df["depth"].nunique() else
-              f"at depth {', '.join(map(str, depths))}")
-        if g.min() >= 1.0 - NEAR_ONE:  # one run of a few prompts, no interval: a ceiling this close to 1 is not below it
-            out += (f"At {label} on {_threads(th)} the ceiling {at} is {span}, within {NEAR_ONE:.0%} of 1 in one run "
-                    f"without an interval: a drafter could at best break even there. ")
-            continue
-        out += (f"At {label} on {_threads(th)} no drafter can pay {at} (ceiling {span}): even with every draft "
-                f"accepted a round costs more plain steps than the tokens it yields, and its largest term beyond the "
-                f"step is {TERMS[terms.iloc[0]]}. ")
-    worst = df["difference"].abs().max()
-    other = _agreement_parts(entry)
-    out += (f"The rounds predicted from the terms lie within {100 * worst:.0f}% of the measured ones at every depth "
-            f"and variant ({len(df)} settings" + (", the issue's bar of 15% met" if worst <= 0.15 else
-                                                  ", beyond the issue's bar of 15%") + ")")
-    if "real" in other:
-        out += f"; with real drafts within {100 * other['real']:.0f}%"
-    if "eagle3_at_tau" in other:
-        out += f"; at the 1.5B drafter's tau within {100 * other['eagle3_at_tau']:.0f}%"
-    if "ngram" in other:
-        out += (f"; the n-gram speculation's round within {100 * other['ngram']:.0f}% (its drafts are long, so its "
-                "verify comes from the line beyond the measured 8 tokens: extrapolated)")
-    return out + "."
 
 
 def where_points(entry: Mapping[str, Any] | None, depth: int = 3, threads: Sequence[int] = (1, 2, 4, 8, 16)
@@ -1169,70 +580,6 @@ def where_points(entry: Mapping[str, Any] | None, depth: int = 3, threads: Seque
     return out
 
 
-def where_text(entry: Mapping[str, Any] | None, sizes: Mapping[str, Any] | None, depth: int = 3) -> str:
-    """Where EAGLE-3 would pay (issue 42, item 5): per target, the verify's cost per extra token
-    measured at each thread count, the roofline model's break-even tau at more threads
-    (extrapolated, and said so), and the thread count at which break-even falls to the taus
-    today's drafters reach in llama.cpp (the ``llamacpp_1.5b`` entry's)."""
-    from activation_wave.decode.ceiling import thread_model
-
-    pts = where_points(entry, depth)
-    if not pts:
-        return ""
-    taus = today_taus(sizes)
-    out = (f"Model (stated, not tested beyond the two measured thread counts): a step reads the weights once and computes "
-           f"per token, so a verify of k tokens costs 1 + (k - 1) s plain steps, s the compute's share of a step; "
-           f"compute divides over threads, the weight read does not get faster. ")
-    for label in dict.fromkeys(p["target"] for p in pts):
-        mine = [p for p in pts if p["target"] == label]
-        meas = {p["threads"]: p["break_even"] for p in mine if p["measured"]}
-        ext = {p["threads"]: p for p in mine if not p["measured"] and p["threads"] > max(meas or {0: 0})}
-        runs = {th: a for lab, _, th, a in _ceiling_settings(entry) if lab == label}
-        slopes = ", ".join(f"{a['verify_slope']:.2f} of a step at {_threads(th)}" for th, a in sorted(runs.items()))
-        out += f"{label}: each extra verified token costs {slopes} (measured)"
-        if meas:
-            out += (f"; break-even at depth {depth} is {', '.join(f'{v:.2f} at {_threads(t)}' for t, v in sorted(meas.items()))}"
-                    " (measured)")
-        fit = {p["threads"]: p["break_even"] for p in mine if not p["measured"] and p["threads"] in meas}
-        if fit:
-            err = max(abs(fit[t] - meas[t]) / meas[t] for t in fit)
-            out += f"; the model gives these within {100 * err:.0f}%"
-        if ext:
-            out += (", and extrapolates " + ", ".join(f"{p['break_even']:.2f} at {t}" for t, p in sorted(ext.items()))
-                    + f" threads (the drafter's own terms fixed at {next(iter(ext.values()))['drafter_terms']:.2f} "
-                    "steps)")
-        model = thread_model({th: (a["plain_step_ms"]["verify"], a["verify_slope"]) for th, a in runs.items()})
-        top = runs[max(runs)]
-        var = next(iter(top["draft_call_cost"]))
-        e, c = top["extraction_cost"]["steps"], top["draft_call_cost"][var]["steps"]
-        never = []  # drafters whose tau is below the drafter's own terms: said once, together
-        for who, tau in taus.items():
-            if tau is None or model is None:
-                continue
-            t = model.threads_for(tau, depth, e, c)
-            if t is None:
-                never.append(f"the {who} (tau {tau:.2f} in llama.cpp)")
-            elif t > 16:
-                out += (f"; break-even would fall to the {who}'s tau {tau:.2f} only beyond 16 threads (about {t:.0f} by the "
-                        "model, far outside what two measured thread counts support)")
-            else:
-                out += f"; break-even falls to the {who}'s tau {tau:.2f} at about {t:.0f} threads (model)"
-        if never:
-            out += (f"; {join_words(never)} {'pays' if len(never) == 1 else 'pay'} at no thread count: the drafter's terms "
-                    f"alone cost {e + (depth + 1) * c:.2f} steps beyond the step")
-        # a larger target of the same kind: weight reads and compute both grow with the parameters, so s
-        # stays; the drafter's terms shrink beside a dearer step. What is left at depth 1 is the verify.
-        floor = 1.0 + top["verify_slope"]
-        above = [f"the {w} (tau {t:.2f})" for w, t in taus.items() if t > floor]
-        below = [f"the {w} (tau {t:.2f})" for w, t in taus.items() if t <= floor]
-        verdicts = ([f"{join_words(above)} {'clears' if len(above) == 1 else 'clear'} that floor"] if above else []) + \
-                   ([f"{join_words(below)} {'does' if len(below) == 1 else 'do'} not clear that floor"] if below else [])
-        out += (f"; at {_threads(max(runs))} no target size brings depth-1 break-even below 1 + s = {floor:.2f} "
-                "(model: the drafter's terms vanish beside a larger target, the verify's share does not), "
-                + "; ".join(verdicts) + ". ")
-    return out.strip()
-
-
 #: The EAGLE-3 drafters of the ``llamacpp_1.5b`` side by side, by method, as the figures name them.
 DRAFTER_LABELS = {"eagle3": "drafter", LARGE_METHOD: "corpus drafter"}
 
@@ -1263,24 +610,6 @@ def measured_points(sizes: Mapping[str, Any] | None) -> list[dict[str, Any]]:
             for label, th, name, run in _drafter_runs(sizes) if run.get("speedup")]
 
 
-def ngram_text(sizes: Mapping[str, Any] | None) -> str:
-    """llama.cpp's n-gram speculation on the 1.5B target, from the ``llamacpp_1.5b`` entry: the
-    only speculation that pays on this CPU (speedup, interval, n, tau, identical outputs)."""
-    large = ((sizes or {}).get("large") or {}).get("by_threads") or {}
-    if not large:
-        return ""
-    t = max(large, key=int)
-    ng = large[t].get("ngram")
-    if not ng or not ng.get("speedup_ci"):
-        return ""
-    lo, hi = ng["speedup_ci"]
-    verdict = "pays" if lo > 1.0 else "does not pay (its interval reaches 1)"
-    return (f"llama.cpp's model-free n-gram lookup {verdict} on the 1.5B target: {ng['speedup']:.2f}x [{lo:.2f}, {hi:.2f}] "
-            f"at {_threads(t)} (95% paired bootstrap over n = {ng['prompts']} prompts, tau {ng['tau']:.2f}, "
-            f"{ng['identical_to_plain']}/{ng['prompts']} outputs identical to plain); it drafts by copying earlier "
-            "text, so its drafts cost nothing to make.")
-
-
 def _and(items: Sequence[str]) -> str:
     """``a``, ``a and b``, ``a, b and c``."""
     return " and ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + " and " + items[-1]
@@ -1295,60 +624,6 @@ def _own_reach(own: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
             f"{'s' if len(reached) > 1 else ''} reach{'' if len(reached) > 1 else 'es'} the issue's {LARGE_TARGET}")
 
 
-def answer_text(sizes: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | None,
-                bench: Mapping[str, Any] | None = None) -> str:
-    """The chapter's answer: the n-gram result, C1 as measured with the toy drafter and with the
-    corpus drafter (naming the stage of issue 42's :data:`LARGE` entry in ``bench``, the
-    benchmarks, that its row measured), the :data:`OWN` amendments' drafters (offline only), and
-    what the ceiling says about any drafter (plain text)."""
-    bench = bench or {}
-    large, indist_cont = bench.get(LARGE), bench.get(INDIST_CONT)
-    out = []
-    ng = ngram_text(sizes)
-    if ng:
-        out.append(ng)
-    big_runs = ((sizes or {}).get("large") or {}).get("by_threads") or {}
-    if big_runs:
-        t = max(big_runs, key=int)
-        e = big_runs[t]["eagle3"]
-        out.append(f"EAGLE-3 with the 1.5B drafter trained here runs at {e['speedup']:.2f}x "
-                   f"[{e['speedup_ci'][0]:.2f}, {e['speedup_ci'][1]:.2f}] at {_threads(t)}, but that drafter barely "
-                   f"drafts (tau {e['tau']:.2f}): the verdict is about it, not about EAGLE-3.")
-        got = _corpus_run(sizes)
-        if got:
-            tc, c = got
-            out.append(f"The corpus drafter (C1 re-stated{_stage_note(sizes, large)}) runs at {c['speedup']:.2f}x "
-                       f"[{c['speedup_ci'][0]:.2f}, {c['speedup_ci'][1]:.2f}] at {_threads(tc)} with tau {c['tau']:.2f} "
-                       "in llama.cpp.")
-    own = [(nth, e) for nth, e in own_drafters(bench) if nth in OWN_RECORDS]
-    if own:
-        out.append(f"On the target's answers to the study's own train prompts (the {_and([n for n, _ in own])} "
-                   f"amendment{'s' if len(own) > 1 else ''}), 1.5B drafters of the same budget reach "
-                   "outcome tau "
-                   + _and([f"{e['figure']:.2f} [{e['tau_ci'][0]:.2f}, {e['tau_ci'][1]:.2f}] on "
-                           + OWN_RECORDS[nth].format(**e) for nth, e in own])
-                   + _own_reach(own) + ".")
-    if indist_cont:
-        (lo, hi), reach = indist_cont["tau_ci"], indist_cont["figure"] >= LARGE_TARGET
-        out.append(f"Trained on to {indist_cont['tokens_with_parent']:,} tokens (the eleventh amendment), the ninth "
-                   f"amendment's drafter reaches {indist_cont['figure']:.2f} [{lo:.2f}, {hi:.2f}] offline"
-                   + ("." if reach else f", short of {LARGE_TARGET}."))
-    df = ceiling_frame(ceiling)
-    big = df[df["target"] == "1.5B"] if len(df) else df
-    if len(big):
-        parts = []
-        for th, g in big.groupby("threads"):
-            best = g.loc[g["ceiling"].idxmax()]
-            d3 = g[g["depth"] == 3]["break-even tau"]
-            parts.append(f"at most {best['ceiling']:.2f}x at {_threads(th)} (depth {best['depth']}"
-                         + (f"; break-even at depth 3 needs tau {d3.min():.2f}" if len(d3) else "") + ")")
-        out.append("What any EAGLE-3 drafter could reach there, measured with every draft accepted: " + ", ".join(parts)
-                   + ". The round's dearest term is the target's own verify of the drafted tokens, not the drafter "
-                   "(the ceiling section); n-gram lookup pays because its drafts cost nothing to make and it drafts "
-                   "only where the text repeats, where most of a draft is accepted.")
-    return " ".join(out) if out else "Not measured yet (wave bench --only llamacpp_1.5b, --only llamacpp_ceiling)."
-
-
 def ceiling_tables(ceiling: Mapping[str, Any] | None) -> list[Any]:
     """The ceiling section's tables (the measured terms; each round predicted and measured), as
     styled tables; none when the ceiling has not been measured."""
@@ -1361,20 +636,227 @@ def ceiling_tables(ceiling: Mapping[str, Any] | None) -> list[Any]:
             format_table(ceiling_frame(ceiling), {**fmt, "difference": "{:+.1%}", "ceiling": "{:.2f}x"})]
 
 
-def ceiling_values(ceiling: Mapping[str, Any] | None, sizes: Mapping[str, Any] | None,
-                   bench: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """The page's glued texts of the ceiling section: ``cpu_ceiling_text``, ``cpu_where_text``,
-    ``cpu_answer_text`` and, from issue 42's entries in ``bench`` (the benchmarks: :data:`LARGE`,
-    :data:`INDIST`, :data:`INDIST_ALL`, :data:`INDIST_CONT`, :data:`INDIST_SAMPLES`, :data:`INDIST_STEPS`),
-    ``cpu_large_text``, ``cpu_indist_text``, ``cpu_indist_all_text``, ``cpu_indist_cont_text``,
-    ``cpu_indist_samples_text`` and ``cpu_indist_steps_text``."""
-    bench = bench or {}
-    large = bench.get(LARGE)
-    return {"cpu_ceiling_text": ceiling_text(ceiling), "cpu_large_text": large_drafter_text(large, sizes),
-            "cpu_indist_text": indist_text(bench.get(INDIST), large),
-            "cpu_indist_all_text": indist_all_text(bench.get(INDIST_ALL)),
-            "cpu_indist_cont_text": indist_cont_text(bench.get(INDIST_CONT)),
-            "cpu_indist_samples_text": indist_samples_text(bench.get(INDIST_SAMPLES)),
-            "cpu_indist_steps_text": indist_steps_text(bench.get(INDIST_STEPS)),
-            "cpu_where_text": where_text(ceiling, sizes) or "Needs the ceiling's measurement (above).",
-            "cpu_answer_text": answer_text(sizes, ceiling, bench)}
+
+
+# ----------------------------------------------------------------------------- values the page glues
+# The page's sentences live in its markdown (notebooks/11_cpu_payoff.py); these functions give
+# the numbers and the words from one vocabulary that fill them, never a sentence.
+
+#: How a speed reads against plain decoding, from its 95% interval: the one vocabulary of every
+#: speed on the page ("EAGLE-3 ran at 0.36x plain decoding (...): slower than plain decoding").
+SPEED_WORD = {"faster": "faster than plain decoding", "slower": "slower than plain decoding",
+              "noise": "within noise of plain decoding", None: "not measured"}
+
+
+def speed_word(lo: float | None, hi: float | None) -> str:
+    """:data:`SPEED_WORD` of a speedup's 95% interval: faster when it lies above 1, slower when
+    below, within noise when it covers 1.
+
+    >>> speed_word(1.18, 1.88), speed_word(0.33, 0.41), speed_word(0.97, 1.13), speed_word(None, None)
+    ('faster than plain decoding', 'slower than plain decoding', 'within noise of plain decoding', 'not measured')
+    """
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return SPEED_WORD[None]
+    return SPEED_WORD["faster" if lo > 1.0 else "slower" if hi < 1.0 else "noise"]
+
+
+def _run_values(prefix: str, r: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``<prefix>_speedup``, ``_lo``, ``_hi``, ``_word``, ``_tau``, ``_identical`` of one method's run."""
+    ci = (r or {}).get("speedup_ci") or [NAN, NAN]
+    return {f"{prefix}_speedup": (r or {}).get("speedup", NAN), f"{prefix}_lo": ci[0], f"{prefix}_hi": ci[1],
+            f"{prefix}_word": speed_word(*ci) if r else SPEED_WORD[None], f"{prefix}_tau": (r or {}).get("tau", NAN),
+            f"{prefix}_identical": f"{r['identical_to_plain']}/{r['prompts']}" if r else "-"}
+
+
+
+def side_values(sizes: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The llama.cpp side by side (``llamacpp_1.5b``) at its largest thread count: the 1.5B target's
+    methods (``toy``: the two-epoch drafter, ``corp``: the corpus drafter, ``ng``: n-gram lookup),
+    the 135M target's drafter (``small``), prompts, new tokens, the flag's cost to plain decoding
+    and the identity checks under llama.cpp's default flags."""
+    big = ((sizes or {}).get("large") or {}).get("by_threads") or {}
+    small = ((sizes or {}).get("small") or {}).get("by_threads") or {}
+    t = max(big, key=int) if big else None
+    run = big.get(t) or {}
+    chk = ((sizes or {}).get("large") or {}).get("lossless_check") or {}
+    out = {"side_threads": int(t) if t else 0, "side_n": (run.get("eagle3") or {}).get("prompts", 0),
+           "side_new_tokens": (sizes or {}).get("max_new_tokens", 0),
+           **_run_values("toy", run.get("eagle3")), **_run_values("corp", run.get(LARGE_METHOD)),
+           **_run_values("ng", run.get("ngram")), **_run_values("small", (small.get(t) or {}).get("eagle3")),
+           "plain_tps": (run.get("plain") or {}).get("tokens_per_s", NAN),
+           "repack_cost": (run["plain"]["tokens_per_s"] / run[REPACKED]["tokens_per_s"]
+                           if REPACKED in run and "plain" in run else NAN),
+           "default_identical": (f"{chk['eagle3']['identical_to_plain']}/{chk['eagle3']['prompts']}"
+                                 if chk.get("eagle3") else "-"),
+           "never_identical": (f"{chk['eagle3_never_drafts']['identical_to_plain']}/{chk['eagle3_never_drafts']['prompts']}"
+                               if chk.get("eagle3_never_drafts") else "-")}
+    out["corp_acceptance"] = (run.get(LARGE_METHOD) or {}).get("acceptance", NAN)
+    return out
+
+
+def _depth3(df: pd.DataFrame, target: str, threads: int, variant: str = "f16") -> float:
+    row = df[(df["target"] == target) & (df["threads"] == threads) & (df["depth"] == 3) & (df["variant"] == variant)]
+    return float(row["break-even tau"].iloc[0]) if len(row) else NAN
+
+
+def ceiling_values(ceiling: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ceiling run's numbers (``llamacpp_ceiling``): the one break-even tau the page gives
+    (``be_<target>_<threads>``: the measured depth-3 round, f16 drafter, every draft accepted),
+    the best ceiling per target and thread count (``ceil_<target>_<threads>`` and its depth),
+    the depth-1 ceiling of the 1.5B target at 2 threads, the verify's cost per extra token, the
+    terms' ranges at depth 3, and how far the rounds predicted from the terms lie from the
+    measured ones. ``<target>``: ``small`` (135M) or ``big`` (1.5B)."""
+    df = ceiling_frame(ceiling)
+    out: dict[str, Any] = {"ceil_n": (ceiling or {}).get("n_prompts", 0), "ceil_tokens": (ceiling or {}).get("max_new_tokens", 0)}
+    for label, key in (("135M", "small"), ("1.5B", "big")):
+        for th in (1, 2):
+            g = df[(df["target"] == label) & (df["threads"] == th)] if len(df) else df
+            best = g.loc[g["ceiling"].idxmax()] if len(g) else None
+            out[f"be_{key}_{th}"] = _depth3(df, label, th) if len(df) else NAN
+            out[f"ceil_{key}_{th}"] = float(best["ceiling"]) if best is not None else NAN
+            out[f"ceil_{key}_{th}_depth"] = int(best["depth"]) if best is not None else 0
+            d1 = g[g["depth"] == 1]["ceiling"] if len(g) else []
+            out[f"ceil1_{key}_{th}"] = float(max(d1)) if len(d1) else NAN
+    slopes = [a["verify_slope"] for *_, a in _ceiling_settings(ceiling)]
+    d3 = df[df["depth"] == 3] if len(df) else df
+    share = ((d3["verify (steps)"] - 1.0) / (d3["round measured"] - 1.0).clip(lower=1e-9)).clip(0.0, 1.0) if len(d3) else []
+    worst = _agreement_parts(ceiling)
+    out |= {"slope_min": min(slopes) if slopes else NAN, "slope_max": max(slopes) if slopes else NAN,
+            "share_min": float(min(share)) if len(share) else NAN, "share_max": float(max(share)) if len(share) else NAN,
+            "calls_min": float(d3["drafter calls (steps)"].min()) if len(d3) else NAN,
+            "calls_max": float(d3["drafter calls (steps)"].max()) if len(d3) else NAN,
+            "extraction_max": float(d3["extraction (steps)"].max()) if len(d3) else NAN,
+            "agree_worst": float(df["difference"].abs().max()) if len(df) else NAN,
+            "agree_settings": len(df), "agree_real": worst.get("real", NAN)}
+    return out
+
+
+def where_values(ceiling: Mapping[str, Any] | None, sizes: Mapping[str, Any] | None, depth: int = 3) -> dict[str, Any]:
+    """Where a drafter would pay, by the roofline model of :func:`where_points`: per target
+    (``small``, ``big``) the model's break-even at 16 threads, its largest error at the measured
+    thread counts, the thread count at which break-even falls to the 135M drafter's tau in
+    llama.cpp (NaN: at no thread count), and the floor ``1 + s`` at the largest measured thread
+    count that no target size of the same kind goes below at depth 1."""
+    from activation_wave.decode.ceiling import thread_model
+
+    pts = where_points(ceiling, depth)
+    taus = today_taus(sizes)
+    small_tau = taus.get("135M drafter", NAN)
+    out: dict[str, Any] = {"small_llama_tau": small_tau}
+    for label, key in (("135M", "small"), ("1.5B", "big")):
+        runs = {th: a for lab, _, th, a in _ceiling_settings(ceiling) if lab == label}
+        mine = [p for p in pts if p["target"] == label]
+        meas = {p["threads"]: p["break_even"] for p in mine if p["measured"]}
+        fit = {p["threads"]: p["break_even"] for p in mine if not p["measured"]}
+        out[f"model_err_{key}"] = max((abs(fit[t] - meas[t]) / meas[t] for t in meas if t in fit), default=NAN)
+        out[f"model16_{key}"] = fit.get(16, NAN)
+        model = thread_model({th: (a["plain_step_ms"]["verify"], a["verify_slope"]) for th, a in runs.items()}) \
+            if runs else None
+        if model is None:
+            out[f"threads_for_{key}"], out[f"floor_{key}"] = NAN, NAN
+            continue
+        top = runs[max(runs)]
+        var = next(iter(top["draft_call_cost"]))
+        t = model.threads_for(small_tau, depth, top["extraction_cost"]["steps"], top["draft_call_cost"][var]["steps"]) \
+            if math.isfinite(small_tau) else None
+        out[f"threads_for_{key}"] = float(t) if t is not None else NAN
+        out[f"floor_{key}"] = 1.0 + top["verify_slope"]
+    return out
+
+
+def per_prompt_mean(entry: Mapping[str, Any], key: str | None = None) -> tuple[float, int]:
+    """A 1.5B drafter's outcome tau as the page states it: the mean over eval prompts of its
+    per-prompt tau (the entry's ``figure`` is pooled, a ratio of sums; its interval and the
+    paired differences are over per-prompt means, so the mean goes with them), and n."""
+    per = entry.get("per_prompt_tau") or {}
+    vals = per.get(key) if key else next(iter(per.values()), None)
+    if not vals:
+        return NAN, 0
+    return float(np.mean(vals)), len(vals)
+
+
+#: The 1.5B drafters the page places under the ceiling, in the order they were trained: the
+#: benchmark entry, its per-prompt key, and what it trained on (a table cell).
+DESIGNS = ((LARGE, "corpus", "1,024 corpus prompts, trained on to 4M tokens"),
+           (INDIST, "indist", "the 128 study train prompts"),
+           (INDIST_ALL, "indist_all", "all 324 study train prompts"),
+           (INDIST_CONT, "indist_cont", "the 324 prompts, trained on to 2M tokens"),
+           (INDIST_SAMPLES, "indist_samples", "the 128 prompts plus 2 sampled answers each"),
+           (INDIST_STEPS, "indist_steps", "as the previous, in batches of 256 tokens"))
+
+
+def designs_frame(bench: Mapping[str, Any]) -> pd.DataFrame:
+    """One row per 1.5B drafter design of :data:`DESIGNS` measured in ``bench``: what it trained
+    on, its training CPU-minutes, outcome tau (mean over eval prompts) with its 95% interval,
+    and n. Empty when none is measured."""
+    rows = []
+    for key, per, what in DESIGNS:
+        e = bench.get(key)
+        if not e:
+            continue
+        mean, n = per_prompt_mean(e, per)
+        lo, hi = e["tau_ci"]
+        rows.append({"drafter trained on": what, "CPU-minutes": e.get("all_stages_cpu_min") or e.get("train_cpu_min"),
+                     "outcome tau (mean over prompts)": round(mean, 3), "95% interval": f"[{lo:.2f}, {hi:.2f}]",
+                     "prompts": n})
+    return pd.DataFrame(rows)
+
+
+def best_design_values(bench: Mapping[str, Any], ceiling: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The best 1.5B drafter of :data:`DESIGNS` by its mean outcome tau (``best_tau``, ``best_lo``,
+    ``best_hi``, ``best_n``, ``best_what``), how many designs were scored (``n_designs``), the toy
+    drafter's tau on the same prompts, and the ratio of the measured break-even (depth 3, 2
+    threads, f16 drafter) to the best tau (``best_gap``)."""
+    scored = [(per_prompt_mean(bench[k], p), bench[k], what) for k, p, what in DESIGNS if bench.get(k)]
+    if not scored:
+        return {"n_designs": 0, "best_tau": NAN, "best_lo": NAN, "best_hi": NAN, "best_n": 0, "best_what": "-",
+                "toy_offline": NAN, "best_gap": NAN}
+    (mean, n), e, what = max(scored, key=lambda s: s[0][0])
+    be = ceiling_values(ceiling)["be_big_2"] if ceiling else NAN
+    toy = per_prompt_mean(e, "toy")[0]
+    return {"n_designs": len(scored), "best_tau": mean, "best_lo": e["tau_ci"][0], "best_hi": e["tau_ci"][1],
+            "best_n": n, "best_what": what, "toy_offline": toy, "best_gap": be / mean if mean else NAN}
+
+
+#: Each design's registered comparison: the entry's paired difference that its primary test reads.
+PRIMARY_DELTA = {LARGE: "delta_vs_toy", INDIST: "delta_vs_corpus", INDIST_ALL: "delta_vs_indist",
+                 INDIST_CONT: "delta_vs_parent", INDIST_SAMPLES: "delta_vs_indist", INDIST_STEPS: "delta_vs_indist"}
+
+
+def design_results(bench: Mapping[str, Any]) -> dict[str, Any]:
+    """The lab record's numbers for each design of :data:`DESIGNS` (glued by the page, pasted by
+    the lab record): ``lab_<key>_tau`` (mean over eval prompts), ``_lo``, ``_hi``, ``_n``, the
+    registered comparison's paired difference ``_delta``, ``_dlo``, ``_dhi``, ``_p`` and its
+    word ``_word`` (:func:`~activation_wave.study.hypotheses`-style: "above 0", "below 0" or
+    "within noise of 0" by where the interval lies), and the CPU-minutes ``_cpu``."""
+    out: dict[str, Any] = {}
+    for key, per, _ in DESIGNS:
+        e = bench.get(key)
+        if not e:
+            continue
+        mean, n = per_prompt_mean(e, per)
+        d = e.get(PRIMARY_DELTA[key]) or {}
+        lo, hi = d.get("lo", NAN), d.get("hi", NAN)
+        word = "above 0" if lo > 0 else "below 0" if hi < 0 else "within noise of 0"
+        out |= {f"lab_{per}_tau": mean, f"lab_{per}_lo": e["tau_ci"][0], f"lab_{per}_hi": e["tau_ci"][1],
+                f"lab_{per}_n": n, f"lab_{per}_delta": d.get("mean", NAN), f"lab_{per}_dlo": lo, f"lab_{per}_dhi": hi,
+                f"lab_{per}_p": d.get("p", NAN), f"lab_{per}_word": word,
+                f"lab_{per}_cpu": e.get("all_stages_cpu_min") or e.get("train_cpu_min") or NAN}
+    return out
+
+
+def load_drafters(cfg: StudyConfig, results_root: str | None = None) -> cd.CrossDrafterResult | None:
+    """The registered 1.5B drafters of C2 for the page: their results file when this profile wrote
+    one (a clone reads the committed scores instead of capturing the 1.5B target's hidden states
+    again, which takes the better part of an hour on two cores), else :func:`run_drafters`, whose
+    result is saved; None when the profile trains no third-architecture drafters."""
+    from activation_wave.core.results import save_result
+
+    if not has_drafters(cfg):
+        return None
+    try:
+        return load_result(NAME, cfg, results_root, cls=cd.CrossDrafterResult)
+    except FileNotFoundError:
+        res = run_drafters(cfg, results_root)
+        save_result(NAME, res, cfg, results_root)
+        return res

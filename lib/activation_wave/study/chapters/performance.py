@@ -549,3 +549,60 @@ def _best_llamacpp_setting(lc: Mapping[str, Any]) -> str:
             f"{best['round_in_plain_steps']:.2f} plain steps); "
             + (f"none of the {len(rows)} settings reached plain llama.cpp's speed" if not fast
                else f"{fast} of the {len(rows)} settings reached plain llama.cpp's speed"))
+
+
+def prompt_speedup(per_prompt: Sequence[Mapping[str, Any]], method: str, reference: str = "plain_t0", *,
+                   n_boot: int = 10_000, seed: int = 0) -> dict[str, Any]:
+    """The pooled speedup of ``method`` over ``reference`` (total tokens over total wall time,
+    each prompt's runs summed over the interleaved rounds) with its 95% bootstrap interval over
+    the **prompts**: the prompts are the sample, the rounds repeat the same prompts, so an
+    interval over rounds is too narrow. ``per_prompt``: the decoding entry's rows (one per
+    prompt and round). Returns ``speedup``, ``lo``, ``hi`` and ``n`` (prompts).
+
+    >>> rows = [{"id": i, "plain_t0": {"tokens": 10, "wall_s": 1.0}, "spec": {"tokens": 10, "wall_s": w}}
+    ...         for i, w in (("a", 0.5), ("b", 1.0), ("a", 0.5), ("b", 1.0))]
+    >>> d = prompt_speedup(rows, "spec", n_boot=200)
+    >>> round(d["speedup"], 3), d["n"], d["lo"] <= d["speedup"] <= d["hi"]
+    (1.333, 2, True)
+    """
+    import numpy as np
+
+    ids = list(dict.fromkeys(r["id"] for r in per_prompt if method in r and reference in r))
+    if len(ids) < 2:
+        return {"speedup": NAN, "lo": NAN, "hi": NAN, "n": len(ids)}
+    arr = np.array([[sum(r[k][f] for r in per_prompt if r["id"] == i and method in r) for k in (reference, method)
+                     for f in ("tokens", "wall_s")] for i in ids], dtype=float)
+    tot = arr.sum(axis=0)
+    idx = np.random.default_rng(seed).integers(0, len(arr), size=(n_boot, len(arr)))
+    boot = arr[idx].sum(axis=1)
+    ratio = (boot[:, 2] / boot[:, 3]) / (boot[:, 0] / boot[:, 1])
+    lo, hi = np.percentile(ratio, [2.5, 97.5])
+    return {"speedup": float((tot[2] / tot[3]) / (tot[0] / tot[1])), "lo": float(lo), "hi": float(hi), "n": len(ids)}
+
+
+def pytorch_values(spec: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The study's own PyTorch decoder on the 135M target (``speculative_decoding``), numbers only:
+    the recipe drafter's (``pt_``) and the data-scale drafter's (``pta_``) speedups over plain at
+    T = 0 with their intervals over prompts (:func:`prompt_speedup`), the speed word of each
+    (:func:`~activation_wave.study.chapters.cpu_payoff.speed_word`), tau online, and the
+    round's measured cost model (step, round, break-even tau, ceiling at its depth, verify of
+    depth + 1 tokens against a step)."""
+    from activation_wave.study.chapters.cpu_payoff import speed_word
+
+    if not spec:
+        out = {k: NAN for k in ("pt_speedup", "pt_lo", "pt_hi", "pt_tau", "pta_speedup", "pta_lo", "pta_hi", "pta_tau",
+                                "pt_step_ms", "pt_round_ms", "pt_break_even", "pt_ceiling", "pt_verify_rel")}
+        return {**out, "pt_n": 0, "pt_rounds": 0, "pt_depth": 0, "pt_word": speed_word(None, None),
+                "pta_word": speed_word(None, None), "pt_lossless": "-"}
+    rows = spec.get("per_prompt") or []
+    own, ad = prompt_speedup(rows, "spec_chain_t0"), prompt_speedup(rows, "adopted_chain_t0")
+    costs, pred = spec["cost_model"]["components_ms"], spec["cost_model"]["predicted_chain_t0"]
+    depth = int(spec["spec"]["depth"])
+    return {"pt_speedup": own["speedup"], "pt_lo": own["lo"], "pt_hi": own["hi"], "pt_n": own["n"],
+            "pt_word": speed_word(own["lo"], own["hi"]), "pt_tau": spec["tau_t0"], "pt_rounds": spec.get("rounds", 0),
+            "pta_speedup": ad["speedup"], "pta_lo": ad["lo"], "pta_hi": ad["hi"],
+            "pta_word": speed_word(ad["lo"], ad["hi"]), "pta_tau": (spec.get("adopted") or {}).get("tau_t0", NAN),
+            "pt_step_ms": float(costs["step_ms"]), "pt_round_ms": float(pred["round_ms"]),
+            "pt_break_even": float(pred["break_even_tau"]), "pt_ceiling": float(pred["ceiling"]), "pt_depth": depth,
+            "pt_verify_rel": float(costs["verify_ms"][str(depth + 1)]) / float(costs["step_ms"]),
+            "pt_lossless": spec.get("lossless_t0_chain", "-").split(" ")[0]}
