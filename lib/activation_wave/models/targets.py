@@ -23,6 +23,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -205,9 +206,196 @@ def gguf_block_count(path: Path) -> int:
                               f"{_GGUF_FIX}") from None
 
 
+#: config.json sizes the study reads (and GPT-2-style aliases of them): whole numbers > 0 where
+#: present. The first four may not be null; the others may (GPT-2 writes "n_inner": null).
+_SIZES = ("num_hidden_layers", "hidden_size", "vocab_size", "num_attention_heads", "num_key_value_heads",
+          "intermediate_size", "head_dim", "max_position_embeddings", "n_layer", "n_embd", "n_head", "n_positions",
+          "n_inner")
+_NOT_NULL = _SIZES[:4]
+_FOLDER_FIX = "fix config.json or save the model again with model.save_pretrained(folder)"
+
+
+#: SmolLM2-135M's values, as examples in messages.
+_SIZE_EXAMPLES = {"num_hidden_layers": 30, "n_layer": 30, "hidden_size": 576, "n_embd": 576, "vocab_size": 49152,
+                  "num_attention_heads": 9, "n_head": 9, "num_key_value_heads": 3, "intermediate_size": 1536,
+                  "n_inner": 1536, "head_dim": 64, "max_position_embeddings": 8192, "n_positions": 8192}
+
+
+def _size_text(value: Any) -> str:
+    kind = ("a string" if isinstance(value, str) else "true/false" if isinstance(value, bool)
+            else "a decimal number" if isinstance(value, float) else "" if value is None
+            else "not > 0" if isinstance(value, int) else f"a JSON {type(value).__name__}")
+    return json.dumps(value)[:40] + (f" ({kind})" if kind else "")
+
+
+def check_model_config(cfg: Any, where: str | Path) -> dict[str, Any]:
+    """A model's ``config.json`` (the parsed object, read from ``where``) checked before any
+    library reads it: an object whose sizes (and those of its ``text_config``) are whole
+    numbers > 0, with heads dividing the hidden size where no ``head_dim`` is given. Returns
+    the decoder's part (:func:`text_config`). Raises :class:`TargetLoadError` naming the file,
+    the field, the value and the fix, instead of a ``TypeError`` in an estimate or a
+    validation error from transformers. (What a model must have to load, a known
+    ``model_type`` and weights of these shapes, :func:`check_model_folder` checks.)
+
+    >>> check_model_config({"model_type": "llama", "hidden_size": "576"}, "m/config.json")
+    Traceback (most recent call last):
+    ...
+    activation_wave.models.targets.TargetLoadError: m/config.json: hidden_size is "576" (a string); it must be a whole number > 0, e.g. "hidden_size": 576 (no quotes); fix config.json or save the model again with model.save_pretrained(folder)
+    """
+    if not isinstance(cfg, dict):
+        raise TargetLoadError(f"{where} holds a JSON {type(cfg).__name__}, not an object; {_FOLDER_FIX}")
+    text = text_config(cfg)
+    if not isinstance(text, dict):
+        raise TargetLoadError(f"{where}: text_config is {_size_text(text)}, not an object; {_FOLDER_FIX}")
+    for part, name in ((cfg, ""), (text, "text_config.") if text is not cfg else (None, "")):
+        for key in _SIZES if part is not None else ():
+            if key not in part or (part[key] is None and key not in _NOT_NULL):
+                continue
+            value = part[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                whole = ((isinstance(value, str) and value.strip().isascii() and value.strip().isdigit())
+                         or (isinstance(value, float) and value.is_integer())) and int(float(value)) > 0
+                example = f'"{key}": {int(float(value)) if whole else _SIZE_EXAMPLES[key]}'
+                raise TargetLoadError(f"{where}: {name}{key} is {_size_text(value)}; it must be a whole number > 0, "
+                                      f"e.g. {example}{' (no quotes)' if whole and isinstance(value, str) else ''}; "
+                                      f"{_FOLDER_FIX}")
+    hidden, heads = text.get("hidden_size"), text.get("num_attention_heads")
+    kv = text.get("num_key_value_heads")
+    if isinstance(hidden, int) and isinstance(heads, int) and not text.get("head_dim") and hidden % heads:
+        raise TargetLoadError(f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads} (and no "
+                              f"head_dim is given); {_FOLDER_FIX}")
+    if isinstance(kv, int) and isinstance(heads, int) and heads % kv:
+        raise TargetLoadError(f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}; "
+                              f"{_FOLDER_FIX}")
+    return text
+
+
+def check_model_type(cfg: dict[str, Any], where: str | Path) -> None:
+    """Raise :class:`TargetLoadError` unless ``cfg`` names a ``model_type`` this transformers
+    knows (its config registry, no model loaded): an unknown one is named with the fix, before
+    transformers warns about it and then fails about the hub cache of a local folder."""
+    from transformers import __version__ as version
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    kind = cfg.get("model_type")
+    if kind is None or (isinstance(kind, str) and kind in CONFIG_MAPPING_NAMES):
+        return  # absent: transformers tells the architecture from the folder's name, or says it cannot
+    near = sorted(k for k in CONFIG_MAPPING_NAMES if isinstance(kind, str) and len(kind) >= 4 and
+                  (k.startswith(kind[:4]) or kind.startswith(k)))[:3]
+    hint = f" (near: {', '.join(near)})" if near else ""
+    raise TargetLoadError(f"{where}: model_type {json.dumps(kind)[:40]} is not an architecture transformers {version} "
+                          f"knows{hint}; set the model's own type (e.g. \"model_type\": \"llama\"), or upgrade "
+                          "transformers if the architecture is newer than it")
+
+
+def read_model_config(path: Path) -> dict[str, Any]:
+    """The checked decoder config (:func:`check_model_config`) of ``path/config.json``."""
+    file = path / "config.json"
+    try:
+        cfg = json.loads(file.read_bytes())
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise TargetLoadError(f"{file} is not valid JSON ({str(exc)[:80]}); {_FOLDER_FIX}") from None
+    return check_model_config(cfg, file)
+
+
+def safetensors_shapes(file: Path) -> dict[str, list[int]]:
+    """Tensor name -> shape from a safetensors file's header alone (8 bytes of length, then
+    JSON), without reading a weight; :class:`TargetLoadError` when the file is cut short or
+    its header is not one."""
+    size = file.stat().st_size
+    fix = "the file is truncated or corrupted: copy or save the model again"
+    try:
+        with open(file, "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+            if size < 8 or n > min(size - 8, 100 * 2**20):
+                raise ValueError(f"a header of {n} bytes in a file of {size}")
+            header = json.loads(fh.read(n))
+        shapes, end = {}, 0
+        for name, info in header.items():
+            if name != "__metadata__":
+                shapes[name] = [int(d) for d in info["shape"]]
+                end = max(end, int(info["data_offsets"][1]))
+    except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError, RecursionError) as exc:
+        raise TargetLoadError(f"{file} is not a readable safetensors file ({str(exc)[:80]}); {fix}") from None
+    if 8 + n + end > size:
+        raise TargetLoadError(f"{file} holds {size} bytes but its header describes {8 + n + end}; {fix}")
+    return shapes
+
+
+def weight_shapes(path: Path) -> tuple[dict[str, list[int]], str] | None:
+    """Every tensor's shape in a model folder's safetensors weights (one file, or the shards an
+    index names) and the file name to cite; None for other weights (``pytorch_model.bin``)."""
+    single, index = path / "model.safetensors", path / "model.safetensors.index.json"
+    if single.is_file():
+        return safetensors_shapes(single), single.name
+    if not index.is_file():
+        return None
+    try:
+        shards = sorted(set(json.loads(index.read_bytes())["weight_map"].values()))
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+        raise TargetLoadError(f"{index} is not a safetensors index ({str(exc)[:80]}); {_FOLDER_FIX}") from None
+    shapes: dict[str, list[int]] = {}
+    for shard in shards:
+        if not (path / shard).is_file():
+            raise TargetLoadError(f"{index} names the shard {shard}, which {path} lacks; copy the whole model folder")
+        shapes.update(safetensors_shapes(path / shard))
+    return shapes, index.name
+
+
+#: Token-embedding tensor names (Llama/Qwen/Gemma/Mistral, GPT-2, Bloom/Falcon, GPT-NeoX): the prefix
+#: before them is the decoder's, under which its blocks are numbered.
+_EMBEDDINGS = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "embed_in.weight")
+
+
+def check_weights_match(path: Path, text: dict[str, Any]) -> None:
+    """Compare a folder's config (``text``: :func:`read_model_config`) with its weights' shapes,
+    read from the safetensors headers (:func:`weight_shapes`): the token embedding's [vocab,
+    hidden], the LM head's rows, the number of decoder blocks and the MLP's width. Raises
+    :class:`TargetLoadError` naming the field, both values and the fix, before transformers
+    loads (and reports on) anything. Weights it cannot read this way are left to the library."""
+    found = weight_shapes(path)
+    if found is None:
+        return
+    shapes, file = found
+    emb = next((n for n in sorted(shapes, key=len) if n.endswith(_EMBEDDINGS) and len(shapes[n]) == 2), None)
+    if emb is None:
+        return
+    prefix = emb[: emb.rindex(next(e for e in _EMBEDDINGS if emb.endswith(e)))]
+    vocab, hidden = shapes[emb]
+    head = "the weights of {} do not match its config.json: ".format(path)
+    fix = "; fix config.json ({}: {}) or save the model again with model.save_pretrained(folder)"
+
+    def refuse(key: str, said: Any, what: str, right: Any) -> None:
+        raise TargetLoadError(head + f"{key} is {said}, but {file} {what}" + fix.format(key, right))
+
+    for key in ("hidden_size", "n_embd"):
+        if isinstance(text.get(key), int) and text[key] != hidden:
+            refuse(key, text[key], f"has {emb} of shape {shapes[emb]} (hidden size {hidden})", hidden)
+    lm_head = shapes.get("lm_head.weight")
+    rows = {vocab} | ({lm_head[0]} if lm_head and len(lm_head) == 2 else set())
+    if isinstance(text.get("vocab_size"), int) and text["vocab_size"] not in rows:
+        refuse("vocab_size", text["vocab_size"], f"has {emb} of shape {shapes[emb]} ({vocab} token rows)", vocab)
+    blocks = {int(m.group(1)) for n in shapes
+              if (m := re.match(re.escape(prefix) + r"(?:layers|h|blocks)\.(\d+)\.", n))}
+    for key in ("num_hidden_layers", "n_layer"):
+        said = text.get(key)
+        if blocks and isinstance(said, int) and said != len(blocks):
+            have = len(blocks)
+            gone = f"block {have} is" if said == have + 1 else f"blocks {have} to {said - 1} are"
+            refuse(key, said, f"holds the weights of {have} blocks (0 to {have - 1})"
+                   + (f": {gone} missing" if said > have else ""), have)
+    name = f"{prefix}layers.0.mlp.gate_proj.weight"
+    gate = shapes.get(name)
+    if gate and isinstance(text.get("intermediate_size"), int) and len(gate) == 2 and text["intermediate_size"] != gate[0]:
+        refuse("intermediate_size", text["intermediate_size"], f"has {name} of shape {gate} (intermediate size "
+               f"{gate[0]})", gate[0])
+
+
 def check_model_folder(path: Path) -> None:
     """Raise :class:`TargetLoadError` naming what a local model folder lacks (``config.json``,
-    weights, a tokenizer), before transformers fails with a message about something else."""
+    weights, a tokenizer) or what in it is wrong (:func:`read_model_config`: a field's type, an
+    unknown ``model_type``; :func:`check_weights_match`: a config that disagrees with the
+    weights' shapes), before transformers fails with a message about something else."""
     names = {p.name for p in path.iterdir()}
     missing = []
     if "config.json" not in names:
@@ -222,6 +410,9 @@ def check_model_folder(path: Path) -> None:
                "save a model there with model.save_pretrained(folder) and tokenizer.save_pretrained(folder), or give "
                "an alias (--model smollm2-135m), a .gguf file or a hub id")
         raise TargetLoadError(f"{path} is not a complete model folder: it has no {', no '.join(missing)}; {fix}")
+    text = read_model_config(path)
+    check_model_type(json.loads((path / "config.json").read_bytes()), path / "config.json")
+    check_weights_match(path, text)
 
 
 def check_loading_info(name: str, info: dict[str, Any]) -> None:
@@ -304,6 +495,20 @@ def _load_gguf(path: Path, dtype: torch.dtype, provenance: dict[str, Any]) -> tu
     files.write_json(folder / "provenance.json", provenance, indent=1, sort_keys=True)
     files.write_text(done, time.strftime("%Y-%m-%dT%H:%M:%S"))  # written last: the cache is complete
     return model.eval(), tok
+
+
+@contextlib.contextmanager
+def _quiet_library() -> Iterator[None]:
+    """transformers' warnings off for the block (its load report, type notes): what they say
+    that matters is raised afterwards in one line (:func:`check_loading_info`)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
@@ -410,8 +615,10 @@ def load_target(name: str = "smollm2-135m", *, dtype: str | torch.dtype = "float
             kwargs: dict[str, Any] = {"dtype": torch_dtype, **offline}
             if device_map:
                 kwargs["device_map"] = device_map
-            tok = AutoTokenizer.from_pretrained(name, **offline)
-            model, info = AutoModelForCausalLM.from_pretrained(name, output_loading_info=True, **kwargs)
+            with _quiet_library():  # its load report is many lines; check_loading_info says it in one
+                tok = AutoTokenizer.from_pretrained(name, **offline)
+                model, info = AutoModelForCausalLM.from_pretrained(name, output_loading_info=True,
+                                                                   ignore_mismatched_sizes=True, **kwargs)
         except (OSError, ValueError) as exc:
             where = "local folder" if local else "hub id"
             raise TargetLoadError(

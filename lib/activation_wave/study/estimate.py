@@ -9,7 +9,6 @@ estimates are for planning, and say so.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import asdict, dataclass, replace
@@ -80,8 +79,9 @@ def model_shape(name: str) -> Shape:
     if cfg_file is None or not cfg_file.exists():
         raise ValueError(f"no offline config for model {name!r}: known shapes are {sorted(KNOWN_SHAPES)}; "
                          "otherwise pass a local folder with a config.json")
-    c = json.loads(cfg_file.read_text())
-    c = text_config(c)
+    from activation_wave.models.targets import read_model_config
+
+    c = read_model_config(cfg_file.parent)  # typed and checked: a "576" is refused here, naming the field
     return Shape(c["num_hidden_layers"], c["hidden_size"], c["intermediate_size"], c["vocab_size"],
                  c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"]),
                  bool(c.get("tie_word_embeddings", False)))
