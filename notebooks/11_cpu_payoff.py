@@ -178,10 +178,10 @@ glue_figure("fig_cost_model", plot_decoding_costs(bench.get("speculative_decodin
 # to a one-token step, and the cost of one draft step.
 # ```
 #
-# In PyTorch a plain step of the 135M target costs {glue:text}`pt_step_ms:.0f` ms and a depth-
-# {glue:text}`pt_depth` round {glue:text}`pt_round_ms:.0f` ms, so break-even in this decoder is $\tau$
-# {glue:text}`pt_break_even:.2f`, and a perfect drafter would reach {glue:text}`pt_ceiling:.2f`x. Its
-# verify of four tokens costs {glue:text}`pt_verify_rel:.2f` plain steps. The drafter of the
+# In the timed PyTorch run, a plain step of the 135M target took {glue:text}`pt_step_ms:.0f` ms and a
+# depth-{glue:text}`pt_depth` round {glue:text}`pt_round_ms:.0f` ms, so break-even in this decoder is $\tau$
+# {glue:text}`pt_break_even:.2f`. Its verify of four tokens costs {glue:text}`pt_verify_rel:.2f` plain steps, and
+# by the cost model of the round's parts a perfect drafter would reach {glue:text}`pt_ceiling:.2f`x. The drafter of the
 # {doc}`recipe screen <10_drafter_recipe>` ($\tau$ {glue:text}`pt_tau:.2f` online) ran at
 # {glue:text}`pt_speedup:.3f`x plain decoding ({glue:text}`pt_lo:.3f` to {glue:text}`pt_hi:.3f`, n =
 # {glue:text}`pt_n` prompts): {glue:text}`pt_word`. The drafter trained on thousands of distinct prompts

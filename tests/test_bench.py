@@ -196,16 +196,13 @@ def test_the_adopted_drafter_is_measured_against_plain_and_the_recipe_drafter_in
     assert out["lossless_t0_chain"].startswith("9/9 prompt runs (3 rounds)")
     assert out["tau_t0"] == cmp.pooled["adopted_chain_t0"].tau and len(out["acceptance_by_position"]) == 3
     assert out["cost_model"]["predicted_chain_t0"]["break_even_tau"] == 1.6  # (13 + 3 x 1) / 10
-    # chapter 9's sentence reads the entry the run writes (figures + the choice data_scale.strongest returns)
-    from activation_wave.study.chapters.performance import adopted_text
+    # the cost page's values read the entry the run writes (the adopted drafter's online tau, its break-even)
+    from activation_wave.study.chapters.performance import pytorch_values
 
-    choice = {"benchmark": "data_scale", "label": "eagle3-default@16x@B4", "seed_index": 0, "seed": 0, "tau": 1.55,
-              "key": "capture/x/drafters/y"}
-    outcome = {"tau": 1.55, "lo": 1.5, "hi": 1.6, "n_prompts": 96}
-    text = adopted_text({"rounds": 3, "drafter_outcome": outcome,
-                         "adopted": out | {"adopted_from": choice, "drafter_outcome": outcome}})
-    assert "(eagle3-default@16x@B4, seed 0;" in text and "9/9 prompt runs (3 rounds)" in text
-    assert "break-even at tau 1.60" in text
+    v = pytorch_values({"per_prompt": [], "tau_t0": 1.8, "spec": {"depth": 3}, "cost_model": out["cost_model"],
+                        "adopted": out, "speedup_vs_plain_t0": 1.2,
+                        "tokens_per_s": {"plain_t0": 20.0, "spec_chain_t0": 24.0}})
+    assert v["pta_tau"] == out["tau_t0"] and v["pt_break_even"] == pytest.approx(1.5)
 
 
 def test_plain_bench_skips_the_opt_in_recipe_study(tmp_path, monkeypatch):

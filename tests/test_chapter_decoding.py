@@ -117,21 +117,6 @@ def test_performance_docstring_examples():
     assert doctest.testmod(perf).failed == 0
 
 
-def test_speedup_verdict_rests_on_the_interval_over_rounds():
-    five = [1.22, 1.31, 1.24, 1.27, 1.26]
-    assert perf.speedup_verdict(1.26, five, 1.2) == ("above the study's target of 1.2x, as that interval lies above it "
-                                                     "(every round reached it)")
-    # two rounds, both above the target, are not evidence: the interval is wide
-    assert perf.speedup_verdict(1.28, [1.255, 1.303], 1.2).startswith("within noise of the study's target")
-    assert perf.speedup_verdict(1.1, [1.05, 1.08, 1.12, 1.1, 1.09], 1.2).startswith("below the study's target")
-    assert "(2 of 5 rounds below it)" in perf.speedup_verdict(1.2, [1.15, 1.25, 1.19, 1.22, 1.21], 1.2)
-    assert perf.speedup_verdict(1.3, [1.3], 1.2).endswith("from one round: no interval (the default profile runs at "
-                                                          "least 5 rounds)")
-    assert perf.speedup_verdict(1.1, [], 1.2).startswith("0.100 short of the study's target of 1.2x, from one run")
-    assert perf.rounds_text(five) == ("5 interleaved rounds over the prompts (per round 1.220x to 1.310x, sd 0.034; "
-                                      "mean 1.260x, 95% interval [1.218, 1.302])")
-
-
 def _spec_entry():
     return {"layers": [2, 15, 27], "tau_t0": 1.8, "speedup_vs_plain_t0": 1.2, "speedup_vs_plain_t1": 1.1,
             "speedup_vs_prompt_lookup_t0": 1.05, "n_prompts": 4, "lossless_t0_chain": "8/8",
@@ -146,44 +131,6 @@ def _spec_entry():
             "drafter_config": {"epochs": 10, "dtype": "bf16"}}
 
 
-def test_cost_model_derivation_from_the_benchmark_entry():
-    v = perf.decoding_values(_spec_entry(), 1.2)
-    assert v["spec_verify_rel"] == pytest.approx(1.3) and v["spec_marginal_ms"] == pytest.approx(5.0)
-    assert v["obs_step_ms"] == pytest.approx(50.0) and v["obs_round_ms"] == pytest.approx(75.0)
-    assert v["obs_round_rel"] == pytest.approx(1.5) and v["obs_tau_needed"] == pytest.approx(1.8)
-    assert v["spec_train_prompts"] == 100 and v["spec_train_min"] == 10.0 and v["spec_speedup_chat"] != v["spec_speedup_chat"]
-    assert v["spec_rounds"].startswith("2 interleaved rounds over the prompts (per round 1.150x to 1.250x")
-    assert v["spec_verdict"].startswith("within noise of the study's target of 1.2x") and v["spec_epochs"] == 10
-    assert v["spec_train_dtype"] == "bf16"  # the benchmark's drafter may train in another precision than chapter 6's
-    missing = perf.decoding_values(None, 1.2)
-    assert set(missing) == set(v) and math.isnan(missing["spec_tau"]) and missing["spec_lossless"] == "(not measured)"
-
-
-def test_data_scaling_extrapolation():
-    points = [{"samples_per_prompt": 0, "loss_tokens": 1000, "tau_offline": 1.30, "train_acc_last_epoch": 0.9},
-              {"samples_per_prompt": 0, "loss_tokens": 2000, "tau_offline": 1.40, "train_acc_last_epoch": 0.95},
-              {"samples_per_prompt": 2, "loss_tokens": 8000, "tau_offline": 1.50, "tau_predicted": 1.60,
-               "train_acc_last_epoch": 0.8}]
-    scaling = {"points": points, "tau_per_doubling": 0.1, "sample_temperature": 0.7}
-    points.append({"fraction": 1.0, "samples_per_prompt": 4, "loss_tokens": 16000, "tau_offline": 1.6,
-                   "tau_predicted": 1.7, "train_acc_last_epoch": 0.8})
-    for p in points[1:]:
-        p["fraction"] = 1.0
-    spec = {"tau_t0": 1.5, "drafter_eval_offline": {"tau_offline": 1.5}}
-    v = perf.data_scaling_values(scaling, spec, obs_tau_needed=1.7, speedup_target=1.2)
-    # the figure is costs.data_multiple's, the function chapter 10's projection reads (one source)
-    from activation_wave.study import training_costs as costs
-    m = costs.data_multiple(costs.data_curve({"drafter_data_scaling": scaling}), 1.7)
-    assert 1.0 < m["multiple"] < 4.0 and m["lo"] < m["multiple"] and (m["hi"] is None or m["hi"] > m["multiple"])
-    assert f"about {m['multiple']:.2f} times today's data" in v["ds_need"]
-    assert "(1.70 on the data curve's offline scale)" in v["ds_need"]
-    assert v["ds_full_tokens"] == 2000 and v["ds_last_gain"] == pytest.approx(0.1) and v["ds_n"] == 2
-    assert v["ds_sampled"].startswith("With 2 sampled responses per prompt (4.0x the positions) it reaches 1.500")
-    reached = perf.data_scaling_values(scaling, {"tau_t0": 1.7}, obs_tau_needed=1.6, speedup_target=1.2)
-    assert reached["ds_need"] == "the benchmark's drafter reaches the 1.2x target on its mixed prompts"
-    assert perf.data_scaling_values(None, None, 1.6, 1.2)["ds_need"] == "(not measured)"
-
-
 def test_study_drafters_low_precision_and_memory_values():
     d = perf.study_drafter_values([60.0, 120.0, None], workers=2)
     assert d == {"study_drafters_n": 3, "study_drafter_s": 90.0, "study_drafters_min": 1.5, "study_workers": 2}
@@ -196,19 +143,24 @@ def test_study_drafters_low_precision_and_memory_values():
     assert lw["low_identical"] == "3/8" and lw["low_identical_fp32"] == "8/8" and lw["low_v4"] == 1.05
     assert set(perf.low_precision_values(None)) == set(lw)
     m = perf.memory_values({"tokens": 100, "growth_mib_from_first_to_last": 2.0, "figure": {"10": 5.0, "100": 7.5}})
-    assert m == {"mem_tokens": 100, "mem_growth": 2.0, "mem_last": 7.5, "mem_change": "2 MiB above"}
+    assert m == {"mem_tokens": 100, "mem_growth": 2.0, "mem_last": 7.5}
 
 
 def test_ratio_rows_and_profile_timings(tmp_path):
     bench = {"capture_throughput": {"ratio": 0.9, "figure": 900, "baseline": 1000, "peak_rss_mib": 700},
-             "speculative_decoding": {"speedup_vs_plain_t0": 1.2, "speedup_vs_plain_t1": None}}
-    rows = perf.ratio_rows(bench, 1.2)
+             "speculative_decoding": {"speedup_vs_plain_t0": 1.2, "speedup_vs_plain_t1": None},
+             "metrics": {"entries": {"renyi2_all_triples": {"ratio": 1.2e6, "seconds": 0.1, "peak_rss_mb": 5,
+                                                            "baseline": {"seconds": 1.2e5}}}}}
+    rows = perf.ratio_rows(bench)
+    # the decoding speeds are the cost page's; no internal key names a row
     assert [r["benchmark"] for r in rows] == ["capture (all hidden states) vs plain forward",
-                                              "speculative decoding: speedup_vs_plain_t0"]
-    assert rows[0]["target"] == 0.85 and rows[1]["target"] == 1.2
+                                              "S2 of all triples: closed form vs eigen"]
+    assert all("_" not in r["benchmark"] for r in rows)
+    # one scale per axis: the closed form's ratio of a million stays in the table, out of the figure
+    assert [r["ratio"] for r in perf.figure_rows(rows)] == [0.9]
     run = lambda fp32, bf16: {"median": {"fp32": fp32, "bf16": bf16}, "ratio_fp32_over_bf16": fp32 / bf16}  # noqa: E731
     bench["training_precision"] = {"native": run(200.0, 500.0), "avx2_only": run(200.0, 20.0), "peak_rss_mib": 9}
-    extra = perf.ratio_rows(bench, 1.2)[2:]
+    extra = perf.ratio_rows(bench)[2:]
     assert [(r["benchmark"], r["ratio"], r["figure"], r["baseline"]) for r in extra] == [
         ("drafter training, fp32 vs bf16 autocast (this CPU)", 0.4, 200.0, 500.0),
         ("drafter training, fp32 vs bf16 autocast (AVX2 kernels only)", 10.0, 200.0, 20.0)]
@@ -223,58 +175,7 @@ def test_ratio_rows_and_profile_timings(tmp_path):
         {"profile": "default", "notebook": "06_eagle3_speedup", "seconds": 600.0, "longest seconds": 4740.0}]
     t = perf.timing_values(rows)
     assert t["total_smoke_min"] == 32.5 / 60 and t["longest_smoke_min"] == 302.0 / 60
-    assert t["ch6_longest_min"] == 79.0 and t["ch6_last_min"] == 10.0  # what chapter 9 cites for chapter 6
-
-
-def test_llamacpp_values_read_the_benchmark_entry():
-    from activation_wave.study.chapters.performance import llamacpp_values
-
-    missing = llamacpp_values(None)
-    assert set(missing) == set(llamacpp_values({"by_threads": {}})) and "not measured" in missing["lc_drafter_note"]
-    rc = {"round_in_plain_steps": 3.46, "draft_ms_per_round": 6.1, "verify_and_rest_ms_per_round": 97.8,
-          "plain_step_ms": 30.0, "tau_needed": {"1x": 3.46, "1.5x": 5.19}}
-    lc = {"drafter": "d", "by_threads": {"1": {"plain": {"tokens_per_s": 33.3},
-                                             "eagle3": {"tokens_per_s": 9.8, "speedup": 0.295, "tau": 1.01,
-                                                        "identical_to_plain": 10, "prompts": 10, "round_costs": rc}}}}
-    v = llamacpp_values(lc)
-    assert v["lc_speedup"] == 0.295 and v["lc_identical"] == "10/10" and v["lc_tau_15x"] == 5.19
-    assert v["lc_round_steps"] == 3.46 and v["lc_plain_tps"] == 33.3 and v["lc_note"] == ""
-    assert set(v) == set(missing)  # the prose finds every value either way
-    assert v["lc_best_setting"] == "-" and v["lc_drafter_note"] == "a default-profile drafter reading layers ?, folder d"
-    # an entry without the server's reported settings drafted with llama.cpp's default depth, 3: tau <= 4
-    assert v["lc_depth"] == 3 and v["lc_tau_max"] == 4
-    assert v["lc_reach"].endswith("break-even needs tau 3.46, within that limit; 1.5x needs tau 5.19, out of reach "
-                                  "at this depth")
-    # a sweep written before the settings check (per-request fields the server ignored) is not reported as one
-    lc["investigation"] = {"rows": [{"outtype": "f16", "depth": 1, "p_min": 0.0, "speedup": 0.64, "tau": 1.92,
-                                     "round_in_plain_steps": 3.04},
-                                    {"outtype": "f16", "depth": 3, "p_min": 0.0, "speedup": 0.51, "tau": 1.92,
-                                     "round_in_plain_steps": 3.8}]}
-    old = llamacpp_values(lc)
-    assert old["lc_best_setting"].startswith("no valid setting (the sweep in this results file predates the check")
-    assert old["lc_sweep"] == perf.UNCHECKED_SWEEP and perf.sweep_rows(lc) == []
-    for row, drafted in zip(lc["investigation"]["rows"], (1.0, 2.9)):
-        row.update(drafted_per_round=drafted, settings_checked=True)
-    lc["investigation"]["rows"].append({"outtype": "f16", "depth": 3, "p_min": 0.3, "speedup": 0.6, "tau": 1.8,
-                                        "round_in_plain_steps": 3.2, "drafted_per_round": 1.7,
-                                        "settings_checked": True})
-    new = llamacpp_values(lc)
-    assert new["lc_best_setting"] == ("0.64x (outtype f16, depth 1, p_min 0.0; tau 1.92, a round costs 3.04 plain "
-                                      "steps); none of the 3 settings reached plain llama.cpp's speed")
-    assert new["lc_sweep"] == ("from depth 1 to 3 (f16 drafter, p_min 0), tau went from 1.92 to 1.92 (+0%) while a "
-                               "round's cost went from 3.04 to 3.80 plain steps (+25%), so the speedup went from 0.64x "
-                               "to 0.51x; at depth 3, p_min 0.3 gave tau 1.80 with 1.70 drafted per round (0.60x)")
-    lc["drafter_training"] = {"epochs": 1, "train_positions": 39361, "tau_offline": 1.311}
-    assert llamacpp_values(lc)["lc_drafter_note"] == ("a default-profile drafter reading layers ?, trained 1 epoch on "
-                                                      "39,361 response positions (offline tau 1.31 on the eval split), "
-                                                      "folder d")
-    # the decoding entry's adopted drafter is named as such only when llama.cpp ran that very drafter
-    adopted = {"drafter": "d", "adopted_from": {"label": "eagle3-default@16x@B4", "seed": 0}}
-    assert llamacpp_values(lc, adopted=adopted)["lc_drafter_note"].startswith(
-        "the data-scale design's adopted drafter (eagle3-default@16x@B4, seed 0, the one the PyTorch path's adopted "
-        "row decodes) reading layers ?, trained 1 epoch")
-    assert llamacpp_values(lc, adopted=adopted | {"drafter": "e"})["lc_drafter_note"].startswith("a default-profile")
-    assert [r["depth"] for r in perf.sweep_rows(lc)] == [1, 3, 3]
+    assert t["ch6_longest_min"] == 79.0 and t["ch6_last_min"] == 10.0
 
 
 def test_hypotheses_follow_their_preregistered_rules():
@@ -319,8 +220,40 @@ def test_layer_profile_reads_entropy_norms_and_neighbour_cka(stats):
     assert prof.cka_prev[1] == pytest.approx(float(st.cka[1, 0]))
 
 
-def test_cold_cost_text_never_calls_more_training_part_of_a_shorter_run():
-    assert perf.cold_cost_text(40.0, 79.0).startswith("That is part of chapter 6's longest (cold-cache) execution, 79")
-    longer = perf.cold_cost_text(114.0, 79.0)
-    assert "more than chapter 6's longest recorded execution, 79 minutes" in longer and "part of" not in longer
-    assert "no recorded time" in perf.cold_cost_text(float("nan"), 79.0)
+
+
+def _rows(speeds: dict[str, float], n: int = 4, rounds: int = 3) -> list[dict]:
+    """Per-prompt rows of the decoding benchmark: ``method -> wall seconds`` of 10 tokens per prompt
+    and round, prompt i's time scaled by (1 + i / 10) for every method (prompts differ, methods keep
+    their ratio)."""
+    return [{"id": f"p{i}", "round": r, **{m: {"tokens": 10, "wall_s": w * (1 + i / 10)} for m, w in speeds.items()}}
+            for r in range(rounds) for i in range(n)]
+
+
+@pytest.mark.parametrize(("wall", "word"), [(0.8, "faster than plain decoding"), (1.25, "slower than plain decoding")])
+def test_pytorch_speeds_take_their_interval_over_prompts_and_a_speed_word(wall, word):
+    rows = _rows({"plain_t0": 1.0, "spec_chain_t0": wall, "adopted_chain_t0": 1.0})
+    d = perf.prompt_speedup(rows, "spec_chain_t0", n_boot=500)
+    assert d["speedup"] == pytest.approx(1 / wall) and d["n"] == 4  # prompts, not prompt runs
+    spec = {"per_prompt": rows, "tau_t0": 1.8, "spec": {"depth": 3}, "rounds": 3, "lossless_t0_chain": "12/12 x",
+            "speedup_vs_plain_t0": 1.2, "tokens_per_s": {"plain_t0": 20.0, "spec_chain_t0": 24.0},
+            "cost_model": {"components_ms": {"step_ms": 50.0, "verify_ms": {"4": 65.0}},
+                           "predicted_chain_t0": {"break_even_tau": 1.4, "ceiling": 2.9, "round_ms": 70.0}},
+            "adopted": {"tau_t0": 1.5}}
+    v = perf.pytorch_values(spec)
+    assert v["pt_word"] == word and v["pta_word"] == "within noise of plain decoding"  # a ratio of 1 everywhere
+    assert v["pt_verify_rel"] == pytest.approx(1.3) and v["pt_lossless"] == "12/12"
+    # break-even from the round the timed run measured (tau / speedup = 1.5 steps), not the cost model's 1.4
+    assert v["pt_break_even"] == pytest.approx(1.5) and v["pt_step_ms"] == 50.0 and v["pt_round_ms"] == 75.0
+    missing = perf.pytorch_values(None)
+    assert set(missing) == set(v) and math.isnan(missing["pt_speedup"]) and missing["pt_word"] == "not measured"
+
+
+def test_a_speed_interval_over_prompts_is_wider_than_one_over_rounds():
+    """Rounds repeat the same prompts: prompts that differ widen the interval, rounds do not."""
+    same = perf.prompt_speedup(_rows({"plain_t0": 1.0, "s": 0.9}, n=8), "s", n_boot=500)
+    rows = [r | {"s": {"tokens": 10, "wall_s": r["plain_t0"]["wall_s"] * (0.7 if int(r["id"][1:]) % 2 else 1.2)}}
+            for r in _rows({"plain_t0": 1.0}, n=8)]
+    mixed = perf.prompt_speedup(rows, "s", n_boot=500)
+    assert same["hi"] - same["lo"] < 1e-9 < mixed["hi"] - mixed["lo"]
+    assert mixed["lo"] < 1.0 < mixed["hi"]

@@ -21,30 +21,6 @@ def test_rows_carry_the_verdict_and_label_cost_as_secondary():
     assert rows[0]["extra CPU-min vs base (secondary)"] == 5.0
 
 
-def test_status_counts_screened_arms_and_names_the_helpers():
-    text = dr.status_text(_doc(), 20)
-    assert text.startswith("2 of the 20 pre-registered arms") and "help under R1: head-target." in text
-    assert "still to run" in text and "interim: Holm runs over the 2 arms measured so far" in text
-    assert "has not run yet" in dr.status_text(None, 20)
-    assert dr.headline(_doc(), planned=20).endswith("interim: 18 of the 20 pre-registered arms are still to run, "
-                                                    "then the combined recipe (stage 2)")
-    assert "interim" not in dr.headline(_doc(), planned=2)
-
-
-def test_status_names_the_shrunk_arms_and_what_is_left_of_a_complete_screen():
-    doc = {**_doc(), "shrunk": ["vocab-full", "epochs-20"], "combined": {"run": False},
-           "confirm": {"run": False, "pending": True, "why": "no combined arm"}}
-    text = dr.status_text(doc, 2)
-    assert "shrunk by the pre-registered order (2 arms dropped: vocab-full, epochs-20)" in text
-    assert text.endswith("The combination (R2) and the adoption are still to run.")
-    done = {**doc, "combined": {"run": False, "why": "no arm helps"},
-            "confirm": {"run": False, "why": "no arm helps under R1"}}
-    assert "still to run" not in dr.status_text(done, 2)
-    assert dr.confirm_text(doc).startswith("Stage 2 has not run yet")
-    assert dr.confirm_text(done) == "Stage 2 did not run: no arm helps under R1."
-    assert dr.headline(done, planned=2).endswith("so stage 2 did not run and today's recipe stays")
-
-
 def test_agreement_values_without_a_file_are_marked_not_measured():
     assert dr.agreement_values(None)["ag_engine"] == "not measured"
 
@@ -67,22 +43,27 @@ def _confirm(run=True):
             "r3": {"mark": 1.74, "today_cpu_min": None, "combined_cpu_min": 38.0, "half_of_today": None}}
 
 
-def test_confirm_text_states_r2_with_interval_and_n_and_r3_in_minutes():
-    text = dr.confirm_text({"confirm": _confirm()})
-    assert text.startswith("R2 (supported): the combined recipe (head-target, lr-constant) reaches tau 1.710")
-    assert "delta +0.090 [0.060, 0.120], p 0.0002, n = 96 prompts, 2 seeds each" in text
-    assert "today's curve reaches tau 1.74 after never, within the curve measured" in text
-    assert "the combined one after 38 CPU-minutes." in text
-    assert dr.confirm_text({}) == "Stage 2 has not run: it follows a complete screen."
-
-
 def test_break_even_taus_read_measured_rounds_and_skip_the_unmeasured():
+    from activation_wave.study.chapters import cpu_payoff as cpu
+    from activation_wave.study.chapters import performance as perf
+
+    ceiling = {"targets": {"135M": {"model": "m", "by_threads": {"1": {
+        "extraction_cost": {"steps": 0.05}, "draft_call_cost": {"f16": {"steps": 0.1}},
+        "round_cost_measured": {"f16": {"3": 5.08}}, "round_cost_predicted": {"f16": {"3": 5.0}},
+        "agreement": {"f16": {"3": 0.01}}, "ceiling": {"f16": {"3": 0.79}}, "verify_cost_by_k": {}, "verify_slope": 0.7,
+        "plain_step_ms": {"verify": 30.0}, "identical_to_plain": {}}}}}}
     bench = {"speculative_decoding": {"tau_t0": 1.84, "speedup_vs_plain_t0": 1.0042,
                                       "cost_model": {"predicted_chain_t0": {"break_even_tau": 2.08}}},
-             "llamacpp_1.5b": {"small": {"by_threads": {"1": {"eagle3": {"round_costs": {"round_in_plain_steps": 5.08}}}}}}}
-    # our loop's from its measured round (tau / speedup), not the cost model's; llama.cpp's from chapter 11
+             cpu.CEILING: ceiling}
+    # our loop's from its measured round (tau / speedup), not the cost model's; llama.cpp's from the
+    # ceiling run's measured depth-3 round: the same numbers the cost page gives (one number per quantity)
     assert dr.break_even_taus(bench) == {"our PyTorch loop": round(1.84 / 1.0042, 4), "llama.cpp, 1 thread": 5.08}
+    assert dr.break_even_taus(bench)["our PyTorch loop"] == round(perf.observed_break_even(bench["speculative_decoding"]), 4)
+    assert dr.break_even_taus(bench)["llama.cpp, 1 thread"] == cpu.ceiling_values(ceiling)["be_small_1"]
     assert dr.break_even_taus({"llamacpp": {}}) == {}
+    # the projection aims at those break-evens only: targets of the work are not marks
+    assert dr.projection_marks(bench) == {"break-even, our PyTorch loop": round(1.84 / 1.0042, 4),
+                                          "break-even, llama.cpp, 1 thread": 5.08}
 
 
 def test_confirm_figure_draws_curves_fits_and_lines():
@@ -163,9 +144,9 @@ def test_data_projection_uses_one_cost_one_scale_and_gives_intervals():
     assert rows[2]["x today's data [95% CI]"] == "reached by today's drafter"
     assert rows[1]["training time (extrapolated) [95% CI]"].split(" [")[0].endswith("CPU-years")
     assert rows[3]["x today's data [95% CI]"] == "unreachable: above tau_max = 4"
-    text = dr.projection_text(proj)
-    assert "40.0 CPU-minutes per drafter" in text and "offline scale" in text and "lower bounds" not in text
-    assert dr.data_projection({}, {"x": 2.0}) is None and "not been measured" in dr.projection_text(None)
+    v = dr.projection_values(proj)
+    assert v["proj_cpu_min"] == 40.0 and abs(v["proj_b"] - 0.08) < 2e-3 and v["proj_tau_max"] == 4 and v["proj_n"] == 4
+    assert dr.data_projection({}, {"x": 2.0}) is None and dr.projection_values(None)["proj_n"] == 0
 
 
 def test_data_projection_of_a_curve_that_does_not_rise_predicts_never():
@@ -189,24 +170,6 @@ def test_projection_figure_marks_the_crossings_and_the_marks_beyond_the_chart():
     assert not any(lab.startswith("beyond") for lab in labels)  # above tau_max: not drawn
 
 
-def test_marks_are_the_targets_then_each_engines_break_even():
-    bench = {"llamacpp_1.5b": {"small": {"by_threads": {"1": {"eagle3": {"round_costs": {"round_in_plain_steps": 3.8}}}}}}}
-    assert dr.projection_marks(bench) == {**dr.TARGETS, "break-even, llama.cpp, 1 thread": 3.8}
-    assert "has not run" in dr.best_reached({})
-
-
-def test_efficiency_names_the_cheapest_arm_that_is_not_worse():
-    doc = {"base": {"cpu_s": 800.0}, "arms": [
-        {"name": "cheap-bad", "cpu_s": 100.0, "delta": -0.1, "p_holm": 0.001},
-        {"name": "half", "cpu_s": 400.0, "delta": 0.0, "p_holm": 0.9},
-        {"name": "combined", "cpu_s": 50.0, "delta": 0.2, "p_holm": None, "post_hoc": True}]}
-    text = dr.efficiency_text(doc)
-    assert "is half, at 50%" in text and text.endswith("within noise of the base's")
-    doc["arms"][1].update(delta=0.05, p_holm=0.01)
-    assert dr.efficiency_text(doc).endswith("(half) is met")
-    assert dr.efficiency_text(None) == "the screen has not run"
-
-
 def test_reach_text_states_the_targets_and_the_extrapolated_time():
     bench = _scaling()
     bench["speculative_decoding"] |= {"tau_t0": 1.84, "speedup_vs_plain_t0": 1.0}
@@ -214,3 +177,43 @@ def test_reach_text_states_the_targets_and_the_extrapolated_time():
     assert text.startswith("today's benchmark drafter reaches an online tau of 1.84 and 1.00x the plain loop")
     assert "tau 1.9 would take about" in text and "today's data" in text and "generation not counted" in text
     assert dr.reach_text({}, None) == "the decoding benchmark has not run"
+
+def test_screen_values_count_the_verdicts_and_name_the_arms_that_help():
+    """The answer's sentence "Of N one-factor changes ..., k helped (<names>: <delta> ...), h hurt and
+    m were within noise" is filled from R1's own words, for a screen where an arm helps and one where none does."""
+    v = dr.screen_values({**_doc(), "shrunk": ["vocab-full"], "confirm": {"run": False}})
+    assert (v["n_arms"], v["n_helps"], v["n_hurts"], v["n_noise"]) == (2, 1, 0, 1)  # the post-hoc arm is no verdict
+    assert v["helps_names"] == "head-target" and (v["help_delta"], v["help_lo"], v["help_hi"]) == (0.08, 0.05, 0.11)
+    assert v["n_prompts"] == 96 and v["n_shrunk"] == 1 and v["stage2_word"] == "did not run"
+    none = dr.screen_values({**_doc(), "arms": _doc()["arms"][1:], "confirm": {"run": True}})
+    assert none["helps_names"] == "none" and none["n_helps"] == 0 and none["stage2_word"] == "ran"
+    assert none["help_delta"] != none["help_delta"]  # NaN: no helping arm to quote
+    assert dr.screen_values(None)["n_arms"] == 0
+
+
+def test_equal_cost_and_efficiency_read_the_curves_and_costs():
+    base = {"curve": [{"cpu_s": 60.0, "tau_offline": 1.3}, {"cpu_s": 120.0, "tau_offline": 1.4}], "cpu_s": 800.0}
+    arm = {"name": "d", "delta": 0.08, "p_holm": 0.002, "cpu_s": 400.0,
+           "curve": [{"cpu_s": 100.0, "tau_offline": 1.3}, {"cpu_s": 200.0, "tau_offline": 1.5}]}
+    v = dr.equal_cost_values({"base": base, "arms": [arm]})
+    assert v["eq_arm"] == "d" and abs(v["eq_arm_tau"] - 1.34) < 1e-9 and v["eq_word"] == "below" and v["eq_minutes"] == 2.0
+    up = {**arm, "curve": [{"cpu_s": 100.0, "tau_offline": 1.4}, {"cpu_s": 200.0, "tau_offline": 1.6}]}
+    assert dr.equal_cost_values({"base": base, "arms": [up]})["eq_word"] == "above"
+    assert dr.equal_cost_values(None)["eq_word"] == "-"
+    doc = {"base": {"cpu_s": 800.0}, "arms": [
+        {"name": "cheap-bad", "cpu_s": 100.0, "delta": -0.1, "p_holm": 0.001},
+        {"name": "half", "cpu_s": 400.0, "delta": 0.0, "p_holm": 0.9},
+        {"name": "combined", "cpu_s": 50.0, "delta": 0.2, "p_holm": None, "post_hoc": True}]}
+    assert dr.efficiency_values(doc) == {"eff_arm": "half", "eff_share": 0.5}
+    assert dr.efficiency_values(None)["eff_arm"] == "-"
+
+
+def test_power_and_seed_tables_list_what_the_page_discusses():
+    arms = [{"name": "v", "delta": 0.014, "p_holm": 0.08, "mde_holm": 0.020, "mde": 0.015},
+            {"name": "w", "delta": 0.001, "p_holm": 0.9, "mde_holm": 0.03, "mde": 0.02}]
+    assert [r["arm"] for r in dr.power_rows({"arms": arms})] == ["v"] and dr.mde_range({"arms": arms}) == (0.02, 0.03)
+    sens = [{"name": "a", "changed": True, "verdict": "within noise", "registered_verdict": "hurts", "delta": -0.05,
+             "delta_lo": -0.11, "delta_hi": 0.0, "p_holm": 0.32, "n_boot": 1000}, {"name": "b", "changed": False}]
+    assert dr.seed_rows({"seed_sensitivity": sens}) == [{"arm": "a", "R1": "hurts", "seeds resampled": "within noise",
+                                                        "delta": -0.05, "95% CI": "[-0.110, +0.000]", "p (Holm)": 0.32}]
+    assert dr.seed_values({"seed_sensitivity": sens}) == {"seed_changed": 1, "seed_n": 2, "seed_n_boot": 1000}

@@ -17,12 +17,15 @@ __all__ = ["plot_ratios", "plot_memory_curve", "plot_scaling", "plot_data_scalin
            "plot_drafter_stages"]
 
 
-def plot_ratios(names: Sequence[str], ratios: Sequence[float], targets: Sequence[float | None], *,
+def plot_ratios(names: Sequence[str], ratios: Sequence[float], targets: Sequence[float | None] | None = None, *,
                 ax: Axes | None = None, xlabel: str = "ratio to the baseline measured in the same run") -> Figure:
-    """Horizontal bars: each benchmark's ratio, with its target as a tick mark (log scale)."""
-    fig, ax = _ax(ax, figsize=(6.4, 0.45 * len(names) + 1.2))
+    """Horizontal bars: each benchmark's ratio on a log scale (above 1: faster than its baseline),
+    with its target as a black tick where ``targets`` gives one. Draw ratios of one range on one
+    axis (``performance.figure_rows``): a ratio of a million beside ratios near 1 hides them."""
+    targets = list(targets) if targets is not None else [None] * len(names)
+    fig, ax = _ax(ax, figsize=(9.0, 0.45 * len(names) + 1.2))
     y = np.arange(len(names))
-    ok = [t is None or r >= t for r, t in zip(ratios, targets)]
+    ok = [(t is None and r >= 1.0) or (t is not None and r >= t) for r, t in zip(ratios, targets)]
     ax.barh(y, ratios, color=["#1b9e77" if o else "#d95f02" for o in ok])
     for yi, t in zip(y, targets):
         if t is not None:
@@ -30,7 +33,7 @@ def plot_ratios(names: Sequence[str], ratios: Sequence[float], targets: Sequence
     ax.set_yticks(y, names)
     ax.set_xscale("log")
     ax.axvline(1.0, color="grey", lw=0.8, ls=":")
-    ax.set_xlabel(xlabel + " (black tick: target)")
+    ax.set_xlabel(xlabel + (" (black tick: target)" if any(t is not None for t in targets) else ""))
     ax.invert_yaxis()
     return fig
 

@@ -23,14 +23,13 @@ from activation_wave.study import training_costs as costs
 #: distinct values and its p means little (the smoke profile scores 2).
 MIN_PROMPTS = 10
 
-__all__ = ["MIN_PROMPTS", "planned_arms", "verdict", "arm_rows", "status_text", "headline", "seed_sensitivity_text",
-           "power_text", "p_error_text", "hypotheses",
-           "screen_headline", "confirm_text",
-           "not_run_figure", "agreement_values", "break_even_taus", "TARGETS", "data_projection",
-           "projection_marks", "projection_rows", "projection_text", "best_reached",
-           "efficiency_text", "equal_cost_text", "reach_text", "curve_fit"]
+__all__ = ["MIN_PROMPTS", "planned_arms", "verdict", "arm_rows", "headline", "hypotheses", "screen_headline",
+           "not_run_figure", "agreement_values", "strength_values", "break_even_taus", "TARGETS", "data_projection",
+           "projection_marks", "projection_rows", "reach_text", "curve_fit", "screen_values", "power_rows",
+           "mde_range", "seed_rows", "seed_values", "equal_cost_values", "efficiency_values", "projection_values"]
 
-#: The recipe issue's targets for the benchmark drafter's online tau at T = 0 (must reach, goal).
+#: The recipe work's targets for the benchmark drafter's online tau at T = 0 (must reach, goal): targets,
+#: not findings; only :func:`reach_text` (kept for pages not yet rewritten) quotes them.
 TARGETS = {"the issue's target": 1.9, "the issue's goal": 2.3}
 
 
@@ -89,90 +88,11 @@ def _ci(lo: float | None, hi: float | None) -> str:
     return "n/a" if lo is None or hi is None else f"[{lo:+.3f}, {hi:+.3f}]" if lo < 0 else f"[{lo:.3f}, {hi:.3f}]"
 
 
-def seed_sensitivity_text(doc: Mapping[str, Any] | None) -> str:
-    """The page's sentence on the seed-sensitivity analysis (``seed_sensitivity``): which R1
-    verdicts it changes.
-
-    >>> seed_sensitivity_text({"seed_sensitivity": [{"name": "a", "changed": True, "verdict": "within noise",
-    ...     "registered_verdict": "hurts", "delta": -0.05, "delta_lo": -0.11, "delta_hi": 0.0, "p_holm": 0.32,
-    ...     "n_boot": 1000}, {"name": "b", "changed": False}]}).split(": ")[1].split(". ")[0]
-    'a from hurts to within noise (delta -0.050 [-0.110, +0.000], Holm p 0.32)'
-    """
-    rows = (doc or {}).get("seed_sensitivity") or []
-    if not rows:
-        return "The seed-sensitivity analysis has not run on this results file."
-    moved = [r for r in rows if r["changed"]]
-    head = (f"Resampling each arm's and the base's seeds as well as the prompts (a hierarchical bootstrap, "
-            f"{rows[0]['n_boot']:,} resamples, the seeds spread to their unbiased variance; a sensitivity analysis "
-            f"beside R1, not a test of its own) changes {len(moved)} of {len(rows)} verdicts")
-    if not moved:
-        return head + ": every R1 verdict survives it."
-    return (head + ": " + "; ".join(f"{r['name']} from {r['registered_verdict']} to {r['verdict']} (delta "
-                                   f"{r['delta']:+.3f} {_ci(r['delta_lo'], r['delta_hi'])}, Holm p {r['p_holm']:.2f})"
-                                   for r in moved)
-            + f". With {((doc or {}).get('base') or {}).get('n_seeds', 'few')} seeds per arm the seeds' spread is "
-              "itself poorly known, so this is a sensitivity check, not a better test")
-
-
-def power_text(doc: Mapping[str, Any] | None) -> str:
-    """The arms that R1 finds within noise although their delta is at least half their realised
-    MDE (Holm level): within noise because the screen is underpowered for them, not shown to be
-    without effect.
-
-    >>> power_text({"arms": [{"name": "v", "delta": 0.014, "p_holm": 0.08, "mde_holm": 0.020, "mde": 0.015},
-    ...                      {"name": "w", "delta": 0.001, "p_holm": 0.9, "mde_holm": 0.02, "mde": 0.015}]})[:60]
-    'Within noise but not shown absent, the screen being underpow'
-    """
-    arms = [a for a in (doc or {}).get("arms", []) if a.get("mde_holm") is not None and not a.get("post_hoc")]
-    if not arms:
-        return ""
-    weak = [a for a in arms if verdict(a) == "within noise" and abs(a["delta"]) >= a["mde_holm"] / 2]
-    lo, hi = min(a["mde_holm"] for a in arms), max(a["mde_holm"] for a in arms)
-    text = (f"The realised minimum detectable delta at 80% power and the strictest Holm level ranges from {lo:.3f} to "
-            f"{hi:.3f} over the arms (the MDE column)")
-    if not weak:
-        return text + "."
-    return ("Within noise but not shown absent, the screen being underpowered for them: " + "; ".join(
-        f"{a['name']} ({a['delta']:+.3f} against an MDE of {a['mde_holm']:.3f}, {a['mde']:.3f} unadjusted)"
-        for a in weak) + ". " + text + ".")
-
-
-def p_error_text(doc: Mapping[str, Any] | None) -> str:
-    """How many resamples R1's p-values rest on and their largest Monte Carlo error (:func:`~activation_wave.study.hypotheses.p_error_text`)."""
-    from activation_wave.study.hypotheses import p_error_text as text
-
-    return text([a for a in (doc or {}).get("arms", []) if not a.get("post_hoc")], "name")
-
-
-def status_text(doc: Mapping[str, Any] | None, planned: int) -> str:
-    """One sentence on how far the study has run: no results, or arms measured out of planned.
-
-    >>> status_text(None, 20)
-    'The screen has not run yet (no recipe.json): this page shows the pre-registered design only, and no recipe is adopted.'
-    """
-    if doc is None:
-        return ("The screen has not run yet (no recipe.json): this page shows the pre-registered design only, "
-                "and no recipe is adopted.")
-    screened = [a for a in doc["arms"] if not a.get("post_hoc")]
-    helped = [a["name"] for a in screened if verdict(a) == "helps"]
-    text = (f"{len(screened)} of the {planned} pre-registered arms have been measured ({doc['base']['n_seeds']} "
-            f"seeds each, {len(doc['prompt_ids'])} eval prompts); ")
-    text += (f"the arms that help under R1: {', '.join(helped)}." if helped
-             else "no arm helps under R1 so far (every interval covers 0 or lies below it at the Holm level).")
-    if doc.get("shrunk"):
-        text += (f" The screen was shrunk by the pre-registered order ({len(doc['shrunk'])} arms dropped: "
-                 f"{', '.join(doc['shrunk'])}).")
-    if len(screened) < planned:
-        text += (f" These verdicts are interim: Holm runs over the {len(screened)} arms measured so far, and each "
-                 "arm still to come can only raise the adjusted p-values. The rest of the screen, the combination "
-                 "(R2) and the adoption are still to run.")
-    elif (doc.get("confirm") or {}).get("pending"):
-        text += " The combination (R2) and the adoption are still to run."
-    return text
-
-
 def headline(doc: Mapping[str, Any] | None, planned: int | None = None) -> str:
-    """The screen's R1 result in one sentence, for the landing page and chapter 8: the arms that
+    """Kept for the landing page and the results summary until they glue :func:`screen_values`
+    (their owner is rewriting them); the recipe page does not use it.
+
+    The screen's R1 result in one sentence, for the landing page and chapter 8: the arms that
     help or hurt with their paired delta and interval, the rest within noise; marked interim
     when fewer than ``planned`` arms are in.
 
@@ -216,32 +136,6 @@ def screen_headline(cfg: StudyConfig, root: str | Path | None = None) -> str:
     return headline(load_optional("recipe", cfg, root), planned=planned_arms(cfg))
 
 
-def confirm_text(doc: Mapping[str, Any] | None) -> str:
-    """Stage 2's outcome in words: R2 with its interval and n, and R3's CPU-minutes, or why it did not run.
-
-    >>> confirm_text({"confirm": {"run": False, "why": "no arm helps under R1: today's recipe stays"}})
-    "Stage 2 did not run: no arm helps under R1: today's recipe stays."
-    """
-    c = (doc or {}).get("confirm")
-    if not c:
-        return "Stage 2 has not run: it follows a complete screen."
-    if c.get("pending"):
-        return ("Stage 2 has not run yet: the screen ran without the combined arm. "
-                "`wave bench --profile default --only recipe` runs it next, reading the screen's drafters "
-                "and scores from the ledger.")
-    if not c["run"]:
-        return f"Stage 2 did not run: {c['why']}."
-    r2, r3, arms = c["r2"], c["r3"], c["arms"]
-    minutes = lambda v: "never, within the curve measured" if v is None else f"{v:.0f} CPU-minutes"  # noqa: E731
-    return (f"R2 ({r2['verdict']}): the combined recipe ({', '.join(c['from'])}) reaches tau "
-            f"{arms['combined']['tau']:.3f} against today's {arms['today']['tau']:.3f} on the full data, "
-            f"delta {r2['delta']:+.3f} {_ci(r2['delta_lo'], r2['delta_hi'])}, p {r2['p']:.3g}, n = {r2['n_prompts']} "
-            f"prompts, {c['n_seeds']} seeds each. R3 (descriptive): today's curve reaches tau {r3['mark']} after "
-            f"{minutes(r3['today_cpu_min'])}, the combined one after {minutes(r3['combined_cpu_min'])}"
-            + ("" if r3["half_of_today"] is None else
-               f": {'at most' if r3['half_of_today'] else 'more than'} half of today's") + ".")
-
-
 def not_run_figure() -> Any:
     """A small figure that says the recipe screen has not run (the page glues it in place of
     the results figures, so the book builds before the study has run)."""
@@ -251,20 +145,22 @@ def not_run_figure() -> Any:
 
 
 def strength_values(pred: Mapping[str, Any] | None, bench: Mapping[str, Any]) -> dict[str, float]:
-    """Where today's drafters stand, for the page's opening: chapter 6's default triple on its
-    pre-registered outcome (``06_predictors``) and the benchmark drafter's training-time
-    offline tau (``speculative_decoding`` in benchmarks.json); NaN where not measured.
+    """Where today's drafters stand, for the page's opening, both on the pre-registered outcome
+    (offline tau per eval prompt at depth 3 and the draft threshold, mean over prompts): the
+    EAGLE-3 default's drafter of the layer study (``06_predictors``) and the decoding benchmark's
+    drafter (``speculative_decoding``'s ``drafter_outcome`` in benchmarks.json); NaN where not
+    measured.
 
     >>> strength_values({"reference": "d", "sets": [{"set": "d", "tau": 1.32}]},
-    ...                 {"speculative_decoding": {"drafter_eval_offline": {"tau_offline": 1.74}}})
-    {'ch6_tau': 1.32, 'bench_tau': 1.74}
+    ...                 {"speculative_decoding": {"drafter_outcome": {"tau": 1.78}}})
+    {'ch6_tau': 1.32, 'bench_tau': 1.78}
     """
     ref = (pred or {}).get("reference", "eagle3-default")
     ch6 = next((s.get("tau") for s in (pred or {}).get("sets", []) if s.get("set") == ref), None)
-    spec = (bench.get("speculative_decoding") or {}).get("drafter_eval_offline") or {}
+    out = (bench.get("speculative_decoding") or {}).get("drafter_outcome") or {}
     nan = float("nan")
     return {"ch6_tau": nan if ch6 is None else float(ch6),
-            "bench_tau": nan if spec.get("tau_offline") is None else float(spec["tau_offline"])}
+            "bench_tau": nan if out.get("tau") is None else float(out["tau"])}
 
 
 def agreement_values(ag: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -283,22 +179,27 @@ def agreement_values(ag: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def break_even_taus(bench: Mapping[str, Any] | None = None) -> dict[str, float]:
     """The online tau at which each engine's speculation breaks even with its own plain decoding
-    at the benchmark's depth, from measured rounds (``benchmarks.json``): our PyTorch loop, the
-    decoding benchmark's measured round (tau / speedup, in plain steps; chapter 9), and llama.cpp
-    on 1 thread, chapter 11's round of the 135M target (``llamacpp_1.5b``, the newer run); an
-    engine not measured is left out. A value above the depth's tau_max cannot be reached."""
+    on the 135M target at depth 3, the same numbers the cost page gives (one number per
+    quantity): our PyTorch loop, its round as the decoding benchmark's timed run measured it
+    (``speculative_decoding``; :func:`~activation_wave.study.chapters.performance.observed_break_even`),
+    and llama.cpp on 1 thread, the ceiling run's measured depth-3 round (``llamacpp_ceiling``;
+    :func:`~activation_wave.study.chapters.cpu_payoff.ceiling_values`); an engine not measured is
+    left out. A value above the depth's tau_max cannot be reached."""
+    import math
+
     from activation_wave.core.results import load_benchmarks
+    from activation_wave.study.chapters.cpu_payoff import CEILING, ceiling_values
+    from activation_wave.study.chapters.performance import observed_break_even
 
     bench = load_benchmarks() if bench is None else bench
     out = {}
     spec = bench.get("speculative_decoding") or {}
     if spec.get("tau_t0") and spec.get("speedup_vs_plain_t0"):
-        out["our PyTorch loop"] = round(float(spec["tau_t0"]) / float(spec["speedup_vs_plain_t0"]), 4)
-    try:
-        rc = bench["llamacpp_1.5b"]["small"]["by_threads"]["1"]["eagle3"]["round_costs"]
-        out["llama.cpp, 1 thread"] = float(rc["round_in_plain_steps"])
-    except (KeyError, TypeError):
-        pass
+        out["our PyTorch loop"] = round(observed_break_even(spec), 4)
+    if bench.get(CEILING):
+        be = ceiling_values(bench[CEILING])["be_small_1"]
+        if math.isfinite(be):
+            out["llama.cpp, 1 thread"] = be
     return out
 
 
@@ -355,8 +256,8 @@ def data_projection(bench: Mapping[str, Any], marks: Mapping[str, float]) -> dic
 
 
 def projection_marks(bench: Mapping[str, Any] | None = None) -> dict[str, float]:
-    """The marks a projection aims at (online taus): the issue's target and goal, then each engine's break-even."""
-    return {**TARGETS, **{f"break-even, {k}": v for k, v in break_even_taus(bench).items()}}
+    """The marks a projection aims at (online taus): each engine's break-even (:func:`break_even_taus`)."""
+    return {f"break-even, {k}": v for k, v in break_even_taus(bench).items()}
 
 
 def _range(lo: float | None, hi: float | None, fmt: Any) -> str:
@@ -386,109 +287,11 @@ def projection_rows(proj: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def projection_text(proj: Mapping[str, Any] | None) -> str:
-    """The paragraph under the projection: the fit, the scales, today's cost and the predicted times."""
-    if proj is None:
-        return "Chapter 9's data-scaling drafters have not been measured (`wave bench --only drafter_data_scaling`)."
-    f, last, today = proj["fit"], proj["last"], proj["today_cost"]
-    marks = "; ".join(f"{m['label']} (online tau {m['online_tau']:.2f}, offline {m['tau']:.2f}): "
-                      + (m["time_text"] if not m["reachable"] else "reached" if m["reached"] else
-                         f"{_multiple(m['data_multiple'])} today's data "
-                         f"{_range(m['multiple_lo'], m['multiple_hi'], _multiple)}, {m['time_text']}")
-                      for m in proj["marks"])
-    return (f"Fit over chapter 9's {proj['n_points']} drafters of today's recipe (all train prompts, 0 to "
-            f"{last['samples_per_prompt']} sampled responses each): +{f['b']:.3f} offline tau per doubling of the "
-            f"training data (95% interval [{f['b_lo']:.3f}, {f['b_hi']:.3f}]). Times are multiples of today's "
-            f"measured cost, {today['cpu_min']:.1f} CPU-minutes per drafter ({today['measured']}), the figure every "
-            "page of this book uses. The marks are online tau (the decoding benchmark's prompts); each is put on the "
-            "curve's offline scale (96 eval prompts, no threshold) by the benchmark drafter's own ratio of the two. "
-            f"A chain of depth {proj['tau_max'] - 1} yields at most {proj['tau_max']} tokens per round, so a mark "
-            f"above {proj['tau_max']} cannot be reached at that depth. Extrapolated: {marks}. Generating the sampled "
-            "responses is not counted, and the fit assumes the gain per doubling holds far beyond the data measured, "
-            "on the same 324 train prompts.")
-
-
-def best_reached(bench: Mapping[str, Any]) -> str:
-    """Where today's benchmark drafter stands against the issue's targets (online tau at T = 0
-    of at least 1.9, a lossless speedup of at least 1.4x over the plain loop), from
-    ``speculative_decoding`` in benchmarks.json.
-
-    >>> best_reached({"speculative_decoding": {"tau_t0": 1.84, "speedup_vs_plain_t0": 1.004, "rounds": 5,
-    ...     "n_prompts": 16, "round_spread": {"speedup_vs_plain_t0": {"lo": 0.975, "hi": 1.04}},
-    ...     "drafter_eval_offline": {"tau_offline": 1.75}}}).split(": ")[1]
-    'online tau 1.84 at T = 0 (target 1.9, not reached) and 1.00x the plain loop [0.97, 1.04] over 5 interleaved rounds on 16 prompts (target 1.4x, not reached); offline on the eval split it reaches 1.75'
-    """
-    s = bench.get("speculative_decoding")
-    if not s:
-        return "The decoding benchmark has not run (`wave bench --only speculative_decoding`)."
-    spread = (s.get("round_spread") or {}).get("speedup_vs_plain_t0") or {}
-    ci = f" [{spread['lo']:.2f}, {spread['hi']:.2f}]" if "lo" in spread else ""
-    tau, speed = float(s["tau_t0"]), float(s["speedup_vs_plain_t0"])
-    target_tau, target_speed = TARGETS["the issue's target"], 1.4
-    return (f"The best drafter measured is still today's benchmark drafter: online tau {tau:.2f} at T = 0 (target "
-            f"{target_tau:g}, {'reached' if tau >= target_tau else 'not reached'}) and {speed:.2f}x the plain loop{ci} "
-            f"over {s.get('rounds', 1)} interleaved rounds on {s['n_prompts']} prompts (target {target_speed:g}x, "
-            f"{'reached' if speed >= target_speed else 'not reached'}); offline on the eval split it reaches "
-            f"{s['drafter_eval_offline']['tau_offline']:.2f}")
-
-
-def efficiency_text(doc: Mapping[str, Any] | None) -> str:
-    """The issue's efficiency target (today's offline tau in at most half of today's
-    CPU-minutes) against the screen: the cheapest arm that R1 does not find worse than the
-    base, and its training cost as a share of the base's (a secondary measure).
-
-    >>> efficiency_text({"base": {"cpu_s": 800.0}, "arms": [
-    ...     {"name": "a", "cpu_s": 300.0, "delta": -0.1, "p_holm": 0.001},
-    ...     {"name": "b", "cpu_s": 600.0, "delta": 0.01, "p_holm": 0.4}]})
-    'the cheapest arm not worse than the base under R1 is b, at 75% of its training CPU-seconds (a secondary measure): the efficiency target (half) is not met by any arm'
-    """
-    if doc is None:
-        return "the screen has not run"
-    base = float(doc["base"]["cpu_s"])
-    ok = [a for a in doc["arms"] if not a.get("post_hoc") and verdict(a) != "hurts"]
-    if not ok:
-        return "every arm is worse than the base under R1"
-    a = min(ok, key=lambda x: float(x["cpu_s"]))
-    share = float(a["cpu_s"]) / base
-    met = ("is not met by any arm" if share > 0.5 else "is met" if verdict(a) == "helps"
-           else "is met only in the sense that its tau is within noise of the base's")
-    return (f"the cheapest arm not worse than the base under R1 is {a['name']}, at {share:.0%} of its training "
-            f"CPU-seconds (a secondary measure): the efficiency target (half) {met}")
-
-
-def equal_cost_text(doc: Mapping[str, Any] | None) -> str:
-    """Each arm that helps under R1, read at the base's training cost: its learning curve's
-    tau (linear between evaluated epochs) at the base's final cumulative CPU-seconds against
-    the base's final tau. A secondary, descriptive reading (curves pool eval records).
-
-    >>> base = {"curve": [{"cpu_s": 60.0, "tau_offline": 1.3}, {"cpu_s": 120.0, "tau_offline": 1.4}]}
-    >>> arm = {"name": "d", "delta": 0.08, "p_holm": 0.002, "curve": [{"cpu_s": 100.0, "tau_offline": 1.3},
-    ...        {"cpu_s": 200.0, "tau_offline": 1.5}]}
-    >>> equal_cost_text({"base": base, "arms": [arm]})
-    "At the base's training cost (2.0 CPU-minutes), d's curve stands at 1.340 against the base's 1.400 (-0.060; pooled curves, a secondary reading): its gain is bought with more compute, not a better use of it."
-    """
-    if doc is None:
-        return ""
-    base = doc["base"].get("curve") or []
-    if not base:
-        return ""
-    x, tau = float(base[-1]["cpu_s"]), float(base[-1]["tau_offline"])
-    out = []
-    for a in doc["arms"]:
-        if a.get("post_hoc") or verdict(a) != "helps" or not a.get("curve"):
-            continue
-        pts = [(float(p["cpu_s"]), float(p["tau_offline"])) for p in a["curve"]]
-        if x < pts[0][0] or x > pts[-1][0]:
-            continue
-        at = float(np.interp(x, [c for c, _ in pts], [t for _, t in pts]))
-        out.append(f"{a['name']}'s curve stands at {at:.3f} against the base's {tau:.3f} ({at - tau:+.3f}; pooled "
-                   "curves, a secondary reading)" + ("" if at > tau else
-                                                    ": its gain is bought with more compute, not a better use of it"))
-    return f"At the base's training cost ({x / 60:.1f} CPU-minutes), " + "; ".join(out) + "." if out else ""
-
-
 def reach_text(bench: Mapping[str, Any], doc: Mapping[str, Any] | None = None) -> str:
-    """One sentence for the landing page and chapter 8: where the benchmark drafter stands
+    """Kept for the landing page and the results summary until they are rewritten (it quotes
+    targets of the work, which the recipe page no longer shows); the recipe page does not use it.
+
+    One sentence for the landing page and chapter 8: where the benchmark drafter stands
     against the issue's targets, and the data multiple and training time the data curve's
     extrapolation puts on the first target (:func:`data_projection`, one source with chapters 9 and 10)."""
     s = bench.get("speculative_decoding")
@@ -530,3 +333,120 @@ def hypotheses(doc: Mapping[str, Any] | None) -> list["Hypothesis"]:
     return [Hypothesis("R1", "a one-factor change of the base recipe helps (per arm, recipe screen)", stat,
                        bool(helps) if all(not w.startswith("no verdict") for w in words.values()) else None,
                        f"paired bootstrap per arm, Holm across the {len(arms)} screened arms (the recipe page)")]
+
+
+# ----------------------------------------------------------------------------- values the page glues
+# The page's sentences live in its markdown (notebooks/10_drafter_recipe.py); these give the numbers,
+# names and words (from R1's vocabulary, :func:`verdict`) that fill them, never a sentence.
+
+NAN = float("nan")
+
+
+def screen_values(doc: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The screen's numbers for the page: arms screened, seeds, eval prompts, how many help /
+    hurt / are within noise under R1 (``verdict``), the arms that help (names joined as a list;
+    "none" when none does) and the first helping arm's delta with its interval (NaN without
+    one), the base's tau, the arms dropped by the registered shrink, whether stage 2 ran, and the
+    largest Monte Carlo error of a Holm p with the resamples behind it.
+
+    >>> v = screen_values({"base": {"tau": 1.5, "n_seeds": 2}, "prompt_ids": [0] * 96, "shrunk": ["x"], "arms": [
+    ...     {"name": "a", "delta": 0.03, "delta_lo": 0.01, "delta_hi": 0.05, "p_holm": 0.01, "n_boot": 1000},
+    ...     {"name": "b", "delta": -0.004, "delta_lo": -0.02, "delta_hi": 0.01, "p_holm": 0.7}],
+    ...     "confirm": {"run": False}})
+    >>> v["n_arms"], v["n_helps"], v["n_noise"], v["helps_names"], v["help_delta"], v["stage2_word"]
+    (2, 1, 1, 'a', 0.03, 'did not run')
+    """
+    if doc is None:
+        return {"n_arms": 0, "n_seeds": 0, "n_prompts": 0, "n_helps": 0, "n_hurts": 0, "n_noise": 0,
+                "helps_names": "none", "help_delta": NAN, "help_lo": NAN, "help_hi": NAN, "base_tau": NAN,
+                "n_shrunk": 0, "stage2_word": "did not run", "p_mcse_max": NAN, "n_boot": 0}
+    arms = [a for a in doc["arms"] if not a.get("post_hoc")]
+    words = [verdict(a) for a in arms]
+    helps = [a for a, w in zip(arms, words) if w == "helps"]
+    first = helps[0] if helps else {}
+    mcse = [a["p_holm_mcse"] for a in arms if a.get("p_holm_mcse") is not None]
+    c = doc.get("confirm") or {}
+    return {"n_arms": len(arms), "n_seeds": doc["base"]["n_seeds"], "n_prompts": len(doc["prompt_ids"]),
+            "n_helps": len(helps), "n_hurts": words.count("hurts"),
+            "n_noise": len(arms) - len(helps) - words.count("hurts"),
+            "helps_names": ", ".join(a["name"] for a in helps) or "none", "help_delta": first.get("delta", NAN),
+            "help_lo": first.get("delta_lo", NAN), "help_hi": first.get("delta_hi", NAN),
+            "base_tau": doc["base"]["tau"], "n_shrunk": len(doc.get("shrunk") or []),
+            "stage2_word": "ran" if c.get("run") else "did not run",
+            "p_mcse_max": max(mcse) if mcse else NAN, "n_boot": max((a.get("n_boot") or 0 for a in arms), default=0)}
+
+
+def power_rows(doc: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The arms R1 finds within noise although their delta is at least half their realised MDE
+    at the strictest Holm level: within noise because the screen is underpowered for them, not
+    shown to be without effect (a table: arm, delta, MDE Holm, MDE unadjusted)."""
+    arms = [a for a in (doc or {}).get("arms", []) if a.get("mde_holm") is not None and not a.get("post_hoc")]
+    return [{"arm": a["name"], "delta": round(a["delta"], 3), "MDE (Holm)": round(a["mde_holm"], 3),
+             "MDE (unadjusted)": round(a["mde"], 3)}
+            for a in arms if verdict(a) == "within noise" and abs(a["delta"]) >= a["mde_holm"] / 2]
+
+
+def mde_range(doc: Mapping[str, Any] | None) -> tuple[float, float]:
+    """The smallest and largest realised MDE at the strictest Holm level over the screened arms."""
+    m = [a["mde_holm"] for a in (doc or {}).get("arms", []) if a.get("mde_holm") is not None and not a.get("post_hoc")]
+    return (min(m), max(m)) if m else (NAN, NAN)
+
+
+def seed_rows(doc: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The verdicts that resampling the seeds as well as the prompts changes (the results file's
+    ``seed_sensitivity``): arm, registered verdict, verdict with seeds resampled, delta, interval,
+    Holm p."""
+    return [{"arm": r["name"], "R1": r["registered_verdict"], "seeds resampled": r["verdict"],
+             "delta": round(r["delta"], 3), "95% CI": _ci(r["delta_lo"], r["delta_hi"]), "p (Holm)": round(r["p_holm"], 2)}
+            for r in (doc or {}).get("seed_sensitivity") or [] if r["changed"]]
+
+
+def seed_values(doc: Mapping[str, Any] | None) -> dict[str, Any]:
+    """How many of the seed-sensitivity analysis's verdicts change, out of how many, on how many resamples."""
+    rows = (doc or {}).get("seed_sensitivity") or []
+    return {"seed_changed": sum(bool(r["changed"]) for r in rows), "seed_n": len(rows),
+            "seed_n_boot": rows[0]["n_boot"] if rows else 0}
+
+
+def equal_cost_values(doc: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The first arm that helps under R1, read at the base's training cost: its learning curve's
+    tau (linear between evaluated epochs) at the base's final CPU-minutes (``eq_arm_tau``), the
+    base's final tau (``eq_base_tau``), and where the arm stands against it (``eq_word``: "above",
+    "below" or "level with"); NaN and "-" when there is no such arm or curve."""
+    out = {"eq_minutes": NAN, "eq_arm": "-", "eq_arm_tau": NAN, "eq_base_tau": NAN, "eq_word": "-"}
+    base = ((doc or {}).get("base") or {}).get("curve") or []
+    if not base:
+        return out
+    x, tau = float(base[-1]["cpu_s"]), float(base[-1]["tau_offline"])
+    for a in doc["arms"]:
+        if a.get("post_hoc") or verdict(a) != "helps" or not a.get("curve"):
+            continue
+        pts = [(float(p["cpu_s"]), float(p["tau_offline"])) for p in a["curve"]]
+        if pts[0][0] <= x <= pts[-1][0]:
+            at = float(np.interp(x, [c for c, _ in pts], [t for _, t in pts]))
+            word = "above" if at > tau + 5e-4 else "below" if at < tau - 5e-4 else "level with"
+            return {"eq_minutes": x / 60, "eq_arm": a["name"], "eq_arm_tau": at, "eq_base_tau": tau, "eq_word": word}
+    return out
+
+
+def efficiency_values(doc: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The cheapest arm that R1 does not find worse than the base, and its training CPU-seconds
+    as a share of the base's (a secondary measure)."""
+    ok = [a for a in (doc or {}).get("arms", []) if not a.get("post_hoc") and verdict(a) != "hurts"]
+    if not ok:
+        return {"eff_arm": "-", "eff_share": NAN}
+    a = min(ok, key=lambda x: float(x["cpu_s"]))
+    return {"eff_arm": a["name"], "eff_share": float(a["cpu_s"]) / float(doc["base"]["cpu_s"])}
+
+
+def projection_values(proj: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The data curve's fit for the page: offline tau gained per doubling of the data with its 95%
+    interval, how many drafters it rests on, the most sampled responses per prompt among them,
+    today's measured training cost per drafter, and the chain's most tokens per round."""
+    if proj is None:
+        return {"proj_b": NAN, "proj_b_lo": NAN, "proj_b_hi": NAN, "proj_n": 0, "proj_samples": 0, "proj_cpu_min": NAN,
+                "proj_tau_max": 0}
+    f = proj["fit"]
+    return {"proj_b": f["b"], "proj_b_lo": f["b_lo"], "proj_b_hi": f["b_hi"], "proj_n": proj["n_points"],
+            "proj_samples": proj["last"]["samples_per_prompt"], "proj_cpu_min": proj["today_cost"]["cpu_min"],
+            "proj_tau_max": proj["tau_max"] or 0}
