@@ -6,6 +6,7 @@
     wave train-draft --model M --layers 2,15,27 --out DIR
     wave speculate --model M --draft DIR --prompts FILE
     wave export    --engine llamacpp --draft DIR --out FILE.gguf   (needs scripts/setup_llamacpp.sh)
+    wave export    --engine specforge --run-dir D [--layers 2,16,29]  a SpecForge training run (GPU scale)
     wave generate  --engine llamacpp --split eval --out FILE.jsonl [--check-against FILE]
                                                      target responses from llama-server (same schema)
     wave study     --profile P                       every chapter, then the book
@@ -212,11 +213,17 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.engine == "specforge":
+        return cmd_export_specforge(args)
     from activation_wave.engines.llamacpp import check_export_out, export_llamacpp
     from activation_wave.study.steps import get_target
 
     from activation_wave.study.estimate import check_before_load
 
+    missing = [f for f, v in (("--draft", args.draft), ("--out", args.out)) if not v]
+    if missing:
+        raise ValueError(f"--engine {args.engine} needs {' and '.join(missing)}: the drafter folder and the file to "
+                         "write, e.g. --draft scratch/draft --out scratch/draft.gguf")
     cfg = _config(args)
     check_export_out(Path(args.out), force=args.force)  # before the target is loaded
     check_before_load(cfg, steps=("load",))
@@ -224,6 +231,52 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = export_llamacpp(args.draft, args.out, target, outtype=args.outtype, force=args.force)
     print(f"gguf       {out}  ({out.stat().st_size / 2**20:.1f} MiB, {args.outtype})")
     print(f"serve      llama-server -m <target .gguf> -md {out} --spec-type draft-eagle3")
+    return 0
+
+
+def cmd_export_specforge(args: argparse.Namespace) -> int:
+    """``wave export --engine specforge --run-dir D``: a SpecForge 0.2.0 training run for the
+    model and the layers ``wave select`` recommends (or ``--layers``); activation_wave.engines.specforge."""
+    import shlex
+
+    from activation_wave.core.layers import check_layers
+    from activation_wave.engines import specforge as sf
+
+    if not args.run_dir:
+        raise ValueError("--engine specforge needs --run-dir: a new folder for the training run, e.g. "
+                         "--run-dir runs/specforge")
+    if args.draft or args.out:
+        raise ValueError("--engine specforge writes a training run, not a drafter file: give --run-dir D, not "
+                         "--draft/--out")
+    cfg = _config(args)
+    run_dir = sf.check_run_dir(Path(args.run_dir), force=args.force, create=False)  # before any work
+    sources = tuple(s.strip() for s in args.sources.split(",") if s.strip())
+    target = sf.target_config(cfg.model)
+    n = int(target[0]["num_hidden_layers"])
+    if args.layers is not None:
+        layers, basis = list(check_layers(args.layers, n, what="--layers")), "given (--layers)"
+    else:
+        from activation_wave.select.report import select_for_cli
+        from activation_wave.study.steps import run_capture
+
+        sel = select_for_cli(run_capture(cfg), cfg)
+        layers = list(sel["exports_ids"])
+        basis = (f"wave select: recommended ({sel['basis']})" if sel["exports_for"] == "recommended" else
+                 f"wave select: {cfg.select.method}'s candidate (nothing recommended: {sel['reason']})")
+    man = sf.export_specforge(cfg, run_dir, layers=layers, basis=basis, gpus=args.gpus, sources=sources,
+                              chat_template=args.chat_template, force=args.force, target=target,
+                              command="wave " + shlex.join(getattr(args, "argv", None) or []))
+    print(f"run        {run_dir}  (SpecForge {sf.SPECFORGE_VERSION}; target {man['target']['target_model_path']}, "
+          f"N = {n}; {man['data']['records']} train prompts)")
+    print(f"layers     hidden_states {man['layers']['hidden_states']} = SpecForge ids {man['layers']['specforge']}  "
+          f"({basis})")
+    print(f"train      {' '.join(man['run']['train'])}")
+    print(f"check      {sf.check_text(man['check'])}")
+    for r in man["settings"]["fixed"]:
+        if r["differs"]:
+            print(f"  ! {r['study']} = {r['value']} is not carried: {r['why']}")
+    print(f"next       bash {run_dir}/launch.sh on a machine with {args.gpus} GPUs; then "
+          f"wave speculate --model {cfg.model} --draft {run_dir} --prompts <file>")
     return 0
 
 
@@ -491,15 +544,26 @@ def build_parser() -> argparse.ArgumentParser:
                    "[{id, token_ids}] per prompt, and `per_prompt` with timings")
     p.set_defaults(func=cmd_speculate)
 
-    p = sub.add_parser("export", help="convert a drafter for a serving engine (llama.cpp: a .gguf)")
+    p = sub.add_parser("export", help="convert a drafter for a serving engine (llama.cpp: a .gguf), or hand the "
+                       "chosen layers to SpecForge (a training run)")
     _add_common(p)
-    p.add_argument("--engine", required=True, choices=["llamacpp"], help="engine to export for")
-    p.add_argument("--draft", required=True, help="drafter folder written by train-draft")
-    p.add_argument("--out", required=True, help="output .gguf file in an existing folder (replaced only when the "
+    p.add_argument("--engine", required=True, choices=["llamacpp", "specforge"], help="engine to export for")
+    p.add_argument("--draft", help="drafter folder written by train-draft (llamacpp)")
+    p.add_argument("--out", help="output .gguf file in an existing folder (llamacpp; replaced only when the "
                    "conversion succeeds)")
+    p.add_argument("--run-dir", help="specforge: the folder of the training run to write (new, empty, or one this "
+                   "command wrote)")
+    p.add_argument("--layers", type=_layers, default=None, help="specforge: hidden_states indices the drafter reads, "
+                   "e.g. 2,16,29 (default: the set `wave select` recommends on the model's capture)")
+    p.add_argument("--gpus", type=int, default=8, help="specforge: GPUs of the training machine (default 8)")
+    p.add_argument("--chat-template", default=None, help="specforge: SpecForge's chat template name (default: from "
+                   "the model; llama3 for Llama 3)")
+    p.add_argument("--sources", default="team,humaneval,corpus", help="specforge: prompt sets whose train split "
+                   "becomes the training prompts (default: team,humaneval,corpus)")
     p.add_argument("--outtype", default="f16", choices=["f32", "f16", "bf16", "q8_0"],
                    help="drafter weight type in the .gguf (default: f16)")
-    p.add_argument("--force", action="store_true", help="replace an existing --out that is not a GGUF file")
+    p.add_argument("--force", action="store_true", help="replace an existing --out that is not a GGUF file; "
+                   "specforge: rewrite a run folder SpecForge has written into (its outputs are kept)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("generate", help="the target's responses from another engine (llama.cpp's llama-server), "

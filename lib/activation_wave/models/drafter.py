@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -98,6 +99,10 @@ class DrafterSpec:
     target_num_layers: int  # N of the target (for the conventions of other engines)
     target_hidden_size: int
     fused_norm: bool = False  # an RMSNorm per captured layer before fc (checkpoint: activation_wave.fused_norm)
+    # RoPE frequency scaling as (key, value) pairs of a ``rope_scaling`` dict; () = plain RoPE. Only
+    # "llama3" is implemented (:func:`rope_inv_freq`): drafters SpecForge trains for Llama-3.1 targets
+    # carry it (its draft config copies the target's). The study's own drafters use plain RoPE.
+    rope_scaling: tuple[tuple[str, Any], ...] = ()
 
     @property
     def k(self) -> int:
@@ -164,6 +169,7 @@ class DrafterSpec:
             "mlp_bias": False,
             "target_hidden_size": self.target_hidden_size,
             "torch_dtype": "float32",
+            **({"rope_scaling": dict(self.rope_scaling)} if self.rope_scaling else {}),
             TOP_LEVEL_KEY: list(self.layers),
             "eagle_config": eagle,
             "activation_wave": {"schema": SCHEMA_VERSION, "target_num_hidden_layers": self.target_num_layers,
@@ -205,8 +211,57 @@ class DrafterSpec:
             rms_norm_eps=cfg["rms_norm_eps"], rope_theta=cfg["rope_theta"],
             max_position_embeddings=cfg["max_position_embeddings"],
             layers=tuple(layers), target_num_layers=n, target_hidden_size=cfg["target_hidden_size"],
-            fused_norm=bool(ours.get("fused_norm", False)),
+            fused_norm=bool(ours.get("fused_norm", False)), rope_scaling=_rope_scaling(cfg, where=where),
         )
+
+
+#: RoPE scaling types :func:`rope_inv_freq` implements ("default" = none).
+ROPE_TYPES = ("default", "llama3")
+
+
+def _rope_scaling(cfg: dict[str, Any], *, where: str) -> tuple[tuple[str, Any], ...]:
+    """The RoPE scaling a drafter config names, as :attr:`DrafterSpec.rope_scaling` pairs.
+
+    Read from ``rope_scaling`` (transformers 4 and SpecForge's legacy mirror) or else
+    ``rope_parameters`` (transformers 5), without its ``rope_theta``; () for plain RoPE.
+    Raises :class:`DrafterError` for a scaling type the drafter does not implement.
+    """
+    raw = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+    if not isinstance(raw, dict):
+        raise DrafterError(f"{where}: rope_scaling is a {type(raw).__name__}, not an object; restore the file")
+    pairs = tuple(sorted((k, v) for k, v in raw.items() if k not in ("rope_theta", "type")))
+    kind = raw.get("rope_type", raw.get("type", "default"))
+    if kind not in ROPE_TYPES:
+        raise DrafterError(f"{where}: RoPE scaling {kind!r} is not implemented by the study's drafter (only "
+                           f"{list(ROPE_TYPES)}); serve this drafter in its engine, or train it with plain RoPE")
+    return () if kind == "default" else (("rope_type", kind),) + tuple(p for p in pairs if p[0] != "rope_type")
+
+
+def rope_inv_freq(head_dim: int, theta: float, scaling: Sequence[tuple[str, Any]] = ()) -> Tensor:
+    """RoPE inverse frequencies [head_dim / 2] for base ``theta``, with Llama 3's frequency
+    scaling when ``scaling`` says ``rope_type = "llama3"`` (as transformers'
+    ``_compute_llama3_parameters`` and SpecForge's ``LlamaRotaryEmbedding``): wavelengths
+    longer than ``original_max_position_embeddings / low_freq_factor`` are stretched by
+    ``factor``, shorter than ``... / high_freq_factor`` kept, and those between blended.
+
+    >>> f = rope_inv_freq(8, 10000.0)
+    >>> [round(x, 4) for x in f.tolist()]
+    [1.0, 0.1, 0.01, 0.001]
+    >>> s = (("rope_type", "llama3"), ("factor", 8.0), ("low_freq_factor", 1.0), ("high_freq_factor", 4.0),
+    ...      ("original_max_position_embeddings", 64))
+    >>> [round(x, 6) for x in rope_inv_freq(8, 10000.0, s).tolist()]
+    [1.0, 0.013042, 0.00125, 0.000125]
+    """
+    inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    s = dict(scaling)
+    if s.get("rope_type", "default") == "default":
+        return inv
+    factor, low, high = float(s["factor"]), float(s["low_freq_factor"]), float(s["high_freq_factor"])
+    old = float(s["original_max_position_embeddings"])
+    wavelen = 2 * math.pi / inv
+    smooth = (old / wavelen - low) / (high - low) if high != low else torch.zeros_like(inv)
+    blended = (1 - smooth) * inv / factor + smooth * inv
+    return torch.where(wavelen < old / high, inv, torch.where(wavelen > old / low, inv / factor, blended))
 
 
 # ----------------------------------------------------------------------------- modules
@@ -332,7 +387,7 @@ class Eagle3Drafter(nn.Module):
         self.register_buffer("t2d", t2d)
         self.register_buffer("draft_to_target", ids, persistent=False)
         self.register_buffer("target_to_draft", target_to_draft, persistent=False)
-        inv_freq = 1.0 / spec.rope_theta ** (torch.arange(0, spec.head_dim, 2, dtype=torch.float32) / spec.head_dim)
+        inv_freq = rope_inv_freq(spec.head_dim, spec.rope_theta, spec.rope_scaling)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         self.scale = 1.0 / math.sqrt(spec.head_dim)
         self._has_embeddings = False
@@ -793,6 +848,8 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
     from safetensors import SafetensorError
 
     path = Path(path)
+    if specforge_layout(path) is not None:  # saved by SpecForge (a run of `wave export --engine specforge`)
+        return load_specforge_drafter(path, target)
     for name in ("model.safetensors", "config.json"):
         if not (path / name).exists():
             raise DrafterError(f"{path} has no {name}: not a drafter checkpoint (train one with `wave train-draft`)")
@@ -853,4 +910,291 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
                                "retrain the drafter on this one")
         drafter.ensure_target(target)
         drafter.attach_target(getattr(target, "model", target))
+    return drafter.eval()
+
+
+def expected_state_shapes(spec: DrafterSpec) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every tensor a checkpoint of a head with ``spec`` holds (no embedding),
+    from the spec alone (no weights built: an 8B target's head is checked without allocating it).
+
+    >>> s = DrafterSpec(32, 64, 4, 2, 8, 128, 16, 1e-6, 1e4, 256, (1, 2, 3), 4, 32)
+    >>> expected_state_shapes(s)["fc.weight"], expected_state_shapes(s)["midlayer.self_attn.k_proj.weight"]
+    ((32, 96), (16, 64))
+    """
+    H, T, I = spec.hidden_size, spec.target_hidden_size, spec.intermediate_size
+    q, kv = spec.num_attention_heads * spec.head_dim, spec.num_key_value_heads * spec.head_dim
+    out = {"fc.weight": (H, spec.k * T), "norm.weight": (H,), "lm_head.weight": (spec.draft_vocab_size, H),
+           "d2t": (spec.draft_vocab_size,), "t2d": (spec.vocab_size,),
+           "midlayer.input_layernorm.weight": (H,), "midlayer.hidden_norm.weight": (H,),
+           "midlayer.self_attn.q_proj.weight": (q, 2 * H), "midlayer.self_attn.k_proj.weight": (kv, 2 * H),
+           "midlayer.self_attn.v_proj.weight": (kv, 2 * H), "midlayer.self_attn.o_proj.weight": (H, q),
+           "midlayer.post_attention_layernorm.weight": (H,), "midlayer.mlp.gate_proj.weight": (I, H),
+           "midlayer.mlp.up_proj.weight": (I, H), "midlayer.mlp.down_proj.weight": (H, I)}
+    if spec.fused_norm:
+        out.update({f"fuse_norm.{i}.weight": (T,) for i in range(spec.k)})
+    return out
+
+
+# ----------------------------------------------------------------------------- SpecForge's layout
+#
+# SpecForge 0.2.0 (read from its wheel) saves a training run as ``{output_dir}/{run_id}-step{N}/
+# training_state.pt`` (specforge/training/checkpoint.py: a torch pickle whose ``draft_state_dict``
+# holds the draft weights without the ``draft_model.`` prefix and without the frozen embedding,
+# specforge/training/strategies/base.py), with a ``{run_id}-latest`` link beside them; the draft
+# config is not in it (its exporters take ``--draft-config``). ``specforge export --to sglang|hf``
+# writes a draft directory: ``config.json`` (the draft config through transformers'
+# ``save_pretrained``) and ``model.safetensors`` (bf16; ``--to hf`` adds ``embed_tokens.weight``).
+# The weight names are the study's (specforge/export/to_sglang.py: the map is the identity for
+# LlamaForCausalLMEagle3) except the per-layer norms before fc, ``fc_norm.{i}`` for the study's
+# ``fuse_norm.{i}``; the module computes what :class:`Eagle3Drafter` computes
+# (specforge/modeling/draft/llama3_eagle.py; tests/test_specforge.py runs both on one input).
+
+#: SpecForge's training-checkpoint file.
+SPECFORGE_STATE_FILE = "training_state.pt"
+#: The manifest of a run folder written by `wave export --engine specforge` (engines/specforge.py).
+SPECFORGE_RUN_MANIFEST = "specforge_run.json"
+#: The block the study adds to the draft config it writes for SpecForge (the target's N, the ids);
+#: transformers keeps unknown keys, so ``specforge export`` carries it into the exported config.json.
+SPECFORGE_EXPORT_KEY = "activation_wave_export"
+
+
+def _json_object(path: Path) -> dict[str, Any] | None:
+    """``path``'s JSON object, or None when it is absent, unreadable or not an object (a detector's read)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def specforge_layout(path: str | Path) -> str | None:
+    """Which of SpecForge's layouts ``path`` is: ``"state"`` (a training checkpoint: a
+    ``training_state.pt``, a ``{run_id}-step{N}`` folder, SpecForge's ``output_dir``, or a run
+    folder written by `wave export --engine specforge`), ``"export"`` (a ``specforge export``
+    folder: an EAGLE-3 ``config.json`` without the study's ``activation_wave`` block), or None
+    (the study's own layout, or no checkpoint at all). Reads names and JSON only; never raises."""
+    path = Path(path)
+    if path.is_file():
+        return "state" if path.name == SPECFORGE_STATE_FILE else None
+    if not path.is_dir():
+        return None
+    if (path / SPECFORGE_STATE_FILE).is_file():
+        return "state"
+    cfg = _json_object(path / "config.json")
+    if cfg is not None:  # the study's own checkpoints name it in config.json and carry provenance.json
+        ours = "activation_wave" in cfg or (path / "provenance.json").exists()
+        eagle = cfg.get("architectures") == [ARCHITECTURE]
+        return "export" if eagle and not ours and _specforge_weights(path) else None
+    if (path / SPECFORGE_RUN_MANIFEST).is_file():
+        return "state"
+    try:
+        return "state" if any((c / SPECFORGE_STATE_FILE).is_file() for c in path.iterdir()
+                              if re.search(r"-(latest|step\d+)$", c.name)) else None
+    except OSError:
+        return None
+
+
+def _specforge_weights(folder: Path) -> list[Path]:
+    """The safetensors files of an exported draft folder (one file, or the shards of an index)."""
+    if (folder / "model.safetensors").is_file():
+        return [folder / "model.safetensors"]
+    index = _json_object(folder / "model.safetensors.index.json")
+    if index is None or not isinstance(index.get("weight_map"), dict):
+        return []
+    return [folder / name for name in sorted(set(index["weight_map"].values()))]
+
+
+def _run_manifest(start: Path, levels: int = 4) -> tuple[Path, dict[str, Any]] | None:
+    """The run folder (and its manifest) holding ``start``: ``start`` or one of its parents."""
+    for folder in [start, *start.parents][:levels + 1]:
+        doc = _json_object(folder / SPECFORGE_RUN_MANIFEST)
+        if doc is not None:
+            return folder, doc
+    return None
+
+
+def specforge_state_file(path: str | Path) -> Path:
+    """The ``training_state.pt`` that ``path`` names, resolved as SpecForge's exporter does
+    (specforge/export/checkpoint_io.py ``resolve_training_state``): the file itself, a
+    ``{run_id}-step{N}`` folder, or an ``output_dir`` through its one ``{run_id}-latest`` link,
+    else its highest step; a run folder of `wave export --engine specforge` through its
+    manifest's ``output_dir``. Raises :class:`DrafterError` naming the fix."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    if (path / SPECFORGE_STATE_FILE).is_file():
+        return path / SPECFORGE_STATE_FILE
+    manifest = _json_object(path / SPECFORGE_RUN_MANIFEST)
+    if manifest is not None:
+        out = path / str((manifest.get("run") or {}).get("output_dir", "outputs"))
+        if not out.is_dir():
+            raise DrafterError(f"{path} is a SpecForge run folder with no checkpoint yet ({out} does not exist): run "
+                               f"its launch.sh (training writes {out}), then pass --draft {path}")
+        path = out
+    latest = sorted({c.resolve() for c in path.glob("*-latest") if (c.resolve() / SPECFORGE_STATE_FILE).is_file()})
+    if len(latest) > 1:
+        raise DrafterError(f"{path} holds several SpecForge runs ({[p.name for p in latest]}); pass one "
+                           "{run_id}-step{N} folder as --draft")
+    if latest:
+        return latest[0] / SPECFORGE_STATE_FILE
+    steps: dict[str, list[tuple[int, Path]]] = {}
+    for c in path.glob("*-step*"):
+        m = re.fullmatch(r"(.+)-step(\d+)", c.name)
+        if m and (c / SPECFORGE_STATE_FILE).is_file():
+            steps.setdefault(m.group(1), []).append((int(m.group(2)), c))
+    if len(steps) > 1:
+        raise DrafterError(f"{path} holds checkpoints of several SpecForge runs ({sorted(steps)}); pass one "
+                           "{run_id}-step{N} folder as --draft")
+    if not steps:
+        raise DrafterError(f"{path} holds no SpecForge checkpoint ({{run_id}}-step{{N}}/{SPECFORGE_STATE_FILE}); "
+                           "pass the run's output_dir or one of its step folders")
+    return max(next(iter(steps.values())))[1] / SPECFORGE_STATE_FILE
+
+
+def specforge_draft_config(state_file: Path) -> Path:
+    """The draft config of a SpecForge training checkpoint, which the checkpoint does not
+    store: ``config.json`` beside it (where SpecForge would put one), else the draft config
+    named by the manifest of the run folder it sits in (`wave export --engine specforge`)."""
+    if (state_file.parent / "config.json").is_file():
+        return state_file.parent / "config.json"
+    found = _run_manifest(state_file.parent)
+    if found is not None:
+        folder, manifest = found
+        name = (manifest.get("files") or {}).get("draft_config") or "draft_config.json"
+        if (folder / name).is_file():
+            return folder / name
+    raise DrafterError(f"{state_file} has no draft config beside it and is not inside a run folder of `wave export "
+                       "--engine specforge`: export it with SpecForge first (specforge export --to sglang --checkpoint "
+                       f"{state_file.parent} --draft-config <its draft config .json> --output-dir <new folder>) and "
+                       "pass that folder as --draft")
+
+
+def specforge_spec(cfg: dict[str, Any], *, where: str, n_layers: int | None = None) -> DrafterSpec:
+    """The :class:`DrafterSpec` of a SpecForge EAGLE-3 draft config (``LlamaForCausalLMEagle3``).
+
+    Layer ids: the top-level ``eagle_aux_hidden_state_layer_ids`` (hidden_states indices) and/or
+    the nested ``eagle_config`` ids SpecForge reads (index - 1), checked to agree. The target's N:
+    ``n_layers`` (the given target's), else the study's ``activation_wave_export`` block, else
+    the smallest N the ids allow (a drafter inspected without its target). Raises
+    :class:`DrafterError` for what the study's drafter does not compute: another architecture,
+    more than one decoder layer, an activation other than SiLU, ``norm_output`` off, or a RoPE
+    scaling other than Llama 3's."""
+    from activation_wave.core.layers import check_layers, read_layer_ids
+
+    fix = "give a SpecForge EAGLE-3 draft (LlamaForCausalLMEagle3, one decoder layer)"
+    if cfg.get("architectures") != [ARCHITECTURE]:
+        raise DrafterError(f"{where}: architectures {cfg.get('architectures')!r} is not [{ARCHITECTURE!r}]; {fix}")
+    problems = []
+    if int(cfg.get("num_hidden_layers", 1)) != 1:
+        problems.append(f"{cfg.get('num_hidden_layers')} decoder layers (the study's drafter has one)")
+    if cfg.get("hidden_act", "silu") != "silu":
+        problems.append(f"activation {cfg.get('hidden_act')!r} (the study's drafter uses silu)")
+    if cfg.get("norm_output", True) is not True:
+        problems.append("norm_output off (the study's drafter norms before lm_head)")
+    if problems:
+        raise DrafterError(f"{where}: this SpecForge draft is not the study's EAGLE-3 head: {'; '.join(problems)}; "
+                           "serve it in SpecForge's engine (SGLang) instead")
+    try:
+        layers = read_layer_ids(cfg, where=where)
+        ours = cfg.get(SPECFORGE_EXPORT_KEY) or {}
+        n = int(n_layers or ours.get("target_num_hidden_layers") or max(layers) + 1)
+        layers = check_layers(layers, n, what=f"{where}: layer ids")
+        hidden = int(cfg["hidden_size"])
+        heads = int(cfg["num_attention_heads"])
+        rope = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else {}
+        theta = float(cfg.get("rope_theta") or rope.get("rope_theta") or 10000.0)
+        return DrafterSpec(
+            hidden_size=hidden, intermediate_size=int(cfg["intermediate_size"]), num_attention_heads=heads,
+            num_key_value_heads=int(cfg.get("num_key_value_heads") or heads),
+            head_dim=int(cfg.get("head_dim") or hidden // heads), vocab_size=int(cfg["vocab_size"]),
+            draft_vocab_size=int(cfg.get("draft_vocab_size") or cfg["vocab_size"]),
+            rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)), rope_theta=theta,
+            max_position_embeddings=int(cfg.get("max_position_embeddings", 4096)), layers=tuple(layers),
+            target_num_layers=n, target_hidden_size=int(cfg.get("target_hidden_size") or hidden),
+            fused_norm=bool(cfg.get("fc_norm", False)), rope_scaling=_rope_scaling(cfg, where=where))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DrafterError(f"{where} is not a SpecForge draft config the study can read ({type(exc).__name__}: "
+                           f"{exc}); {fix}") from None
+
+
+def _specforge_state(kind: str, path: Path) -> tuple[dict[str, Tensor], Path, dict[str, Any]]:
+    """(draft weights, draft config path, training metadata) of a SpecForge checkpoint or export."""
+    if kind == "export":
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        state: dict[str, Tensor] = {}
+        for f in _specforge_weights(path):
+            try:
+                state.update(load_file(str(f)))
+            except (SafetensorError, OSError) as exc:
+                raise DrafterError(f"{f} cannot be read ({exc}): truncated or corrupted; export the checkpoint "
+                                   "again (specforge export --to sglang)") from None
+        return state, path / "config.json", {}
+    state_file = specforge_state_file(path)
+    try:  # weights_only: tensors and plain values, never arbitrary pickled objects
+        payload = torch.load(state_file, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as exc:  # noqa: BLE001 - torch raises many kinds for a bad or hostile pickle
+        raise DrafterError(f"{state_file} cannot be read as a SpecForge checkpoint of tensors and plain values "
+                           f"({type(exc).__name__}: {str(exc).splitlines()[0][:120]}); export it with SpecForge "
+                           "(specforge export --to sglang) and pass that folder as --draft") from None
+    weights = payload.get("draft_state_dict") if isinstance(payload, dict) else None
+    if not isinstance(weights, dict):
+        raise DrafterError(f"{state_file} has no draft_state_dict: not a SpecForge 0.2.0 training checkpoint")
+    meta = {k: payload.get(k) for k in ("run_id", "strategy", "global_step", "epoch", "world_size")}
+    return weights, specforge_draft_config(state_file), {**meta, "state_file": str(state_file)}
+
+
+def load_specforge_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
+    """Load an EAGLE-3 draft that SpecForge saved (:func:`specforge_layout`) as the study's
+    :class:`Eagle3Drafter`: the config mapped by :func:`specforge_spec`, ``fc_norm.{i}`` renamed
+    ``fuse_norm.{i}``, weights in fp32, the draft vocabulary from ``d2t`` (checked against ``t2d``),
+    the frozen embedding from ``target`` as for the study's own checkpoints (an exported one is
+    used only while no target is given). ``provenance["format"]`` is ``"specforge"``."""
+    path = Path(path)
+    kind = specforge_layout(path)
+    if kind is None:
+        raise DrafterError(f"{path} is not a checkpoint in SpecForge's layout (training_state.pt or a `specforge "
+                           "export` folder)")
+    raw, cfg_path, meta = _specforge_state(kind, path)
+    cfg = _read_json(cfg_path, "restore the run's draft config (wave export --engine specforge writes it)")
+    model = getattr(target, "model", target)
+    n = getattr(text_config(model.config), "num_hidden_layers", None) if model is not None else None
+    ours = (cfg.get(SPECFORGE_EXPORT_KEY) or {}).get("target_num_hidden_layers")
+    if n is not None and ours is not None and int(ours) != int(n):
+        raise DrafterError(f"{cfg_path} is for a target with N = {ours} decoder blocks, but the given target has "
+                           f"N = {n}: load the matching target (--model)")
+    spec = specforge_spec(cfg, where=str(cfg_path), n_layers=None if n is None else int(n))
+    state = {("fuse_norm." + k[len("fc_norm."):] if k.startswith("fc_norm.") else k):
+             (v.float() if v.is_floating_point() else v) for k, v in raw.items()}
+    if "d2t" not in state or "t2d" not in state:
+        raise DrafterError(f"{path}: the SpecForge checkpoint has no d2t/t2d vocabulary mapping; export it with "
+                           "--vocab-mapping <the run's vocab_mapping.pt>")
+    d2t, t2d = state["d2t"].long(), state["t2d"].bool()
+    ids = d2t + torch.arange(len(d2t))
+    if t2d.numel() != spec.vocab_size or len(ids) != spec.draft_vocab_size or int(t2d.sum()) != len(ids) \
+            or not bool(t2d[ids.clamp(0, max(t2d.numel() - 1, 0))].all()):
+        raise DrafterError(f"{path}: d2t ({len(ids)} draft tokens) and t2d ({int(t2d.sum())} of {t2d.numel()} target "
+                           f"tokens) do not describe one draft vocabulary of {spec.draft_vocab_size} tokens (a run "
+                           "whose vocabulary mapping was never installed?); export it with --vocab-mapping")
+    try:
+        drafter = Eagle3Drafter(spec, ids)
+    except (DrafterError, RuntimeError, IndexError) as exc:
+        raise DrafterError(f"{cfg_path} does not match {path} (d2t of {len(ids)} tokens: {exc})") from None
+    _check_state_shapes(drafter, state, cfg_path, path)
+    bad = non_finite_tensors(state)
+    if bad:
+        raise DrafterError(f"{path} holds non-finite weights ({bad_text(bad)}): its training diverged")
+    drafter.load_state_dict({k: v for k, v in state.items() if not k.startswith("embed_tokens")}, strict=False)
+    emb = state.get("embed_tokens.weight")
+    if emb is not None and tuple(emb.shape) == tuple(drafter.embed_tokens.weight.shape):
+        with torch.no_grad():
+            drafter.embed_tokens.weight.copy_(emb)
+        drafter._has_embeddings = True
+    run = _run_manifest(cfg_path.parent)
+    drafter.provenance = {"format": "specforge", "source": str(path), "layout": kind, "draft_config": str(cfg_path),
+                          "layers": list(spec.layers), "specforge": meta,
+                          "run": None if run is None else {k: run[1].get(k) for k in ("target", "layers", "created")}}
+    if model is not None:
+        drafter.attach_target(model)
     return drafter.eval()

@@ -310,6 +310,7 @@ def dry_run(cfg: StudyConfig, *, hardware: str | None = None, text: bool = False
     until ``WAVE_MEMORY_GIB`` is set. ``plan``: report instead of refusing for any profile
     and limit (chapter 9 plans the paper profile whatever this machine's limit is)."""
     from activation_wave.core.layers import eagle3_default_layers
+    from activation_wave.engines.specforge import handoff, handoff_text
 
     hw_name = hardware or ("cpu-2core" if cfg.profile != "paper" else "gpu-80g")
     hw = HARDWARE[hw_name]
@@ -357,6 +358,8 @@ def dry_run(cfg: StudyConfig, *, hardware: str | None = None, text: bool = False
                    "how": "conservative fp32 upper bounds (estimate_peak_gib); a step above the limit is refused"},
         "assumptions": "planning estimates from stated hardware figures, not measurements",
     }
+    if cfg.profile == "paper":  # drafters at this scale train in SpecForge: the hand-off it writes
+        out["handoff"] = handoff(cfg, vocab=shape.vocab)
     if not text:
         return out
     s = out["steps"]
@@ -373,4 +376,5 @@ def dry_run(cfg: StudyConfig, *, hardware: str | None = None, text: bool = False
         *([f"  over the limit: {', '.join(over)}; the steps refuse until WAVE_MEMORY_GIB is set to the machine's GiB"]
           if over else []),
         f"  EAGLE-3 default layers {out['eagle3_default_layers']}",
+        *(handoff_text(out["handoff"]) if "handoff" in out else []),
         f"  ({out['assumptions']})"])
