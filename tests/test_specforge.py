@@ -179,6 +179,31 @@ def test_export_refuses_layer_sets_specforge_cannot_train(world, tmp_path, monke
     assert not (tmp_path / "run").exists()  # refused before anything was written
 
 
+def test_export_without_layers_takes_wave_selects_set(tmp_path, tiny_tokenizer, monkeypatch, capsys):
+    """No --layers: the capture and `wave select` run as `wave select` runs them, and the run reads
+    the set it exports (here the EAGLE-3 default of an 8-block model, a method whose set SpecForge
+    can train whatever the statistics)."""
+    monkeypatch.setenv("WAVE_CACHE", str(tmp_path / "cache"))
+    target = permutation_target(tiny_tokenizer, n_layers=8)
+    target.model.save_pretrained(tmp_path / "model8")
+    tiny_tokenizer.save_pretrained(tmp_path / "model8")
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"tell {i} then {i + 1}",
+                                           "split": "eval" if i % 4 == 3 else "train"}) + "\n" for i in range(8)))
+    tiny = ["--set", f"data.sources={prompts}", "--set", "data.max_new_tokens=8", "--set", "data.batch_size=4",
+            "--set", "capture.records_per_shard=2", "--set", "capture.max_length=128", "--set", "draft.draft_vocab=64",
+            "--set", "metrics.token_budget=64", "--set", "select.n_random=2", "--set", "select.n_bootstrap=3",
+            "--set", "select.method=eagle3-default"]
+    run = tmp_path / "run"
+    code, out, err = run_cli(["export", "--engine", "specforge", "--model", tmp_path / "model8", "--run-dir", run,
+                              "--sources", prompts, "--chat-template", "qwen", *tiny], capsys)
+    assert code == 0, err
+    man = json.loads((run / sf.MANIFEST).read_text())
+    assert man["layers"]["hidden_states"] == [2, 4, 5] and man["layers"]["basis"].startswith("wave select: ")
+    assert json.loads((run / "draft_config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"] \
+        == [1, 3, 4]
+
+
 def test_export_asks_for_its_flags(world, tmp_path, capsys):
     code, _, err = run_cli(["export", "--engine", "specforge", "--model", str(world["model"])], capsys)
     assert code == 2 and "--run-dir" in err
