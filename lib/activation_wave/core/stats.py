@@ -186,28 +186,6 @@ def bootstrap_mean_ci(values: ArrayLike, *, n_boot: int = 2000, level: float = 0
     return float(np.quantile(means, (1 - level) / 2)), float(np.quantile(means, (1 + level) / 2))
 
 
-def rate_ratio_ci(tokens: ArrayLike, seconds: ArrayLike, base_tokens: ArrayLike, base_seconds: ArrayLike, *,
-                  n_boot: int = 10_000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
-    """A speedup over prompts: the pooled rate sum(tokens) / sum(seconds) of one method over
-    that of a baseline on the same prompts (one entry per prompt), and a percentile bootstrap
-    interval that resamples prompts: ``(ratio, lo, hi)``. The interval is over prompts, so it
-    says how far the speedup would move on other prompts like these (timing rounds of the
-    same prompts vary far less).
-
-    >>> r, lo, hi = rate_ratio_ci([10, 10, 10], [1.0, 2.0, 1.0], [10, 10, 10], [2.0, 2.0, 2.0], n_boot=500)
-    >>> round(r, 3), lo <= r <= hi, round(hi, 3)
-    (1.5, True, 2.0)
-    """
-    a = np.column_stack([np.asarray(x, float) for x in (tokens, seconds, base_tokens, base_seconds)])
-
-    def ratio(rows: np.ndarray) -> np.ndarray:
-        return (rows[..., 0].sum(-1) / rows[..., 1].sum(-1)) / (rows[..., 2].sum(-1) / rows[..., 3].sum(-1))
-
-    rng = np.random.default_rng(seed)
-    boot = ratio(a[rng.integers(0, len(a), size=(n_boot, len(a)))])
-    return float(ratio(a)), float(np.quantile(boot, (1 - level) / 2)), float(np.quantile(boot, (1 + level) / 2))
-
-
 def mean_ci(per_prompt: Sequence[float | None], **kw: float) -> tuple[float, float, float]:
     """Mean over prompts of a per-prompt value (None / NaN: not scored) and its
     :func:`bootstrap_mean_ci` interval: ``(mean, lo, hi)``.

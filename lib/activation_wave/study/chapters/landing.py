@@ -17,10 +17,10 @@ from typing import Any
 
 from activation_wave.core.config import StudyConfig
 from activation_wave.core.results import load_benchmarks
-from activation_wave.core.stats import rate_ratio_ci
 from activation_wave.study.chapters import drafter_predictors as dp
 from activation_wave.study.chapters.cross_drafters import evaluate_hypotheses as cross_hypotheses
 from activation_wave.study.chapters.eagle3_speedup import evaluate_hypotheses
+from activation_wave.study.chapters.performance import prompt_speedup
 from activation_wave.study.chapters.results_summary import Chapters, load_chapters
 from activation_wave.study.hypotheses import glance_word, side_word
 
@@ -77,7 +77,7 @@ class LandingResult:
     g1: Delta  # the best rule's set against the default on the second architecture
     sink_ratio: float  # the first token's norm over the median token's, at its peak layer
     cliff_layer: int
-    loop: Speed  # EAGLE-3 in the study's own loop, 135M target, T = 0
+    loop: Speed  # EAGLE-3 in the study's own loop, 135M target, T = 0 (the decoding benchmark's drafter)
     loop_tau: float  # its online mean accepted length, pooled over the timed rounds
     large_model: str
     large_eagle3: Speed  # EAGLE-3 in llama.cpp, 1.5B target, 2 threads, its best drafter measured there
@@ -105,18 +105,11 @@ def _delta(row: Mapping[str, Any], layers: list[int], supported: bool | None, p_
                  p=row[p_key], n=row["n"], verdict=glance_word(supported, row["lo"], row["hi"]))
 
 
-def loop_speed(entry: Mapping[str, Any], method: str = "spec_chain_t0", base: str = "plain_t0") -> Speed:
-    """The decoding benchmark's speedup of ``method`` over ``base``, its timing rounds pooled per
-    prompt and its interval over prompts (:func:`~activation_wave.core.stats.rate_ratio_ci`)."""
-    sums: dict[str, list[float]] = {}
-    for r in entry["per_prompt"]:
-        if method in r and base in r:
-            s = sums.setdefault(r["id"], [0.0, 0.0, 0.0, 0.0])
-            for i, key in enumerate((r[method]["tokens"], r[method]["wall_s"], r[base]["tokens"], r[base]["wall_s"])):
-                s[i] += key
-    cols = list(zip(*sums.values()))
-    ratio, lo, hi = rate_ratio_ci(*cols)
-    return Speed(ratio, lo, hi, len(sums), side_word(lo, hi, 1.0, "faster", "slower"))
+def loop_speed(entry: Mapping[str, Any], method: str = "spec_chain_t0") -> Speed:
+    """The decoding benchmark's speedup of ``method`` over plain decoding, with its interval over
+    prompts (:func:`~activation_wave.study.chapters.performance.prompt_speedup`)."""
+    d = prompt_speedup(entry["per_prompt"], method)
+    return Speed(d["speedup"], d["lo"], d["hi"], d["n"], side_word(d["lo"], d["hi"], 1.0, "faster", "slower"))
 
 
 def _llamacpp_speed(method: Mapping[str, Any]) -> Speed:
