@@ -23,7 +23,7 @@ from IPython.display import display
 
 from activation_wave.core.results import load_benchmarks
 from activation_wave.core.tables import format_table
-from activation_wave.plots import plot_ceiling, plot_decoding_costs, plot_drafter_stages, plot_where_it_pays
+from activation_wave.plots import plot_ceiling, plot_decoding_costs, plot_where_it_pays
 from activation_wave.study.chapters import cpu_payoff as cpu
 from activation_wave.study.chapters import performance as perf
 from activation_wave.study.glue import glue_figure, glue_values
@@ -185,7 +185,7 @@ glue_figure("fig_cost_model", plot_decoding_costs(bench.get("speculative_decodin
 # {doc}`recipe screen <10_drafter_recipe>` ($\tau$ {glue:text}`pt_tau:.2f` online) ran at
 # {glue:text}`pt_speedup:.3f`x plain decoding ({glue:text}`pt_lo:.3f` to {glue:text}`pt_hi:.3f`, n =
 # {glue:text}`pt_n` prompts): {glue:text}`pt_word`. The drafter trained on thousands of distinct prompts
-# ({doc}`06c_data_scale`, $\tau$ {glue:text}`pta_tau:.2f` online) ran at {glue:text}`pta_speedup:.3f`x
+# ({doc}`06b_drafter_strength`, $\tau$ {glue:text}`pta_tau:.2f` online) ran at {glue:text}`pta_speedup:.3f`x
 # ({glue:text}`pta_lo:.3f` to {glue:text}`pta_hi:.3f`): {glue:text}`pta_word`. Every speculative output
 # equalled plain greedy decoding ({glue:text}`pt_lossless` prompt runs).
 #
@@ -223,7 +223,6 @@ hyps = cpu.evaluate_hypotheses(sizes, drafters)
 display(format_table(pd.DataFrame([{"test": h.name, "claim": h.claim, "primary statistic": h.statistic,
                                     "verdict": VERDICT_WORD[h.supported]} for h in hyps])))
 glue_values(c1_word=VERDICT_WORD[hyps[0].supported], c2_word=VERDICT_WORD[hyps[-1].supported])
-glue_figure("fig_large_stages", plot_drafter_stages(*cpu.stage_curve(bench.get(cpu.LARGE))))
 
 # %% [markdown]
 # - **Tests.** The registered tests are in the table: C1, EAGLE-3 faster than plain llama.cpp on the 1.5B

@@ -1,7 +1,8 @@
-"""Chapter 11, "Where does EAGLE-3 pay on a CPU?": the third architecture's drafters and
-the llama.cpp figures at two target sizes.
+"""The cost page, "Does EAGLE-3 pay on a CPU?" (``notebooks/11_cpu_payoff.py``): the third
+architecture's drafters, the llama.cpp figures at two target sizes, the ceiling run's terms and
+the 1.5B drafter designs, as numbers, tables and words the page glues (no sentence).
 
-Pre-registered in ``notebooks/11_cpu_payoff.py`` (``sec-cpu-prereg``). :func:`run_drafters`
+Pre-registered in ``book/lab/cpu_payoff.md`` (``sec-cpu-prereg``). :func:`run_drafters`
 trains (or reads from the ledger) the default and the best rule's triple on the third
 model (``third.drafter_*``), scored like chapters 6 and 7; :func:`trained_drafters` gives
 their weight folders to the ``llamacpp_1.5b`` benchmark. The rest reads that benchmark's
