@@ -6,7 +6,10 @@ through this module:
 - **atomic**: the bytes go to a temporary file in the destination's own folder, are
   fsync'ed, then renamed over the destination (:func:`os.replace`), and the folder is
   fsync'ed. A reader never sees half a file; a failure (a full disk, Ctrl-C) leaves the
-  previous file byte-identical and no temporary behind.
+  previous file byte-identical and no temporary behind. A temporary is named
+  ``.NAME.PID-XXXXXXXX.tmp`` after the process writing it; one that a killed process left
+  (its process gone, or an older nameless one) is removed by the next write of ``NAME``
+  (:func:`sweep_stale`).
 - **guarded**: a file that already exists is replaced only when ``owned(path)`` says the
   study wrote it (it carries the study's own header or schema: :func:`json_with`,
   :func:`first_line_with`, :func:`starts_with`) or when the command was told to
@@ -38,7 +41,9 @@ import errno
 import fcntl
 import json
 import os
+import re
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -52,7 +57,89 @@ class WriteRefused(ValueError):
 
 
 class WriteFailed(RuntimeError):
-    """A write that failed (full disk, no permission); the previous file is left as it was."""
+    """A write that failed (full disk, no permission); the previous file is left as it was.
+    ``cause`` is the ``OSError`` (errno and file) and ``kept`` what is left ("nothing was
+    written", "the previous file is unchanged"), so a caller can say more (the CLI names
+    ``WAVE_CACHE`` for a file in the cache)."""
+
+    def __init__(self, message: str, cause: OSError | None = None, kept: str = ""):
+        super().__init__(message)
+        self.cause = cause
+        self.kept = kept
+
+
+def os_error_of(exc: Exception, path: str | Path) -> OSError:
+    """The ``OSError`` inside a write error a library raises as its own type (safetensors:
+    ``IoError(Os { code: 28, ... })``), on ``path``; EIO when it names no code."""
+    m = re.search(r"code: (\d+)", str(exc))
+    code = int(m.group(1)) if m else errno.EIO
+    return OSError(code, os.strerror(code), str(path))
+
+
+def check_writable(folder: str | Path) -> Path:
+    """Create ``folder`` (and its parents) and a file in it, then remove the file: raises the
+    ``OSError`` a write there would raise (a read-only cache, a folder of another user) before
+    a long step computes what it cannot keep. A folder that can be written is returned."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".write-check.{os.getpid()}-", suffix=".tmp", dir=folder)
+    os.close(fd)
+    os.unlink(name)
+    return folder
+
+
+#: How old a temporary written before temporaries carried their writer's PID must be to be removed.
+LEGACY_TMP_AGE_S = 3600.0
+_LEGACY_TMP = re.compile(r"[a-z0-9_]{8}")  # tempfile.mkstemp's random part
+_OWN_TMP = re.compile(r"(\d+)-[a-z0-9_]{8}")
+
+
+def _alive_since(pid: int, mtime: float) -> bool:
+    """Whether process ``pid`` is running and started before ``mtime`` (a later start is
+    another process that reuses the number)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        pass
+    try:
+        return os.stat(f"/proc/{pid}").st_ctime <= mtime + 1.0
+    except OSError:
+        return True  # no /proc: a live process is taken as the writer
+
+
+def sweep_stale(path: str | Path) -> list[Path]:
+    """Remove the temporaries of ``path`` that killed writers left in its folder: the study's
+    own pattern ``.NAME.PID-XXXXXXXX.tmp`` whose process is gone (or reused), and nameless
+    ``.NAME.XXXXXXXX.tmp`` of older versions once over :data:`LEGACY_TMP_AGE_S` old. A live
+    writer's temporary, and any other file, is left alone. Returns what was removed."""
+    path = Path(path)
+    prefix, removed = f".{path.name}.", []
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        name = entry.name
+        if not (name.startswith(prefix) and name.endswith(".tmp")) or not entry.is_file(follow_symlinks=False):
+            continue
+        middle = name[len(prefix):-len(".tmp")]
+        try:
+            mtime = entry.stat(follow_symlinks=False).st_mtime
+            own = _OWN_TMP.fullmatch(middle)
+            if own:
+                stale = not _alive_since(int(own.group(1)), mtime)
+            else:
+                stale = bool(_LEGACY_TMP.fullmatch(middle)) and time.time() - mtime > LEGACY_TMP_AGE_S
+            if stale:
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except OSError:  # gone meanwhile, or not ours to remove: left as it is
+            continue
+    return removed
 
 
 def anything(path: Path) -> str | None:
@@ -133,7 +220,8 @@ def _fsync_folder(folder: Path) -> None:
 def _failed(path: Path, existed: bool, exc: OSError) -> WriteFailed:
     kept = "the previous file is unchanged" if existed else "nothing was written"
     fix = "free some space" if exc.errno == errno.ENOSPC else "check that the folder is writable"
-    return WriteFailed(f"could not write {path} ({exc.strerror or exc}); {kept}: {fix}, or write elsewhere")
+    return WriteFailed(f"could not write {path} ({exc.strerror or exc}); {kept}: {fix}, or write elsewhere",
+                       OSError(exc.errno, exc.strerror or str(exc), str(path)), kept)
 
 
 @contextlib.contextmanager
@@ -146,7 +234,8 @@ def atomic_path(path: str | Path, owned: Owned = anything, *, force: bool = Fals
     if mkdir:
         path.parent.mkdir(parents=True, exist_ok=True)
     existed = path.exists()
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    sweep_stale(path)  # what a killed writer of this file left behind
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp = Path(name)
     try:

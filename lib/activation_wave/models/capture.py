@@ -35,7 +35,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -279,13 +278,7 @@ def _write_shard(target: Target, recs: Sequence[Response], first: int, cfg: Capt
     return info
 
 
-def os_error_of(exc: Exception, path: Path) -> OSError:
-    """The OSError inside a safetensors write error (``IoError(Os { code: 28, ... })``), on ``path``."""
-    import errno
-
-    m = re.search(r"code: (\d+)", str(exc))
-    code = int(m.group(1)) if m else errno.EIO
-    return OSError(code, os.strerror(code), str(path))
+os_error_of = files.os_error_of  # the OSError inside a safetensors write error
 
 
 def response_positions(r: Response, max_length: int) -> int:
@@ -343,6 +336,7 @@ def _capture_into(out: Path, target: Target, responses: Sequence[Response], cfg:
         except CacheError as exc:
             print(f"[capture] {exc}; rebuilding the affected shards", file=sys.stderr)
         manifest_path.unlink(missing_ok=True)
+    files.check_writable(out)  # a read-only cache fails here, not after the first shard's forward passes
     warn_truncated(responses, cfg.max_length)
     n = len(responses)
     groups = [(i, responses[i:i + cfg.records_per_shard]) for i in range(0, n, cfg.records_per_shard)]

@@ -19,11 +19,13 @@ carries a ``fingerprint`` (source, file hash or revision, dtype) used in cache k
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import importlib.util
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -96,7 +98,9 @@ def cache_error_message(exc: OSError) -> str | None:
     path = Path(name).resolve()
     if path != root and root not in path.parents and path not in root.parents:
         return None
-    return f"cannot write the cache ({exc.strerror or type(exc).__name__}: {name}); WAVE_CACHE={cache_root()}: {_CACHE_FIX}"
+    fix = (f"free some space on its disk, or {_CACHE_FIX.replace('a writable folder', 'a folder on a disk with room')}"
+           if exc.errno == errno.ENOSPC else _CACHE_FIX)
+    return f"cannot write the cache ({exc.strerror or type(exc).__name__}: {name}); WAVE_CACHE={cache_root()}: {fix}"
 
 
 @dataclass
@@ -457,6 +461,7 @@ def _fill_from_safetensors(model: Any, file: Path) -> None:
 
 def _load_gguf(path: Path, dtype: torch.dtype, provenance: dict[str, Any]) -> tuple[Any, Any]:
     """Load a GGUF through a dequantized-safetensors cache (first load dequantizes once)."""
+    from safetensors import SafetensorError
     from safetensors.torch import save_model
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -476,6 +481,7 @@ def _load_gguf(path: Path, dtype: torch.dtype, provenance: dict[str, Any]) -> tu
             print(f"[models] dequantized cache at {folder} unusable ({exc}); rebuilding")
             done.unlink(missing_ok=True)
     read_gguf(path)  # a damaged file fails here, in one line naming it
+    files.check_writable(folder.parent)  # a read-only cache fails now, not after the ~30 s dequantization
     try:
         tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
         with _plain_gguf_progress():
@@ -484,16 +490,25 @@ def _load_gguf(path: Path, dtype: torch.dtype, provenance: dict[str, Any]) -> tu
         detail = (str(exc).splitlines() or [""])[0][:200]
         raise TargetLoadError(f"{path} could not be loaded as a model ({type(exc).__name__}: {detail}); "
                               f"{_GGUF_FIX}") from None
-    folder.mkdir(parents=True, exist_ok=True)
-    cfg = model.config
-    if hasattr(cfg, "quantization_config"):
-        delattr(cfg, "quantization_config")
-    cfg.save_pretrained(folder)
-    with files.atomic_path(folder / "model.safetensors") as tmp:
-        save_model(model, str(tmp))
-    tok.save_pretrained(folder)
-    files.write_json(folder / "provenance.json", provenance, indent=1, sort_keys=True)
-    files.write_text(done, time.strftime("%Y-%m-%dT%H:%M:%S"))  # written last: the cache is complete
+    created = not folder.exists()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        cfg = model.config
+        if hasattr(cfg, "quantization_config"):
+            delattr(cfg, "quantization_config")
+        cfg.save_pretrained(folder)
+        with files.atomic_path(folder / "model.safetensors") as tmp:
+            try:
+                save_model(model, str(tmp))
+            except SafetensorError as exc:  # a full disk, raised as safetensors' own error: the cache's one line
+                raise files.os_error_of(exc, tmp) from None
+        tok.save_pretrained(folder)
+        files.write_json(folder / "provenance.json", provenance, indent=1, sort_keys=True)
+        files.write_text(done, time.strftime("%Y-%m-%dT%H:%M:%S"))  # written last: the cache is complete
+    except BaseException:
+        if created:  # a conversion that could not be kept leaves no half folder behind
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     return model.eval(), tok
 
 
