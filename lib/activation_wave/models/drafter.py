@@ -758,8 +758,9 @@ def save_drafter(drafter: Eagle3Drafter, out_dir: str | Path, provenance: dict[s
     """Write ``model.safetensors``, ``config.json`` and ``provenance.json`` into ``out_dir``.
 
     Files are written to temporary names and renamed, ``provenance.json`` last; it records
-    the sha256 of ``model.safetensors`` (``weights_sha256``), which :func:`load_drafter`
-    checks.
+    the sha256 of ``model.safetensors`` (``weights_sha256``) and the digest of those weights
+    with the layer ids and shapes they were trained with (``drafter_sha256``,
+    :func:`drafter_digest`), which :func:`load_drafter` checks.
     """
     from safetensors.torch import save_file
 
@@ -781,7 +782,7 @@ def save_drafter(drafter: Eagle3Drafter, out_dir: str | Path, provenance: dict[s
 
     prov = {"schema_version": SCHEMA_VERSION, "written": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "git_commit": git_commit(), "spec": asdict(drafter.spec), **(provenance or {}),
-            "weights_sha256": weights_sha256}
+            "weights_sha256": weights_sha256, "drafter_sha256": drafter_digest(weights_sha256, drafter.spec)}
     files.write_json(out / "provenance.json", prov, indent=1, sort_keys=True, default=str)  # last: marks it complete
     return out
 
@@ -831,6 +832,100 @@ def _read_json(path: Path, fix: str) -> dict[str, Any]:
     return doc
 
 
+#: What :func:`drafter_digest` covers besides the weights: the layer ids and every size the
+#: weights were trained with (version 1 of ``drafter_sha256``; a field added to the spec later
+#: is not in it, so digests stay valid across versions).
+DIGEST_FIELDS = ("layers", "target_num_layers", "target_hidden_size", "hidden_size", "intermediate_size",
+                 "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size", "draft_vocab_size",
+                 "rms_norm_eps", "rope_theta", "max_position_embeddings", "fused_norm")
+
+
+def drafter_digest(weights_sha256: str, spec: DrafterSpec | dict[str, Any]) -> str:
+    """sha256 over a drafter's weights (their file's sha256) and the layer ids and shapes they
+    were trained with (:data:`DIGEST_FIELDS` of its spec): ``provenance.json``'s
+    ``drafter_sha256``. A hand edit of the ids in ``config.json`` (and ``provenance.json``'s
+    ``layers``) leaves the weights' sha256 valid but not this digest, so :func:`load_drafter`
+    refuses such a drafter instead of feeding it other layers than it learned from.
+
+    >>> from dataclasses import replace
+    >>> s = DrafterSpec(32, 64, 4, 2, 8, 128, 16, 1e-6, 1e4, 256, (1, 2, 3), 4, 32)
+    >>> drafter_digest("0" * 64, s) == drafter_digest("0" * 64, replace(s, layers=(0, 2, 3)))
+    False
+    """
+    import hashlib
+
+    doc = {"weights_sha256": weights_sha256, **_digest_fields(spec)}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _digest_fields(spec: DrafterSpec | dict[str, Any]) -> dict[str, Any]:
+    """The :data:`DIGEST_FIELDS` of a spec (or of the spec ``provenance.json`` records), layer ids as a list."""
+    fields = asdict(spec) if isinstance(spec, DrafterSpec) else dict(spec)
+    out = {k: fields.get(k) for k in DIGEST_FIELDS}
+    out["layers"] = [int(i) for i in out["layers"] or []]
+    return out
+
+
+def check_provenance(prov: dict[str, Any], path: Path) -> dict[str, Any]:
+    """``provenance.json``'s fields that loading reads, checked for their types: raises
+    :class:`DrafterError` naming the file, the field, the value and the fix (a ``"layers":
+    "2,15,27"`` string is named as such, not read character by character)."""
+    import re
+
+    fix = "the file was edited or damaged: restore it, or retrain the drafter with `wave train-draft`"
+
+    def bad(name: str, want: str) -> DrafterError:
+        return DrafterError(f'{path}: field "{name}" is {json.dumps(prov[name])[:60]}, not {want}; {fix}')
+
+    for name in ("weights_sha256", "drafter_sha256"):
+        if name in prov and not (isinstance(prov[name], str) and re.fullmatch(r"[0-9a-f]{64}", prov[name])):
+            raise bad(name, "a sha256 (64 hex digits)")
+    layers = prov.get("layers")
+    if "layers" in prov and not (isinstance(layers, list) and layers and all(
+            isinstance(i, int) and not isinstance(i, bool) for i in layers)):
+        raise bad("layers", "a list of layer ids like [2, 15, 27]")
+    for name, typ, want in (("spec", dict, "an object"), ("draft_config", dict, "an object"),
+                            ("target_fingerprint", str, "a string"), ("capture_schema", int, "a whole number")):
+        if name in prov and (not isinstance(prov[name], typ) or isinstance(prov[name], bool)):
+            raise bad(name, want)
+    spec_layers = (prov.get("spec") or {}).get("layers")
+    if spec_layers is not None and not (isinstance(spec_layers, list) and all(
+            isinstance(i, int) and not isinstance(i, bool) for i in spec_layers)):
+        raise DrafterError(f'{path}: field "spec.layers" is {json.dumps(spec_layers)[:60]}, not a list of layer ids; '
+                           f"{fix}")
+    return prov
+
+
+def _check_trained_on(spec: DrafterSpec, provenance: dict[str, Any], have_sha256: str | None, cfg_path: Path,
+                      prov_path: Path) -> None:
+    """Refuse a drafter whose ``config.json`` names other layer ids (or shapes) than its weights
+    were trained with: against the digest recorded with the weights (``drafter_sha256``), or,
+    for a checkpoint written before it, against the spec ``provenance.json`` recorded."""
+    ids = list(spec.layers)
+    fix = "restore both files from the run that wrote the drafter, or retrain it with `wave train-draft`"
+    recorded = provenance.get("spec") if isinstance(provenance.get("spec"), dict) else None
+    want = provenance.get("drafter_sha256")
+    if want and have_sha256:
+        if drafter_digest(have_sha256, spec) == want:
+            return
+        if recorded is not None and drafter_digest(have_sha256, recorded) == want:
+            trained = [int(i) for i in recorded.get("layers") or []]
+            if trained != ids:
+                raise DrafterError(f"{cfg_path} names layer ids {ids}, but this drafter's weights were trained on "
+                                   f"{trained} (the digest recorded with them, drafter_sha256 in {prov_path}, says so): "
+                                   f"it would be fed other layers than it learned from; {fix}")
+            now, then = _digest_fields(spec), _digest_fields(recorded)
+            changed = ", ".join(f"{k} {now[k]}, trained with {then[k]}" for k in DIGEST_FIELDS if now[k] != then[k])
+            raise DrafterError(f"{cfg_path} has other values than this drafter's weights were trained with ({changed}: "
+                               f"the digest recorded with them, drafter_sha256 in {prov_path}, says so); {fix}")
+        raise DrafterError(f"{cfg_path} names layer ids {ids}, but the digest recorded when the weights were trained "
+                           f"(drafter_sha256 in {prov_path}) does not match them with these weights: the ids, a size beside "
+                           f"them, or the weights with their sha256 were edited; {fix}")
+    if recorded is not None and recorded.get("layers") is not None and list(recorded["layers"]) != ids:
+        raise DrafterError(f"{cfg_path} names layer ids {ids}, but {prov_path} records (spec.layers) that this drafter "
+                           f"was trained on {list(recorded['layers'])}; its weights read those: {fix}")
+
+
 def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
     """Load a checkpoint written by :func:`save_drafter`.
 
@@ -838,7 +933,8 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
     the frozen token embeddings, which the checkpoint does not store; without it the
     drafter can be inspected, and :func:`~activation_wave.decode.speculative.speculate` attaches
     the target it is given. A target whose fingerprint differs from the one recorded at
-    training time raises, and so do weights whose sha256 differs from the one recorded in
+    training time raises, and so does a ``config.json`` whose layer ids or sizes are not those
+    the weights were trained with (:func:`drafter_digest`), and weights whose sha256 differs from the one recorded in
     ``provenance.json`` (checkpoints written before the hash was recorded load unchecked),
     and a drafter trained on a schema-1 capture (``provenance["capture_schema"]`` absent or
     1) that reads index N, whose meaning changed with capture schema 2.
@@ -859,7 +955,9 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
     want = provenance.get("weights_sha256")
     from activation_wave.core.hashing import file_sha256
 
-    if want and file_sha256(weights) != want:
+    check_provenance(provenance, prov_path)  # each field's type, before any is used
+    have = file_sha256(weights) if want or provenance.get("drafter_sha256") else None
+    if want and have != want:
         raise DrafterError(f"{weights} does not match the sha256 recorded in {prov_path} (corrupted, truncated or "
                            "modified); retrain the drafter with `wave train-draft` or restore the file")
     cfg = _read_json(path / "config.json", "restore it or retrain the drafter with `wave train-draft`")
@@ -869,10 +967,10 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
         raise DrafterError(f"{path / 'config.json'} is not a drafter config ({type(exc).__name__}: {exc}); "
                            "restore it or retrain the drafter with `wave train-draft`") from None
     trained = provenance.get("layers")
-    if trained is not None and [int(i) for i in trained] != list(spec.layers):
+    if trained is not None and trained != list(spec.layers):
         raise DrafterError(f"{path / 'config.json'} names layer ids {list(spec.layers)}, but {prov_path} records "
-                           f"that this drafter was trained on {[int(i) for i in trained]}; its weights read those: "
-                           f"restore config.json (ids {[int(i) for i in trained]}) or retrain with `wave train-draft`")
+                           f"that this drafter was trained on {trained}; its weights read those: "
+                           f"restore config.json (ids {trained}) or retrain with `wave train-draft`")
     if ("draft_config" in provenance and provenance.get("capture_schema", 1) < 2
             and spec.target_num_layers in spec.layers):
         raise DrafterError(f"{path} reads layer {spec.target_num_layers} = N and was trained on a capture of schema 1, "
@@ -897,6 +995,8 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
         raise DrafterError(f"{path / 'config.json'} does not match {weights} (d2t of {len(d2t)} tokens: {exc}); "
                            "restore config.json or retrain with `wave train-draft`") from None
     _check_state_shapes(drafter, state, path / "config.json", weights)
+    # last, after the weights' own checks named what they can: ids or sizes that fit the weights' shapes
+    _check_trained_on(spec, provenance, have, path / "config.json", prov_path)
     drafter.load_state_dict(state, strict=False)
     if "embed_tokens.weight" in state:
         drafter._has_embeddings = True
