@@ -152,6 +152,9 @@ DRAFTER_FILES = {"model.safetensors", "config.json", "provenance.json", "train_l
 def check_out_dir(out: Path, *, force: bool = False) -> Path:
     """Validate ``train-draft --out`` before any work: not a file, not a non-empty folder
     (unless ``force`` and it holds a previous drafter only), and a parent that can be created."""
+    if out.is_symlink():  # the final move would replace the link itself, after the training
+        raise ValueError(f"--out {out} is a symbolic link (to {os.readlink(out)}); give the folder itself, e.g. --out "
+                         f"{out.resolve()}, or a new path")
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is an existing file; give a folder path (it is created), e.g. --out scratch/draft")
     present = {p.name for p in out.iterdir()} if out.is_dir() else set()
@@ -642,15 +645,43 @@ def build_parser() -> argparse.ArgumentParser:
 
 def error_message(exc: BaseException) -> tuple[str, int] | None:
     """(one-line message, exit code) for an error a user can fix; ``None`` for a bug,
-    which keeps its traceback."""
+    which keeps its traceback.
+
+    Where a library's error about the user's input crosses into the CLI it is named as such:
+    a model config transformers' validation refuses, a safetensors file it cannot read or write.
+    A write that failed inside the cache names ``WAVE_CACHE``, as every cache error does.
+    """
+    from activation_wave.core.files import WriteFailed
     from activation_wave.models.targets import cache_error_message
 
+    if isinstance(exc, WriteFailed) and exc.cause is not None:
+        text = cache_error_message(exc.cause)
+        if text:
+            return f"{text} ({exc.kept})" if exc.kept else text, 2
+    library = _library_error(exc)
+    if library is not None:
+        return library, 2
     if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
         text = cache_error_message(exc) or (f"{exc.strerror or exc}: {exc.filename}; check that the path exists "
                                             "and is writable" if exc.filename else None)
         return (text, 2) if text else None
     if isinstance(exc, (ConfigError, ValueError, FileNotFoundError, RuntimeError)):
         return str(exc), int(getattr(exc, "exit_code", 2))
+    return None
+
+
+def _library_error(exc: BaseException) -> str | None:
+    """One line for the errors libraries raise about a user's files under their own types (not
+    ``ValueError`` / ``OSError``): huggingface_hub's strict config validation (a config.json that
+    transformers refuses), safetensors' errors (a weights file cut short or not one)."""
+    kind = f"{type(exc).__module__}.{type(exc).__name__}"
+    detail = _one_line(str(exc))[:300]
+    if kind.startswith("huggingface_hub.errors.StrictDataclass"):
+        return (f"transformers refuses the model's config.json ({detail}); fix that field in config.json or save the "
+                "model again with model.save_pretrained(folder)")
+    if type(exc).__name__ == "SafetensorError":
+        return (f"a safetensors weights file cannot be read or written ({detail}): if it was being read, it is "
+                "truncated or corrupted (copy or save it again); if written, check the disk's space and permissions")
     return None
 
 
