@@ -54,6 +54,6 @@ def _fields(obj: Any, prefix: str) -> list[tuple[str, Any]]:
         value = getattr(obj, f.name)
         if dataclasses.is_dataclass(value):
             out += _fields(value, f"{prefix}{f.name}_")
-        else:
-            out.append((f"{prefix}{f.name}", value))
+        else:  # a list of layer ids reads as text, so another page can paste it (with :s)
+            out.append((f"{prefix}{f.name}", str(value) if isinstance(value, (list, tuple)) else value))
     return out
