@@ -132,6 +132,8 @@ def plot_recipe_projection(proj: Mapping[str, Any], *, max_doublings: int = 24, 
         color = CYCLE[(j + 1) % len(CYCLE)]
         ax.axhline(m["tau"], color=color, ls=":", lw=1.0,
                    label=f"{m['label']}: online tau {m.get('online_tau', m['tau']):.2f}, offline {m['tau']:.2f}")
+        if m.get("reached"):  # today's drafter is already there: no crossing to mark (the table says "reached")
+            continue
         if m["cpu_min"] is not None and m["cpu_min"] <= x[-1] * 2.0 ** max_doublings:
             ax.plot(m["cpu_min"], m["tau"], marker="x", ms=7, color=color)
             ax.annotate(m["time_text"], (m["cpu_min"], m["tau"]), textcoords="offset points",
