@@ -372,11 +372,13 @@ def check_weights_match(path: Path, text: dict[str, Any]) -> None:
     def refuse(key: str, said: Any, what: str, right: Any) -> None:
         raise TargetLoadError(head + f"{key} is {said}, but {file} {what}" + fix.format(key, right))
 
-    for key in ("hidden_size", "n_embd"):
+    # the embedding's width is the hidden size, unless the config names its own (OPT's word_embed_proj_dim)
+    for key in ("word_embed_proj_dim", "embedding_size") if any(
+            k in text for k in ("word_embed_proj_dim", "embedding_size")) else ("hidden_size", "n_embd"):
         if isinstance(text.get(key), int) and text[key] != hidden:
             refuse(key, text[key], f"has {emb} of shape {shapes[emb]} (hidden size {hidden})", hidden)
     lm_head = shapes.get("lm_head.weight")
-    rows = {vocab} | ({lm_head[0]} if lm_head and len(lm_head) == 2 else set())
+    rows = {vocab} | ({lm_head[0]} if lm_head and len(lm_head) == 2 and lm_head[1] == hidden else set())
     if isinstance(text.get("vocab_size"), int) and text["vocab_size"] not in rows:
         refuse("vocab_size", text["vocab_size"], f"has {emb} of shape {shapes[emb]} ({vocab} token rows)", vocab)
     blocks = {int(m.group(1)) for n in shapes
@@ -390,7 +392,9 @@ def check_weights_match(path: Path, text: dict[str, Any]) -> None:
                    + (f": {gone} missing" if said > have else ""), have)
     name = f"{prefix}layers.0.mlp.gate_proj.weight"
     gate = shapes.get(name)
-    if gate and isinstance(text.get("intermediate_size"), int) and len(gate) == 2 and text["intermediate_size"] != gate[0]:
+    # [I, H] unless packed by a quantizer (bitsandbytes stores [n, 1]): only a plain matrix is compared
+    if (gate and isinstance(text.get("intermediate_size"), int) and len(gate) == 2 and gate[1] == hidden
+            and text["intermediate_size"] != gate[0]):
         refuse("intermediate_size", text["intermediate_size"], f"has {name} of shape {gate} (intermediate size "
                f"{gate[0]})", gate[0])
 
