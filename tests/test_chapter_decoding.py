@@ -257,3 +257,14 @@ def test_a_speed_interval_over_prompts_is_wider_than_one_over_rounds():
     mixed = perf.prompt_speedup(rows, "s", n_boot=500)
     assert same["hi"] - same["lo"] < 1e-9 < mixed["hi"] - mixed["lo"]
     assert mixed["lo"] < 1.0 < mixed["hi"]
+
+
+def test_data_scaling_values_read_the_greedy_shares_and_name_no_target():
+    points = [{"samples_per_prompt": 0, "loss_tokens": 1000, "tau_offline": 1.30, "train_acc_last_epoch": 0.9},
+              {"samples_per_prompt": 0, "loss_tokens": 2000, "tau_offline": 1.40, "train_acc_last_epoch": 0.95},
+              {"samples_per_prompt": 2, "loss_tokens": 8000, "tau_offline": 1.50, "train_acc_last_epoch": 0.8}]
+    v = perf.data_scaling_values({"points": points, "tau_per_doubling": 0.1, "sample_temperature": 0.7})
+    assert v == {"ds_per_doubling": 0.1, "ds_full_tokens": 2000, "ds_full_tau": 1.40, "ds_train_acc": 0.95, "ds_n": 2,
+                 "ds_temperature": 0.7}
+    missing = perf.data_scaling_values(None)
+    assert set(missing) == set(v) and math.isnan(missing["ds_full_tau"]) and missing["ds_n"] == 0
