@@ -81,7 +81,7 @@ display(format_table(cmp[["set", "layers", "family", "delta", "lo", "hi", "p", "
                           "mde_holm"]]))
 tri = dp.outcome_rows(pred, 3)  # the pre-registered outcome, highest first
 glue_figure("fig_tau_sets", plot_tau([r.set for r in tri], [r.tau for r in tri], [r.lo for r in tri],
-                                     [r.hi for r in tri], title=None, xlabel="tau, mean over eval prompts"))
+                                     [r.hi for r in tri], title=None, xlabel=r"$\tau$, mean over held-out prompts"))
 
 # %% [markdown]
 # ```{glue:figure} fig_tau_sets
@@ -131,7 +131,7 @@ glue_figure("fig_sweep", plot_sweep([r.layers[0] for r in one], [r.tau for r in 
 
 # %% tags=["hide-input"]
 glue_figure("fig_score_tau", plot_scores_vs_tau(dp.score_panels(pred, tri), [r.tau for r in tri], [r.set for r in tri],
-                                                ylabel="tau, mean over eval prompts\n(depth and threshold of the online runs)"))
+                                                ylabel="$\\tau$, mean over held-out prompts\n(depth and threshold of the online runs)"))
 display(format_table(pd.DataFrame(pred.predictors)))
 
 # %% [markdown]

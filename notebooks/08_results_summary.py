@@ -56,7 +56,7 @@ format_table(table)
 #
 # Where to read each: H1-H4 in {doc}`06_eagle3_speedup`; H5, H6 and H7 (stronger
 # drafters, thousands of distinct prompts) in {doc}`06b_drafter_strength`; G1-G3 (a second
-# architecture) in {doc}`07_cross_model`; R1 (the drafter's recipe) in
+# architecture) in {doc}`07_gemma`; R1 (the drafter's recipe) in
 # {doc}`10_drafter_recipe`; C1 and C2 (a 1.5B target in llama.cpp) in {doc}`11_cpu_payoff`.
 #
 # ## Try it

@@ -118,3 +118,68 @@ def test_g2_g3_follow_their_rule(world, lo, expected):
 
 def test_peak_relative_depth():
     assert cd.peak_relative_depth([1, 2, 3, 4], [1.1, 1.3, np.nan, 1.2], 4) == 0.5
+
+
+# ---------------------------------------------------------------- the pages' values, planted results
+def _triple(name, per_prompt, layers=(2, 9, 15)):
+    y = np.array(per_prompt, float)
+    return cd.SingleLayerTau(name, layers, 2, float(y.mean()), float(y.min()), float(y.max()), tuple(per_prompt))
+
+
+@pytest.mark.parametrize("comparison, default_tau, word, glance", [
+    (_comparison(0.02, 0.01, 0.03, 0.001), 1.2, "higher", "supported"),
+    (_comparison(-0.02, -0.03, -0.01, 0.001), 1.2, "lower", "not supported"),
+    (_comparison(0.01, -0.01, 0.03, 0.3), 1.2, "within noise", "within noise"),
+    (_comparison(0.02, 0.01, 0.03, 0.001, n=5), 1.2, "not testable", "not testable"),
+    # a default drafter that accepts nothing (tau 1 on every prompt): no verdict, whatever p says
+    (_comparison(0.006, 0.004, 0.008, 0.0002), 1.0, "not testable", "not testable"),
+    (None, 1.2, "not testable", "not testable")])
+def test_page_values_word_g1_in_one_vocabulary(world, comparison, default_tau, word, glance):
+    sets = (_triple("eagle3-default", [default_tau] * 12), _triple("combined", [1.25] * 12, (4, 12, 18)))
+    v = cd.page_values(_res(world, comparison=comparison, sets=sets, n_responses=40, responses_at_limit=30), 2,
+                       prefix="qd")
+    assert v["qd_delta_word"] == word and v["qd_g1_glance"] == glance
+    assert v["qd_g1_word"] == {"supported": "supported", "not supported": "not supported",
+                               "within noise": "not supported", "not testable": "not testable here"}[glance]
+    assert v["qd_default_live"] == (0 if default_tau == 1.0 else 12) and v["qd_at_limit_pct"] == 75.0
+    assert v["qd_rule_set"] == "[4, 12, 18]" and v["qd_n_singles"] == 0 and np.isnan(v["qd_best_tau"])
+
+
+@pytest.mark.parametrize("lo, glance", [(0.2, "supported"), (-0.1, "within noise"), (float("nan"), "not testable")])
+def test_page_values_word_g2_g3(world, lo, glance):
+    p = Predictor("layer index", "single layers", 0.6, lo, 0.9, 18)
+    v = cd.page_values(_res(world, depth=p, entropy=p), 2)
+    assert v["xd_g2_glance"] == glance == v["xd_g3_glance"] and v["xd_rho_depth_n"] == 18
+    below = cd.page_values(_res(world, depth=Predictor("layer index", "single layers", -0.6, -0.9, -0.2, 18)), 2)
+    assert below["xd_g2_glance"] == "not supported"
+    assert v["xd_best_layer"] == max(world[-1].singles(), key=lambda s: s.tau).layers[0]
+
+
+def test_page_values_without_drafters_render_every_name(world):
+    full, empty = cd.page_values(world[-1], 2, prefix="qd"), cd.page_values(None, 1, prefix="qd")
+    assert set(full) == set(empty)
+    assert empty["qd_delta_word"] == "not testable" and empty["qd_g1_glance"] == "not testable"
+    assert empty["qd_g2_word"] == "not testable here" and empty["qd_eval_prompts"] == 0 and empty["qd_model"] == "none"
+
+
+def test_hypothesis_rows_carry_one_glance_word_each(world):
+    rows = cd.hypothesis_rows(_res(world, comparison=_comparison(0.01, -0.01, 0.03, 0.3)))
+    assert [r["test"] for r in rows] == ["G1", "G2", "G3"] and rows[0]["verdict"] == "within noise"
+    assert [r["test"] for r in cd.hypothesis_rows(world[-1], ["G1"])] == ["G1"] and cd.hypothesis_rows(None) == []
+    from activation_wave.study.hypotheses import GLANCE_WORDS
+    assert {r["verdict"] for r in rows} <= set(GLANCE_WORDS)
+
+
+def test_load_or_run_reads_a_results_file_of_the_same_design_only(world, tmp_path, monkeypatch):
+    cfg = load_config("default")
+    singles = tuple(cd.SingleLayerTau(f"single-{i}", (i,), 1, 1.1, 1.0, 1.2, (1.1,)) for i in range(1, 19))
+    res = _res(world, model=cfg.cross.model, n_layers=18, n_drafters=22,
+               sets=(_triple("eagle3-default", [1.2] * 3), _triple("combined", [1.25] * 3, (4, 12, 18)), *singles))
+    save_result(cd.NAME, res, cfg, root=tmp_path)
+    ran = []
+    monkeypatch.setattr(cd, "run", lambda *a, **k: ran.append(a) or res)
+    sets = {"eagle3-default": [2, 9, 15], "combined": [4, 12, 18]}
+    assert cd.load_or_run(cfg, sets, "combined", tmp_path) == res and not ran
+    cd.load_or_run(cfg, {**sets, "combined": [4, 12, 17]}, "combined", tmp_path)  # another rule's set: trains
+    cd.load_or_run(cfg, sets, "combined", tmp_path / "empty")  # no file: trains
+    assert len(ran) == 2

@@ -180,13 +180,14 @@ def test_the_landing_page_reads_chapter_6s_registered_comparisons_and_ranks_on_t
     assert [r.set for r in landing.ranked_triples(R)] == [r.set for r in dp.outcome_rows(pred, 3)]
 
 
-def test_chapters_7_and_8_show_the_second_models_triples_from_one_function():
+def test_the_second_models_page_shows_its_triples_from_one_function():
+    from activation_wave.plots._style import set_label
     from activation_wave.study.chapters import cross_drafters as cd
 
     xd = _load("07_cross_drafters", cd.CrossDrafterResult)
     f = cd.triples_frame(xd)
-    assert list(f.columns) == ["model", "set", "layers", "seeds", "tau", "95% interval"]
-    assert list(f["set"]) == [s.set for s in xd.sets if len(s.layers) > 1]
-    v = cd.prose_values(xd, 2)
+    assert list(f.columns) == ["model", "set", "layers", "seeds", "tau", "95% interval", "prompts with an accepted draft"]
+    assert list(f["set"]) == [set_label(s.set) for s in xd.sets if len(s.layers) > 1]
+    v = cd.page_values(xd, 2)
     c = xd.comparison
     assert v["xd_delta_word"] == ("within noise" if c.p >= 0.05 else "higher" if c.delta > 0 else "lower")

@@ -49,7 +49,7 @@ def test_labels_of_two_close_points_do_not_overlap():
                                    ["entropy-greedy", "exhaustive", "eagle3-default"])
     offsets = {t.get_text(): t.xyann for t in fig.axes[0].texts}
     assert offsets["entropy-greedy"][1] > 0 > offsets["exhaustive"][1]
-    assert offsets["eagle3-default"][1] > 0
+    assert offsets["EAGLE-3 default"][1] > 0  # code names drawn in plain words
 
 
 def test_key_figure_has_the_selection_map_and_the_tau_bars():
@@ -61,7 +61,7 @@ def test_key_figure_has_the_selection_map_and_the_tau_bars():
     assert "Which layers each rule picks" in titles and "Drafters reading those layers" in titles
     bars = next(ax for ax in fig.axes if ax.get_title() == "Drafters reading those layers")
     assert bars.get_xlabel() == "tau (outcome)"
-    assert [t.get_text() for t in bars.get_yticklabels()] == ["random-0", "eagle3-default"]
+    assert [t.get_text() for t in bars.get_yticklabels()] == ["random 0", "EAGLE-3 default"]  # plain words
 
 
 def test_cka_and_selection_of_two_models_side_by_side():

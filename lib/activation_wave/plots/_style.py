@@ -35,6 +35,12 @@ METHOD_COLORS = {
     "evenly-spaced": "#e6ab02",
     "random": "#999999",
 }
+#: How a figure names the embedded models (an alias not listed keeps its own name).
+MODEL_NAMES = {"smollm2-135m": "SmolLM2-135M", "gemma3-270m": "Gemma-3-270M", "qwen2.5-coder-1.5b": "Qwen2.5-Coder-1.5B"}
+#: How a figure names a layer set whose code name is not plain words.
+SET_NAMES = {"eagle3-default": "EAGLE-3 default", "last-k": "last three", "evenly-spaced": "evenly spaced"}
+#: The depth axis of every figure: a layer index counts the embedding output as 0.
+LAYER_LABEL = "layer (0 = embeddings, N = last block)"
 #: Cycle for other curves (tab10 order).
 CYCLE = matplotlib.colormaps["tab10"].colors
 
@@ -57,6 +63,30 @@ def method_color(name: str, i: int = 0) -> str | tuple:
     """Colour of a selection method (``random-3`` counts as ``random``); others from the cycle."""
     base = name.split("-")[0] if name.startswith("random") else name
     return METHOD_COLORS.get(base, CYCLE[i % len(CYCLE)])
+
+
+def model_label(name: str) -> str:
+    """A model as a figure names it.
+
+    >>> model_label("gemma3-270m"), model_label("org/other")
+    ('Gemma-3-270M', 'org/other')
+    """
+    return MODEL_NAMES.get(name, name)
+
+
+def set_label(name: str) -> str:
+    """A layer set as a figure names it: plain words for the code names (the default, a random
+    triple, a single layer, a per-layer norm arm).
+
+    >>> [set_label(n) for n in ("eagle3-default", "random-2", "single-7", "eagle3-default+norm", "combined")]
+    ['EAGLE-3 default', 'random 2', 'layer 7', 'EAGLE-3 default + norm', 'combined']
+    """
+    if name.endswith("+norm"):
+        return f"{set_label(name[:-5])} + norm"
+    for code, words in (("random-", "random "), ("single-", "layer ")):
+        if name.startswith(code) and name[len(code):].isdigit():
+            return words + name[len(code):]
+    return SET_NAMES.get(name, name)
 
 
 def layer_axis(ax: Axes, ids: Sequence[int], axis: str = "x", label: str = "layer (hidden_states index)") -> None:

@@ -9,7 +9,7 @@ Layer sets are named as the selection chapter names them (``eagle3-default``,
 >>> matplotlib.use("Agg")
 >>> fig = plot_acceptance_by_position({"eagle3-default": [0.4, 0.2, 0.1], "combined": [0.45, 0.25, 0.1]})
 >>> fig.axes[0].get_xlabel()
-'draft position'
+'draft position j'
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from activation_wave.plots._style import _ax, method_color
+from activation_wave.plots._style import _ax, method_color, set_label
 
 __all__ = [
     "plot_acceptance_by_position",
@@ -40,7 +40,7 @@ __all__ = [
 
 def plot_acceptance_by_position(acceptance: Mapping[str, Sequence[float]], *, ax: Axes | None = None,
                                 title: str | None = "Draft acceptance by position",
-                                ylabel: str = "rounds accepting drafts 1..j (r_j)") -> Figure:
+                                ylabel: str = "share of rounds accepting\ndrafts 1 to j") -> Figure:
     """One line per layer set: acceptance of draft position 1..D.
 
     ``acceptance[name][i]`` is the share of rounds that accepted drafts ``1..i + 1`` among
@@ -50,12 +50,13 @@ def plot_acceptance_by_position(acceptance: Mapping[str, Sequence[float]], *, ax
     fig, ax = _ax(ax)
     for i, (name, acc) in enumerate(acceptance.items()):
         y = np.asarray(acc, dtype=float)
-        ax.plot(np.arange(1, len(y) + 1), y, marker="o", label=name, color=method_color(name, i))
-    ax.set_xlabel("draft position")
+        ax.plot(np.arange(1, len(y) + 1), y, marker="o", label=set_label(name), color=method_color(name, i),
+                alpha=0.8)
+    ax.set_xlabel("draft position j")
     ax.set_ylabel(ylabel)
     ax.set_ylim(0, 1)
     ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
     if title:
         ax.set_title(title)
     return fig
@@ -63,7 +64,8 @@ def plot_acceptance_by_position(acceptance: Mapping[str, Sequence[float]], *, ax
 
 def plot_tau(names: Sequence[str], tau: Sequence[float], lo: Sequence[float] | None = None,
              hi: Sequence[float] | None = None, *, ax: Axes | None = None, reference: float | None = 1.0,
-             title: str | None = "Mean accepted length per layer set", xlabel: str = "tau (tokens / target forward)",
+             title: str | None = "Mean accepted length per layer set",
+             xlabel: str = "$\\tau$ (tokens / target forward)",
              ) -> Figure:
     """Horizontal bars of tau per layer set (first name on top), with an optional interval
     [lo, hi] (bootstrap CI or min/max over seeds). Horizontal, so that a dozen set names
@@ -81,7 +83,7 @@ def plot_tau(names: Sequence[str], tau: Sequence[float], lo: Sequence[float] | N
         ax.errorbar(t, y, xerr=err, fmt="none", ecolor="black", capsize=3, lw=1)
     if reference is not None:
         ax.axvline(reference, ls="--", color="grey", lw=1)
-    ax.set_yticks(y, list(names))
+    ax.set_yticks(y, [set_label(n) for n in names])
     ax.invert_yaxis()
     ax.set_ylabel("layer set")
     ax.set_xlabel(xlabel)
@@ -103,9 +105,9 @@ def plot_tau_by_layer(layers: Sequence[int], tau: Sequence[float], lo: Sequence[
                 capsize=2, label="drafter reading one layer")
     if reference is not None:
         ax.axhline(reference, color="black", ls="--", lw=1, label="EAGLE-3 default triple")
-    ax.set_xlabel("layer index read by the drafter (hidden_states)")
-    ax.set_ylabel("tau (tokens / target forward)")
-    ax.legend(frameon=False)
+    ax.set_xlabel("layer read by the drafter (0 = embeddings)")
+    ax.set_ylabel("$\\tau$ (tokens / target forward)")
+    ax.legend(frameon=False, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=3, fontsize="small")  # above the axes
     return fig
 
 
@@ -125,27 +127,26 @@ def plot_sweep(layers: Sequence[int], tau: Sequence[float], lo: Sequence[float],
         xs = [layer for layer, ts in seeds.items() for _ in ts]
         ys = [t for ts in seeds.values() for t in ts]
         axes[0].scatter(xs, ys, marker="_", s=120, color="C3", zorder=3, label="single seeds")
-        axes[0].legend(frameon=False)
+        axes[0].legend(frameon=False, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=3, fontsize="small")
     axes[0].set_xlabel("")
     ids = list(profile.ids)
     axes[1].plot(ids, profile.entropy2, "-o", ms=3, color="C2")
     axes[1].set_ylabel("Renyi-2 entropy\nof the layer (nats)")
-    axes[2].semilogy(ids, profile.median_norm, "-o", ms=3, color="C3", label="median token norm")
-    axes[2].set_ylabel("median token\nnorm (log)")
+    # two quantities, one scale each: the axis labels take the colours and styles of their lines (no legend)
+    axes[2].semilogy(ids, profile.median_norm, "-o", ms=3, color="C3")
+    axes[2].set_ylabel("median token norm\n(solid, log scale)", color="C3")
     twin = axes[2].twinx()
-    twin.plot(ids, [np.nan if r is None else r for r in profile.norm_ratio], ":", color="C4",
-              label="ratio to previous layer")
-    twin.set_ylabel("norm ratio to\nprevious layer")
-    axes[2].legend(handles=[*axes[2].get_lines(), *twin.get_lines()], frameon=False, fontsize="small")
+    twin.plot(ids, [np.nan if r is None else r for r in profile.norm_ratio], ":", color="C4")
+    twin.set_ylabel("norm ratio to previous\nlayer (dotted)", color="C4")
     axes[3].plot(ids, [np.nan if c is None else c for c in profile.cka_prev], "-o", ms=3)
     axes[3].set_ylabel("linear CKA to the\nprevious layer")
-    axes[3].set_xlabel("layer index (hidden_states; N = last block, before the final norm)")
+    axes[3].set_xlabel("layer index (0 = embeddings; N = last block, before the final norm)")
     return fig
 
 
 def plot_score_vs_tau(scores: Sequence[float], tau: Sequence[float], names: Sequence[str] | None = None, *,
                       ax: Axes | None = None, xlabel: str = "selection score",
-                      ylabel: str = "tau (tokens / target forward)", title: str | None = None) -> Figure:
+                      ylabel: str = "$\\tau$ (tokens / target forward)", title: str | None = None) -> Figure:
     """Scatter of a layer-set score against the drafter's tau, with Spearman's rho in the title."""
     from scipy.stats import spearmanr
 
@@ -161,7 +162,7 @@ def plot_score_vs_tau(scores: Sequence[float], tau: Sequence[float], names: Sequ
             u, v = (a - span[0][0]) / span[0][1], (b - span[1][0]) / span[1][1]
             crowded = any(abs(u - pu) < 0.15 and abs(v - pv) < 0.05 for pu, pv in placed)
             placed.append((u, v))  # a label near an earlier one goes below its point, not over it
-            ax.annotate(n, (a, b), textcoords="offset points", xytext=(4, -11) if crowded else (4, 4),
+            ax.annotate(set_label(n), (a, b), textcoords="offset points", xytext=(4, -11) if crowded else (4, 4),
                         fontsize="small")
     ok = np.isfinite(s) & np.isfinite(t)
     rho = spearmanr(s[ok], t[ok]).statistic if ok.sum() >= 3 else float("nan")

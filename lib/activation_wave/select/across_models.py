@@ -2,7 +2,7 @@
 
 ``cross_config(cfg)`` turns a study config into the config of the second model
 (``cfg.cross``: model, a smaller prompt set); ``layer_summary`` computes what the
-cross-model chapter compares, with the functions the single-model chapters use.
+other architectures' pages compare, with the functions the single-model chapters use.
 """
 
 from __future__ import annotations

@@ -386,7 +386,7 @@ def architecture_runs(profile: str, model: str | None, overrides: Mapping[str, s
     second = cfg.cross.model if cfg.cross.model != cfg.model else load_config(profile).model
     if second != cfg.model:
         out.append(("second", second, {**dict(overrides or {}), **cross_overrides(cfg)}, SECOND_ARCH,
-                    _banner(second, "second", "the smaller prompt set of {doc}`07_cross_model`", cfg.model)))
+                    _banner(second, "second", "the smaller prompt set of {doc}`07_gemma`", cfg.model)))
     third = cfg.third.model
     if third and third not in (cfg.model, second):
         out.append(("third", third, {**dict(overrides or {}), **third_overrides(cfg)}, THIRD_ARCH,
@@ -399,7 +399,7 @@ def _banner(model: str, which: str, prompts: str, study_model: str) -> str:
     """The note at the top of another architecture's page."""
     return (f"```{{note}}\nThis page is the chapter of the same name rerun on **{model}**, the study's {which} "
             f"architecture, on {prompts}. Every number and figure is this model's; sentences that interpret "
-            f"them were written for {study_model} and may not hold here: the cross-model chapter compares the "
+            f"them were written for {study_model} and may not hold here: the other architectures' pages compare the "
             f"models.\n```")
 
 

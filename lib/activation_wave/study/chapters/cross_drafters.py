@@ -1,6 +1,8 @@
-"""Chapter 7, second part: EAGLE-3 drafters on the second architecture (``cfg.cross.model``).
+"""EAGLE-3 drafters on another architecture: the second (``cfg.cross.model``, its page
+``07_gemma``) and, through chapter 11's ``third_drafter_config``, the third.
 
-Pre-registered in chapter 7 (``sec-cross-prereg``): on the second model's own greedy
+Pre-registered for the second model (the lab record's ``sec-cross-prereg``,
+``book/lab/cross_model.md``): on the second model's own greedy
 responses to the study's prompts (:func:`drafter_config`), one drafter per block output
 and the EAGLE-3 default and the best rule's triple with ``cross.drafter_seeds`` seeds
 (:func:`design`), trained with the study's ``draft`` recipe and scored like chapter 6
@@ -32,14 +34,15 @@ from activation_wave.measure.layer_stats import stats_from_cache
 from activation_wave.core.stats import mean_ci, seed_mean, spearman, spearman_ci
 from activation_wave.study.chapters import drafter_predictors as dp
 from activation_wave.draft.experiment import DrafterJob
-from activation_wave.study.hypotheses import VERDICT_WORD, Hypothesis
+from activation_wave.plots._style import model_label, set_label
+from activation_wave.study.hypotheses import VERDICT_WORD, Hypothesis, glance_word
 from activation_wave.core.stats import within_noise
 from activation_wave.study.chapters.eagle3_speedup import DEFAULT_SET, LayerProfile, layer_profile
 
 NAME = "07_cross_drafters"
 
 __all__ = ["SingleLayerTau", "CrossDrafterResult", "drafter_config", "design", "analyse", "run", "run_drafters",
-           "evaluate_hypotheses", "peak_relative_depth", "sweep_frame", "triples_frame", "prose_values", "NAME"]
+           "load_or_run", "evaluate_hypotheses", "peak_relative_depth", "sweep_frame", "triples_frame", "hypothesis_rows", "page_values", "NAME"]
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,7 @@ def design(sets: Mapping[str, Sequence[int]], rule: str, n_layers: int, draft: D
     for name in (DEFAULT_SET, rule):
         if name not in sets:
             raise ValueError(f"no {name!r} set among the second model's selections {sorted(sets)}; "
-                             "re-run chapter 7's selection part")
+                             "run the second architecture's page (07_gemma) first: its selection part")
     jobs = [DrafterJob(name, tuple(int(i) for i in sets[name]), "triples",
                        dataclasses.replace(draft, seed=draft.seed + s))
             for name in dict.fromkeys([DEFAULT_SET, rule]) for s in range(seeds)]
@@ -178,6 +181,30 @@ def run(cfg: StudyConfig, sets: Mapping[str, Sequence[int]], rule: str, *, n_boo
                         sweep_stride=cfg.cross.drafter_sweep_stride, n_boot=n_boot, progress=progress)
 
 
+def load_or_run(cfg: StudyConfig, sets: Mapping[str, Sequence[int]], rule: str, root: Any = None, *,
+                n_boot: int = 10_000) -> CrossDrafterResult:
+    """The second model's drafters for its page: the results file when it holds this design
+    (the same model, rule, rule's set and number of drafters), so a clone reads the committed
+    scores instead of capturing the model's responses again (over an hour on two cores); else
+    :func:`run`, whose result is saved."""
+    from activation_wave.core.results import load_result, save_result
+
+    try:
+        res = load_result(NAME, cfg, root, cls=CrossDrafterResult)
+    except FileNotFoundError:
+        res = None
+    if res is not None and res.model == cfg.cross.model and res.rule == rule and rule in sets:
+        stride = cfg.cross.drafter_sweep_stride
+        expected = (2 if rule != DEFAULT_SET else 1) * cfg.cross.drafter_seeds + (
+            len(range(1, res.n_layers + 1, stride)) if stride else 0)
+        if res.n_drafters == expected and any(x.set == rule and list(x.layers) == [int(i) for i in sets[rule]]
+                                              for x in res.sets):
+            return res
+    res = run(cfg, sets, rule, n_boot=n_boot)
+    save_result(NAME, res, cfg, root)
+    return res
+
+
 def run_drafters(dcfg: StudyConfig, sets: Mapping[str, Sequence[int]], rule: str, *, seeds: int, sweep_stride: int,
                  n_boot: int = 10_000, progress: bool = False) -> CrossDrafterResult:
     """Another model's drafters under ``dcfg`` (its drafter config: chapter 7's
@@ -242,36 +269,90 @@ def sweep_frame(model: str, n_layers: int, sets: Sequence[Any]) -> pd.DataFrame:
 
 
 def triples_frame(res: CrossDrafterResult) -> pd.DataFrame:
-    """The second model's multi-layer sets (the default and the rule's triple) as chapters
-    7 and 8 show them: tau on the pre-registered outcome with its 95% interval over prompts."""
-    return pd.DataFrame([{"model": res.model, "set": s.set, "layers": str(list(s.layers)), "seeds": s.n_seeds,
-                          "tau": s.tau, "95% interval": f"[{s.lo:.3f}, {s.hi:.3f}]"}
+    """The model's multi-layer sets (the default and the rule's triple) as the pages show them,
+    named in plain words: tau on the pre-registered outcome with its 95% interval over prompts,
+    and on how many prompts the drafter accepted at least one draft."""
+    return pd.DataFrame([{"model": model_label(res.model), "set": set_label(s.set), "layers": str(list(s.layers)),
+                          "seeds": s.n_seeds, "tau": s.tau, "95% interval": f"[{s.lo:.3f}, {s.hi:.3f}]",
+                          "prompts with an accepted draft": sum(t is not None and t > 1.0 for t in s.per_prompt)}
                          for s in res.sets if len(s.layers) > 1])
 
 
-def prose_values(res: CrossDrafterResult, draft_workers: int) -> dict[str, Any]:
-    """The numbers chapter 7's text cites about the second model's drafters, by glue name."""
+def hypothesis_rows(res: CrossDrafterResult | None, names: Sequence[str] = ("G1", "G2", "G3"),
+                    alpha: float = 0.05) -> list[dict[str, Any]]:
+    """One row per registered test of :func:`evaluate_hypotheses` named in ``names``: its claim,
+    primary statistic and verdict in :data:`~activation_wave.study.hypotheses.GLANCE_WORDS`
+    (none when ``res`` is None)."""
+    if res is None:
+        return []
+    intervals = {"G1": res.comparison, "G2": res.depth, "G3": res.entropy}
+    rows = []
+    for h in evaluate_hypotheses(res, alpha):
+        if h.name not in names:
+            continue
+        q = intervals[h.name]
+        rows.append({"test": h.name, "claim": h.claim, "primary statistic": h.statistic,
+                     "verdict": glance_word(h.supported, q.lo if q else None, q.hi if q else None)})
+    return rows
+
+
+def page_values(res: CrossDrafterResult | None, draft_workers: int, prefix: str = "xd",
+                alpha: float = 0.05) -> dict[str, Any]:
+    """The values an architecture's page glues about its drafters, as ``<prefix>_*`` (None:
+    the profile trained none; every number NaN, every word "not testable").
+
+    Words: ``_delta_word`` in :func:`~.drafter_predictors.comparison_word`'s vocabulary, "not
+    testable" when either side's drafter accepts nothing (tau 1 on every prompt) or too few
+    prompts pair; ``_g1_word``..``_g3_word`` in :data:`~activation_wave.study.hypotheses.VERDICT_WORD`'s,
+    ``_g1_glance``..``_g3_glance`` in :data:`~activation_wave.study.hypotheses.GLANCE_WORDS`'.
+    Counts: prompts on which the default drafter accepted at least one draft
+    (``_default_live``), responses cut at the token limit (``_at_limit``, ``_at_limit_pct``),
+    single-layer drafters (``_n_singles``)."""
     nan = float("nan")
+    p = prefix
+    if res is None:
+        out: dict[str, Any] = {f"{p}_{k}": nan for k in (
+            "tau_default", "tau_rule", "delta", "delta_lo", "delta_hi", "p", "mde", "train_min", "at_limit_pct",
+            "rho_depth", "rho_depth_lo", "rho_depth_hi", "rho_entropy", "rho_entropy_lo", "rho_entropy_hi",
+            "rho_entropy_depth", "best_tau", "peak_rel", "last_tau")}
+        out.update({f"{p}_{k}": 0 for k in ("n_drafters", "records", "positions", "eval_prompts", "n_responses",
+                                              "at_limit", "default_live", "n_singles", "rho_depth_n", "rho_entropy_n",
+                                              "best_layer")})
+        out.update({f"{p}_model": "none", f"{p}_default": "none", f"{p}_rule": "none", f"{p}_rule_set": "none",
+                    f"{p}_delta_word": "not testable"})
+        out.update({f"{p}_{g}_word": VERDICT_WORD[None] for g in ("g1", "g2", "g3")})
+        out.update({f"{p}_{g}_glance": glance_word(None, None, None) for g in ("g1", "g2", "g3")})
+        return out
     d = res.set_tau(DEFAULT_SET)
     r = next((s for s in res.sets if s.set == res.rule), None)
     singles = res.singles()
-    out: dict[str, Any] = {
-        "xd_model": res.model, "xd_n_drafters": res.n_drafters, "xd_records": res.training_records,
-        "xd_positions": res.training_positions, "xd_train_min": res.train_s / 60 / max(1, draft_workers),
-        "xd_eval_prompts": len(res.prompt_ids), "xd_n_responses": res.n_responses,
-        "xd_at_limit": res.responses_at_limit, "xd_tau_default": d.tau, "xd_default": str(list(d.layers)),
-        "xd_rule": res.rule, "xd_rule_set": str(list(r.layers)) if r else "", "xd_tau_rule": r.tau if r else nan}
+    out = {
+        f"{p}_model": res.model, f"{p}_n_drafters": res.n_drafters, f"{p}_records": res.training_records,
+        f"{p}_positions": res.training_positions, f"{p}_train_min": res.train_s / 60 / max(1, draft_workers),
+        f"{p}_eval_prompts": len(res.prompt_ids), f"{p}_n_responses": res.n_responses,
+        f"{p}_at_limit": res.responses_at_limit,
+        f"{p}_at_limit_pct": 100 * res.responses_at_limit / res.n_responses if res.n_responses else nan,
+        f"{p}_tau_default": d.tau, f"{p}_default": str(list(d.layers)),
+        f"{p}_default_live": sum(t is not None and t > 1.0 for t in d.per_prompt),
+        f"{p}_rule": res.rule, f"{p}_rule_set": str(list(r.layers)) if r else "none",
+        f"{p}_tau_rule": r.tau if r else nan, f"{p}_n_singles": len(singles)}
     c = res.comparison
-    out.update(xd_delta=c.delta if c else nan, xd_delta_lo=c.lo if c else nan, xd_delta_hi=c.hi if c else nan,
-               xd_p=c.p if c else nan, xd_mde=c.mde if c else nan,
-               xd_delta_word=dp.comparison_word(c.delta, c.p) if c and c.n >= dp.MIN_PAIRED_PROMPTS else "not testable")
-    for key, p in (("depth", res.depth), ("entropy", res.entropy)):
-        out.update({f"xd_rho_{key}": p.rho if p else nan, f"xd_rho_{key}_lo": p.lo if p else nan,
-                    f"xd_rho_{key}_hi": p.hi if p else nan, f"xd_rho_{key}_n": p.n if p else 0})
-    out.update({f"xd_{h.name.lower()}_word": VERDICT_WORD[h.supported] for h in evaluate_hypotheses(res)})
-    out["xd_rho_entropy_depth"] = nan if res.entropy_vs_depth is None else res.entropy_vs_depth
-    if singles:
-        best = max(singles, key=lambda s: s.tau)
-        out.update(xd_best_layer=best.layers[0], xd_best_tau=best.tau, xd_peak_rel=best.layers[0] / res.n_layers,
-                   xd_last_tau=singles[-1].tau if singles[-1].layers[0] == res.n_layers else nan)
+    dead = any(dp.dead_instrument(s.per_prompt) for s in (d, r) if s is not None)
+    testable = c is not None and c.n >= dp.MIN_PAIRED_PROMPTS and not dead
+    out.update({f"{p}_delta": c.delta if c else nan, f"{p}_delta_lo": c.lo if c else nan,
+                f"{p}_delta_hi": c.hi if c else nan, f"{p}_p": c.p if c else nan, f"{p}_mde": c.mde if c else nan,
+                f"{p}_delta_word": dp.comparison_word(c.delta, c.p, alpha) if testable else "not testable"})
+    for key, q in (("depth", res.depth), ("entropy", res.entropy)):
+        out.update({f"{p}_rho_{key}": q.rho if q else nan, f"{p}_rho_{key}_lo": q.lo if q else nan,
+                    f"{p}_rho_{key}_hi": q.hi if q else nan, f"{p}_rho_{key}_n": q.n if q else 0})
+    intervals = [(c.lo, c.hi) if c else (None, None)] + [(q.lo, q.hi) if q else (None, None)
+                                                         for q in (res.depth, res.entropy)]
+    for h, (lo, hi) in zip(evaluate_hypotheses(res, alpha), intervals):
+        out[f"{p}_{h.name.lower()}_word"] = VERDICT_WORD[h.supported]
+        out[f"{p}_{h.name.lower()}_glance"] = glance_word(h.supported, lo, hi)
+    out[f"{p}_rho_entropy_depth"] = nan if res.entropy_vs_depth is None else res.entropy_vs_depth
+    best = max(singles, key=lambda s: s.tau) if singles else None
+    out.update({f"{p}_best_layer": best.layers[0] if best else 0, f"{p}_best_tau": best.tau if best else nan,
+                f"{p}_peak_rel": best.layers[0] / res.n_layers if best else nan,
+                f"{p}_last_tau": singles[-1].tau if singles and singles[-1].layers[0] == res.n_layers else nan})
     return out
