@@ -278,25 +278,25 @@ def test_warnings_name_each_limit():
     assert loadable_engines([2, 15, 27, 29], 30) == ["vllm", "sglang"]
     gemma = engine_report([2, 9, 15], 18, model_type="gemma3_text")
     assert not gemma["vllm"]["ok"] and "does not capture" in gemma["vllm"]["problems"][0]
-    d2t = engine_report([2, 15, 27], 30, vocab_size=49152, draft_vocab_size=49152)["vllm"]
-    assert not d2t["ok"] and "no d2t" in d2t["problems"][0]
+    # a whole-vocabulary draft head: the vLLM export leaves d2t out (vLLM has no map to load it into)
+    assert engine_report([2, 15, 27], 30, vocab_size=49152, draft_vocab_size=49152)["vllm"]["ok"]
     assert engine_report([2, 15, 27], 30, vocab_size=49152, draft_vocab_size=8192)["vllm"]["ok"]
 
 
-def test_no_engine_applies_a_per_layer_norm_before_fc():
+def test_only_vllm_applies_a_per_layer_norm_before_fc():
     rep = engine_report([2, 15, 27], 30, fused_norm=True)
-    assert set(rep) == set(ENGINES) and not any(r["ok"] for r in rep.values())
+    assert set(rep) == set(ENGINES) and [n for n, r in rep.items() if r["ok"]] == ["vllm"]  # fc_norm, vLLM 0.32
     for name, r in rep.items():
-        assert r["problems"] == [f"{name} {ENGINES[name].version} applies no per-layer RMSNorm before fc, which this "
-                                 "drafter (fused_norm) was trained with; it would feed fc unnormalised hidden states "
-                                 "and ignore the fuse_norm weights. Train with fused_norm off to serve it"]
-    assert loadable_engines([2, 15, 27], 30, fused_norm=True) == []
+        if name != "vllm":
+            assert r["problems"] == [f"{name} {ENGINES[name].version} applies no per-layer RMSNorm before fc, which "
+                                     "this drafter (fused_norm) was trained with; it would feed fc unnormalised hidden "
+                                     "states and ignore the fuse_norm weights. Train with fused_norm off to serve it"]
+    assert loadable_engines([2, 15, 27], 30, fused_norm=True) == ["vllm"]
     w = export_warnings([2, 15, 27, 29], 30, fused_norm=True)  # other limits are still reported beside it
     plain = export_warnings([2, 15, 27, 29], 30)
-    assert set(plain) < set(w) and len(w) == len(plain) + len(ENGINES)
-    assert sum("RMSNorm" in x for x in w) == len(ENGINES)
+    assert set(plain) < set(w) and len(w) == len(plain) + len(ENGINES) - 1
+    assert sum("RMSNorm" in x for x in w) == len(ENGINES) - 1
     assert export_warnings([2, 15, 27], 30, fused_norm=False) == []
-
 
 def test_read_layer_ids_names_the_file():
     assert read_layer_ids({"eagle_aux_hidden_state_layer_ids": [2, 15, 27]}) == [2, 15, 27]

@@ -7,6 +7,7 @@
     wave speculate --model M --draft DIR --prompts FILE
     wave export    --engine llamacpp --draft DIR --out FILE.gguf   (needs scripts/setup_llamacpp.sh)
     wave export    --engine specforge --run-dir D [--layers 2,16,29]  a SpecForge training run (GPU scale)
+    wave export    --engine vllm --draft DIR --out FOLDER        the drafter as vLLM's EAGLE-3 loader reads it
     wave generate  --engine llamacpp --split eval --out FILE.jsonl [--check-against FILE]
                                                      target responses from llama-server (same schema)
     wave study     --profile P                       every chapter, then the book
@@ -218,6 +219,8 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     if args.engine == "specforge":
         return cmd_export_specforge(args)
+    if args.engine == "vllm":
+        return cmd_export_vllm(args)
     from activation_wave.engines.llamacpp import check_export_out, export_llamacpp
     from activation_wave.study.steps import get_target
 
@@ -234,6 +237,22 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = export_llamacpp(args.draft, args.out, target, outtype=args.outtype, force=args.force)
     print(f"gguf       {out}  ({out.stat().st_size / 2**20:.1f} MiB, {args.outtype})")
     print(f"serve      llama-server -m <target .gguf> -md {out} --spec-type draft-eagle3")
+    return 0
+
+
+def cmd_export_vllm(args: argparse.Namespace) -> int:
+    """``wave export --engine vllm --draft D --out O``: the drafter folder vLLM 0.32 loads (no
+    target needed: vLLM shares the target's embeddings)."""
+    from activation_wave.engines.vllm import export_vllm, serve_command
+
+    missing = [f for f, v in (("--draft", args.draft), ("--out", args.out)) if not v]
+    if missing:
+        raise ValueError(f"--engine vllm needs {' and '.join(missing)}: the drafter folder and the folder to write, "
+                         "e.g. --draft scratch/draft --out scratch/draft-vllm")
+    out = export_vllm(args.draft, args.out, force=args.force)
+    cfg = json.loads((out / "config.json").read_text())
+    print(f"vllm       {out}  (layers {cfg['eagle_aux_hidden_state_layer_ids']}, draft vocab {cfg['draft_vocab_size']})")
+    print(f"serve      {serve_command('<target folder>', out)}")
     return 0
 
 
@@ -550,10 +569,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="convert a drafter for a serving engine (llama.cpp: a .gguf), or hand the "
                        "chosen layers to SpecForge (a training run)")
     _add_common(p)
-    p.add_argument("--engine", required=True, choices=["llamacpp", "specforge"], help="engine to export for")
-    p.add_argument("--draft", help="drafter folder written by train-draft (llamacpp)")
+    p.add_argument("--engine", required=True, choices=["llamacpp", "specforge", "vllm"], help="engine to export for")
+    p.add_argument("--draft", help="drafter folder written by train-draft (llamacpp, vllm)")
     p.add_argument("--out", help="output .gguf file in an existing folder (llamacpp; replaced only when the "
-                   "conversion succeeds)")
+                   "conversion succeeds); vllm: a folder (new, empty, or an earlier vLLM export)")
     p.add_argument("--run-dir", help="specforge: the folder of the training run to write (new, empty, or one this "
                    "command wrote)")
     p.add_argument("--layers", type=_layers, default=None, help="specforge: hidden_states indices the drafter reads, "
@@ -633,7 +652,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "large_drafter_indist's drafter; about 75 minutes, runs only when named), "
                    "large_drafter_indist_steps (issue 42, thirteenth amendment: large_drafter_indist_samples's "
                    "drafter with batches of 256 tokens, several times the optimiser steps, against "
-                   "large_drafter_indist's drafter; about 55 minutes, runs only when named)")
+                   "large_drafter_indist's drafter; about 55 minutes, runs only when named), "
+                   "vllm (issue 57: plain vLLM 0.32 on the CPU against the study's EAGLE-3 drafters at depths 1-3, "
+                   "one rule's set, n-gram speculation and the every-draft-accepted ceiling, at 1 and 2 threads; "
+                   "needs scripts/setup_vllm.sh; runs only when named)")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("dry-run", help="validate a config and estimate memory, disk and time without loading weights")

