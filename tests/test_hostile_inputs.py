@@ -414,6 +414,10 @@ def test_every_config_key_is_parsed_alike_by_dry_run_the_cli_and_notebooks(run):
     @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
     @given(key=st.sampled_from([k for k, _ in KEYS]), text=_texts())
     @example(key="draft.soft_targets", text="-0")  # found by hypothesis: JSON reads it as 0, so must --set
+    @example(key="capture.layers", text="5,5")  # issue 58: dry-run refuses what the capture refuses
+    @example(key="capture.layers", text="0,31,99")
+    @example(key="capture.layers", text="-1,3")
+    @example(key="capture.layers", text="2,15,27")
     def check(key: str, text: str) -> None:
         cli_set = _outcome(lambda: check_fit(load_config("smoke", parse_overrides([f"{key}={text}"])), shape))
         notebook = _outcome(lambda: check_fit(notebook_config("smoke", "", json.dumps({key: text})), shape))
@@ -421,6 +425,10 @@ def test_every_config_key_is_parsed_alike_by_dry_run_the_cli_and_notebooks(run):
         assert code in (0, 2) and "Traceback" not in err, (key, text, err)
         dry = "ok" if code == 0 else "rejected"
         assert (cli_set == "ok") == (dry == "ok") == (notebook == "ok"), (key, text, cli_set, notebook, err)
+        if key == "capture.layers" and _outcome(lambda: load_config("smoke", parse_overrides([f"{key}={text}"]))) == "ok":
+            ids = load_config("smoke", parse_overrides([f"{key}={text}"])).capture.layers  # parses: as the capture checks it
+            valid = len(set(ids)) == len(ids) and all(0 <= i <= shape.n_layers for i in ids)
+            assert (dry == "ok") == valid, (text, ids, err)
         if code == 0:
             json.loads(out)
         else:
