@@ -15,11 +15,12 @@
 # On {glue:text}`cross_1_name`, outlier treatments that remove the entropy fall on their
 # own: {glue:text}`tf_other_removed` (on {glue:text}`cross_0_name`:
 # {glue:text}`tf_first_removed`), and the default triple's $S_2$ is above
-# {glue:text}`cross_1_default_pct:.0f`% of all triples. Whether the best rule's set beats
-# the default cannot be read from its drafters: the comparison is
-# {glue:text}`qd_delta_word` (C2: {glue:text}`qd_g1_glance`), because the default drafter
-# accepted a draft on {glue:text}`qd_default_live:d` of {glue:text}`qd_eval_prompts:d`
-# prompts ($\tau$ = {glue:text}`qd_tau_default:.3f`).
+# {glue:text}`cross_1_default_pct:.0f`% of all triples. Its drafters: the best rule's set
+# {glue:text}`qd_rule_set` against the default is {glue:text}`qd_delta_word` ($\Delta\tau$ =
+# {glue:text}`qd_delta:+.3f`, n = {glue:text}`qd_eval_prompts:d` prompts; C2:
+# {glue:text}`qd_g1_glance`). The default drafter accepted a draft on
+# {glue:text}`qd_default_live:d` of those prompts, and a comparison with a drafter that
+# accepts none is not testable.
 # ```
 #
 # **Why it matters.** This is the model on which {doc}`11_cpu_payoff` asks whether EAGLE-3
@@ -34,8 +35,7 @@
 # {glue:text}`cross_agree_n:d` prompts, and their common prefix covers
 # {glue:text}`cross_agree_prefix:.0f`% of a response on average. Its drafters are trained
 # and registered on {doc}`11_cpu_payoff`: the default and the best rule's triple, one seed
-# each, on {glue:text}`qd_records:d` of the model's greedy responses. No drafter reading a
-# single layer was trained on this model.
+# each, on {glue:text}`qd_records:d` of the model's greedy responses.
 
 # %% tags=["parameters", "hide-input"]
 profile = "default"
