@@ -188,7 +188,7 @@ def main() -> None:
         llm = LLM(model=args["model"], dtype=args.get("dtype", "float32"), max_model_len=args.get("max_model_len", 1024),
                   enforce_eager=True, disable_log_stats=False, seed=args.get("seed", 0), skip_tokenizer_init=True,
                   kv_cache_memory_bytes=args.get("kv_cache_bytes", 256 * 2**20), enable_prefix_caching=False,
-                  speculative_config=args.get("speculative_config"), per_request_spec_decode_metrics="summary")
+                  speculative_config=args.get("speculative_config"), per_request_spec_decode_metrics="summary" if args.get("speculative_config") else "none")
         runner = _runner(llm)
         _instrument(runner, bool(args.get("record")))
         send({"ok": True, "engine": _engine_report(llm, runner)})
