@@ -236,3 +236,20 @@ def test_cost_model_row_for_the_book():
                    "ceiling": 2.105, "speedup": 0.9,
                    "speedup_lo": 0.8, "speedup_hi": 1.0, "identical": "7/8"}
     assert B.cost_model_row({}, "1") is None and B.cost_model_row(bench, "2") is None
+
+
+def test_cost_model_rows_put_the_three_paths_side_by_side():
+    """On the committed results file: one row per path present, the same fields in each, and the
+    ceiling computed one way for all ((depth + 1) / round in plain steps)."""
+    from activation_wave.core.results import load_benchmarks
+
+    bench = load_benchmarks()
+    rows = B.cost_model_rows(bench, "1")
+    paths = [r["path"].split(",")[0] for r in rows]
+    want = [p for p, key in (("study loop (PyTorch)", "speculative_decoding"), ("llama.cpp", "llamacpp"),
+                             (f"vLLM {V.VERSION} (CPU)", "vllm")) if key in bench]
+    assert paths == want and len({tuple(sorted(r)) for r in rows}) == 1
+    for r in rows:
+        assert r["ceiling"] == pytest.approx((r["depth"] + 1) / r["round_in_plain_steps"], abs=2e-3)
+        assert r["speedup_lo"] is None or r["speedup_lo"] <= r["speedup"] + 1e-3 <= r["speedup_hi"] + 2e-3
+    assert B.cost_model_rows({}, "1") == []

@@ -532,3 +532,47 @@ def cost_model_row(bench: Mapping[str, Any], threads: str = "1") -> dict[str, An
             "round_in_plain_steps": rc.get("round_in_plain_steps"), "ceiling": rc.get("ceiling"),
             "speedup": m["speedup"], "speedup_lo": m["ci"][0], "speedup_hi": m["ci"][1],
             "identical": f"{m['identical_to_plain']}/{m['prompts']}"}
+
+
+def cost_model_rows(bench: Mapping[str, Any], threads: str = "1") -> list[dict[str, Any]]:
+    """The cost-model table's rows, one per decoding path, every number from ``benchmarks.json``:
+    the study's own loop (``speculative_decoding``: PyTorch, its measured cost model), llama.cpp
+    (``llamacpp`` at ``threads``) and vLLM (:func:`cost_model_row`). Missing entries give no row.
+
+    Same fields in each row: ``path``, ``depth``, ``tau``, ``plain_step_ms``, ``round_ms``,
+    ``round_in_plain_steps`` (= the tau break-even needs), ``draft_ms`` (drafting per round),
+    ``ceiling`` (speedup with every draft accepted at this round cost: (depth + 1) /
+    round_in_plain_steps), ``speedup`` measured with ``speedup_lo`` / ``speedup_hi`` and
+    ``interval`` (what it is over: "prompts" for the engines' paired bootstrap, "rounds" for the
+    study loop's repeated interleaved rounds), ``identical`` (outputs equal to plain greedy)."""
+    rows: list[dict[str, Any]] = []
+    spec = bench.get("speculative_decoding")
+    if spec and spec.get("cost_model"):
+        comp = spec["cost_model"]["components_ms"]
+        pred = spec["cost_model"]["predicted_chain_t0"]
+        spread = (spec.get("round_spread") or {}).get("speedup_vs_plain_t0") or {}
+        d = int(comp["depth"])
+        rows.append({"path": f"study loop (PyTorch), {comp.get('threads')} thread(s)", "depth": d,
+                     "tau": round(pred["tau"], 4), "plain_step_ms": round(pred["step_ms"], 3),
+                     "round_ms": round(pred["round_ms"], 3), "round_in_plain_steps": round(pred["break_even_tau"], 3),
+                     "draft_ms": round(comp["draft_chain_ms"], 3), "ceiling": round(pred["ceiling"], 3),
+                     "speedup": round(spec["cost_model"]["measured_chain_t0"], 3),
+                     "speedup_lo": round(spread["lo"], 3) if "lo" in spread else None,
+                     "speedup_hi": round(spread["hi"], 3) if "hi" in spread else None, "interval": "rounds",
+                     "identical": spec.get("lossless_t0_chain")})
+    lc = ((bench.get("llamacpp") or {}).get("by_threads") or {}).get(threads)
+    if lc and lc.get("eagle3", {}).get("round_costs"):
+        e, rc = lc["eagle3"], lc["eagle3"]["round_costs"]
+        d = int(rc.get("tau_max", 4)) - 1
+        rows.append({"path": f"llama.cpp, {threads} thread(s)", "depth": d, "tau": e.get("tau"),
+                     "plain_step_ms": rc["plain_step_ms"], "round_ms": rc["round_ms"],
+                     "round_in_plain_steps": rc["round_in_plain_steps"], "draft_ms": rc.get("draft_ms_per_round"),
+                     "ceiling": round((d + 1) / rc["round_in_plain_steps"], 3), "speedup": e["speedup"],
+                     "speedup_lo": e["speedup_ci"][0], "speedup_hi": e["speedup_ci"][1], "interval": "prompts",
+                     "identical": f"{e['identical_to_plain']}/{e['prompts']}"})
+    v = cost_model_row(bench, threads)
+    if v:
+        rows.append({k: v[k] for k in ("path", "depth", "tau", "plain_step_ms", "round_ms", "round_in_plain_steps",
+                                       "draft_ms", "ceiling", "speedup", "speedup_lo", "speedup_hi")}
+                    | {"interval": "prompts", "identical": v["identical"]})
+    return rows
