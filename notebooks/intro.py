@@ -14,15 +14,6 @@
 
 # %% [markdown]
 # # Which layers should an EAGLE-3 drafter read?
-#
-# An EAGLE-3 draft model {cite:p}`li2025eagle3` guesses the next few tokens of a large
-# *target* model from the target's own hidden states; the target then checks the guesses
-# in one forward pass. By default the drafter reads three layers, $[2, N/\!/2, N-3]$.
-# *Surfing the Activation Wave* {cite:p}`activationwave2026` proposes to choose them by
-# two measures of the hidden states: how much information the layers carry (matrix
-# entropy) and how different they are from each other (CKA). This book rebuilds that
-# method, runs it on small models on a laptop CPU, and then asks the question that
-# matters: do drafters trained on the chosen layers draft better?
 
 # %% tags=["parameters", "remove-cell"]
 profile = "default"
@@ -46,26 +37,39 @@ glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set fo
                                        xlabel="mean accepted length per target pass (tau)"))
 
 # %% [markdown]
-# ```{admonition} The answer, on {glue:text}`model` ($N$ = {glue:text}`n_layers` blocks)
+# :::{admonition} The answer, on {glue:text}`model` ($N$ = {glue:text}`n_layers` blocks)
 # :class: tip
 #
-# 1. **Which layers?** Read {glue:text}`answer_layers`. The best selection rule's set,
-#    {glue:text}`h1_set` {glue:text}`h1_layers`, against the default
-#    {glue:text}`default_layers`: $\Delta\tau$ = {glue:text}`h1_delta:+.3f`
-#    [{glue:text}`h1_lo:+.3f`, {glue:text}`h1_hi:+.3f`] over {glue:text}`h1_n` prompts
-#    ({glue:text}`h1_verdict`). With 16 times the training prompts, the best rule's set
-#    against the default is {glue:text}`scale_verdict`.
-# 2. **Do entropy and CKA predict a drafter's quality?** Across {glue:text}`n_triples`
-#    layer triples, Spearman's $\rho$ between concatenation entropy and $\tau$ is
-#    {glue:text}`rho:+.2f` [{glue:text}`rho_lo:+.2f`, {glue:text}`rho_hi:+.2f`]:
-#    {glue:text}`h2`.
-# 3. **Does EAGLE-3 pay on a CPU?** In this study's loop it runs at
-#    {glue:text}`loop_ratio:.2f`x plain decoding [{glue:text}`loop_lo:.2f`,
-#    {glue:text}`loop_hi:.2f`] ({glue:text}`loop_side`). In llama.cpp with the
-#    {glue:text}`large_model` target it runs at {glue:text}`large_eagle3_ratio:.2f`x
-#    ({glue:text}`large_eagle3_side`), while n-gram lookup, which needs no drafter, runs at
-#    {glue:text}`large_ngram_ratio:.2f`x ({glue:text}`large_ngram_side`).
-# ```
+# 1. **Which layers?** Read {glue:text}`answer_layers`; the best rule's set against the
+#    default {glue:text}`default_layers` is {glue:text}`h1_verdict`.
+# 2. **Do entropy and CKA predict $\tau$?** Their correlation is {glue:text}`h2`.
+# 3. **Does EAGLE-3 pay on a CPU?** In llama.cpp ({glue:text}`large_model`):
+#    {glue:text}`large_eagle3_ratio:.2f`x plain decoding ({glue:text}`large_eagle3_side`);
+#    n-gram lookup: {glue:text}`large_ngram_ratio:.2f`x ({glue:text}`large_ngram_side`).
+# :::
+#
+# ::::{container} how-sure
+#
+# | how sure | result [95% interval] | n | test | verdict |
+# |---|---|---|---|---|
+# | best rule vs default, $\Delta\tau$ | {glue:text}`h1_delta:+.3f` [{glue:text}`h1_lo:+.3f`, {glue:text}`h1_hi:+.3f`] | {glue:text}`h1_n` | paired, Holm p {glue:text}`h1_p:.2g` | {glue:text}`h1_verdict` |
+# | same, 16x training prompts | {glue:text}`scale_delta:+.3f` [{glue:text}`scale_lo:+.3f`, {glue:text}`scale_hi:+.3f`] | {glue:text}`scale_n` | paired, Holm p {glue:text}`scale_p:.2g` | {glue:text}`scale_verdict` |
+# | same, {glue:text}`second_model` | {glue:text}`g1_delta:+.3f` [{glue:text}`g1_lo:+.3f`, {glue:text}`g1_hi:+.3f`] | {glue:text}`g1_n` | paired, p {glue:text}`g1_p:.2g` | {glue:text}`g1_verdict` |
+# | entropy vs $\tau$, Spearman $\rho$ | {glue:text}`rho:+.2f` [{glue:text}`rho_lo:+.2f`, {glue:text}`rho_hi:+.2f`] | {glue:text}`n_triples` sets | bootstrap | {glue:text}`h2` |
+# | speedup, the study's loop | {glue:text}`loop_ratio:.2f`x [{glue:text}`loop_lo:.2f`, {glue:text}`loop_hi:.2f`] | {glue:text}`loop_n` | bootstrap | {glue:text}`loop_side` |
+# | speedup, llama.cpp | {glue:text}`large_eagle3_ratio:.2f`x [{glue:text}`large_eagle3_lo:.2f`, {glue:text}`large_eagle3_hi:.2f`] | {glue:text}`large_eagle3_n` | bootstrap | {glue:text}`large_eagle3_side` |
+# ::::
+#
+# EAGLE-3 drafters {cite:p}`li2025eagle3` read three of the target's layers, by default
+# $[2, N/\!/2, N-3]$; *Surfing the Activation Wave* {cite:p}`activationwave2026` picks
+# them by matrix entropy and CKA. Does that give better drafters?
+#
+# Every comparison in the table was fixed before its drafters were trained; n counts the
+# held-out prompts (for $\rho$, the layer triples), and drafters are compared paired over
+# the same prompts, with 95% bootstrap intervals. *Within noise*: the interval covers no
+# effect. n-gram lookup in the same llama.cpp run: {glue:text}`large_ngram_ratio:.2f`x
+# [{glue:text}`large_ngram_lo:.2f`, {glue:text}`large_ngram_hi:.2f`], {glue:text}`large_eagle3_n`
+# prompts ({glue:text}`large_ngram_side`).
 #
 # ```{glue:figure} fig_key
 # :name: fig-key
@@ -74,24 +78,8 @@ glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set fo
 # compartments (shaded) and its layer entropy (line). Right: the mean accepted length
 # $\tau$ of drafters trained on each triple under one budget, mean over the held-out
 # prompts, with 95% bootstrap intervals over prompts, highest first. These marginal
-# intervals overlap; the paired comparisons in the table below separate the triples.
+# intervals overlap; the paired comparisons in the table above separate the triples.
 # ```
-#
-# ## How sure
-#
-# Every row is a comparison fixed before its drafters were trained, on prompts the
-# drafters never saw. Intervals are 95% bootstrap intervals; comparisons of drafters are
-# paired over the same prompts. A verdict reads *within noise* when the interval covers
-# no effect.
-#
-# | question | result | 95% interval | n | test | verdict |
-# |---|---|---|---|---|---|
-# | best rule's set vs the default, $\Delta\tau$ | {glue:text}`h1_delta:+.3f` | [{glue:text}`h1_lo:+.3f`, {glue:text}`h1_hi:+.3f`] | {glue:text}`h1_n` prompts | paired bootstrap, Holm p {glue:text}`h1_p:.2g` | {glue:text}`h1_verdict` |
-# | the same with 16 times the training prompts | {glue:text}`scale_delta:+.3f` | [{glue:text}`scale_lo:+.3f`, {glue:text}`scale_hi:+.3f`] | {glue:text}`scale_n` prompts | paired bootstrap, Holm p {glue:text}`scale_p:.2g` | {glue:text}`scale_verdict` |
-# | the same on {glue:text}`second_model` | {glue:text}`g1_delta:+.3f` | [{glue:text}`g1_lo:+.3f`, {glue:text}`g1_hi:+.3f`] | {glue:text}`g1_n` prompts | paired bootstrap, p {glue:text}`g1_p:.2g` | {glue:text}`g1_verdict` |
-# | concatenation entropy predicts $\tau$, Spearman $\rho$ | {glue:text}`rho:+.2f` | [{glue:text}`rho_lo:+.2f`, {glue:text}`rho_hi:+.2f`] | {glue:text}`n_triples` triples | bootstrap over sets and prompts | {glue:text}`h2` |
-# | EAGLE-3 speedup, this study's loop | {glue:text}`loop_ratio:.2f`x | [{glue:text}`loop_lo:.2f`, {glue:text}`loop_hi:.2f`] | {glue:text}`loop_n` prompts | bootstrap over prompts | {glue:text}`loop_side` |
-# | EAGLE-3 and n-gram speedup, llama.cpp, {glue:text}`large_model` | {glue:text}`large_eagle3_ratio:.2f`x and {glue:text}`large_ngram_ratio:.2f`x | [{glue:text}`large_eagle3_lo:.2f`, {glue:text}`large_eagle3_hi:.2f`] and [{glue:text}`large_ngram_lo:.2f`, {glue:text}`large_ngram_hi:.2f`] | {glue:text}`large_eagle3_n` prompts | bootstrap over prompts | {glue:text}`large_eagle3_side` and {glue:text}`large_ngram_side` |
 #
 # ## Why
 #
