@@ -20,6 +20,7 @@ not its words: how the "before" count of this table was made on the code before 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -404,7 +405,9 @@ def test_hostile_probe_input_has_a_clear_answer(case, world, run, tmp_path, monk
         assert type(info.value).__name__ == "ConfigError", (case, repr(info.value))
         code, out, err = 2, "", f"{_one_line(str(info.value))}\n"
     else:
-        code, out, err = run(argv)
+        with _library_log() as logged:  # transformers logs to the stderr it found at import, past capsys
+            code, out, err = run(argv)
+        err += "".join(f"[transformers log] {line}\n" for line in logged)
     assert code == row.code, (case, err)
     if row.code == 0:
         assert "Traceback" not in err and all(PROGRESS.match(x) for x in err.splitlines() if x.strip()), err
@@ -416,6 +419,27 @@ def test_hostile_probe_input_has_a_clear_answer(case, world, run, tmp_path, monk
         assert out.strip() == "" or json.loads(out) is not None
     assert not any(p.exists() for p in ctx.absent), case
     assert time.time() - t0 < 60, case  # refused up front, not after a long step
+
+
+@contextlib.contextmanager
+def _library_log():
+    """The warnings transformers logs during the block, as lines: its handler writes to the stderr
+    it found at import, which capsys does not see, so a load report would otherwise pass unseen."""
+    import logging
+
+    lines: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.extend(x for x in record.getMessage().splitlines() if x.strip())
+
+    handler = Keep(logging.WARNING)
+    logger = logging.getLogger("transformers")
+    logger.addHandler(handler)
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
 
 
 def _one_line(text: str) -> str:
