@@ -168,13 +168,15 @@ def test_counter_checks():
     assert B.acceptance(ok)["tau"] == 1.5 and B.acceptance({**ok, "drafts": 0})["tau"] is None
 
 
-def test_verdict_needs_accepted_drafts():
-    entry = {"by_threads": {"1": {"eagle3_d1": {"tau": 1.0, "speedup": 1.2, "ci": [1.1, 1.3]}},
-                            "2": {"eagle3_d1": {"tau": 1.5, "speedup": 0.9, "ci": [0.85, 0.95]},
-                                  "eagle3_d2": {"tau": 1.6, "speedup": 1.05, "ci": [0.98, 1.1]}}}}
+def test_verdict_needs_accepted_drafts_and_reads_the_named_depth():
+    entry = {"by_threads": {"1": {"eagle3_d3": {"tau": 1.0, "speedup": 1.2, "ci": [1.1, 1.3]}},
+                            "2": {"eagle3_d1": {"tau": 1.5, "speedup": 1.3, "ci": [1.1, 1.5]},
+                                  "eagle3_d3": {"tau": 1.6, "speedup": 1.05, "ci": [0.98, 1.1]}}}}
     v = B.verdict(entry)
     assert v["1"]["word"] == "no verdict"
-    assert v["2"] == {"word": "within noise", "best": "eagle3_d2", "speedup": 1.05, "ci": [0.98, 1.1], "tau": 1.6}
+    # depth 3, named before the run: not the best depth picked afterwards
+    assert v["2"] == {"word": "within noise", "depth": 3, "speedup": 1.05, "ci": [0.98, 1.1], "tau": 1.6}
+    assert B.verdict(entry, depth=1)["2"]["word"] == "faster"
 
 
 def test_run_writes_an_entry_without_machine_paths(drafts, tmp_path, monkeypatch):

