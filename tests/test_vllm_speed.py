@@ -250,7 +250,7 @@ def test_cost_model_rows_put_the_three_paths_side_by_side():
     paths = [r["path"].split(",")[0] for r in rows]
     want = [p for p, key in (("study loop (PyTorch)", "speculative_decoding"), ("llama.cpp", "llamacpp"),
                              (f"vLLM {V.VERSION} (CPU)", "vllm")) if key in bench]
-    assert paths == want and len({tuple(sorted(r)) for r in rows}) == 1
+    assert paths == want and len({tuple(sorted(r)) for r in rows}) == 1 and all("cpu" in r for r in rows)
     for r in rows:
         assert r["ceiling"] == pytest.approx((r["depth"] + 1) / r["round_in_plain_steps"], abs=2e-3)
         assert r["speedup_lo"] is None or r["speedup_lo"] <= r["speedup"] + 1e-3 <= r["speedup_hi"] + 2e-3

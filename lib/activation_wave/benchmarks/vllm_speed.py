@@ -553,7 +553,9 @@ def cost_model_rows(bench: Mapping[str, Any], threads: str = "1") -> list[dict[s
     ``ceiling`` (speedup with every draft accepted at this round cost: (depth + 1) /
     round_in_plain_steps), ``speedup`` measured with ``speedup_lo`` / ``speedup_hi`` and
     ``interval`` (what it is over: "prompts" for the engines' paired bootstrap, "rounds" for the
-    study loop's repeated interleaved rounds), ``identical`` (outputs equal to plain greedy)."""
+    study loop's repeated interleaved rounds), ``identical`` (outputs equal to plain greedy),
+    ``cpu`` (the machine the entry was measured on: entries of one file may come from different
+    machines, so rows compare within a row, across rows only on one ``cpu``)."""
     rows: list[dict[str, Any]] = []
     spec = bench.get("speculative_decoding")
     if spec and spec.get("cost_model"):
@@ -584,4 +586,8 @@ def cost_model_rows(bench: Mapping[str, Any], threads: str = "1") -> list[dict[s
         rows.append({k: v[k] for k in ("path", "depth", "tau", "plain_step_ms", "round_ms", "round_in_plain_steps",
                                        "draft_ms", "ceiling", "speedup", "speedup_lo", "speedup_hi")}
                     | {"interval": "prompts", "identical": v["identical"]})
+    keys = [k for k, on in (("speculative_decoding", spec and spec.get("cost_model")), ("llamacpp", lc and
+            lc.get("eagle3", {}).get("round_costs")), ("vllm", v)) if on]
+    for row, key in zip(rows, keys):
+        row["cpu"] = (bench[key].get("machine") or {}).get("cpu")
     return rows
