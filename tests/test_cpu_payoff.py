@@ -1,5 +1,5 @@
 """Chapter 11 ("Where does EAGLE-3 pay on a CPU?"): the third model's drafter config, and
-the tables, cost model, verdicts and texts read from a canned ``llamacpp_1.5b`` entry."""
+the tables, cost model, verdicts and values read from a canned ``llamacpp_1.5b`` entry."""
 
 import dataclasses
 import math
@@ -104,21 +104,6 @@ def test_verdicts_follow_the_preregistered_rules():
     assert cpu.evaluate_hypotheses(None, None)[0].supported is None
 
 
-def test_landing_sentence_quotes_the_largest_thread_count_with_its_interval():
-    text = cpu.landing_text(ENTRY)
-    assert "0.90x the speed of plain llama.cpp on 2 threads (95% interval 0.80 to 0.99, n = 12 prompts" in text
-    assert "11/12 outputs identical" in text and "2.30 plain steps at 1.5B, so a drafter breaks even only at tau 2.30" in text
-    assert "corpus drafter" not in text  # not in the side by side yet
-    with_corpus = {**ENTRY, "large": {**ENTRY["large"], "by_threads": {t: {**r, cpu.LARGE_METHOD: _method(
-        5.0, 0.45, [0.41, 0.49], 1.6)} for t, r in ENTRY["large"]["by_threads"].items()}}}
-    assert "(chapter 11's corpus drafter) it runs at 0.45x (0.41 to 0.49, tau 1.60, 2 threads, 12/12 identical)" in \
-        cpu.landing_text(with_corpus)
-    assert cpu.landing_text(None).startswith("not measured yet")
-    assert "n-gram" not in text  # no n-gram run at 2 threads in the canned entry
-    two = {**ENTRY, "large": {**ENTRY["large"], "by_threads": {"1": ENTRY["large"]["by_threads"]["1"]}}}
-    assert "n-gram lookup runs at 1.03x (0.98 to 1.08, 11/12 identical)" in cpu.landing_text(two)
-
-
 def test_the_benchmark_entry_holds_what_the_issue_asks_for(monkeypatch, tmp_path):
     """``llamacpp_1.5b``: plain and EAGLE-3 tokens/s per thread count, the speedup with its
     interval, tau and the identical count of the 1.5B target, the 135M target beside it."""
@@ -185,6 +170,18 @@ def test_side_values_take_the_largest_thread_count_and_word_each_method():
     assert v["repack_cost"] == pytest.approx(6.0 / 12.5)
     assert (v["default_identical"], v["never_identical"]) == ("9/12", "12/12")
     assert cpu.side_values(None)["side_n"] == 0
+    assert cpu.side_values(None)["toy_word"] == "not measured"
+    # the corpus drafter once it is in the side by side, at the largest thread count
+    with_corpus = {**ENTRY, "large": {**ENTRY["large"], "by_threads": {t: {**r, cpu.LARGE_METHOD: _method(
+        5.0, 0.45, [0.41, 0.49], 1.6)} for t, r in ENTRY["large"]["by_threads"].items()}}}
+    v = cpu.side_values(with_corpus)
+    assert v["side_threads"] == 2 and (v["corp_speedup"], v["corp_lo"], v["corp_hi"], v["corp_tau"]) == (0.45, 0.41, 0.49, 1.6)
+    assert v["corp_identical"] == "12/12"
+    # n-gram lookup where it was run (1 thread only in the canned entry)
+    two = {**ENTRY, "large": {**ENTRY["large"], "by_threads": {"1": ENTRY["large"]["by_threads"]["1"]}}}
+    v = cpu.side_values(two)
+    assert v["side_threads"] == 1 and (v["ng_speedup"], v["ng_lo"], v["ng_hi"]) == (1.03, 0.98, 1.08)
+    assert v["ng_identical"] == "11/12"
 
 
 def _res(taus):

@@ -81,8 +81,8 @@ def test_confirm_figure_draws_curves_fits_and_lines():
 
 
 def test_doctests_of_the_page_and_the_benchmark():
-    """The docstring examples of the page's helpers (headline, status, verdict, strength of
-    today's drafters) and of the benchmark's (shrunk, cpu_minutes_to) hold."""
+    """The docstring examples of the page's helpers (verdict, R1's hypotheses row) and of the
+    benchmark's (shrunk, cpu_minutes_to) hold."""
     import doctest
 
     from activation_wave.benchmarks import recipe
@@ -100,19 +100,11 @@ def test_arm_rows_render_as_the_page_shows_them():
     assert "head-target" in format_table(pd.DataFrame(dr.arm_rows(_doc()))).to_html()
 
 
-def test_screen_headline_counts_the_profiles_registered_arms(tmp_path):
-    import json
-
+def test_planned_arms_count_the_profiles_registered_arms():
     from activation_wave.core.config import BenchConfig, StudyConfig
 
     cfg = StudyConfig(profile="smoke", model="perm-llama", bench=BenchConfig(recipe_arms=("hard", "ttt-1", "combined")))
     assert dr.planned_arms(cfg) == 2
-    assert dr.screen_headline(cfg, tmp_path) == "nothing has been measured yet"
-    folder = tmp_path / "smoke" / "perm-llama"
-    folder.mkdir(parents=True)
-    (folder / "recipe.json").write_text(json.dumps(_doc()))
-    assert dr.screen_headline(cfg, tmp_path) == dr.headline(_doc(), planned=2)
-    assert "interim" not in dr.screen_headline(cfg, tmp_path)
 
 
 def _scaling(b=0.08):
@@ -170,13 +162,12 @@ def test_projection_figure_marks_the_crossings_and_the_marks_beyond_the_chart():
     assert not any(lab.startswith("beyond") for lab in labels)  # above tau_max: not drawn
 
 
-def test_reach_text_states_the_targets_and_the_extrapolated_time():
+def test_a_mark_above_todays_online_tau_gets_an_extrapolated_time():
     bench = _scaling()
     bench["speculative_decoding"] |= {"tau_t0": 1.84, "speedup_vs_plain_t0": 1.0}
-    text = dr.reach_text(bench)
-    assert text.startswith("today's benchmark drafter reaches an online tau of 1.84 and 1.00x the plain loop")
-    assert "tau 1.9 would take about" in text and "today's data" in text and "generation not counted" in text
-    assert dr.reach_text({}, None) == "the decoding benchmark has not run"
+    m = dr.data_projection(bench, {"t": 1.9})["marks"][0]
+    assert not m["reached"] and m["cpu_min"] is not None and m["data_multiple"] is not None
+    assert dr.data_projection({}, {"t": 1.9}) is None
 
 def test_screen_values_count_the_verdicts_and_name_the_arms_that_help():
     """The answer's sentence "Of N one-factor changes ..., k helped (<names>: <delta> ...), h hurt and

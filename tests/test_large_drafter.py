@@ -224,8 +224,7 @@ BRANCHED = [STAGES[0], {**STAGES[1], "tau": 1.18, "tau_ci": [1.14, 1.22], "train
 
 def test_a_stage_that_continues_an_earlier_one_is_read_along_its_own_line():
     """The fourth amendment: stage 3 continues stage 1, not stage 2; the fit and the figure
-    follow stage 1 -> stage 3, stage 2 is shown as spent, and a llama.cpp row of an earlier
-    stage is not attributed to the last one."""
+    follow stage 1 -> stage 3, and stage 2 is shown as spent."""
     large = {**LARGE, "figure": 1.30, "tau_ci": [1.25, 1.35], "budget_tokens": 2_000_000, "stage_tokens": 1_000_000,
              "stages": BRANCHED, "train_cpu_min": 156.0, "all_stages_cpu_min": 229.9, "drafter": "d3",
              "train_tokens": 169_033, "loss_tokens": 81_866}
@@ -234,13 +233,6 @@ def test_a_stage_that_continues_an_earlier_one_is_read_along_its_own_line():
                                                                                     "hi": 0.108, "p": 0.0002, "n": 32}}]}
     stages, _, _, fit = cpu.stage_curve(large)
     assert fit["b"] == pytest.approx(0.07) and [r["on_line"] for r in stages] == [True, False, True]
-    old_row = _sizes(_run(0.35, 0.32, 0.39, 1.33))
-    old_row["large"]["drafters"] = {cpu.LARGE_METHOD: {"path": "d1"}}
-    # the chapter's answer and the landing sentence name the stage the row measured, and the last stage's outcome
-    assert "(chapter 11's corpus drafter, measured on its stage 1; its last stage, 3," in \
-        cpu.landing_text(old_row["large"] and {**old_row, "large": {**old_row["large"], "by_threads": {"2": {
-            **old_row["large"]["by_threads"]["2"]}}}}, None, large)
-    old_row["large"]["drafters"] = {cpu.LARGE_METHOD: {"path": "d3"}}
     from activation_wave.plots import plot_drafter_stages
 
     ax = plot_drafter_stages(*cpu.stage_curve(large)).axes[0]
@@ -354,34 +346,6 @@ def test_the_continued_drafter_continues_the_ninth_and_names_its_parent(monkeypa
 
 
 HELD = " The registered prediction (a gain of +0.02 to +0.10) held."
-ALL = {"figure": 1.41, "baseline": 1.339, "tau_ci": [1.35, 1.50], "toy": 1.0, "budget_tokens": 1_000_000,
-       "train_records": 324, "added_prompts": 196, "added_response_tokens": 17_001, "train_tokens": 60_123,
-       "train_cpu_min": 71.4, "verdict": "beat", "generation_s_this_run": 1_230.0,
-       "delta_vs_indist": {"mean": 0.07, "lo": 0.02, "hi": 0.12, "p": 0.004, "n": 32},
-       "delta_vs_toy": {"mean": 0.41, "lo": 0.33, "hi": 0.49, "p": 0.0002, "n": 32}}
-
-
-CONT = {"figure": 1.27, "baseline": 1.161, "indist": 1.339, "tau_ci": [1.22, 1.33], "toy": 1.0,
-        "budget_tokens": 1_000_000, "tokens_with_parent": 2_000_000, "train_records": 324, "train_cpu_min": 72.3,
-        "continued": {"seed": 1, "lr": 3e-4, "lr_schedule": "constant", "max_tokens": 1_000_000}, "verdict": "beat",
-        "delta_vs_parent": {"mean": 0.11, "lo": 0.06, "hi": 0.16, "p": 0.0002, "n": 32},
-        "delta_vs_indist": {"mean": -0.07, "lo": -0.12, "hi": -0.02, "p": 0.01, "n": 32},
-        "delta_vs_toy": {"mean": 0.27, "lo": 0.21, "hi": 0.33, "p": 0.0002, "n": 32}}
-
-
-def test_the_landing_sentence_states_the_drafters_on_the_targets_own_answers_in_amendment_order():
-    bench = {cpu.INDIST_CONT: CONT, cpu.INDIST: INDIST, cpu.INDIST_ALL: ALL}
-    own = cpu.own_drafters(bench)
-    assert [nth for nth, _ in own] == ["eighth", "ninth", "eleventh"] and cpu.own_drafters({}) == []
-    text = cpu.landing_text(_sizes(None), None, None, own)
-    assert "; 1.5B drafters trained on the target's answers to the study's own train prompts reach outcome tau 1.31 " \
-           "(1.27 to 1.36, n = 32 eval prompts, eighth amendment), 1.41 (1.35 to 1.50, n = 32 eval prompts, ninth " \
-           "amendment) and 1.27 (1.22 to 1.33, n = 32 eval prompts, eleventh amendment) offline, short of the issue's " \
-           "1.5, so none is measured in llama.cpp" in text
-    reached = cpu.landing_text(_sizes(None), None, None, [("eleventh", {**CONT, "figure": 1.52})])
-    assert "1.52 (1.22 to 1.33, n = 32 eval prompts, eleventh amendment) offline; the eleventh amendment's drafter " \
-           "reaches the issue's 1.5" in reached
-    assert "short of" not in reached and "own train prompts" not in cpu.landing_text(_sizes(None))
 
 
 def test_the_sampled_drafter_trains_on_the_base_records_and_their_samples_against_the_eighths(monkeypatch, tmp_path):

@@ -68,21 +68,18 @@ def test_outcome_rows_rank_on_the_outcome_with_intervals_and_paired_deltas(pred)
         assert r.family == ("rules" if c.family == "rules" else "all")
 
 
-def test_the_ranking_text_names_the_outcome_top_and_says_when_it_is_within_noise(pred):
+def test_the_ranking_names_the_outcome_top_and_when_a_comparison_is_within_noise(pred):
     top = dp.outcome_rows(pred, 3)[0]
-    text = dp.ranking_text(pred, 3)
-    assert text.startswith(f"{top.set} {list(top.layers)} is highest on the outcome, tau = {top.tau:.3f}")
+    v = dp.ranking_values(pred, 3)
+    assert (v["rank_top"], v["rank_top_layers"], v["rank_top_tau"]) == (top.set, str(list(top.layers)), top.tau)
     if top.set != pred.reference:
-        assert f"delta tau = {top.delta:+.3f} [{top.delta_lo:+.3f}, {top.delta_hi:+.3f}]" in text
-        assert ("so this ranking is within noise" in text) == dp.is_within_noise(top)
+        assert (v["rank_vs"], v["rank_vs_delta"], v["rank_vs_lo"], v["rank_vs_hi"]) == (
+            top.set, top.delta, top.delta_lo, top.delta_hi)
     # a top set whose interval excludes 0 but whose Holm p does not clear 0.05 is within noise
     row = dp.OutcomeRow("random-0", (16, 19, 24), 2, 1.32, 1.28, 1.36, 0.006, 0.0002, 0.012, 0.13, 96, "all")
     assert dp.is_within_noise(row)
     assert not dp.is_within_noise(dataclasses.replace(row, p_holm=0.001))
     assert dp.is_within_noise(dataclasses.replace(row, p_holm=0.001, delta_lo=-0.001))
-    assert dp.noise_reason(row) == "within noise: the Holm-adjusted p is not below 0.05"
-    assert dp.noise_reason(dataclasses.replace(row, delta_lo=-0.001)) == "within noise: the interval covers 0"
-    assert dp.noise_reason(dataclasses.replace(row, p_holm=0.001)) == "a difference beyond noise"
 
 
 def test_old_results_have_no_seed_spread_and_the_peak_text_says_so(pred):
@@ -131,12 +128,12 @@ def test_the_sweep_and_the_score_panels_follow_the_outcome(pred):
     assert panels[dp.SCORE_LABELS["renyi2"]] == [pred.scores[r.set]["renyi2"] for r in tri]
 
 
-def test_predictor_text_carries_interval_and_n(pred):
+def test_predictor_values_carry_interval_and_n(pred):
     s2 = next(p for p in pred.predictors if p.name == "renyi2" and p.units == "triples")
-    text = dp.predictor_text(s2)
-    assert text.startswith(f"rho = {s2.rho:+.2f} [{s2.lo:+.2f}, {s2.hi:+.2f}], n = {s2.n} triples")
-    assert ("within noise" in text) == (s2.lo <= 0 <= s2.hi)
-    assert dp.predictor_text(None).startswith("not computed")
+    v = dp.predictor_values(s2, "h2")
+    assert (v["h2_rho"], v["h2_lo"], v["h2_hi"], v["h2_n"]) == (s2.rho, s2.lo, s2.hi, s2.n)
+    assert (v["h2_word"] == "within noise") == (s2.lo <= 0 <= s2.hi)
+    assert dp.predictor_values(None, "h2")["h2_word"] == "not testable"
 
 
 def test_tau_definitions_go_from_the_training_time_evaluation_to_the_outcome(pred, six):

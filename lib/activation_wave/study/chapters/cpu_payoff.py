@@ -35,11 +35,11 @@ CEILING = "llamacpp_ceiling"
 NAN = float("nan")
 
 __all__ = ["NAME", "BENCH", "NAN", "has_drafters", "drafter_sets", "run_drafters", "trained_drafters", "speed_frame",
-           "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "landing_text",
+           "round_frame", "CostModel", "cost_model", "evaluate_hypotheses",
            "CEILING", "ceiling_frame", "terms_frame", "where_points", "today_taus", "ceiling_tables", "ROUND_FORMATS",
            "cost_inputs_frame", "LARGE", "LARGE_METHOD", "LARGE_TARGET", "measured_points", "stage_fit", "stage_reach",
            "stage_pace", "stage_curve", "stage_lineage", "INDIST", "INDIST_ALL", "INDIST_CONT", "INDIST_SAMPLES",
-           "INDIST_STEPS", "OWN", "OWN_RECORDS", "own_drafters", "SPEED_WORD", "speed_word", "side_values",
+           "INDIST_STEPS", "SPEED_WORD", "speed_word", "side_values",
            "ceiling_values", "where_values", "per_prompt_mean", "DESIGNS", "designs_frame", "best_design_values",
            "PRIMARY_DELTA", "design_results", "load_drafters"]
 
@@ -120,16 +120,6 @@ INDIST_SAMPLES, INDIST_SAMPLES_PREDICTED = "large_drafter_indist_samples", (0.04
 #: The thirteenth amendment's (``run_indist_steps``): the twelfth's drafter with batches of 256 tokens,
 #: and its registered prediction for the paired difference from the eighth's drafter.
 INDIST_STEPS, INDIST_STEPS_PREDICTED = "large_drafter_indist_steps", (0.03, 0.20)
-#: The amendments whose 1.5B drafters train on the target's answers to the study's own prompts, in order.
-OWN = ((INDIST, "eighth"), (INDIST_ALL, "ninth"), (INDIST_CONT, "eleventh"), (INDIST_SAMPLES, "twelfth"),
-       (INDIST_STEPS, "thirteenth"))
-#: What the answer says each :data:`OWN` drafter trained on (``str.format`` of its entry); the
-#: eleventh's continued training has a sentence of its own.
-OWN_RECORDS = {"eighth": "the {train_records:,} records drawn with the eval prompts",
-               "ninth": "all {train_records:,} train records of the sources",
-               "twelfth": "{train_records:,} records, those 128 and sampled answers to their prompts",
-               "thirteenth": "the twelfth's {train_records:,} records in batches of {recipe[batch_tokens]} tokens "
-                             "instead of 2,048"}
 #: The outcome tau issue 42 asks of that drafter.
 LARGE_TARGET = 1.5
 #: The entry's reference run under llama.cpp's default flags (``benchmarks.llamacpp_speed.FASTEST_PLAIN``).
@@ -302,26 +292,6 @@ def _corpus_run(sizes: Mapping[str, Any] | None) -> tuple[str, dict[str, Any]] |
     return (t := max(runs, key=int), runs[t]) if runs else None
 
 
-def _row_stage(sizes: Mapping[str, Any] | None, large: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """The training step of the ``large`` drafter entry whose drafter the llama.cpp row measured,
-    when that is not the entry's last one (the row predates the later ones); else None."""
-    measured = (((sizes or {}).get("large") or {}).get("drafters") or {}).get(LARGE_METHOD, {}).get("path")
-    if not large or not measured or measured == large.get("drafter"):
-        return None
-    return next((r for r in large.get("stages") or [] if r["drafter"] == measured), {"stage": None})
-
-
-def _stage_note(sizes: Mapping[str, Any] | None, large: Mapping[str, Any] | None) -> str:
-    """", measured on its stage k; its last stage, n, has outcome tau t, short of the target" (or "")."""
-    r = _row_stage(sizes, large)
-    if r is None:
-        return ""
-    lo, hi = large["tau_ci"]
-    return ((f", measured on its stage {r['stage']}" if r["stage"] else ", measured on an earlier drafter")
-            + f"; its last stage, {large['stages'][-1]['stage']}, has outcome tau {large['figure']:.2f} [{lo:.2f}, "
-            f"{hi:.2f}]" + (f", short of {LARGE_TARGET}" if large["figure"] < LARGE_TARGET else ""))
-
-
 def _c1_corpus(sizes: Mapping[str, Any] | None) -> Hypothesis | None:
     """C1 re-stated for the corpus drafter (the stage its llama.cpp row measured; the second to
     seventh amendments), once it is in the side by side."""
@@ -410,72 +380,6 @@ def stage_curve(large: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]], 
     fit = stage_fit(line) if large["figure"] < LARGE_TARGET else None
     on = {r["stage"] for r in line}
     return [{**r, "on_line": r["stage"] in on} for r in stages], large.get("baseline"), LARGE_TARGET, fit
-
-
-def own_drafters(bench: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    """The :data:`OWN` amendments measured in ``bench`` (the benchmarks), as (ordinal, entry)."""
-    return [(nth, bench[key]) for key, nth in OWN if bench.get(key)]
-
-
-def landing_text(entry: Mapping[str, Any] | None, ceiling: Mapping[str, Any] | None = None,
-                 large: Mapping[str, Any] | None = None, own: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> str:
-    """The landing page's sentence on where EAGLE-3 pays on a CPU (plain text), with the
-    ``llamacpp_ceiling`` entry's best speedup of a perfect drafter where measured, the stage
-    of issue 42's ``large`` drafter that the corpus drafter's row measured, and the outcome tau
-    offline of the drafters trained on the target's own answers (``own``: :func:`own_drafters`)."""
-    big_runs = ((entry or {}).get("large") or {}).get("by_threads") or {}
-    small = ((entry or {}).get("small") or {}).get("by_threads") or {}
-    if not big_runs:
-        return "not measured yet (wave bench --only llamacpp_1.5b)"
-    t = max(big_runs, key=int)
-    e = big_runs[t]["eagle3"]
-    lo, hi = e["speedup_ci"]
-    out = (f"inside llama.cpp on this CPU, EAGLE-3 runs the 1.5B target at {e['speedup']:.2f}x the speed of plain "
-           f"llama.cpp on {t} threads (95% interval {lo:.2f} to {hi:.2f}, n = {e['prompts']} prompts, tau "
-           f"{e['tau']:.2f}, {e['identical_to_plain']}/{e['prompts']} outputs identical to plain"
-           + (f", every server with {_server_flags(entry)}" if _server_flags(entry) else "") + ")")
-    vs = _against_repacked(e)
-    if vs:
-        out += (f" and {vs['speedup']:.2f}x ({vs['speedup_ci'][0]:.2f} to {vs['speedup_ci'][1]:.2f}) the speed of plain "
-                "llama.cpp with its default repacked weights")
-    s = (small.get(t) or {}).get("eagle3")
-    if s:
-        out += f", against {s['speedup']:.2f}x for the 135M target in the same run"
-    rc = e.get("round_costs") or {}
-    if rc:
-        out += (f"; a round costs {rc['round_in_plain_steps']:.2f} plain steps at 1.5B, so a drafter breaks even only "
-                f"at tau {rc['round_in_plain_steps']:.2f}" + (f" (at most {rc['tau_max']} at this depth)" if rc.get("tau_max") else ""))
-    got = _corpus_run(entry)
-    if got:
-        tc, c = got
-        clo, chi = c["speedup_ci"]
-        out += (f"; with a drafter trained on the target's own answers to the prompt corpus (chapter 11's corpus "
-                f"drafter{_stage_note(entry, large)}) it runs at {c['speedup']:.2f}x ({clo:.2f} to {chi:.2f}, tau "
-                f"{c['tau']:.2f}, {_threads(tc)}, {c['identical_to_plain']}/{c['prompts']} identical)")
-    if own:
-        out += ("; 1.5B drafters trained on the target's answers to the study's own train prompts reach outcome tau "
-                + _and([f"{e['figure']:.2f} ({e['tau_ci'][0]:.2f} to {e['tau_ci'][1]:.2f}, n = "
-                        f"{e['delta_vs_toy']['n']} eval prompts, {nth} amendment)" for nth, e in own])
-                + _own_reach(own))
-    ngram = big_runs[t].get("ngram")
-    if ngram and ngram.get("speedup_ci"):
-        nlo, nhi = ngram["speedup_ci"]
-        out += (f"; llama.cpp's model-free n-gram lookup runs at {ngram['speedup']:.2f}x ({nlo:.2f} to {nhi:.2f}, "
-                f"{ngram['identical_to_plain']}/{ngram['prompts']} identical)")
-    df = ceiling_frame(ceiling)
-    big = df[(df["target"] == "1.5B") & (df["threads"] == int(t))] if len(df) else df
-    if len(big):
-        best = big.loc[big["ceiling"].idxmax()]
-        out += (f"; even a drafter whose every draft is accepted would reach at most {best['ceiling']:.2f}x there "
-                f"(depth {int(best['depth'])}, measured with llama.cpp's synthetic acceptance, chapter 11's ceiling)")
-    cm = cost_model(entry or {}, threads="1")
-    s1 = cm.sizes_mib[1] if cm is not None else 0.0
-    near = {label: cm.params_for(t) for label, t in cm.taus.items()
-            if cm.size_for(t) is not None and cm.size_for(t) <= 1000 * s1} if cm is not None else {}
-    if near:
-        out += ("; a two-point extrapolation (1 thread, labelled as such in chapter 11) would put break-even at about "
-                + " and ".join(f"{b:.0f}B parameters for the {label}'s tau" for label, b in near.items()))
-    return out
 
 
 # ----------------------------------------------------------------------------- the ceiling (issue 42)
@@ -609,20 +513,6 @@ def measured_points(sizes: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     threads, label, tau, speedup), to mark on the ceiling's panels (depth 3, f16 drafter)."""
     return [{"target": label, "threads": int(th), "label": name, "tau": float(run["tau"]), "speedup": float(run["speedup"])}
             for label, th, name, run in _drafter_runs(sizes) if run.get("speedup")]
-
-
-def _and(items: Sequence[str]) -> str:
-    """``a``, ``a and b``, ``a, b and c``."""
-    return " and ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _own_reach(own: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
-    """How the :data:`OWN` drafters named stand against the issue's target, ending the answer's sentence."""
-    reached = [nth for nth, e in own if e["figure"] >= LARGE_TARGET]
-    if not reached:
-        return f" offline, short of the issue's {LARGE_TARGET}, so none is measured in llama.cpp"
-    return (f" offline; the {_and(reached)} amendment{'s' if len(reached) > 1 else ''}'s drafter"
-            f"{'s' if len(reached) > 1 else ''} reach{'' if len(reached) > 1 else 'es'} the issue's {LARGE_TARGET}")
 
 
 def ceiling_tables(ceiling: Mapping[str, Any] | None) -> list[Any]:

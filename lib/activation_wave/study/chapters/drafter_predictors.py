@@ -45,7 +45,7 @@ __all__ = ["FoundDrafter", "SetTaus", "Comparison", "Predictor", "FilterPredicto
            "DrafterPredictors", "NormEffect", "norm_arm", "find_drafters", "per_prompt_tau",
            "compare_to_reference", "filtered_s2", "set_scores", "predictor_rhos", "filter_rhos", "probe_summary",
            "run", "NAME", "OutcomeRow", "SeedSpread", "SingleLayerPeak", "outcome_rows", "is_within_noise",
-           "delta_text", "noise_reason", "ranking_text", "seed_spread", "single_layer_peak", "predictor_text",
+           "seed_spread", "single_layer_peak",
            "sweep_rows", "single_layer_seeds", "score_panels", "SCORE_LABELS", "dead_instrument", "comparison_word",
            "prose_values", "ranking_values", "peak_values", "predictor_values", "MIN_PAIRED_PROMPTS"]
 
@@ -707,61 +707,3 @@ def predictor_values(p: Predictor | None, prefix: str) -> dict[str, Any]:
     word = ("above 0" if p.lo > 0 else "below 0" if p.hi < 0 else "within noise") if ok else "not testable"
     return {f"{prefix}_rho": p.rho, f"{prefix}_lo": p.lo if ok else nan, f"{prefix}_hi": p.hi if ok else nan,
             f"{prefix}_n": p.n, f"{prefix}_word": word}
-
-
-# ----------------------------------------------------------------------------- kept for pages not yet migrated
-#
-# The landing page (notebooks/intro.py via study/chapters/landing.py) and chapter 8 still glue these
-# sentences; they go when those pages read :func:`ranking_values` and :func:`predictor_values`.
-
-
-def predictor_text(p: Predictor | None, units: str | None = None) -> str:
-    """``rho = -0.60 [-0.87, +0.06], n = 10 triples (within noise: ...)`` for one predictor."""
-    from activation_wave.core.stats import within_noise
-
-    if p is None or p.rho is None:
-        return "not computed (fewer than 3 units)"
-    if p.lo is None or p.hi is None:
-        return f"rho = {p.rho:+.2f}, n = {p.n} {units or p.units} (no interval)"
-    return f"rho = {p.rho:+.2f} [{p.lo:+.2f}, {p.hi:+.2f}], n = {p.n} {units or p.units}{within_noise(p.lo, p.hi)}"
-
-
-def delta_text(row: OutcomeRow, reference: str | None = None) -> str:
-    """``delta tau = +0.006 [+0.000, +0.012] vs eagle3-default, Holm p = 0.13 (over all compared
-    sets), n = 96 prompts`` (without ``vs ...`` when ``reference`` is None)."""
-    family = "over the rules" if row.family == "rules" else "over all compared sets"
-    vs = f" vs {reference}" if reference else ""
-    return (f"delta tau = {row.delta:+.3f} [{row.delta_lo:+.3f}, {row.delta_hi:+.3f}]{vs}, "
-            f"Holm p = {row.p_holm:.2g} ({family}), n = {row.n} prompts")
-
-
-def noise_reason(row: OutcomeRow, alpha: float = 0.05) -> str:
-    """Why a comparison is within noise (:func:`is_within_noise`), or that it is not."""
-    if not is_within_noise(row, alpha):
-        return "a difference beyond noise"
-    if row.delta_lo is not None and row.delta_lo <= 0 <= row.delta_hi:
-        return "within noise: the interval covers 0"
-    return f"within noise: the Holm-adjusted p is not below {alpha:g}"
-
-
-def ranking_text(res: DrafterPredictors, k: int = 3, alpha: float = 0.05) -> str:
-    """One sentence on the set of ``k`` layers highest on the outcome: its tau with its
-    interval, its paired delta against the reference (or the runner-up's against it, when
-    the reference is highest), and whether that ranking is within noise."""
-    rows = outcome_rows(res, k)
-    if not rows:
-        return "no drafter of that size was scored"
-    top = rows[0]
-    head = f"{top.set} {list(top.layers)} is highest on the outcome, tau = {top.tau:.3f} [{top.lo:.3f}, {top.hi:.3f}]"
-    if top.set == res.reference:
-        nxt = next((r for r in rows[1:] if r.delta is not None), None)
-        if nxt is None:
-            return head
-        return (f"{head}; the next, {nxt.set} {list(nxt.layers)}, has {delta_text(nxt, res.reference)}: "
-                f"{noise_reason(nxt, alpha)}")
-    if top.delta is None:
-        return f"{head}; it has no paired comparison with {res.reference}, so no ranking is claimed"
-    ref = next((r for r in rows if r.set == res.reference), None)
-    ref_text = f" (tau = {ref.tau:.3f})" if ref else ""
-    word = "so this ranking is " + noise_reason(top, alpha) if is_within_noise(top, alpha) else noise_reason(top, alpha)
-    return f"{head}; against {res.reference}{ref_text}: {delta_text(top)}, {word}"

@@ -9,13 +9,11 @@ shows only the pre-registered design.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from activation_wave.core.config import StudyConfig
-from activation_wave.core.results import load_optional
 from activation_wave.core.stats import near_line
 from activation_wave.study import training_costs as costs
 
@@ -23,14 +21,10 @@ from activation_wave.study import training_costs as costs
 #: distinct values and its p means little (the smoke profile scores 2).
 MIN_PROMPTS = 10
 
-__all__ = ["MIN_PROMPTS", "planned_arms", "verdict", "arm_rows", "headline", "hypotheses", "screen_headline",
-           "not_run_figure", "agreement_values", "strength_values", "break_even_taus", "TARGETS", "data_projection",
-           "projection_marks", "projection_rows", "reach_text", "curve_fit", "screen_values", "power_rows",
+__all__ = ["MIN_PROMPTS", "planned_arms", "verdict", "arm_rows", "hypotheses",
+           "not_run_figure", "agreement_values", "strength_values", "break_even_taus", "data_projection",
+           "projection_marks", "projection_rows", "curve_fit", "screen_values", "power_rows",
            "mde_range", "seed_rows", "seed_values", "equal_cost_values", "efficiency_values", "projection_values"]
-
-#: The recipe work's targets for the benchmark drafter's online tau at T = 0 (must reach, goal): targets,
-#: not findings; only :func:`reach_text` (kept for pages not yet rewritten) quotes them.
-TARGETS = {"the issue's target": 1.9, "the issue's goal": 2.3}
 
 
 def planned_arms(cfg: StudyConfig) -> int:
@@ -86,54 +80,6 @@ def arm_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _ci(lo: float | None, hi: float | None) -> str:
     return "n/a" if lo is None or hi is None else f"[{lo:+.3f}, {hi:+.3f}]" if lo < 0 else f"[{lo:.3f}, {hi:.3f}]"
-
-
-def headline(doc: Mapping[str, Any] | None, planned: int | None = None) -> str:
-    """Kept for the landing page and the results summary until they glue :func:`screen_values`
-    (their owner is rewriting them); the recipe page does not use it.
-
-    The screen's R1 result in one sentence, for the landing page and chapter 8: the arms that
-    help or hurt with their paired delta and interval, the rest within noise; marked interim
-    when fewer than ``planned`` arms are in.
-
-    >>> headline(None)
-    'nothing has been measured yet'
-    >>> text = headline({"base": {"tau": 1.5, "n_seeds": 2}, "prompt_ids": [0] * 96, "arms": [
-    ...     {"name": "a", "delta": 0.031, "delta_lo": 0.01, "delta_hi": 0.05, "p_holm": 0.01},
-    ...     {"name": "b", "delta": -0.004, "delta_lo": -0.02, "delta_hi": 0.01, "p_holm": 0.7}]})
-    >>> text.split("), ")[1].split("; ")
-    ['a (delta +0.031 [0.010, 0.050]) helps', 'the other is within noise', 'the combined recipe (stage 2) and its \
-adoption are still to run']
-    """
-    if doc is None:
-        return "nothing has been measured yet"
-    screened = [a for a in doc["arms"] if not a.get("post_hoc")]
-    parts = []
-    for word in ("helps", "hurts"):
-        named = [f"{a['name']} (delta {a['delta']:+.3f} {_ci(a['delta_lo'], a['delta_hi'])})"
-                 for a in screened if verdict(a) == word]
-        if named:
-            parts.append(f"{', '.join(named)} {word if len(named) == 1 else word[:-1]}")
-    rest = len(screened) - sum(verdict(a) in ("helps", "hurts") for a in screened)
-    if rest:
-        parts.append(("the other is" if rest == 1 else f"the other {rest} are") + " within noise"
-                     if parts else ("it is" if rest == 1 else f"all {rest} are") + " within noise")
-    b = doc["base"]
-    c = doc.get("confirm") or {}
-    stage2 = ("the combined recipe (stage 2) and its adoption are still to run" if c.get("pending") or not c else
-              f"stage 2's R2 is {c['r2']['verdict']}" if c.get("run") else
-              "so stage 2 did not run and today's recipe stays")
-    if planned is not None and len(screened) < planned:
-        left = planned - len(screened)
-        stage2 = (f"interim: {left} of the {planned} pre-registered arms {'is' if left == 1 else 'are'} still to run, "
-                  "then the combined recipe (stage 2)")
-    return (f"of {len(screened)} one-factor changes to the base recipe (tau {b['tau']:.3f}; {b['n_seeds']} seeds "
-            f"each, paired over {len(doc['prompt_ids'])} eval prompts, Holm), " + "; ".join(parts) + f"; {stage2}")
-
-
-def screen_headline(cfg: StudyConfig, root: str | Path | None = None) -> str:
-    """:func:`headline` of ``cfg``'s results file against its registered arms (landing page, chapter 8)."""
-    return headline(load_optional("recipe", cfg, root), planned=planned_arms(cfg))
 
 
 def not_run_figure() -> Any:
@@ -285,28 +231,6 @@ def projection_rows(proj: Mapping[str, Any]) -> list[dict[str, Any]]:
                      "offline tau (curve's scale)": m["tau"], "x today's data [95% CI]": multiple,
                      "training time (extrapolated) [95% CI]": time})
     return rows
-
-
-def reach_text(bench: Mapping[str, Any], doc: Mapping[str, Any] | None = None) -> str:
-    """Kept for the landing page and the results summary until they are rewritten (it quotes
-    targets of the work, which the recipe page no longer shows); the recipe page does not use it.
-
-    One sentence for the landing page and chapter 8: where the benchmark drafter stands
-    against the issue's targets, and the data multiple and training time the data curve's
-    extrapolation puts on the first target (:func:`data_projection`, one source with chapters 9 and 10)."""
-    s = bench.get("speculative_decoding")
-    if not s:
-        return "the decoding benchmark has not run"
-    target = TARGETS["the issue's target"]
-    text = (f"today's benchmark drafter reaches an online tau of {float(s['tau_t0']):.2f} and "
-            f"{float(s['speedup_vs_plain_t0']):.2f}x the plain loop, against targets of {target:g} and 1.4x")
-    proj = data_projection(bench, {"t": target})
-    m = proj["marks"][0] if proj else None
-    if m and not m["reached"] and m["cpu_min"] is not None:
-        text += (f"; extrapolating chapter 9's data curve, tau {target:g} would take about "
-                 f"{_multiple(m['data_multiple'])} today's data {_range(m['multiple_lo'], m['multiple_hi'], _multiple)}, "
-                 f"{m['time_text']} of training at today's measured cost, generation not counted")
-    return text
 
 
 def hypotheses(doc: Mapping[str, Any] | None) -> list["Hypothesis"]:

@@ -587,30 +587,3 @@ def prose_values(res: Eagle3SpeedupResult, cfg: StudyConfig, pred: Any) -> dict[
     out.update(dp.predictor_values(s2, "h2"))
     out.update({f"{h.name.lower()}_word": VERDICT_WORD[h.supported] for h in evaluate_hypotheses(pred)})
     return out
-
-
-# ----------------------------------------------------------------------------- kept for a page not yet migrated
-# Chapter 9 (notebooks/09_performance.py) still glues this sentence; it goes when that page reads
-# :func:`precision_values`.
-
-
-def precision_text(entry: Mapping[str, Any] | None) -> str:
-    """Why the drafters train in fp32, from the ``training_precision`` benchmark: bf16 against
-    fp32 training speed on the benchmark's CPU, and with AVX2 kernels only (as on a CPU
-    without bf16 units).
-
-    >>> precision_text(None)
-    'The training_precision benchmark has not run (wave bench --only training_precision).'
-    """
-    if not entry:
-        return "The training_precision benchmark has not run (wave bench --only training_precision)."
-    nat = entry["native"]["median"]
-    text = (f"In the training_precision benchmark on an {entry['cpu']} "
-            f"({'with' if entry['bf16_units'] else 'without'} bf16 units, {entry['measured'][:10]}), bf16 autocast "
-            f"trained at {nat['bf16']:.0f} loss positions per second and fp32 at {nat['fp32']:.0f}")
-    avx = entry.get("avx2_only")
-    if avx:
-        text += (f"; limited to AVX2 kernels, as on a CPU without bf16 units, bf16 fell to {avx['median']['bf16']:.0f} "
-                 f"against fp32's {avx['median']['fp32']:.0f}, {avx['ratio_fp32_over_bf16']:.0f}x slower")
-    return text + (". A CPU without bf16 units (an x86 CPU with AVX2 only, like this study's machine on the morning "
-                   "of 2026-12-02) pays that slowdown, so the profiles train in fp32 on every CPU")
