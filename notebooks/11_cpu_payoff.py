@@ -190,6 +190,33 @@ glue_figure("fig_cost_model", plot_decoding_costs(bench.get("speculative_decodin
 # ({glue:text}`pta_lo:.3f` to {glue:text}`pta_hi:.3f`): {glue:text}`pta_word`. Every speculative output
 # equalled plain greedy decoding ({glue:text}`pt_lossless` prompt runs).
 #
+# ### The same drafter in vLLM
+
+# %% tags=["remove-input"]
+from activation_wave.benchmarks.vllm_speed import cost_model_rows
+
+rows = pd.DataFrame(cost_model_rows(bench, threads="1"))
+v = rows.iloc[-1]
+glue_values(vllm_round=float(v["round_in_plain_steps"]), vllm_tau=float(v["tau"]), vllm_speedup=float(v["speedup"]),
+            vllm_lo=float(v["speedup_lo"]), vllm_hi=float(v["speedup_hi"]), vllm_identical=v["identical"],
+            vllm_word=cpu.speed_word(v["speedup_lo"], v["speedup_hi"]))
+format_table(rows[["path", "cpu", "depth", "tau", "round_in_plain_steps", "speedup", "speedup_lo", "speedup_hi",
+                   "interval", "identical"]].rename(columns={"round_in_plain_steps": "round (plain steps)",
+                                                             "speedup_lo": "low", "speedup_hi": "high",
+                                                             "interval": "interval over"}),
+             {"tau": "{:.2f}", "round (plain steps)": "{:.2f}", "speedup": "{:.2f}x", "low": "{:.2f}", "high": "{:.2f}"})
+
+# %% [markdown]
+# vLLM, the engine most EAGLE-3 drafters are served with, runs the study's default-triple
+# drafter on its CPU backend too. There a depth-3 round costs
+# {glue:text}`vllm_round:.2f` plain steps, far less than in llama.cpp, so a drafter breaks
+# even near $\tau$ {glue:text}`vllm_round:.2f`. Its drafter reached $\tau$
+# {glue:text}`vllm_tau:.2f` (vLLM's own counters) and ran at {glue:text}`vllm_speedup:.2f`x
+# plain decoding ({glue:text}`vllm_lo:.2f` to {glue:text}`vllm_hi:.2f` over the prompts, one
+# thread; outputs identical to plain: {glue:text}`vllm_identical`): {glue:text}`vllm_word`. The
+# rows come from different machines (column cpu), so compare each with its own plain
+# decoding, not with each other.
+#
 # ### Where it would pay
 
 # %% tags=["hide-input"]
