@@ -70,7 +70,9 @@ def _snapshot(paths: list[Path], shallow: list[Path]) -> dict[str, str]:
                 out[str(p)] = "<dir>" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
     for root in shallow:
         for p in sorted(root.iterdir()) if root.is_dir() else [root]:
-            out[str(p)] = "<dir>" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else "-"
+            # a socket or FIFO of another process (a clone under /tmp has them beside it) is listed, not read
+            out[str(p)] = ("<dir>" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file()
+                           else "<special>" if p.exists() else "-")
     return out
 
 
