@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -144,3 +147,17 @@ def permutation_world(tokenizer, root, *, seed: int):
     mp.setenv("WAVE_CACHE", str(root / "cache"))
     target = permutation_target(tokenizer)
     return mp, target, permutation_capture(target, root / "cap", n_prompts=20, max_new_tokens=16, seed=seed)
+
+
+def copy_model_folder(src: Path, dest: Path, drop: tuple[str, ...] = (), **config) -> Path:
+    """A copy of the model folder ``src`` at ``dest`` whose config.json has ``config`` set and
+    ``drop`` removed (the hostile-input tests' edited model folders)."""
+    dest.mkdir()
+    for f in src.iterdir():
+        (dest / f.name).write_bytes(f.read_bytes())
+    cfg = json.loads((dest / "config.json").read_text())
+    cfg.update(config)
+    for key in drop:
+        cfg.pop(key, None)
+    (dest / "config.json").write_text(json.dumps(cfg))
+    return dest

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from helpers import copy_model_folder
 from test_cli_errors import PROGRESS, assert_one_line, copy_draft, run, world  # noqa: F401 - fixtures
 from test_hostile_inputs import Ctx, _gguf, _snapshot, _write
 
@@ -64,16 +66,7 @@ def _lines(ctx: Ctx, *lines: str | bytes, name: str = "p.jsonl") -> Path:
 
 def _model_folder(ctx: Ctx, drop: tuple[str, ...] = (), **config) -> Path:
     """A copy of the world's tiny model whose config.json has ``config`` set and ``drop`` removed."""
-    m = ctx.tmp / "m"
-    m.mkdir()
-    for f in ctx.world["model"].iterdir():
-        (m / f.name).write_bytes(f.read_bytes())
-    cfg = json.loads((m / "config.json").read_text())
-    cfg.update(config)
-    for key in drop:
-        cfg.pop(key, None)
-    (m / "config.json").write_text(json.dumps(cfg))
-    return m
+    return copy_model_folder(ctx.world["model"], ctx.tmp / "m", drop, **config)
 
 
 def _edited_ids(ctx: Ctx, ids: list[int], *, spec_too: bool = False, keep_digest: bool = True) -> Path:

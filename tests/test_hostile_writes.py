@@ -29,6 +29,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
+from helpers import copy_model_folder
 from test_cli_errors import assert_one_line, run, world  # noqa: F401 - fixtures
 import test_hostile_inputs as hostile
 from test_hostile_inputs import _fake_llamacpp
@@ -100,14 +102,7 @@ def _fake_generation(ctx: Ctx) -> list[str]:
 
 def _model_folder(ctx: Ctx, **config) -> Path:
     """A copy of the world's tiny model whose config.json has ``config`` changed."""
-    m = ctx.tmp / "m"
-    m.mkdir()
-    for f in ctx.world["model"].iterdir():
-        (m / f.name).write_bytes(f.read_bytes())
-    cfg = json.loads((m / "config.json").read_text())
-    cfg.update(config)
-    (m / "config.json").write_text(json.dumps(cfg))
-    return m
+    return copy_model_folder(ctx.world["model"], ctx.tmp / "m", **config)
 
 
 def _results(ctx: Ctx, text: str) -> Path:

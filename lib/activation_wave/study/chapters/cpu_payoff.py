@@ -25,7 +25,6 @@ from activation_wave.core.results import load_result
 from activation_wave.select.across_models import third_config, third_drafter_config
 from activation_wave.study.chapters import cross_drafters as cd
 from activation_wave.study.chapters.eagle3_speedup import DEFAULT_SET, Eagle3SpeedupResult
-from activation_wave.study.glue import join_words
 from activation_wave.study.hypotheses import Hypothesis
 
 NAME = "11_cpu_drafters"
