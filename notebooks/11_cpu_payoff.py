@@ -197,7 +197,9 @@ from activation_wave.benchmarks.vllm_speed import cost_model_rows
 
 rows = pd.DataFrame(cost_model_rows(bench, threads="1"))
 v = rows.iloc[-1]
-glue_values(vllm_round=float(v["round_in_plain_steps"]), vllm_tau=float(v["tau"]), vllm_speedup=float(v["speedup"]),
+lc_row = rows[rows["path"].str.startswith("llama.cpp")].iloc[0]
+glue_values(vllm_round=float(v["round_in_plain_steps"]), vllm_depth=int(v["depth"]),
+            lc_row_round=float(lc_row["round_in_plain_steps"]), lc_row_depth=int(lc_row["depth"]), vllm_tau=float(v["tau"]), vllm_speedup=float(v["speedup"]),
             vllm_lo=float(v["speedup_lo"]), vllm_hi=float(v["speedup_hi"]), vllm_identical=v["identical"],
             vllm_word=cpu.speed_word(v["speedup_lo"], v["speedup_hi"]))
 format_table(rows[["path", "cpu", "depth", "tau", "round_in_plain_steps", "speedup", "speedup_lo", "speedup_hi",
@@ -208,9 +210,10 @@ format_table(rows[["path", "cpu", "depth", "tau", "round_in_plain_steps", "speed
 
 # %% [markdown]
 # vLLM, the engine most EAGLE-3 drafters are served with, runs the study's default-triple
-# drafter on its CPU backend too. There a depth-3 round costs
-# {glue:text}`vllm_round:.2f` plain steps, far less than in llama.cpp, so a drafter breaks
-# even near $\tau$ {glue:text}`vllm_round:.2f`. Its drafter reached $\tau$
+# drafter on its CPU backend too. There a depth-{glue:text}`vllm_depth:d` round costs
+# {glue:text}`vllm_round:.2f` plain steps (in llama.cpp a depth-{glue:text}`lc_row_depth:d` round
+# costs {glue:text}`lc_row_round:.2f`, the row above), so a drafter breaks even near $\tau$
+# {glue:text}`vllm_round:.2f`. Its drafter reached $\tau$
 # {glue:text}`vllm_tau:.2f` (vLLM's own counters) and ran at {glue:text}`vllm_speedup:.2f`x
 # plain decoding ({glue:text}`vllm_lo:.2f` to {glue:text}`vllm_hi:.2f` over the prompts, one
 # thread; outputs identical to plain: {glue:text}`vllm_identical`): {glue:text}`vllm_word`. The

@@ -102,6 +102,12 @@ def test_verdicts_follow_the_preregistered_rules():
     up = {**ENTRY, "large": {**ENTRY["large"], "by_threads": {"2": ENTRY["large"]["by_threads"]["1"] | {"threads": 2}}}}
     assert cpu.evaluate_hypotheses(up, None)[0].supported is True  # [1.05, 1.30] is above 1
     assert cpu.evaluate_hypotheses(None, None)[0].supported is None
+    # a speedup's value of no effect is 1: an interval below 1 is "not supported", one across it "within noise"
+    assert c1.glance == "not supported" and cpu.evaluate_hypotheses(None, None)[0].glance == "not testable"
+    across = {**ENTRY, "large": {**ENTRY["large"], "by_threads": {"1": {
+        **ENTRY["large"]["by_threads"]["1"], "eagle3": {**ENTRY["large"]["by_threads"]["1"]["eagle3"],
+                                                         "speedup_ci": [0.95, 1.04]}}}}}
+    assert cpu.evaluate_hypotheses(across, None)[0].glance == "within noise"
 
 
 def test_the_benchmark_entry_holds_what_the_issue_asks_for(monkeypatch, tmp_path):

@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from activation_wave.plots._style import CYCLE, _ax
+from activation_wave.plots._style import CYCLE, _ax, set_label
 
 __all__ = ["plot_recipe_forest", "plot_recipe_curves", "plot_recipe_confirm", "plot_recipe_projection",
            "plot_strength_deltas", "plot_strength_epochs"]
@@ -163,7 +163,8 @@ def plot_strength_deltas(doc: Mapping[str, Any], *, ax: Axes | None = None) -> F
         pts = [(b["tau_default"]["tau"] + (i - (len(names) - 1) / 2) * offset, c, b["name"]) for b in budgets
                for c in b["comparison"] if c["set"] == name]
         color = CYCLE[i % len(CYCLE)]
-        ax.plot([x for x, _, _ in pts], [c["delta"] for _, c, _ in pts], marker="o", ms=5, color=color, label=name)
+        ax.plot([x for x, _, _ in pts], [c["delta"] for _, c, _ in pts], marker="o", ms=5, color=color,
+                label=set_label(name))
         for x, c, _ in pts:
             ax.plot([x, x], [c["lo"], c["hi"]], color=color, lw=1.4)
     for b in budgets:
@@ -172,7 +173,7 @@ def plot_strength_deltas(doc: Mapping[str, Any], *, ax: Axes | None = None) -> F
     ax.axhline(0.0, color="black", lw=0.8)
     ax.set_xlabel(r"the default triple's $\tau$ at that budget (offline; chapter 6's pre-registered outcome)")
     ax.set_ylabel(r"$\Delta\tau$ = set $-$ default (95% paired interval)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
     return fig
 
 
@@ -183,9 +184,9 @@ def plot_strength_epochs(deltas: Mapping[str, Sequence[tuple[int, float]]], *, a
     fig, ax = _ax(ax)
     for i, (name, pts) in enumerate(deltas.items()):
         ax.plot([e for e, _ in pts], [d for _, d in pts], marker="o", ms=3, color=CYCLE[i % len(CYCLE)],
-                ls="--" if name.endswith("+norm") else "-", label=name)
+                ls="--" if name.endswith("+norm") else "-", label=set_label(name))
     ax.axhline(0.0, color="black", lw=0.8)
     ax.set_xlabel("epoch of the top budget's training")
     ax.set_ylabel(r"eval $\tau$ $-$ the default's (pooled over records)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
     return fig

@@ -21,6 +21,17 @@ class Hypothesis:
     statistic: str  # the primary test's figure, with its interval and n
     supported: bool | None  # None: not testable with these results
     note: str
+    interval: tuple[float, float] | None = None  # the primary statistic's 95% interval (None: none computed)
+    null: float = 0.0  # the primary statistic's value of no effect (1 for a speedup ratio)
+
+    @property
+    def glance(self) -> str:
+        """The verdict in :data:`GLANCE_WORDS` (see :func:`glance_word`).
+
+        >>> Hypothesis("C1", "beats plain", "0.97x", False, "", (0.94, 1.01), null=1.0).glance
+        'within noise'
+        """
+        return glance_word(self.supported, *(self.interval or (None, None)), null=self.null)
 
 
 #: How the book words a pre-registered verdict (``Hypothesis.supported``).

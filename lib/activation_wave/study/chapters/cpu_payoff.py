@@ -272,7 +272,7 @@ def evaluate_hypotheses(entry: Mapping[str, Any] | None, drafters: cd.CrossDraft
                         f"pooled speedup {e['speedup']:.3f}x [{lo:.3f}, {hi:.3f}], n = {e['prompts']} prompts, "
                         f"tau {e['tau']:.2f}, identical to plain {e['identical_to_plain']}/{e['prompts']}"
                         + (f", every server {_server_flags(entry)}" if _server_flags(entry) else ""),
-                        lo > 1.0, "paired bootstrap over prompts, one test")
+                        lo > 1.0, "paired bootstrap over prompts, one test", (lo, hi), null=1.0)
     c1b = _c1_corpus(entry)
     if drafters is None:
         c2 = Hypothesis("C2", "the best rule's set beats the default (1.5B drafters)", "no drafters in this profile",
@@ -303,7 +303,7 @@ def _c1_corpus(sizes: Mapping[str, Any] | None) -> Hypothesis | None:
                       f"{_threads(t)} (1.5B target)",
                       f"pooled speedup {e['speedup']:.3f}x [{lo:.3f}, {hi:.3f}], n = {e['prompts']} prompts, tau "
                       f"{e['tau']:.2f}, identical to plain {e['identical_to_plain']}/{e['prompts']}",
-                      lo > 1.0, "paired bootstrap over prompts, one test (second amendment)")
+                      lo > 1.0, "paired bootstrap over prompts, one test (second amendment)", (lo, hi), null=1.0)
 
 
 def stage_lineage(stages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -236,14 +236,14 @@ def evaluate_hypotheses(res: CrossDrafterResult, alpha: float = 0.05) -> list[Hy
                         f"{c.set} {list(c.layers)}: delta tau = {c.delta:+.3f} [{c.lo:+.3f}, {c.hi:+.3f}], "
                         f"p = {c.p:.3g}, n = {c.n} prompts, MDE = {c.mde:.3f}{within_noise(c.lo, c.hi)}", ok,
                         "paired per prompt, one test" + (f"; not testable: {', '.join(dead)} accepts no draft on any "
-                                                         "prompt (tau 1)" if dead else ""))
+                                                         "prompt (tau 1)" if dead else ""), (c.lo, c.hi))
 
     def rho(name: str, claim: str, p: dp.Predictor | None) -> Hypothesis:
         if p is None or p.lo is None or not np.isfinite(p.lo):
             return Hypothesis(name, claim, "fewer than 3 single layers", None, "")
         return Hypothesis(name, claim, f"rho = {p.rho:+.2f} [{p.lo:+.2f}, {p.hi:+.2f}], n = {p.n} layers"
                           f"{within_noise(p.lo, p.hi)}", bool(p.lo > 0),
-                          "Spearman over the single layers, resampling layers and prompts")
+                          "Spearman over the single layers, resampling layers and prompts", (p.lo, p.hi))
 
     return [g1, rho("G2", "tau of one layer rises with its depth", res.depth),
             rho("G3", "tau of one layer rises with its Renyi-2 entropy", res.entropy)]
@@ -285,15 +285,8 @@ def hypothesis_rows(res: CrossDrafterResult | None, names: Sequence[str] = ("G1"
     (none when ``res`` is None)."""
     if res is None:
         return []
-    intervals = {"G1": res.comparison, "G2": res.depth, "G3": res.entropy}
-    rows = []
-    for h in evaluate_hypotheses(res, alpha):
-        if h.name not in names:
-            continue
-        q = intervals[h.name]
-        rows.append({"test": h.name, "claim": h.claim, "primary statistic": h.statistic,
-                     "verdict": glance_word(h.supported, q.lo if q else None, q.hi if q else None)})
-    return rows
+    return [{"test": h.name, "claim": h.claim, "primary statistic": h.statistic, "verdict": h.glance}
+            for h in evaluate_hypotheses(res, alpha) if h.name in names]
 
 
 def page_values(res: CrossDrafterResult | None, draft_workers: int, prefix: str = "xd",
@@ -345,11 +338,9 @@ def page_values(res: CrossDrafterResult | None, draft_workers: int, prefix: str 
     for key, q in (("depth", res.depth), ("entropy", res.entropy)):
         out.update({f"{p}_rho_{key}": q.rho if q else nan, f"{p}_rho_{key}_lo": q.lo if q else nan,
                     f"{p}_rho_{key}_hi": q.hi if q else nan, f"{p}_rho_{key}_n": q.n if q else 0})
-    intervals = [(c.lo, c.hi) if c else (None, None)] + [(q.lo, q.hi) if q else (None, None)
-                                                         for q in (res.depth, res.entropy)]
-    for h, (lo, hi) in zip(evaluate_hypotheses(res, alpha), intervals):
+    for h in evaluate_hypotheses(res, alpha):
         out[f"{p}_{h.name.lower()}_word"] = VERDICT_WORD[h.supported]
-        out[f"{p}_{h.name.lower()}_glance"] = glance_word(h.supported, lo, hi)
+        out[f"{p}_{h.name.lower()}_glance"] = h.glance
     out[f"{p}_rho_entropy_depth"] = nan if res.entropy_vs_depth is None else res.entropy_vs_depth
     best = max(singles, key=lambda s: s.tau) if singles else None
     out.update({f"{p}_best_layer": best.layers[0] if best else 0, f"{p}_best_tau": best.tau if best else nan,

@@ -344,5 +344,6 @@ def hypotheses(doc: Mapping[str, Any] | None) -> list[Any]:
         out.append(Hypothesis(f"H7 ({r['set']})", f"at {doc['h7_point']} it does not beat the default",
                               f"delta = {r['delta']:+.3f} {_ci(r['lo'], r['hi'])}, Holm p = {r['p_holm']:.3g}, "
                               f"n = {r['n']} prompts, {r['n_seeds']} seeds{within_noise(r['lo'], r['hi'])}", ok,
-                              "set minus default, paired over prompts, Holm across the sets (the robustness page)"))
+                              "set minus default, paired over prompts, Holm across the sets (the robustness page)",
+                              (r["lo"], r["hi"])))
     return out

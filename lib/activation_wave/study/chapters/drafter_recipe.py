@@ -254,9 +254,11 @@ def hypotheses(doc: Mapping[str, Any] | None) -> list["Hypothesis"]:
     hurt = [n for n, w in words.items() if w == "hurts"]
     stat += (f"; {len(hurt)} hurt ({', '.join(hurt)}); {sum(w == 'within noise' for w in words.values())} within "
              f"noise; n = {arms[0]['n_prompts']} prompts, {arms[0]['n_seeds']} seeds per arm")
+    best = max(arms, key=lambda a: a["delta"])  # its interval stands for the screen in the glance table
     return [Hypothesis("R1", "a one-factor change of the base recipe helps (per arm, recipe screen)", stat,
                        bool(helps) if all(not w.startswith("no verdict") for w in words.values()) else None,
-                       f"paired bootstrap per arm, Holm across the {len(arms)} screened arms (the recipe page)")]
+                       f"paired bootstrap per arm, Holm across the {len(arms)} screened arms (the recipe page)",
+                       (best["delta_lo"], best["delta_hi"]))]
 
 
 # ----------------------------------------------------------------------------- values the page glues

@@ -355,6 +355,11 @@ def layer_profile(cs: Any) -> LayerProfile:
                         cka_prev=(None, *(float(cka[i, i - 1]) for i in range(1, n))))
 
 
+def _interval(p: Any) -> tuple[float, float] | None:
+    """A predictor's 95% interval, or None without one."""
+    return (p.lo, p.hi) if p is not None and p.lo is not None and p.hi is not None else None
+
+
 def _rho_stat(p: Any) -> str:
     """A predictor's table cell: ``rho = +0.81 [+0.62, +0.92], n = 10 triples``."""
     if p is None or p.rho is None:
@@ -379,14 +384,15 @@ def evaluate_hypotheses(pred: Any, alpha: float = 0.05) -> list[Hypothesis]:
                               f"best rule {b.set}: delta tau = {b.delta:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}], Holm p = "
                               f"{b.p_holm_rules:.3g}, n = {b.n} prompts, MDE = {b.mde_holm:.3f}"
                               f"{within_noise(b.lo, b.hi)}", ok,
-                              f"{len(rules)} rules compared with the default, paired per prompt"))
+                              f"{len(rules)} rules compared with the default, paired per prompt", (b.lo, b.hi)))
     else:
         out.append(Hypothesis("H1", "the best selection rule's set beats the default", "no rule's drafter", None, ""))
 
     s2 = next((p for p in pred.predictors if p.name == "renyi2" and p.units == "triples"), None)
     out.append(Hypothesis("H2", "concatenation entropy S2 correlates positively with tau",
                           _rho_stat(s2) if s2 else "fewer than 3 triples", None if s2 is None else bool(s2.lo > 0),
-                          "Spearman over the main arm's triples, intervals resample sets and prompts"))
+                          "Spearman over the main arm's triples, intervals resample sets and prompts",
+                          _interval(s2)))
     f = next((x for x in pred.filtering if x.quantile == 0.5), None)
     have_f = f is not None and f.delta_lo is not None
     out.append(Hypothesis("H3", "token-filtered statistics predict tau better than unfiltered ones",
@@ -394,13 +400,13 @@ def evaluate_hypotheses(pred: Any, alpha: float = 0.05) -> list[Hypothesis]:
                            f"[{f.delta_lo:+.2f}, {f.delta_hi:+.2f}], n = {f.n} triples, {f.n_tokens} tokens each"
                            f"{within_noise(f.delta_lo, f.delta_hi)}")
                           if have_f else "not computed", bool(f.delta_lo > 0) if have_f else None,
-                          "equal token budget at every quantile"))
+                          "equal token budget at every quantile", (f.delta_lo, f.delta_hi) if have_f else None))
     normed = next((p for p in pred.norm_predictors if "RMSNorm" in p.units), None)
     plain = next((p for p in pred.norm_predictors if "RMSNorm" not in p.units), None)
     out.append(Hypothesis("H4", "the depth effect survives per-layer normalisation of the fused features",
                           (f"with the norm: {_rho_stat(normed)}; without: {_rho_stat(plain)}" if normed and plain
                            else "no per-layer-norm arm"), None if normed is None else bool(normed.hi < 0),
-                          "rho(deepest layer of the triple, tau), same triples in both arms"))
+                          "rho(deepest layer of the triple, tau), same triples in both arms", _interval(normed)))
     return out
 
 

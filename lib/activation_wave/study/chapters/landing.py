@@ -125,7 +125,7 @@ def run(cfg: StudyConfig, root: str | Path | None = None) -> tuple[LandingResult
     rules = [c for c in ch.paired.comparisons if c.family == "rules" and c.p_holm_rules is not None]
     best = max(rules, key=lambda c: c.delta)
     h1_delta = Delta(best.set, ch.selection.sets.get(best.set, []), best.delta, best.lo, best.hi, best.p_holm_rules,
-                     best.n, glance_word(h1.supported, best.lo, best.hi))
+                     best.n, h1.glance)
     s2 = next(p for p in ch.paired.predictors if p.name == "renyi2" and p.units == "triples")
     scale_rows = (ch.data_scale or {}).get("sets") or []
     top = max(scale_rows, key=lambda r: r["delta"]) if scale_rows else None
@@ -139,10 +139,10 @@ def run(cfg: StudyConfig, root: str | Path | None = None) -> tuple[LandingResult
     return LandingResult(
         model=cfg.model, n_layers=ch.data.info.n_layers, n_prompts=ch.data.summary.records,
         default_layers=list(ch.selection.default_layers or []), answer_layers=list(answer or []), h1=h1_delta,
-        scale=scale, rho=s2.rho, rho_lo=s2.lo, rho_hi=s2.hi, n_triples=s2.n, h2=glance_word(h2.supported, s2.lo, s2.hi),
+        scale=scale, rho=s2.rho, rho_lo=s2.lo, rho_hi=s2.hi, n_triples=s2.n, h2=h2.glance,
         second_model=ch.cross_drafters.model,
         g1=(Delta(c1.set, list(c1.layers), c1.delta, c1.lo, c1.hi, c1.p_holm_rules, c1.n,
-                  glance_word(g1.supported, c1.lo, c1.hi)) if c1 is not None else _NONE),
+                  g1.glance) if c1 is not None else _NONE),
         sink_ratio=sink.sink_peak, cliff_layer=sink.cliff.to_layer,
         loop=loop_speed(bench[LOOP]), loop_tau=bench[LOOP]["tau_t0"],
         large_model=bench[LLAMACPP]["model"], large_eagle3=_llamacpp_speed(large[best_large]), large_tau=large[best_large]["tau"],

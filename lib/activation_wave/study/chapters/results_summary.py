@@ -201,26 +201,10 @@ def every_hypothesis(cfg: StudyConfig, root: str | Path | None, ch: Chapters) ->
     return list({h.name: h for h in hyps}.values())
 
 
-def interval_of(statistic: str) -> tuple[float | None, float | None]:
-    """The first 95% interval ``[lo, hi]`` a primary statistic's text gives (None, None without one).
-
-    >>> interval_of("best rule combined: delta tau = -0.018 [-0.025, -0.011], Holm p = 0.0008")
-    (-0.025, -0.011)
-    """
-    import re
-
-    m = re.search(r"\[\s*([-+]?\d[\d.]*(?:e-?\d+)?)\s*,\s*([-+]?\d[\d.]*(?:e-?\d+)?)\s*\]", statistic)
-    return (float(m.group(1)), float(m.group(2))) if m else (None, None)
-
-
 def glance_rows(hypotheses: list[Hypothesis]) -> pd.DataFrame:
     """One row per hypothesis: what it claims, its primary test's figure, and its verdict in
     :data:`~activation_wave.study.hypotheses.GLANCE_WORDS` (the same meaning on every row)."""
-    from activation_wave.study.hypotheses import glance_word
-
-    # a speedup has no effect at 1, a difference or a correlation at 0
-    rows = [{"hypothesis": h.name, "claim": h.claim, "primary test": h.statistic,
-             "verdict": glance_word(h.supported, *interval_of(h.statistic), null=1.0 if "speedup" in h.statistic else 0.0)}
+    rows = [{"hypothesis": h.name, "claim": h.claim, "primary test": h.statistic, "verdict": h.glance}
             for h in hypotheses]
     return pd.DataFrame(rows, columns=["hypothesis", "claim", "primary test", "verdict"])
 
