@@ -139,7 +139,7 @@ display(format_table(ch.percentile_table(r), {"S2 percentile among all sets": "{
 # {glue:text}`cross_0_default_pct:.0f`% of all triples on {glue:text}`cross_0_name` and
 # above {glue:text}`cross_1_default_pct:.0f`% on {glue:text}`cross_1_name`. The combined
 # rule picks {glue:text}`cross_1_combined` on {glue:text}`cross_1_name`, above
-# {glue:text}`cross_1_combined_pct:.0f`% of all triples.
+# {glue:text}`cross_1_combined_pct:.1f`% of all triples.
 #
 # ### Drafters on the two triples
 

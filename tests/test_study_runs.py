@@ -100,3 +100,15 @@ def test_the_time_left_comes_from_the_longest_recorded_runs():
     many = [f"n{i}" for i in range(17)]  # a cold smoke results root: counted past the first few
     assert runner.remaining_text(many, {}) == "17 notebooks; no record for n0, n1, n2 and 14 more"
 
+
+
+def test_the_other_architecture_note_comes_from_editable_markdown_with_every_field_filled():
+    from activation_wave.study.notebooks import NOTEBOOK_DIR, relocate_markdown
+    from activation_wave.study.runner import _banner
+
+    template = (NOTEBOOK_DIR / "_other_architecture.md").read_text(encoding="utf-8")
+    note = _banner("gemma3-270m", "second", "07_gemma", "smollm2-135m")
+    assert note.startswith("```{note}") and "{model}" in template and "{" + "model}" not in note
+    assert "**gemma3-270m**" in note and "{doc}`07_gemma`" in note and "smollm2-135m" in note
+    # one folder deeper, the link to the comparison page gains ../
+    assert "{doc}`../07_gemma`" in relocate_markdown(note, "second")

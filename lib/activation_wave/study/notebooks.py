@@ -18,11 +18,9 @@ NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 
 
 #: Execution order: the landing page reads every other chapter's results, so it runs last.
-#: ``07b_qwen`` (the Qwen2.5-Coder-1.5B page) is written but not yet executed on the default
-#: profile (its capture needs about 30 minutes and 14 GB): it joins ORDER and the toc once it has.
 ORDER = ["00_data_and_capture", "01_layer_entropy", "02_concat_entropy", "03_cka_compartments",
          "04_token_filtering", "05_layer_selection", "06_eagle3_speedup", "06b_drafter_strength",
-         "07_gemma",
+         "07_gemma", "07b_qwen",
          "08_results_summary", "09_performance", "10_drafter_recipe", "11_cpu_payoff", "intro"]
 
 
