@@ -86,7 +86,7 @@ def test_third_architecture_pages_share_its_capture(profile, tmp_path):
     assert load_config(profile, third_overrides(cfg), model=cfg.third.model) == third_config(cfg)
     assert third_config(cfg).data.engine == cfg.third.engine
     assert [r[0].split("/")[1] for r in third] == THIRD_ARCH
-    assert all(r[2].parent == tmp_path / "third" and cfg.third.model in r[4] and "pages compare the models." in r[4]
+    assert all(r[2].parent == tmp_path / "third" and cfg.third.model in r[4] and "{doc}`07b_qwen`" in r[4]
                for r in third)
     assert [c.model for c in extra_architectures(cfg)] == [cfg.cross.model, cfg.third.model]
     # naming the third model as the study's model shows no third page of it
