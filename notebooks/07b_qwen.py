@@ -159,8 +159,9 @@ if q is not None:
     display(format_table(pd.DataFrame(cd.hypothesis_rows(q, ["G1"])).assign(test="C2")))
 
 # %% [markdown]
-# C2 is the test registered on {doc}`11_cpu_payoff`: the best rule's set beats the default,
-# paired over the held-out prompts. A verdict rests on a working instrument: when either
+# C2 is the test registered on {doc}`11_cpu_payoff` (its registration is in the lab record,
+# {doc}`../lab/cpu_payoff`): the best rule's set beats the default, paired over the held-out
+# prompts. A verdict rests on a working instrument: when either
 # drafter accepts no draft on any prompt, its $\tau$ is 1 everywhere, and a difference
 # against it says how often the other drafter is lucky, not which layers are better. The
 # study then marks the test not testable, whatever its $p$. Here it reads

@@ -80,12 +80,13 @@ def test_third_architecture_pages_share_its_capture(profile, tmp_path):
     third = [r for r in runs if r[0].startswith("third/")]
     if not cfg.third.model:
         assert third == [] and len(extra_architectures(cfg)) == 1
+        assert "07b_qwen" not in [r[0] for r in runs] and "07_gemma" in [r[0] for r in runs]
         with pytest.raises(ValueError, match="names no third architecture"):
             third_config(cfg)
         return
     assert load_config(profile, third_overrides(cfg), model=cfg.third.model) == third_config(cfg)
     assert third_config(cfg).data.engine == cfg.third.engine
-    assert [r[0].split("/")[1] for r in third] == THIRD_ARCH
+    assert [r[0].split("/")[1] for r in third] == THIRD_ARCH and "07b_qwen" in [r[0] for r in runs]
     assert all(r[2].parent == tmp_path / "third" and cfg.third.model in r[4] and "{doc}`07b_qwen`" in r[4]
                for r in third)
     assert [c.model for c in extra_architectures(cfg)] == [cfg.cross.model, cfg.third.model]

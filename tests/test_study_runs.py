@@ -74,12 +74,15 @@ def test_a_run_without_the_third_architecture_drops_its_pages_from_the_toc(tmp_p
     toc = tmp_path / "_toc.yml"
     toc.write_text("format: jb-book\nroot: chapters/intro\nparts:\n"
                    "  - caption: Study\n    chapters:\n      - file: chapters/01_layer_entropy\n"
+                   "      - file: chapters/07_gemma\n      - file: chapters/07b_qwen\n"
                    "  - caption: Second architecture\n    chapters:\n      - file: chapters/second/01_layer_entropy\n"
                    "  - caption: Third architecture\n    chapters:\n      - file: chapters/third/01_layer_entropy\n"
                    "        title: Third\n      - file: chapters/third/05_layer_selection\n")
     study.drop_toc_folders(toc, ["third"])
     doc = yaml.safe_load(toc.read_text())
     assert [p["caption"] for p in doc["parts"]] == ["Study", "Second architecture"]
+    # the page comparing the third architecture with the study's model goes with it
+    assert [c["file"] for c in doc["parts"][0]["chapters"]] == ["chapters/01_layer_entropy", "chapters/07_gemma"]
     assert doc["root"] == "chapters/intro" and doc["format"] == "jb-book"
     study.drop_toc_folders(toc, [])  # nothing to drop: the file is left as it is
     assert yaml.safe_load(toc.read_text()) == doc

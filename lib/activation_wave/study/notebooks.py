@@ -32,6 +32,9 @@ SECOND_ARCH = ["01_layer_entropy", "02_concat_entropy", "03_cka_compartments", "
 THIRD_ARCH = [*SECOND_ARCH, "05_layer_selection"]
 #: The other architectures' folders under ``chapters/`` and the chapters each holds.
 ARCH_FOLDERS: dict[str, list[str]] = {"second": SECOND_ARCH, "third": THIRD_ARCH}
+#: The chapter comparing each other architecture with the study's model: a run that does not
+#: show the architecture (a profile naming no ``third`` model) neither executes nor lists it.
+ARCH_PAGES: dict[str, str] = {"second": "07_gemma", "third": "07b_qwen"}
 
 
 def notebooks() -> list[Path]:

@@ -31,7 +31,7 @@ from activation_wave.core import files
 from activation_wave.core.paths import REPO_ROOT
 from activation_wave.core.progress import relay
 from activation_wave.study.keys import chapter_key, keys_file
-from activation_wave.study.notebooks import (ARCH_FOLDERS, NOTEBOOK_DIR, SECOND_ARCH, THIRD_ARCH,
+from activation_wave.study.notebooks import (ARCH_FOLDERS, ARCH_PAGES, NOTEBOOK_DIR, SECOND_ARCH, THIRD_ARCH,
                                             inherit_parameter_tags, notebooks, to_ipynb)
 
 
@@ -161,7 +161,8 @@ def check_book_dir(book_dir: str | Path, profile: str, model: str | None) -> Non
 
 def drop_toc_folders(toc: Path, folders: Sequence[str]) -> None:
     """Remove from the table of contents ``toc`` every page under ``chapters/<folder>/`` for
-    ``folders`` (architectures this run does not show), and any part left empty."""
+    ``folders`` (architectures this run does not show) and the page comparing each with the
+    study's model (:data:`~activation_wave.study.notebooks.ARCH_PAGES`), and any part left empty."""
     import yaml
 
     if not folders:
@@ -170,9 +171,11 @@ def drop_toc_folders(toc: Path, folders: Sequence[str]) -> None:
     if not doc.get("parts"):
         return
     gone = tuple(f"chapters/{f}/" for f in folders)
+    pages = {f"chapters/{ARCH_PAGES[f]}" for f in folders if f in ARCH_PAGES}
     parts = []
     for part in doc.get("parts", []):
-        part["chapters"] = [c for c in part.get("chapters", []) if not str(c.get("file", "")).startswith(gone)]
+        part["chapters"] = [c for c in part.get("chapters", [])
+                            if not str(c.get("file", "")).startswith(gone) and c.get("file") not in pages]
         if part["chapters"]:
             parts.append(part)
     doc["parts"] = parts
@@ -358,11 +361,14 @@ def kernel_stderr(log: Path) -> Iterator[Path]:
 def _runs(profile: str, model: str | None, chapters: Path, params: dict[str, str],
           overrides: Mapping[str, str] | None) -> list[tuple[str, Path, Path, dict[str, str], str | None]]:
     """(name, source, executed copy, papermill parameters, banner) of every notebook run:
-    the chapters in :data:`~activation_wave.study.notebooks.ORDER`, then the other architectures'
-    pages (:func:`architecture_runs`) into ``chapters/<folder>/``."""
+    the chapters in :data:`~activation_wave.study.notebooks.ORDER` (but the comparison page of
+    an architecture the run does not show), then the other architectures' pages
+    (:func:`architecture_runs`) into ``chapters/<folder>/``."""
+    arch = architecture_runs(profile, model, overrides)
+    hidden = {ARCH_PAGES[f] for f in ARCH_PAGES if f not in {a[0] for a in arch}}
     runs: list[tuple[str, Path, Path, dict[str, str], str | None]] = [
-        (src.stem, src, chapters / f"{src.stem}.ipynb", params, None) for src in notebooks()]
-    for folder, arch_model, extra, stems, banner in architecture_runs(profile, model, overrides):
+        (src.stem, src, chapters / f"{src.stem}.ipynb", params, None) for src in notebooks() if src.stem not in hidden]
+    for folder, arch_model, extra, stems, banner in arch:
         arch_params = {**params, "model": arch_model, "overrides": json.dumps(extra, sort_keys=True)}
         for stem in stems:
             src = NOTEBOOK_DIR / f"{stem}.py"
