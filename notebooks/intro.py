@@ -40,8 +40,8 @@ glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set fo
 # :::{admonition} The answer, on {glue:text}`model` ($N$ = {glue:text}`n_layers` blocks)
 # :class: tip
 #
-# 1. **Which layers?** Read {glue:text}`answer_layers`; the best rule's set against the
-#    default {glue:text}`default_layers` is {glue:text}`h1_verdict`.
+# 1. **Which layers?** Read {glue:text}`answer_layers`. The test that the best rule's set
+#    drafts better than the default {glue:text}`default_layers` is {glue:text}`h1_verdict`.
 # 2. **Do entropy and CKA predict $\tau$?** Their correlation is {glue:text}`h2`.
 # 3. **Does EAGLE-3 pay on a CPU?** In llama.cpp ({glue:text}`large_model`):
 #    {glue:text}`large_eagle3_ratio:.2f`x plain decoding ({glue:text}`large_eagle3_side`);
