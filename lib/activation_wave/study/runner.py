@@ -392,11 +392,11 @@ def architecture_runs(profile: str, model: str | None, overrides: Mapping[str, s
     second = cfg.cross.model if cfg.cross.model != cfg.model else load_config(profile).model
     if second != cfg.model:
         out.append(("second", second, {**dict(overrides or {}), **cross_overrides(cfg)}, SECOND_ARCH,
-                    _banner(second, "second", "07_gemma", cfg.model)))
+                    _banner(second, "second", ARCH_PAGES["second"], cfg.model)))
     third = cfg.third.model
     if third and third not in (cfg.model, second):
         out.append(("third", third, {**dict(overrides or {}), **third_overrides(cfg)}, THIRD_ARCH,
-                    _banner(third, "third", "07b_qwen", cfg.model)))
+                    _banner(third, "third", ARCH_PAGES["third"], cfg.model)))
     return out
 
 
