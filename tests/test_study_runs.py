@@ -110,7 +110,7 @@ def test_the_other_architecture_note_comes_from_editable_markdown_with_every_fie
     from activation_wave.study.runner import _banner
 
     template = (NOTEBOOK_DIR / "_other_architecture.md").read_text(encoding="utf-8")
-    note = _banner("gemma3-270m", "second", "07_gemma", "smollm2-135m")
+    note = _banner("gemma3-270m", "second", "smollm2-135m")
     assert note.startswith("```{note}") and "{model}" in template and "{" + "model}" not in note
     assert "**gemma3-270m**" in note and "{doc}`07_gemma`" in note and "smollm2-135m" in note
     # one folder deeper, the link to the comparison page gains ../

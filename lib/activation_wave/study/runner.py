@@ -392,20 +392,22 @@ def architecture_runs(profile: str, model: str | None, overrides: Mapping[str, s
     second = cfg.cross.model if cfg.cross.model != cfg.model else load_config(profile).model
     if second != cfg.model:
         out.append(("second", second, {**dict(overrides or {}), **cross_overrides(cfg)}, SECOND_ARCH,
-                    _banner(second, "second", ARCH_PAGES["second"], cfg.model)))
+                    _banner(second, "second", cfg.model)))
     third = cfg.third.model
     if third and third not in (cfg.model, second):
         out.append(("third", third, {**dict(overrides or {}), **third_overrides(cfg)}, THIRD_ARCH,
-                    _banner(third, "third", ARCH_PAGES["third"], cfg.model)))
+                    _banner(third, "third", cfg.model)))
     return out
 
 
-def _banner(model: str, which: str, page: str, study_model: str) -> str:
+def _banner(model: str, which: str, study_model: str) -> str:
     """The note at the top of another architecture's page: the markdown of
     ``notebooks/_other_architecture.md`` (where an author edits its words) with the model, which
-    architecture it is, the page comparing it with the study's model and that model filled in."""
+    architecture it is (an :data:`~activation_wave.study.notebooks.ARCH_PAGES` key), the page
+    comparing it with the study's model and that model filled in."""
     text = (NOTEBOOK_DIR / "_other_architecture.md").read_text(encoding="utf-8")
-    for field, value in (("model", model), ("which", which), ("page", f"{{doc}}`{page}`"), ("study_model", study_model)):
+    for field, value in (("model", model), ("which", which), ("page", f"{{doc}}`{ARCH_PAGES[which]}`"),
+                         ("study_model", study_model)):
         text = text.replace(f"{{{field}}}", value)
     return text.strip()
 
