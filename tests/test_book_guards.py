@@ -13,11 +13,13 @@ from activation_wave.study import pages as P
 
 
 
-def _nb(tmp_path: Path, markdown: list[str], glued: dict[str, str] | None = None) -> Path:
-    """A tiny executed notebook: markdown cells and one code cell that glued ``glued``."""
+def _nb(tmp_path: Path, markdown: list[str], glued: dict[str, str] | None = None,
+        shown: list[dict] | None = None) -> Path:
+    """A tiny executed notebook: markdown cells and one code cell that glued ``glued`` and
+    showed the outputs ``shown``."""
     outputs = [{"output_type": "display_data", "data": {"application/papermill.record/text/plain": v},
                 "metadata": {"scrapbook": {"mime_prefix": "application/papermill.record/", "name": k}}}
-               for k, v in (glued or {}).items()]
+               for k, v in (glued or {}).items()] + (shown or [])
     cells = [{"cell_type": "markdown", "metadata": {}, "source": m} for m in markdown]
     cells.append({"cell_type": "code", "metadata": {}, "source": "glue()", "outputs": outputs, "execution_count": 1})
     path = tmp_path / "page.ipynb"
@@ -58,6 +60,11 @@ def test_reader_text_substitutes_glue_and_skips_code_and_try_it(tmp_path):
     ("Acceptance\tau was low.", "control character '\\t'"),
     ("It removes the the cliff.", "repeated word 'the the'"),
     ("As chapter 9 shows, it pays.", "'chapter 9' typed into prose"),
+    ("The map falls into 1 compartments, 0-28.", "'1 compartments': one, in the plural"),
+    ("The default reads from 3 compartment.", "'3 compartment': a count, in the singular"),
+    ("Layer entropy rises with depth, from 4.72 nats to 4.29 at layer 12.", "'rises with depth, from 4.72"),
+    ("Entropy falls from 1.2 to 3.4 nats.", "'falls from 1.2 to 3.4': the numbers go the other way"),
+    ("The cache sits in /root/.cache/activation_wave/capture/x.", "machine path '/root/.cache"),
 ])
 def test_each_planted_defect_is_found(tmp_path, text, found):
     problems = _problems(tmp_path, text)
@@ -102,3 +109,42 @@ def test_a_value_glued_by_another_notebook_is_read_from_it(tmp_path):
     page = tmp_path / "other.md"
     page.write_text("The set is {glue:text}`page.ipynb::verdict`, tau {glue:text}`page.ipynb::tau:.2f`.")
     assert P.reader_text(page).prose == "The set is within noise, tau 1.23."
+
+
+def test_counts_and_directions_that_hold_are_not_flagged(tmp_path):
+    text = ("The map falls into 1 compartment and 4 compartments over 4096 response positions. Entropy rises "
+            "from 4.29 to 4.72 nats and falls from 4.72 to 2.20 at layer 1; layers [1, 2] and index 1 sets it.")
+    assert _problems(tmp_path, text) == []
+
+
+def test_machine_paths_and_markdown_tables_in_outputs_are_found(tmp_path):
+    shown = [{"output_type": "stream", "name": "stderr",
+              "text": ["/work/main/.venv/lib/python3.11/site-packages/tqdm/auto.py:21: TqdmWarning\n"]},
+             {"output_type": "display_data", "metadata": {},
+              "data": {"text/markdown": ["| | |\n", "|---|---|\n", "| model | smollm2-135m |"], "text/plain": ["<Markdown>"]}}]
+    problems = P.page_problems(P.reader_text(_nb(tmp_path, ["# A page"], shown=shown)), None)
+    assert any(p.startswith("machine path '/work/main/.venv") for p in problems), problems
+    assert any(p.startswith("a markdown table in an output") for p in problems), problems
+    clean = [{"output_type": "stream", "name": "stdout", "text": ["14 shards at <cache>/capture/smollm2-135m-1\n"]}]
+    assert P.page_problems(P.reader_text(_nb(tmp_path, ["# A page"], shown=clean)), None) == []
+
+
+def test_links_citations_math_and_code_read_as_the_book_prints_them(tmp_path):
+    """A sentence is counted as a reader reads it: a {doc} link as the linked page's title, a
+    citation as "Name et al. (year)", an inline formula and a code span with their words."""
+    (tmp_path / "other.md").write_text("# Which layers do the selection rules choose?\n\nText.")
+    page = P.reader_text(_nb(tmp_path, [
+        "As {doc}`other` shows, {cite:t}`skean2025layer` track it; $\\lambda = 0.5$ picks `wave select` sets."]))
+    assert "As Which layers do the selection rules choose? shows, Skean et al. (2025) track it" in page.prose
+    assert page.prose.split().count("Code") == 2 and "lambda" in page.prose.split()
+    assert len(page.prose.split()) == 22
+
+
+def test_inline_math_counts_toward_a_sentence(tmp_path):
+    """55 words, a formula of five (S, 2, a, b, c) and one more: 61 words (the formula is not one word)."""
+    text = " ".join(f"w{i}" for i in range(55)) + " $S_2(\\{a, b, c\\})$ ends."
+    assert any(p.startswith("sentence of 61 words") for p in _problems(tmp_path, text)), _problems(tmp_path, text)
+
+
+def test_a_formula_does_not_repeat_the_word_before_it(tmp_path):
+    assert _problems(tmp_path, "The Gram matrix is $K K^T$ and the triple's $S_2$ is high.") == []

@@ -1,7 +1,9 @@
 """The book as committed, read as a reader reads it (activation_wave.study.pages): every page of
-the main parts is clean of lab-record words, placeholders, garbled numbers and overlong
-sentences, within its word budget; every executed page of the main parts ran today's code and
-shows its parameters once. (The checks themselves are tested in test_book_guards.py.)"""
+the main parts and every per-architecture appendix page is clean of lab-record words,
+placeholders, garbled numbers, counts without their plural, machine paths and overlong
+sentences, within its word budget; every executed page ran today's code and shows its
+parameters once; no committed notebook holds a machine path. (The checks themselves are tested
+in test_book_guards.py.)"""
 
 from __future__ import annotations
 
@@ -17,17 +19,17 @@ from activation_wave.study.notebooks import NOTEBOOK_DIR
 BOOK = P.BOOK
 
 
-@pytest.mark.parametrize("entry", P.main_pages())
-def test_main_pages_read_clean(entry):
+@pytest.mark.parametrize("entry", P.main_pages() + P.architecture_pages())
+def test_pages_read_clean(entry):
     page = P.page_file(entry)
     problems = P.page_problems(P.reader_text(page), P.budget(entry))
     assert not problems, f"{page.relative_to(BOOK)}: " + "; ".join(problems[:12])
 
 
 def _executed() -> list[Path]:
-    """The executed notebooks of the main parts (the other architectures' per-chapter copies are
-    appendices)."""
-    return [p for p in map(P.page_file, P.main_pages()) if p.suffix == ".ipynb"]
+    """The executed notebooks of the main parts and the other architectures' copies of Part I
+    (the same sources, with a note in markdown)."""
+    return [p for p in map(P.page_file, P.main_pages() + P.architecture_pages()) if p.suffix == ".ipynb"]
 
 
 @pytest.mark.parametrize("path", _executed(), ids=lambda p: str(p.relative_to(BOOK)))
@@ -42,3 +44,26 @@ def test_executed_chapters_run_todays_code_and_show_parameters_once(path):
     shown = [c for c in nb["cells"] if {"parameters", "injected-parameters"} & set(c["metadata"].get("tags", []))
              and "remove-cell" not in c["metadata"].get("tags", [])]
     assert len(shown) <= 1, f"{path.relative_to(BOOK)} shows its parameters {len(shown)} times"
+
+
+def _committed_notebooks() -> list[Path]:
+    return sorted(p for p in BOOK.rglob("*.ipynb") if "_build" not in p.parts and ".ipynb_checkpoints" not in p.parts)
+
+
+def _without_images(nb: dict) -> dict:
+    """The notebook less its images (base64 text can spell anything)."""
+    for cell in nb.get("cells", []):
+        for o in cell.get("outputs", []):
+            o["data"] = {k: v for k, v in o.get("data", {}).items() if not k.startswith("image/")}
+    return nb
+
+
+@pytest.mark.parametrize("path", _committed_notebooks(), ids=lambda p: str(p.relative_to(BOOK)))
+def test_no_committed_notebook_holds_a_machine_path(path):
+    """A home, the checkout, a scratch folder or an installed package's path, anywhere in a
+    committed notebook (outputs, stderr, papermill's metadata): the study's runner rewrites them
+    when it saves a page (runner.without_machine_paths)."""
+    found = P.machine_paths(json.dumps(_without_images(json.loads(path.read_text()))))
+    name = path.relative_to(BOOK / "chapters").with_suffix("") if path.is_relative_to(BOOK / "chapters") else path
+    assert not found, (f"{path.relative_to(BOOK)} holds machine paths {sorted(set(found))[:4]}: re-execute it "
+                       f"(`wave study --profile default --only {name}`), whose runner writes them relative to their root")

@@ -277,3 +277,13 @@ def test_cache_hit_is_fast_and_keyed(tiny_target, responses):
     c = capture(tiny_target, responses[:5], CCFG, progress=False)
     assert c.path != a.path and len(c.records) == 5
     assert json.loads((a.path / "manifest.json").read_text())["model"]["fingerprint"] == tiny_target.fingerprint
+
+
+def test_summary_names_the_capture_relative_to_the_cache_root(tiny_target, responses, tmp_path):
+    """An executed page prints the summary line: it shows ``<cache>/capture/<id>``, never the
+    machine's absolute path (a capture outside the root shows its folder's name)."""
+    in_root = capture(tiny_target, responses, CCFG, progress=False)
+    assert f"MiB at <cache>/capture/{in_root.path.name}" in in_root.summary()
+    assert str(tmp_path) not in in_root.summary()
+    outside = capture(tiny_target, responses, CCFG, out_dir=tmp_path / "elsewhere", progress=False)
+    assert outside.summary().endswith("MiB at <elsewhere>/elsewhere") and str(tmp_path) not in outside.summary()

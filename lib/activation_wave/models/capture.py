@@ -486,7 +486,18 @@ class CaptureCache:
         m = self.manifest
         return (f"{m['model']['name']}: {len(m['records'])} records, {m['n_tokens']} tokens "
                 f"({m['n_loss_tokens']} response positions), layers {_span(self.layer_ids)}, "
-                f"{len(m['shards'])} shards, {self.disk_bytes() / 2**20:.0f} MiB at {self.path}")
+                f"{len(m['shards'])} shards, {self.disk_bytes() / 2**20:.0f} MiB at {self.shown_path()}")
+
+    def shown_path(self) -> str:
+        """Where the capture lies, as a page may print it: relative to the cache root
+        (``<cache>/capture/<id>``), so that no executed page carries a machine's path; a
+        capture outside the root shows its folder's name only (the CLI prints the full path)."""
+        from activation_wave.core.paths import cache_root
+
+        try:
+            return f"<cache>/{self.path.resolve().relative_to(cache_root().resolve()).as_posix()}"
+        except (ValueError, OSError):
+            return f"<elsewhere>/{self.path.name}"
 
     def disk_bytes(self) -> int:
         return sum((self.path / s["file"]).stat().st_size for s in self.manifest["shards"])

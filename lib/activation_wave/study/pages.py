@@ -6,8 +6,11 @@ value, roles reduced to their words, math and code kept apart. :func:`page_probl
 lists what a reader should never meet there: words of the lab record (amendments,
 stages, ledger keys, commit hashes, column names), stale placeholders, ``from 1.0 to
 1.0``, control characters, repeated words, sentences over :data:`MAX_SENTENCE` words,
-a page over its word budget, and chapter numbers typed into prose. The test suite runs
-it over every page of the book's main parts (``tests/test_book_guards.py``).
+a page over its word budget, chapter numbers typed into prose, a count that misses its
+plural, a direction word that the numbers contradict, a machine path in the text or the
+outputs, and a markdown table in an output (raw pipes in the book). The test suite runs it
+over every page of the book's main parts and over the per-architecture appendix pages
+(``tests/test_book_pages.py``; the checks themselves: ``tests/test_book_guards.py``).
 
 >>> page_problems(PageText(prose="The the drafter accepts.", text="The the drafter accepts."), budget=None)
 ["repeated word 'The the'"]
@@ -32,7 +35,7 @@ TOC = REPO_ROOT / "_toc.yml"
 MAX_SENTENCE = 60
 #: Words of prose (code, tables, captions aside) a page may hold; pages not named here and
 #: in a numbered part hold :data:`CHAPTER_BUDGET`.
-BUDGETS = {"chapters/intro": 700, "chapters/11_cpu_payoff": 2500}
+BUDGETS = {"chapters/intro": 700, "chapters/11_cpu_payoff": 2500, "rerun": 1600, "operate": 3800}
 CHAPTER_BUDGET = 1800
 #: Directives whose body a reader reads as prose (the rest, figures and tables, are captions).
 PROSE_DIRECTIVES = ("admonition", "note", "tip", "important", "warning", "seealso", "attention", "hint")
@@ -57,10 +60,13 @@ PLACEHOLDERS = ("empty until", "has not finished", "no rows until", "once its dr
 class PageText:
     """A page as read: ``prose`` counts toward the word budget (body text and answer
     boxes); ``text`` is everything a reader reads (prose, captions and table cells), less
-    code spans and the "Try it" section."""
+    code spans and the "Try it" section. ``outputs``: what the code cells show as text."""
 
     prose: str
     text: str
+    #: what the page's code cells print or display as text (stream lines, markdown and plain
+    #: outputs; images and HTML tables aside), one output per line block
+    outputs: str = ""
 
 
 def main_pages(toc: Path = TOC) -> list[str]:
@@ -73,6 +79,15 @@ def main_pages(toc: Path = TOC) -> list[str]:
         pages += [c["file"] for c in part.get("chapters", [])]
         pages += [s["file"] for c in part.get("chapters", []) for s in c.get("sections", [])]
     return pages
+
+
+def architecture_pages(toc: Path = TOC) -> list[str]:
+    """The appendix pages that rerun a Part I chapter on another architecture
+    (``chapters/<folder>/<chapter>``): the same sentences with another model's numbers, so
+    they are read with the same checks as the main parts."""
+    doc = yaml.safe_load(toc.read_text())
+    return [c["file"] for part in doc.get("parts", []) if part.get("caption", "").lower().startswith("appendi")
+            for c in part.get("chapters", []) if re.match(r"^chapters/[^/]+/", c["file"])]
 
 
 def page_file(entry: str, book: Path = BOOK) -> Path:
@@ -121,20 +136,124 @@ def _markdown(path: Path) -> tuple[str, dict[str, str]]:
     return "\n\n".join("".join(c["source"]) for c in cells), glued(nb)
 
 
-def _inline(text: str, values: dict[str, str]) -> str:
-    """Roles, links and math reduced to what a reader sees; code spans dropped."""
+def _inline(text: str, values: dict[str, str], here: Path | None = None) -> str:
+    """Roles, links and math reduced to what a reader sees; a code span reads as placeholder
+    words (one a word: counted, never matched as a name). A link reads
+    as the book renders it: ``{doc}`` as the linked page's title (``here``: the page's
+    folder), ``{ref}`` as its section's heading, ``{numref}`` / ``{eq}`` as a number,
+    ``{cite:t}`` as "Author et al. (year)"; an inline formula keeps its words (``$\\lambda = 0$``
+    reads as three), so a sentence counts them as the reader does."""
     text = re.sub(r"\{glue(?::text|:md)?\}`([^`:]+)(?::([^`]*))?`",
                   lambda m: _value(values.get(m.group(1), m.group(1)), m.group(2) or ""), text)
     text = re.sub(r"\{(?:term|doc|ref|numref|eq)\}`([^`<]*?)\s*<[^`]*>`", r"\1", text)
     text = re.sub(r"\{term\}`([^`]*)`", r"\1", text)
-    text = re.sub(r"\{(?:doc|ref|numref|eq)\}`[^`]*`", "this page", text)
-    text = re.sub(r"\{cite(?::\w+)?\}`[^`]*`", "", text)
+    text = re.sub(r"\{doc\}`([^`]*)`", lambda m: _doc_title(m.group(1), here), text)
+    text = re.sub(r"\{ref\}`([^`]*)`", lambda m: _labels().get(m.group(1), "this section"), text)
+    text = re.sub(r"\{numref\}`[^`]*`", "Fig. 1", text)
+    text = re.sub(r"\{eq\}`[^`]*`", "(1)", text)
+    text = re.sub(r"\{cite(:\w+)?\}`([^`]*)`", lambda m: _citation(m.group(2), m.group(1) or ""), text)
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
     text = re.sub(r"\$\$.*?\$\$", " x ", text, flags=re.S)
-    text = re.sub(r"\$[^$\n]+\$", "X", text)  # a formula reads as one word
-    text = re.sub(r"`[^`]*`", "", text)
+    text = re.sub(r"\$([^$\n]+)\$", lambda m: _math_words(m.group(1)), text)
+    # a code span is read, but its text is a name, not prose: one placeholder word per word
+    text = re.sub(r"`([^`]*)`", lambda m: "\u2009".join(["Code"] * max(1, len(m.group(1).split()))), text)
     text = re.sub(r"<\|[^|\s]*\|>", "<token>", text)  # a special token's text, e.g. <|im_start|>
     return re.sub(r"<!--.*?-->", "", text, flags=re.S)
+
+
+def _math_words(tex: str) -> str:
+    """An inline formula as the words a reader reads in it: ``\\min(\\log n, \\log d)`` ->
+    ``min log n log d``; a formula with no word reads as one word (``X``)."""
+    found = re.findall(r"\\?[A-Za-z]+|\d+(?:\.\d+)?|[=<>\u2264\u2265]", tex)
+    # thin spaces: a word, not a repetition, to the repeated-word check ("$K K^T$")
+    return "\u2009" + ("\u2009".join(w.lstrip("\\") for w in found) or "X") + "\u2009"
+
+
+def _citation(keys: str, role: str) -> str:
+    """A citation as the author-year style prints it: "Skean et al. (2025)" for ``{cite:t}``,
+    "(Skean et al., 2025)" otherwise, from the key's leading name and year."""
+    out = []
+    for key in keys.split(","):
+        m = re.match(r"\s*([A-Za-z]+?)(\d{4})", key)
+        name, year = (m.group(1).capitalize(), m.group(2)) if m else (key.strip(), "")
+        out.append(f"{name} et al. ({year})" if role == ":t" else f"{name} et al., {year}")
+    return "; ".join(out) if role == ":t" else "(" + "; ".join(out) + ")"
+
+
+def _doc_title(target: str, here: Path | None) -> str:
+    """The title of the page ``target`` links (its first heading), as ``{doc}`` prints it."""
+    base = BOOK if target.startswith("/") or here is None else here
+    for suffix in (".ipynb", ".md"):
+        path = (base / target.lstrip("/")).with_suffix(suffix) if not target.endswith(suffix) else base / target
+        if path.is_file():
+            md = path.read_text() if path.suffix == ".md" else "\n".join(
+                "".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "markdown")
+            m = re.search(r"^#\s+(.+)$", md, flags=re.M)
+            if m:
+                return _inline(m.group(1), {})
+    return "this page"
+
+
+_LABELS: dict[str, str] = {}
+
+
+def _labels() -> dict[str, str]:
+    """``{label: heading}`` of every ``(label)=`` target in the book's markdown pages."""
+    if not _LABELS:
+        for path in BOOK.rglob("*.md"):
+            if "_build" in path.parts:
+                continue
+            for m in re.finditer(r"^\((\S+)\)=\s*\n#+\s+(.+)$", path.read_text(), flags=re.M):
+                _LABELS[m.group(1)] = m.group(2)
+        _LABELS.setdefault("", "")
+    return _LABELS
+
+
+def _outputs(path: Path) -> str:
+    """The text outputs of an executed notebook's shown cells (empty for a markdown page): a
+    ``text/markdown`` output is marked ``[markdown]`` so that a check can tell how it renders."""
+    if path.suffix != ".ipynb":
+        return ""
+    out: list[str] = []
+    for cell in json.loads(path.read_text())["cells"]:
+        if "remove-cell" in cell.get("metadata", {}).get("tags", []):
+            continue
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "stream":
+                out.append("".join(o["text"]))
+            data = o.get("data", {})
+            if "text/markdown" in data:
+                out.append("[markdown]\n" + "".join(data["text/markdown"]))
+            elif "text/plain" in data and not any(k.startswith(("image/", "text/html")) for k in data):
+                out.append("".join(data["text/plain"]))
+    return "\n\n".join(out)
+
+
+#: An absolute path of the machine that ran a page (a home, the checkout, a scratch folder,
+#: an installed package): never on a committed page.
+MACHINE_PATH = re.compile(r"(?:/root/|/home/|/Users/|/work/|/tmp/|site-packages)\S*")
+
+
+def machine_paths(text: str) -> list[str]:
+    """The machine paths in ``text`` (see :data:`MACHINE_PATH`).
+
+    >>> machine_paths("14 shards at <cache>/capture/x, read from /root/.cache/x")
+    ['/root/.cache/x']
+    """
+    return [m.group(0) for m in MACHINE_PATH.finditer(text)]
+
+
+#: Nouns the pages count; "1 compartments" or "4 compartment" is a glued count that missed
+#: its plural (nouns that are not also verbs: "layer 1 sets it" is a sentence).
+COUNTED_NOUNS = ("compartment", "layer", "token", "prompt", "triple", "position", "shard", "drafter", "treatment",
+                 "subset")
+#: Verbs that say which way a quantity went, and the sign of "from a to b" each asks for.
+DIRECTION_VERBS = {"rises": 1, "rose": 1, "grows": 1, "increases": 1, "climbs": 1,
+                   "falls": -1, "fell": -1, "drops": -1, "decreases": -1, "shrinks": -1}
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
 
 
 def _fence_kind(name: str) -> str:
@@ -174,7 +293,7 @@ def reader_text(path: Path) -> PageText:
                 kind = "code"  # ```python
             fences.append((m.group(1), kind))
             if kind == "prose" and m.group(3):  # an admonition's title
-                prose.append(_inline(m.group(3), values))
+                prose.append(_inline(m.group(3), values, path.parent))
                 text.append(prose[-1])
             continue
         kind = fences[-1][1] if fences else "prose"
@@ -188,11 +307,11 @@ def reader_text(path: Path) -> PageText:
             try_para = True  # a "Try it" paragraph, to its end
         if try_it or try_para or re.match(r"^\(\S+\)=$", s):
             continue
-        read = _inline(line, values)
+        read = _inline(line, values, path.parent)
         text.append(read)
         if kind == "prose" and not s.startswith("|"):
             prose.append(read)
-    return PageText(prose="\n".join(prose), text="\n".join(text))
+    return PageText(prose="\n".join(prose), text="\n".join(text), outputs=_outputs(path))
 
 
 def sentences(text: str) -> list[str]:
@@ -229,6 +348,23 @@ def page_problems(page: PageText, budget: int | None) -> list[str]:
             problems.append(f"sentence of {len(s.split())} words: {s[:80]!r}...")
     for m in re.finditer(r"\b[Cc]hapters? \d+\w?", page.text):
         problems.append(f"'{m.group(0)}' typed into prose (link the page with {{doc}})")
+    nouns = "|".join(COUNTED_NOUNS)
+    for m in re.finditer(rf"(?<![\d.,\-\[])\b1 ({nouns})s\b", page.text):
+        problems.append(f"'{m.group(0)}': one, in the plural")
+    for m in re.finditer(rf"(?<![\d.,\-\[])\b(?:[02-9]|\d{{2,}}) ({nouns})(?=[.,;:)])", page.text):
+        problems.append(f"'{m.group(0)}': a count, in the singular")
+    verbs = "|".join(DIRECTION_VERBS)
+    for m in re.finditer(rf"\b({verbs})\b[^.;:]{{0,60}}?\bfrom (-?\d[\d,]*(?:\.\d+)?)\S*? [^.;:]{{0,40}}?"
+                         rf"\bto (-?\d[\d,]*(?:\.\d+)?)", page.text):
+        a, b = _number(m.group(2)), _number(m.group(3))
+        if a != b and (b - a) * DIRECTION_VERBS[m.group(1)] < 0:
+            problems.append(f"'{m.group(0)}': the numbers go the other way")
+    for path in machine_paths(page.text + "\n" + page.outputs):
+        problems.append(f"machine path {path!r} (print it relative to its root)")
+    for block in page.outputs.split("\n\n"):
+        if block.strip().startswith("[markdown]") and re.search(r"^\s*\|.*\|\s*$", block, flags=re.M):
+            problems.append("a markdown table in an output (the book renders outputs as CommonMark: raw pipes); "
+                            "display a DataFrame")
     if budget is not None and words(page.prose) > budget:
         problems.append(f"{words(page.prose)} words of prose (budget {budget})")
     return problems

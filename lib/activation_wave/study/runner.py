@@ -315,7 +315,8 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
                              f"{str(exc.evalue).splitlines()[0] if exc.evalue else ''}; the executed copy with the "
                              f"full traceback is {partial} ({time.time() - t0:.0f} s)",
                              exit_code=2 if exc.ename in INPUT_ERRORS else 1) from None
-        files.write_bytes(out, partial.read_bytes())  # atomic: a reader never sees half a chapter
+        # atomic: a reader never sees half a chapter; no machine path (venv, checkout, cache) goes with it
+        files.write_bytes(out, without_machine_paths(partial.read_bytes()))
         partial.unlink()
         inherit_parameter_tags(out)
         timings[name] = round(time.time() - t0, 1)
@@ -327,6 +328,72 @@ def run_study(profile: str = "default", model: str | None = None, book_dir: str 
     if build:
         return build_book(book)
     return 0
+
+
+def machine_path_rewrites() -> list[tuple[str, str]]:
+    """``(pattern, replacement)`` pairs, in order, that take this machine's absolute paths out of
+    a page's outputs: an installed package's file reads as its module path (``tqdm/auto.py``),
+    the cache as ``<cache>``, the checkout's files relative to it, the home as ``~`` and the
+    scratch folder as ``<tmp>``."""
+    import re
+    import tempfile
+
+    from activation_wave.core.paths import cache_root
+
+    pairs = [(r"(?:[^\s\"'(]*/)?(?:site|dist)-packages(?:/|\b)", "")]
+    try:
+        pairs.append((re.escape(str(cache_root())), "<cache>"))
+    except ValueError:  # an empty WAVE_CACHE: nothing was cached there
+        pass
+    pairs += [(re.escape(str(REPO_ROOT)) + "/?", ""), (re.escape(str(Path.home())), "~"),
+              (re.escape(tempfile.gettempdir()) + "(?=/)", "<tmp>")]
+    return pairs
+
+
+def without_machine_paths(raw: bytes) -> bytes:
+    """An executed notebook with this machine's paths rewritten (:func:`machine_path_rewrites`)
+    in its outputs' text (streams, plain and markdown outputs, tracebacks) and in papermill's
+    record of the input and output paths; images and code are left as they are.
+
+    >>> nb = {"cells": [{"cell_type": "code", "source": "", "metadata": {}, "outputs": [
+    ...     {"output_type": "stream", "name": "stderr", "text": [str(REPO_ROOT / "lib/x.py") + ":3: Warning"]}]}],
+    ...       "metadata": {"papermill": {"input_path": str(REPO_ROOT / "build/a.ipynb")}}}
+    >>> out = json.loads(without_machine_paths(json.dumps(nb).encode()))
+    >>> out["cells"][0]["outputs"][0]["text"], out["metadata"]["papermill"]["input_path"]
+    (['lib/x.py:3: Warning'], 'build/a.ipynb')
+    """
+    import re
+
+    rewrites = [(re.compile(p), r) for p, r in machine_path_rewrites()]
+
+    def clean(text: Any) -> Any:
+        if isinstance(text, list):
+            return [clean(t) for t in text]
+        if isinstance(text, dict):
+            return {k: clean(v) for k, v in text.items()}
+        if not isinstance(text, str):
+            return text
+        for pattern, replacement in rewrites:
+            text = pattern.sub(replacement, text)
+        return text
+
+    nb = json.loads(raw)
+    for cell in nb.get("cells", []):
+        for o in cell.get("outputs", []):
+            if "text" in o:
+                o["text"] = clean(o["text"])
+            if "traceback" in o:
+                o["traceback"] = clean(o["traceback"])
+            for mime in ("text/plain", "text/markdown"):
+                if mime in o.get("data", {}):
+                    o["data"][mime] = clean(o["data"][mime])
+    pm = nb.get("metadata", {}).get("papermill", {})
+    for key in ("input_path", "output_path"):
+        if key in pm:
+            pm[key] = clean(pm[key])
+    if "parameters" in pm:
+        pm["parameters"] = clean(pm["parameters"])
+    return (json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()  # nbformat's layout
 
 
 @contextlib.contextmanager
