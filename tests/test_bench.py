@@ -22,7 +22,7 @@ def test_default_profile_entry_sums_the_study_timings(tmp_path, monkeypatch):
                                 "longest": {"06": {"seconds": 3570.0, "finished": "x"}}}))
     monkeypatch.setattr(pipeline, "REPO_ROOT", tmp_path)  # the entry names its source relative to the repo
     e = pipeline.bench_default_profile(None, path)
-    # the fresh-clone figure sums each notebook's longest run (as README and chapter 9 do) ...
+    # the fresh-clone figure sums each notebook's longest run (as the benchmark details page does) ...
     assert e["figure"] == 3600.0 and e["minutes"] == 60.0 and e["source"] == "timings.json"
     assert "longest" in e["unit"] and e["per_notebook_s"] == {"00": 30.0, "06": 3570.0}
     # ... and the last runs are a second, labelled sum
