@@ -13,11 +13,10 @@
 #
 # ```{admonition} Answer
 # Against the EAGLE-3 default $[2, N/\!/2, N-3]$, the best selection rule's set,
-# {glue:text}`best_rule` {glue:text}`best_rule_layers`, is {glue:text}`best_rule_word`:
-# $\Delta\tau$ = {glue:text}`best_rule_delta:+.3f` [{glue:text}`best_rule_lo:+.3f`,
-# {glue:text}`best_rule_hi:+.3f`] (Holm p {glue:text}`best_rule_p_holm:.3f`, n =
-# {glue:text}`paired_n:d` prompts). Pre-registered H1, "a rule's set beats the default", is
-# {glue:text}`h1_word`.
+# {glue:text}`f_H1_compared` {glue:text}`best_rule_layers`, changes $\tau$ by
+# $\Delta\tau$ = {glue:text}`f_H1_figure` (Holm p {glue:text}`f_H1_p`, n =
+# {glue:text}`f_H1_n`). Pre-registered H1, "a rule's set drafts better than the default",
+# is {glue:text}`f_H1_label`.
 # ```
 #
 # **Why it matters.** The earlier pages score layers by entropy and CKA and
@@ -43,6 +42,7 @@ overrides = "{}"
 import pandas as pd
 from IPython.display import display
 
+from activation_wave.study import findings
 from activation_wave.study.glue import glue_figure, glue_values
 from activation_wave.study.chapters import drafter_predictors as dp, drafter_strength as st, eagle3_speedup
 from activation_wave.study.steps import load_results, open_chapter
@@ -59,6 +59,8 @@ _ = save_result(eagle3_speedup.NAME, res, cfg, results_root or None)
 _ = save_result(dp.NAME, pred, cfg, results_root or None)
 resampled = st.seed_resampled(load_optional(st.NAME, cfg, results_root or None), "delta at the bottom budget",
                               dp.ranking_values(pred)["rank_vs"])
+F = findings.record(cfg, results_root or None)  # H1-H4's records, quoted by the text below
+findings.glue(F, ["H1", "H2", "H3", "H4"])
 glue_values(**eagle3_speedup.prose_values(res, cfg, pred), **dp.prose_values(pred),
             **{f"seeds_{k}": v for k, v in resampled.items()})
 print(f"{len(res.runs)} drafters over {len(res.summary)} layer sets")
@@ -143,9 +145,8 @@ display(format_table(pd.DataFrame(pred.predictors)))
 # pairwise CKA (lower = more diverse).
 # ```
 #
-# Over the triples, $\rho(S_2, \tau)$ = {glue:text}`h2_rho:+.2f` [{glue:text}`h2_lo:+.2f`,
-# {glue:text}`h2_hi:+.2f`], n = {glue:text}`h2_n:d` triples: {glue:text}`h2_word`. H2 is
-# {glue:text}`h2_word`. The table also gives mean CKA, the deepest layer and a cheap
+# Over the triples, $\rho(S_2, \tau)$ = {glue:text}`f_H2_figure`, n = {glue:text}`f_H2_n`.
+# H2, that $S_2$ rises with $\tau$, is {glue:text}`f_H2_label`. The table also gives mean CKA, the deepest layer and a cheap
 # supervised probe ({doc}`05_layer_selection`), each with its interval.
 #
 # ### H3: does token filtering help the prediction?
@@ -156,7 +157,8 @@ display(format_table(pd.DataFrame(pred.filtering)))
 # %% [markdown]
 # $\rho(S_2, \tau)$ with $S_2$ computed after dropping the tokens of lowest next-token
 # entropy (quantile $q$), every quantile on the same number of tokens, and the change
-# against no filtering. H3 is {glue:text}`h3_word`.
+# against no filtering: {glue:text}`f_H3_figure` at $q$ = 0.5, n = {glue:text}`f_H3_n`.
+# H3 is {glue:text}`f_H3_label`.
 #
 # ### H4: does depth still matter with a per-layer norm?
 
@@ -166,7 +168,8 @@ display(format_table(pd.DataFrame(pred.norm_predictors)))
 
 # %% [markdown]
 # Each triple trained once more with an RMSNorm on each captured layer before `fc`, paired
-# against the same triple without it. H4 is {glue:text}`h4_word`.
+# against the same triple without it. With the norm, $\rho$(deepest layer, $\tau$) =
+# {glue:text}`f_H4_figure`, n = {glue:text}`f_H4_n`: H4 is {glue:text}`f_H4_label`.
 #
 # ### Online: lossless, and how fast?
 #
@@ -219,11 +222,11 @@ glue_figure("fig_acceptance", plot_acceptance_by_position(acc))
 # ## How sure
 
 # %% tags=["hide-input"]
-display(format_table(pd.DataFrame(eagle3_speedup.evaluate_hypotheses(pred))))
+display(format_table(findings.table(F, ["H1", "H2", "H3", "H4"])))
 
 # %% [markdown]
-# Each row is a pre-registered primary test with its verdict rule applied mechanically
-# (`supported` is None where the results cannot test it). The paired tests detect a
+# Each row is a pre-registered primary test, worded by the one rule of
+# {doc}`08_results_summary` (the same record on every page). The paired tests detect a
 # $\Delta\tau$ of about {glue:text}`paired_mde_rules:.3f` at 80% power at the strictest Holm
 # level; a smaller difference is within noise, not evidence that the sets are equal. The
 # tests resample prompts, with each set's seeds averaged; {doc}`06b_drafter_strength` adds

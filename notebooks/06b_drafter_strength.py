@@ -52,6 +52,7 @@ from activation_wave.core.tables import format_table
 from activation_wave.plots import plot_strength_deltas, plot_strength_epochs
 from activation_wave.plots.data_scale_figures import plot_data_scale_curve, plot_data_scale_sets, plot_not_run
 from activation_wave.study.chapters import drafter_data_scale as ds, drafter_strength as st
+from activation_wave.study import findings
 from activation_wave.study.glue import glue_figure, glue_values
 from activation_wave.study.steps import notebook_config, save_results
 
@@ -67,6 +68,8 @@ if scale is not None:
 recipe = load_optional("recipe", cfg, results_root or None)
 glue_values(**st.page_values(doc, load_optional("06_predictors", cfg, results_root or None), load_benchmarks(), recipe),
             **ds.page_values(scale))
+F = findings.record(cfg, results_root or None)  # H5, H5c, H6 and H7, one record per set
+findings.glue(F, {"h7best": F.top("H7")})
 
 # %% [markdown]
 # ## Results
@@ -136,10 +139,10 @@ glue_figure("fig_strength_epochs", plot_strength_epochs(st.epoch_deltas(doc)) if
 # The default triple was also trained on 4 and 16 times as many distinct prompts (first
 # turns of ShareGPT conversations answered by the target) at fixed budgets of training tokens.
 # At the largest data size, {glue:text}`scale_prompts:,d` distinct prompts, the layer sets
-# were compared again (H7). The set closest to the default, {glue:text}`scale_best`, against
-# the default: {glue:text}`scale_best_word` ($\Delta\tau$ = {glue:text}`scale_best_delta:+.3f`
-# [{glue:text}`scale_best_lo:+.3f`, {glue:text}`scale_best_hi:+.3f`], Holm p
-# {glue:text}`scale_best_p:.2f`); the design detects about {glue:text}`scale_mde:.3f`.
+# were compared again (H7). The set closest to the default, {glue:text}`f_h7best_compared`:
+# $\Delta\tau$ = {glue:text}`f_h7best_figure` (Holm p {glue:text}`f_h7best_p`, n =
+# {glue:text}`f_h7best_n`), so H7 for it is {glue:text}`f_h7best_label`; the design detects
+# about {glue:text}`scale_mde:.3f`.
 
 # %% tags=["hide-input"]
 glue_figure("fig_scale_curve", plot_data_scale_curve(scale, recipe) if scale else plot_not_run(ds.NOT_RUN))
@@ -185,7 +188,13 @@ ds.h7_table(scale)
 #
 # ## How sure
 #
-# The registered tests resample prompts, with each set's seeds averaged per prompt. As a
+# The registered tests of this page, one record per set (the same on every page):
+
+# %% tags=["hide-input"]
+display(format_table(findings.table(F, [r.key for t in ("H5", "H5c", "H6", "H7") for r in F.of(t)])))
+
+# %% [markdown]
+# They resample prompts, with each set's seeds averaged per prompt. As a
 # check, every comparison was repeated with each set's seeds resampled as well (a
 # hierarchical bootstrap, {glue:text}`strength_sens_boot:,d` resamples). That changes
 # {glue:text}`strength_sens_changed:d` of {glue:text}`strength_sens_n:d` verdicts, listed

@@ -13,12 +13,10 @@
 #
 # ```{admonition} Answer
 # On {glue:text}`cross_1_name`, the best rule's set {glue:text}`xd_rule_set` against the
-# default {glue:text}`xd_default` is {glue:text}`xd_delta_word` ($\Delta\tau$ =
-# {glue:text}`xd_delta:+.3f` [{glue:text}`xd_delta_lo:+.3f`, {glue:text}`xd_delta_hi:+.3f`],
-# n = {glue:text}`xd_eval_prompts:d` prompts; G1: {glue:text}`xd_g1_glance`). Whether a
-# drafter reading one deeper layer drafts better (G2): {glue:text}`xd_g2_glance` ($\rho$ =
-# {glue:text}`xd_rho_depth:+.2f` [{glue:text}`xd_rho_depth_lo:+.2f`,
-# {glue:text}`xd_rho_depth_hi:+.2f`], n = {glue:text}`xd_rho_depth_n:d` layers). Outlier
+# default {glue:text}`xd_default`: $\Delta\tau$ = {glue:text}`f_G1_figure`, n =
+# {glue:text}`f_G1_n` (G1, that it drafts better: {glue:text}`f_G1_label`). Whether a
+# drafter reading one deeper layer drafts better (G2): {glue:text}`f_G2_label` ($\rho$ =
+# {glue:text}`f_G2_figure`, n = {glue:text}`f_G2_n`). Outlier
 # treatments that remove this model's entropy fall on their own: {glue:text}`tf_other_removed`
 # (on {glue:text}`cross_0_name`: {glue:text}`tf_first_removed`).
 # ```
@@ -57,6 +55,7 @@ from activation_wave.study.chapters import cross_drafters as cd
 from activation_wave.study.chapters import cross_model as ch
 from activation_wave.study.chapters.drafter_predictors import DrafterPredictors, peak_values, single_layer_peak
 from activation_wave.study.chapters.eagle3_speedup import Eagle3SpeedupResult
+from activation_wave.study import findings
 from activation_wave.study.glue import glue_figure, glue_values
 from activation_wave.study.steps import open_chapter
 
@@ -71,6 +70,8 @@ pred6 = load_result("06_predictors", cfg, root, cls=DrafterPredictors)
 glue_values(**ch.model_values(r), **cd.page_values(d, cfg.draft.workers),
             **ch.outlier_values(load_optional("04_token_filtering", cfg, root),
                                 load_optional("04_token_filtering", cross_config(cfg), root)))
+F = findings.record(cfg, root)  # G1-G3's records, quoted below
+findings.glue(F, ["G1", "G2", "G3"])
 display(format_table(ch.overview_table(r), {"default's S2 percentile": "{:.1f}"}))
 
 # %% [markdown]
@@ -179,9 +180,9 @@ glue_values(xd_first_peak_rel=cd.peak_relative_depth(first["layer"], first["tau"
 # Over {glue:text}`cross_1_name`'s {glue:text}`xd_rho_depth_n:d` single layers, the rank
 # correlation of $\tau$ with depth is $\rho$ = {glue:text}`xd_rho_depth:+.2f`
 # [{glue:text}`xd_rho_depth_lo:+.2f`, {glue:text}`xd_rho_depth_hi:+.2f`] (G2:
-# {glue:text}`xd_g2_glance`) and with Renyi-2 entropy $\rho$ =
+# {glue:text}`f_G2_label`) and with Renyi-2 entropy $\rho$ =
 # {glue:text}`xd_rho_entropy:+.2f` [{glue:text}`xd_rho_entropy_lo:+.2f`,
-# {glue:text}`xd_rho_entropy_hi:+.2f`] (G3: {glue:text}`xd_g3_glance`). On
+# {glue:text}`xd_rho_entropy_hi:+.2f`] (G3: {glue:text}`f_G3_label`). On
 # {glue:text}`cross_0_name` the same two were {glue:text}`xd_first_rho_depth:+.2f` and
 # {glue:text}`xd_first_rho_entropy:+.2f` over {glue:text}`xd_first_n:d` layers. The best
 # single layer is layer {glue:text}`xd_best_layer:d` ($\tau$ = {glue:text}`xd_best_tau:.3f`,
@@ -192,7 +193,7 @@ glue_values(xd_first_peak_rel=cd.peak_relative_depth(first["layer"], first["tau"
 # ## How sure
 
 # %% tags=["remove-input"]
-display(format_table(pd.DataFrame(cd.hypothesis_rows(d))))
+display(format_table(findings.table(F, ["G1", "G2", "G3"])))
 
 # %% [markdown]
 # Each row is a test fixed before the drafters trained, with its rule applied as written.

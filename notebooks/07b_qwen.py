@@ -16,8 +16,8 @@
 # on their own are {glue:text}`tf_other_removed` (on {glue:text}`cross_0_name`:
 # {glue:text}`tf_first_removed`), and the default triple's $S_2$ is above
 # {glue:text}`cross_1_default_pct:.0f`% of all triples. Whether the best rule's set
-# {glue:text}`qd_rule_set` drafts better than the default (C2): {glue:text}`qd_g1_glance`
-# ($\Delta\tau$ = {glue:text}`qd_delta:+.3f`, n = {glue:text}`qd_eval_prompts:d` prompts).
+# {glue:text}`qd_rule_set` drafts better than the default (C2): {glue:text}`f_C2_label`
+# ($\Delta\tau$ = {glue:text}`f_C2_figure`, n = {glue:text}`f_C2_n`).
 # The default drafter accepted a draft on {glue:text}`qd_default_live:d` of those prompts;
 # the study gives no verdict against a drafter that accepts none.
 # ```
@@ -54,6 +54,7 @@ from activation_wave.select.across_models import third_config
 from activation_wave.study.chapters import cpu_payoff
 from activation_wave.study.chapters import cross_drafters as cd
 from activation_wave.study.chapters import cross_model as ch
+from activation_wave.study import findings
 from activation_wave.study.glue import glue_figure, glue_values
 from activation_wave.study.steps import open_chapter
 
@@ -69,6 +70,8 @@ glue_values(**ch.model_values(r), **cd.page_values(q, 1, prefix="qd"), **ch.resp
             **ch.outlier_values(load_optional("04_token_filtering", cfg, root),
                                 load_optional("04_token_filtering", third_config(cfg), root) if cfg.third.model
                                 else None))
+F = findings.record(cfg, root)  # C2's record, quoted below
+findings.glue(F, ["C2"])
 display(format_table(ch.overview_table(r), {"default's S2 percentile": "{:.1f}"}))
 
 # %% [markdown]
@@ -156,7 +159,7 @@ if q is not None:
 
 # %% tags=["remove-input"]
 if q is not None:
-    display(format_table(pd.DataFrame(cd.hypothesis_rows(q, ["G1"])).assign(test="C2")))
+    display(format_table(findings.table(F, ["C2"])))
 
 # %% [markdown]
 # C2 is the test registered on {doc}`11_cpu_payoff` (its registration is in the lab record,
@@ -165,9 +168,9 @@ if q is not None:
 # drafter accepts no draft on any prompt, its $\tau$ is 1 everywhere, and a difference
 # against it says how often the other drafter is lucky, not which layers are better. The
 # study then marks the test not testable, whatever its $p$. Here it reads
-# {glue:text}`qd_g1_glance`. Drafters reading a single layer on this model:
-# {glue:text}`qd_n_singles:d`, so the depth and entropy tests (G2, G3) are
-# {glue:text}`qd_g2_glance` here.
+# {glue:text}`f_C2_label`. Drafters reading a single layer on this model:
+# {glue:text}`qd_n_singles:d`; the depth and entropy tests (G2, G3) were registered for
+# Gemma-3-270M only.
 #
 # The layer statistics rest on one prompt set and one capture; compartments and selected
 # sets can move with the prompts, as {doc}`05_layer_selection` shows for the first model.
@@ -176,8 +179,10 @@ if q is not None:
 #
 # ## Try it
 #
-# The smoke profile names no third architecture; give it one (the 1.5B model's capture takes
-# several minutes on two cores and about 14 GB of memory):
+# The smoke profile names no third architecture; give it one. It needs the 1.5B model
+# (`bash scripts/setup.sh --qwen`) and about 14 GB of memory; the default profile's run of this
+# page finished in about a quarter of an hour on this machine's two cores, and the smoke one reads
+# fewer prompts:
 #
 # ```bash
 # wave study --profile smoke --only 07b_qwen --no-build --set third.model=qwen2.5-coder-1.5b

@@ -27,7 +27,7 @@ from activation_wave.plots import plot_ceiling, plot_decoding_costs, plot_where_
 from activation_wave.study.chapters import cpu_payoff as cpu
 from activation_wave.study.chapters import performance as perf
 from activation_wave.study.glue import glue_figure, glue_values
-from activation_wave.study.hypotheses import VERDICT_WORD
+from activation_wave.study import findings
 from activation_wave.study.steps import notebook_config
 
 cfg = notebook_config(profile, model, overrides)
@@ -38,16 +38,19 @@ values = {**cpu.side_values(sizes), **cpu.ceiling_values(ceiling), **cpu.where_v
           **cpu.design_results(bench)}
 values["best_floor_word"] = "below" if values["best_tau"] < values["floor_big"] else "above"
 glue_values(**values)
+F = findings.record(cfg, results_root or None)  # C1 and C2, quoted below
+findings.glue(F, ["C1", "C2"])
 
 # %% [markdown]
 # ```{admonition} Answer
-# On the 1.5B target at {glue:text}`side_threads` threads, EAGLE-3 in llama.cpp, with the best drafter measured
-# there, ran at {glue:text}`corp_speedup:.2f`x plain decoding (95% interval {glue:text}`corp_lo:.2f` to
-# {glue:text}`corp_hi:.2f`, n = {glue:text}`side_n` prompts): {glue:text}`corp_word`. Its round costs
+# On the 1.5B target at {glue:text}`side_threads` threads, EAGLE-3 in llama.cpp, with the drafter C1 names,
+# ran at {glue:text}`f_C1_value` plain decoding ({glue:text}`f_C1_interval`, n = {glue:text}`f_C1_n`):
+# C1, that it is faster, is {glue:text}`f_C1_label`. Its round costs
 # {glue:text}`be_big_2:.2f` plain steps, so a drafter needs {term}`tau` {glue:text}`be_big_2:.2f` to break even;
 # the best 1.5B drafter trained here reaches {glue:text}`best_tau:.2f` ({glue:text}`best_lo:.2f` to
 # {glue:text}`best_hi:.2f`, n = {glue:text}`best_n` prompts). llama.cpp's model-free n-gram lookup ran at
-# {glue:text}`ng_speedup:.2f`x ({glue:text}`ng_lo:.2f` to {glue:text}`ng_hi:.2f`): {glue:text}`ng_word`.
+# {glue:text}`ngd_speedup:.2f`x the plain server with default flags ({glue:text}`ngd_lo:.2f` to
+# {glue:text}`ngd_hi:.2f`): {glue:text}`ngd_word`.
 # ```
 #
 # ## Why it matters
@@ -143,7 +146,7 @@ display(format_table(cpu.designs_frame(bench), {"CPU-minutes": "{:.0f}", "outcom
 # on {glue:text}`best_what`. Break-even at depth 3 needs {glue:text}`be_big_2:.2f`, about
 # {glue:text}`best_gap:.1f` times as many tokens per round. In llama.cpp the corpus drafter reached $\tau$
 # {glue:text}`corp_tau:.2f`, with {glue:text}`corp_acceptance:.0%` of its drafts accepted, and ran at
-# {glue:text}`corp_speedup:.2f`x plain decoding; a two-epoch drafter that barely drafts ($\tau$
+# {glue:text}`f_C1_value` plain decoding (C1); a two-epoch drafter that barely drafts ($\tau$
 # {glue:text}`toy_tau:.2f`) ran at {glue:text}`toy_speedup:.2f`x ({glue:text}`toy_lo:.2f` to
 # {glue:text}`toy_hi:.2f`): {glue:text}`toy_word`. These designs are closed: each of them, its registered
 # prediction and its result is in the {doc}`lab record <../lab/cpu_payoff>`.
@@ -156,8 +159,11 @@ if sizes:
 
 # %% [markdown]
 # On the 1.5B target at {glue:text}`side_threads` threads, n-gram lookup ran at {glue:text}`ng_speedup:.2f`x
-# plain decoding ({glue:text}`ng_lo:.2f` to {glue:text}`ng_hi:.2f`, $\tau$ {glue:text}`ng_tau:.2f`,
-# {glue:text}`ng_identical` outputs identical to plain): {glue:text}`ng_word`. It drafts by copying what
+# plain decoding with the same flags ({glue:text}`ng_lo:.2f` to {glue:text}`ng_hi:.2f`, $\tau$
+# {glue:text}`ng_tau:.2f`, {glue:text}`ng_identical` outputs identical to plain): {glue:text}`ng_word`.
+# Every server in that run skipped weight repacking (`--no-repack`, for identical outputs); against a
+# plain server with llama.cpp's default flags, n-gram ran at {glue:text}`ngd_speedup:.2f`x
+# ({glue:text}`ngd_lo:.2f` to {glue:text}`ngd_hi:.2f`): {glue:text}`ngd_word`. It drafts by copying what
 # followed an earlier occurrence of the last few tokens, so a draft costs nothing to make, and it drafts
 # only where the text repeats, where most of a draft is accepted. EAGLE-3 pays for every draft with
 # drafter calls and a verify that grows with the draft. On the 135M target, EAGLE-3 with the recipe screen's
@@ -249,16 +255,12 @@ glue_figure("fig_where_it_pays", plot_where_it_pays(cpu.where_points(ceiling), c
 # ## How sure
 
 # %% tags=["hide-input"]
-drafters = cpu.load_drafters(cfg, results_root or None)
-hyps = cpu.evaluate_hypotheses(sizes, drafters)
-display(format_table(pd.DataFrame([{"test": h.name, "claim": h.claim, "primary statistic": h.statistic,
-                                    "verdict": VERDICT_WORD[h.supported]} for h in hyps])))
-glue_values(c1_word=VERDICT_WORD[hyps[0].supported], c2_word=VERDICT_WORD[hyps[-1].supported])
+display(format_table(findings.table(F, ["C1", "C2"])))
 
 # %% [markdown]
 # - **Tests.** The registered tests are in the table: C1, EAGLE-3 faster than plain llama.cpp on the 1.5B
-#   target at 2 threads, is {glue:text}`c1_word`; C2, the best selection rule's layers beating the default's
-#   with two-epoch 1.5B drafters, is {glue:text}`c2_word` (a drafter whose $\tau$ is 1 on every prompt
+#   target at 2 threads, is {glue:text}`f_C1_label`; C2, the best selection rule's layers beating the default's
+#   with two-epoch 1.5B drafters, is {glue:text}`f_C2_label` (a drafter whose $\tau$ is 1 on every prompt
 #   measures nothing, so no verdict rests on it).
 # - **Intervals and n.** Speeds are pooled over {glue:text}`side_n` prompts in llama.cpp and
 #   {glue:text}`pt_n` in PyTorch, with 95% paired bootstrap intervals over prompts (10,000 resamples). The

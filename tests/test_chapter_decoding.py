@@ -196,10 +196,10 @@ def test_hypotheses_follow_their_preregistered_rules():
     assert h["H1"].supported and "combined" in h["H1"].statistic and "n = 96" in h["H1"].statistic
     assert h["H2"].supported is False and "n = 11 triples" in h["H2"].statistic
     assert h["H3"].supported is False and h["H4"].supported is True
-    # the at-a-glance verdicts: intervals covering 0 (H2, H3) read "within noise"
-    from activation_wave.study.chapters.results_summary import glance_rows
+    # the findings record's words: intervals covering 0 (H2, H3) read "within noise"
+    from activation_wave.study import findings
 
-    assert list(glance_rows(list(h.values()))["verdict"]) == ["supported", "within noise", "within noise", "supported"]
+    assert [findings.word(x) for x in h.values()] == ["supported", "within noise", "within noise", "supported"]
     assert ch6.within_noise(None, 0.2) == "" and ch6.within_noise(float("nan"), 0.2) == ""
     pred.comparisons = [dp.Comparison("combined", (1, 2, 3), "rules", 0.05, 0.01, 0.11, 0.01, 0.01, 0.01, 5, 0.1,
                                       0.1, 0.1)]

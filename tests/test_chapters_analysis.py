@@ -212,13 +212,17 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
     names = [x.name for x in results_summary.run(cfg, root).hypotheses]
     assert names == ["H1", "H2", "H3", "H4", "H5 (combined)", "H6 (eagle3-default)", "G1", "G2", "G3"]
 
+    from activation_wave.study import findings
+
+    F = findings.record(cfg, root)
     key, chapters = landing.run(cfg, root)
     assert key.cliff_layer == r4.sink.cliff.to_layer and key.sink_ratio == pytest.approx(r4.sink.sink_peak)
-    assert key.n_triples == len(trip) and key.n_layers == 8 and key.h1.verdict == "supported"
-    assert key.answer_layers == key.h1.layers != key.default_layers  # H1 supported: read the best rule's set
-    assert key.h2 == "within noise" and key.rho_lo < 0 < key.rho_hi
-    assert key.second_model == "second" and key.g1.verdict == "not testable"
-    assert key.scale.verdict == "not testable"  # the data-scale design has not run here
+    assert key.n_triples == len(trip) and key.n_layers == 8 and F["H1"].word == "supported"
+    assert key.answer_layers == list(chapters.selection.sets[F["H1"].compared]) != key.default_layers  # H1 holds
+    assert F["H2"].word == "within noise" and F["H2"].lo < 0 < F["H2"].hi
+    assert key.second_model == "second" and F.get("G1").word == "not testable"
+    scale = landing.records(chapters, F)["scale"]
+    assert F.get(scale).word == "not testable"  # the data-scale design has not run here
     assert list(landing.key_sets(chapters))[0] == "exhaustive"
     assert [r.set for r in landing.ranked_triples(chapters)] == [r.set for r in sorted(trip, key=lambda r: -r.tau)]
 

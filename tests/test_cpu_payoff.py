@@ -103,11 +103,13 @@ def test_verdicts_follow_the_preregistered_rules():
     assert cpu.evaluate_hypotheses(up, None)[0].supported is True  # [1.05, 1.30] is above 1
     assert cpu.evaluate_hypotheses(None, None)[0].supported is None
     # a speedup's value of no effect is 1: an interval below 1 is "not supported", one across it "within noise"
-    assert c1.glance == "not supported" and cpu.evaluate_hypotheses(None, None)[0].glance == "not testable"
+    from activation_wave.study.findings import word
+
+    assert word(c1) == "not supported" and word(cpu.evaluate_hypotheses(None, None)[0]) == "not testable"
     across = {**ENTRY, "large": {**ENTRY["large"], "by_threads": {"1": {
         **ENTRY["large"]["by_threads"]["1"], "eagle3": {**ENTRY["large"]["by_threads"]["1"]["eagle3"],
                                                          "speedup_ci": [0.95, 1.04]}}}}}
-    assert cpu.evaluate_hypotheses(across, None)[0].glance == "within noise"
+    assert word(cpu.evaluate_hypotheses(across, None)[0]) == "within noise"
 
 
 def test_the_benchmark_entry_holds_what_the_issue_asks_for(monkeypatch, tmp_path):
@@ -208,8 +210,8 @@ def test_c2_is_not_testable_against_a_default_drafter_that_never_drafts():
     """A verdict rests on a working instrument: against a default drafter whose tau is 1 on
     every prompt, C2 is "not testable" (cross_drafters' dead instrument), whatever its paired
     difference; the answer's word for it is the vocabulary's."""
-    from activation_wave.study.hypotheses import VERDICT_WORD
+    from activation_wave.study.findings import word
 
     c2 = cpu.evaluate_hypotheses(ENTRY, _res((1.0, 1.006)))[-1]
     assert c2.name == "C2" and c2.supported is None and "not testable" in c2.note
-    assert VERDICT_WORD[c2.supported] == "not testable here"
+    assert word(c2) == "not testable"

@@ -138,9 +138,11 @@ def test_page_values_word_g1_in_one_vocabulary(world, comparison, default_tau, w
     sets = (_triple("eagle3-default", [default_tau] * 12), _triple("combined", [1.25] * 12, (4, 12, 18)))
     v = cd.page_values(_res(world, comparison=comparison, sets=sets, n_responses=40, responses_at_limit=30), 2,
                        prefix="qd")
-    assert v["qd_delta_word"] == word and v["qd_g1_glance"] == glance
-    assert v["qd_g1_word"] == {"supported": "supported", "not supported": "not supported",
-                               "within noise": "not supported", "not testable": "not testable here"}[glance]
+    from activation_wave.study.findings import word as record_word
+
+    g1 = cd.evaluate_hypotheses(_res(world, comparison=comparison, sets=sets))[0] if comparison else None
+    assert v["qd_delta_word"] == word and (record_word(g1) if g1 else "not testable") == glance
+    assert not any(k.endswith(("_glance", "_g1_word")) for k in v)  # registered words come from the record only
     assert v["qd_default_live"] == (0 if default_tau == 1.0 else 12) and v["qd_at_limit_pct"] == 75.0
     assert v["qd_rule_set"] == "[4, 12, 18]" and v["qd_n_singles"] == 0 and np.isnan(v["qd_best_tau"])
 
@@ -148,26 +150,21 @@ def test_page_values_word_g1_in_one_vocabulary(world, comparison, default_tau, w
 @pytest.mark.parametrize("lo, glance", [(0.2, "supported"), (-0.1, "within noise"), (float("nan"), "not testable")])
 def test_page_values_word_g2_g3(world, lo, glance):
     p = Predictor("layer index", "single layers", 0.6, lo, 0.9, 18)
+    from activation_wave.study.findings import word
+
     v = cd.page_values(_res(world, depth=p, entropy=p), 2)
-    assert v["xd_g2_glance"] == glance == v["xd_g3_glance"] and v["xd_rho_depth_n"] == 18
-    below = cd.page_values(_res(world, depth=Predictor("layer index", "single layers", -0.6, -0.9, -0.2, 18)), 2)
-    assert below["xd_g2_glance"] == "not supported"
+    _, g2, g3 = cd.evaluate_hypotheses(_res(world, depth=p, entropy=p))
+    assert word(g2) == glance == word(g3) and v["xd_rho_depth_n"] == 18
+    _, below, _ = cd.evaluate_hypotheses(_res(world, depth=Predictor("layer index", "single layers", -0.6, -0.9, -0.2,
+                                                                        18)))
+    assert word(below) == "not supported"
     assert v["xd_best_layer"] == max(world[-1].singles(), key=lambda s: s.tau).layers[0]
 
 
 def test_page_values_without_drafters_render_every_name(world):
     full, empty = cd.page_values(world[-1], 2, prefix="qd"), cd.page_values(None, 1, prefix="qd")
     assert set(full) == set(empty)
-    assert empty["qd_delta_word"] == "not testable" and empty["qd_g1_glance"] == "not testable"
-    assert empty["qd_g2_word"] == "not testable here" and empty["qd_eval_prompts"] == 0 and empty["qd_model"] == "none"
-
-
-def test_hypothesis_rows_carry_one_glance_word_each(world):
-    rows = cd.hypothesis_rows(_res(world, comparison=_comparison(0.01, -0.01, 0.03, 0.3)))
-    assert [r["test"] for r in rows] == ["G1", "G2", "G3"] and rows[0]["verdict"] == "within noise"
-    assert [r["test"] for r in cd.hypothesis_rows(world[-1], ["G1"])] == ["G1"] and cd.hypothesis_rows(None) == []
-    from activation_wave.study.hypotheses import GLANCE_WORDS
-    assert {r["verdict"] for r in rows} <= set(GLANCE_WORDS)
+    assert empty["qd_delta_word"] == "not testable" and empty["qd_eval_prompts"] == 0 and empty["qd_model"] == "none"
 
 
 def test_load_or_run_reads_a_results_file_of_the_same_design_only(world, tmp_path, monkeypatch):

@@ -167,13 +167,19 @@ def test_chapter_8_ranks_on_the_outcome_and_gives_the_depth_split_an_interval(pr
 def test_the_landing_page_reads_chapter_6s_registered_comparisons_and_ranks_on_the_outcome(pred):
     from activation_wave.study.chapters import landing
 
+    from activation_wave.study import findings
+
     k, R = landing.run(load_config("default"))
+    F = findings.load(load_config("default"))
     rules = [c for c in pred.comparisons if c.family == "rules" and c.p_holm_rules is not None]
     best = max(rules, key=lambda c: c.delta)
-    assert (k.h1.set, k.h1.delta, k.h1.lo, k.h1.hi, k.h1.p, k.h1.n) == (best.set, best.delta, best.lo, best.hi,
-                                                                       best.p_holm_rules, best.n)
+    h1 = F["H1"]
+    assert (h1.compared, h1.value, h1.lo, h1.hi, h1.p, h1.n) == (best.set, best.delta, best.lo, best.hi,
+                                                                 best.p_holm_rules, best.n)
     s2 = next(p for p in pred.predictors if p.name == "renyi2" and p.units == "triples")
-    assert (k.rho, k.rho_lo, k.rho_hi, k.n_triples) == (s2.rho, s2.lo, s2.hi, s2.n)
+    h2 = F["H2"]
+    assert (h2.value, h2.lo, h2.hi, h2.n, k.n_triples) == (s2.rho, s2.lo, s2.hi, s2.n, s2.n)
+    assert landing.records(R, F)["scale"] == f"H7/{best.set}"  # the 16x row is the best rule's, as labelled
     assert [r.set for r in landing.ranked_triples(R)] == [r.set for r in dp.outcome_rows(pred, 3)]
 
 

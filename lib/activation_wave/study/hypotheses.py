@@ -1,7 +1,6 @@
-"""Pre-registered hypotheses as data: one evaluated hypothesis, how the book words its
-verdict. (What a statistic whose interval covers 0 adds to its text is
-:func:`activation_wave.core.stats.within_noise`.) Shared by the
-chapters that test hypotheses (6 and 7) and the pages that list them (8, the landing page)."""
+"""Pre-registered hypotheses as data: one evaluated hypothesis, the statistics its chapter
+computed. Its verdict word is not here: :mod:`activation_wave.study.findings` words every
+registered test by one rule and writes the record every page quotes."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Hypothesis", "VERDICT_WORD", "GLANCE_WORDS", "glance_word", "side_word", "p_error_text"]
+__all__ = ["Hypothesis", "side_word", "p_error_text"]
 
 
 @dataclass(frozen=True)
@@ -19,45 +18,17 @@ class Hypothesis:
     name: str
     claim: str
     statistic: str  # the primary test's figure, with its interval and n
-    supported: bool | None  # None: not testable with these results
+    supported: bool | None  # the chapter's own rule (for its tables); None: not testable with these results
     note: str
     interval: tuple[float, float] | None = None  # the primary statistic's 95% interval (None: none computed)
     null: float = 0.0  # the primary statistic's value of no effect (1 for a speedup ratio)
-
-    @property
-    def glance(self) -> str:
-        """The verdict in :data:`GLANCE_WORDS` (see :func:`glance_word`).
-
-        >>> Hypothesis("C1", "beats plain", "0.97x", False, "", (0.94, 1.01), null=1.0).glance
-        'within noise'
-        """
-        return glance_word(self.supported, *(self.interval or (None, None)), null=self.null)
-
-
-#: How the book words a pre-registered verdict (``Hypothesis.supported``).
-VERDICT_WORD = {True: "supported", False: "not supported", None: "not testable here"}
-
-#: The one vocabulary of the "results at a glance" column and the landing page's "how sure"
-#: table: the same word means the same for every row.
-GLANCE_WORDS = ("supported", "not supported", "within noise", "not testable")
-
-
-def glance_word(supported: bool | None, lo: float | None, hi: float | None, null: float = 0.0) -> str:
-    """A registered verdict in :data:`GLANCE_WORDS`: "supported" when the registered rule holds;
-    "not testable" when it could not be applied (``supported`` None: no data, or a drafter that
-    accepts nothing); else "within noise" when the primary statistic's interval covers ``null``
-    and "not supported" when it excludes it (the effect went the other way, or not far enough).
-
-    >>> glance_word(True, 0.01, 0.05), glance_word(False, -0.02, 0.01), glance_word(False, -0.03, -0.01)
-    ('supported', 'within noise', 'not supported')
-    >>> glance_word(None, 0.1, 0.2)
-    'not testable'
-    """
-    if supported is None or lo is None or hi is None:
-        return "not testable"
-    if supported:
-        return "supported"
-    return "within noise" if lo <= null <= hi else "not supported"
+    value: float | None = None  # the primary statistic itself
+    p: float | None = None  # the p-value the registered rule reads (corrected where the test says so)
+    n: int | None = None  # how many units the interval resamples (prompts, triples, layers)
+    base: float | None = None  # the reference's value beside a difference (the default's tau)
+    seeds: str | None = None  # the verdict when seeds are resampled too (sensitivity analysis), if run
+    mde: float | None = None  # the smallest effect the design detects, where the chapter computed it
+    compared: str | None = None  # the set (or arm) the statistic is of, where the test picks one (H1's best rule)
 
 
 def side_word(lo: float, hi: float, null: float = 0.0, up: str = "higher", down: str = "lower") -> str:

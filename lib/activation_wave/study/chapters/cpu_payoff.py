@@ -272,7 +272,8 @@ def evaluate_hypotheses(entry: Mapping[str, Any] | None, drafters: cd.CrossDraft
                         f"pooled speedup {e['speedup']:.3f}x [{lo:.3f}, {hi:.3f}], n = {e['prompts']} prompts, "
                         f"tau {e['tau']:.2f}, identical to plain {e['identical_to_plain']}/{e['prompts']}"
                         + (f", every server {_server_flags(entry)}" if _server_flags(entry) else ""),
-                        lo > 1.0, "paired bootstrap over prompts, one test", (lo, hi), null=1.0)
+                        lo > 1.0, "paired bootstrap over prompts, one test", (lo, hi), null=1.0,
+                        value=e["speedup"], n=e["prompts"])
     c1b = _c1_corpus(entry)
     if drafters is None:
         c2 = Hypothesis("C2", "the best rule's set beats the default (1.5B drafters)", "no drafters in this profile",
@@ -303,7 +304,8 @@ def _c1_corpus(sizes: Mapping[str, Any] | None) -> Hypothesis | None:
                       f"{_threads(t)} (1.5B target)",
                       f"pooled speedup {e['speedup']:.3f}x [{lo:.3f}, {hi:.3f}], n = {e['prompts']} prompts, tau "
                       f"{e['tau']:.2f}, identical to plain {e['identical_to_plain']}/{e['prompts']}",
-                      lo > 1.0, "paired bootstrap over prompts, one test (second amendment)", (lo, hi), null=1.0)
+                      lo > 1.0, "paired bootstrap over prompts, one test (second amendment)", (lo, hi), null=1.0,
+                      value=e["speedup"], n=e["prompts"])
 
 
 def stage_lineage(stages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -557,6 +559,17 @@ def _run_values(prefix: str, r: Mapping[str, Any] | None) -> dict[str, Any]:
             f"{prefix}_word": speed_word(*ci) if r else SPEED_WORD[None], f"{prefix}_tau": (r or {}).get("tau", NAN),
             f"{prefix}_identical": f"{r['identical_to_plain']}/{r['prompts']}" if r else "-"}
 
+def against_default_plain(run: Mapping[str, Any], method: str) -> dict[str, float]:
+    """``method`` against the plain server with llama.cpp's default flags (weights repacked, the
+    plain run a user gets) in one ``by_threads`` run, pooled over prompts with its 95% interval over
+    prompts: ``speedup``, ``lo``, ``hi``, ``n`` (NaN without that run)."""
+    from activation_wave.study.chapters.performance import prompt_speedup
+
+    if REPACKED not in run or method not in run or not run.get("per_prompt"):
+        return {"speedup": NAN, "lo": NAN, "hi": NAN, "n": 0}
+    rows = [{"id": p["id"], **{k: {"tokens": p[k]["tokens"], "wall_s": p[k]["ms"] / 1000}
+                               for k in (method, REPACKED) if k in p}} for p in run["per_prompt"]]
+    return prompt_speedup(rows, method, REPACKED)
 
 
 def side_values(sizes: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -581,6 +594,8 @@ def side_values(sizes: Mapping[str, Any] | None) -> dict[str, Any]:
            "never_identical": (f"{chk['eagle3_never_drafts']['identical_to_plain']}/{chk['eagle3_never_drafts']['prompts']}"
                                if chk.get("eagle3_never_drafts") else "-")}
     out["corp_acceptance"] = (run.get(LARGE_METHOD) or {}).get("acceptance", NAN)
+    d = against_default_plain(run, "ngram")  # n-gram against the plain run with default flags
+    out.update(ngd_speedup=d["speedup"], ngd_lo=d["lo"], ngd_hi=d["hi"], ngd_word=speed_word(d["lo"], d["hi"]))
     return out
 
 

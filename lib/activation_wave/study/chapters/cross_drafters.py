@@ -35,14 +35,14 @@ from activation_wave.core.stats import mean_ci, seed_mean, spearman, spearman_ci
 from activation_wave.study.chapters import drafter_predictors as dp
 from activation_wave.draft.experiment import DrafterJob
 from activation_wave.plots._style import model_label, set_label
-from activation_wave.study.hypotheses import VERDICT_WORD, Hypothesis, glance_word
+from activation_wave.study.hypotheses import Hypothesis
 from activation_wave.core.stats import within_noise
 from activation_wave.study.chapters.eagle3_speedup import DEFAULT_SET, LayerProfile, layer_profile
 
 NAME = "07_cross_drafters"
 
 __all__ = ["SingleLayerTau", "CrossDrafterResult", "drafter_config", "design", "analyse", "run", "run_drafters",
-           "load_or_run", "evaluate_hypotheses", "peak_relative_depth", "sweep_frame", "triples_frame", "hypothesis_rows", "page_values", "NAME"]
+           "load_or_run", "evaluate_hypotheses", "peak_relative_depth", "sweep_frame", "triples_frame", "page_values", "NAME"]
 
 
 @dataclass(frozen=True)
@@ -236,14 +236,17 @@ def evaluate_hypotheses(res: CrossDrafterResult, alpha: float = 0.05) -> list[Hy
                         f"{c.set} {list(c.layers)}: delta tau = {c.delta:+.3f} [{c.lo:+.3f}, {c.hi:+.3f}], "
                         f"p = {c.p:.3g}, n = {c.n} prompts, MDE = {c.mde:.3f}{within_noise(c.lo, c.hi)}", ok,
                         "paired per prompt, one test" + (f"; not testable: {', '.join(dead)} accepts no draft on any "
-                                                         "prompt (tau 1)" if dead else ""), (c.lo, c.hi))
+                                                         "prompt (tau 1)" if dead else ""), (c.lo, c.hi),
+                        value=c.delta, p=c.p, n=c.n, mde=c.mde, compared=c.set,
+                        base=next((s.tau for s in res.sets if s.set == DEFAULT_SET), None))
 
     def rho(name: str, claim: str, p: dp.Predictor | None) -> Hypothesis:
         if p is None or p.lo is None or not np.isfinite(p.lo):
             return Hypothesis(name, claim, "fewer than 3 single layers", None, "")
         return Hypothesis(name, claim, f"rho = {p.rho:+.2f} [{p.lo:+.2f}, {p.hi:+.2f}], n = {p.n} layers"
                           f"{within_noise(p.lo, p.hi)}", bool(p.lo > 0),
-                          "Spearman over the single layers, resampling layers and prompts", (p.lo, p.hi))
+                          "Spearman over the single layers, resampling layers and prompts", (p.lo, p.hi),
+                          value=p.rho, n=p.n)
 
     return [g1, rho("G2", "tau of one layer rises with its depth", res.depth),
             rho("G3", "tau of one layer rises with its Renyi-2 entropy", res.entropy)]
@@ -278,17 +281,6 @@ def triples_frame(res: CrossDrafterResult) -> pd.DataFrame:
                          for s in res.sets if len(s.layers) > 1])
 
 
-def hypothesis_rows(res: CrossDrafterResult | None, names: Sequence[str] = ("G1", "G2", "G3"),
-                    alpha: float = 0.05) -> list[dict[str, Any]]:
-    """One row per registered test of :func:`evaluate_hypotheses` named in ``names``: its claim,
-    primary statistic and verdict in :data:`~activation_wave.study.hypotheses.GLANCE_WORDS`
-    (none when ``res`` is None)."""
-    if res is None:
-        return []
-    return [{"test": h.name, "claim": h.claim, "primary statistic": h.statistic, "verdict": h.glance}
-            for h in evaluate_hypotheses(res, alpha) if h.name in names]
-
-
 def page_values(res: CrossDrafterResult | None, draft_workers: int, prefix: str = "xd",
                 alpha: float = 0.05) -> dict[str, Any]:
     """The values an architecture's page glues about its drafters, as ``<prefix>_*`` (None:
@@ -296,8 +288,8 @@ def page_values(res: CrossDrafterResult | None, draft_workers: int, prefix: str 
 
     Words: ``_delta_word`` in :func:`~.drafter_predictors.comparison_word`'s vocabulary, "not
     testable" when either side's drafter accepts nothing (tau 1 on every prompt) or too few
-    prompts pair; ``_g1_word``..``_g3_word`` in :data:`~activation_wave.study.hypotheses.VERDICT_WORD`'s,
-    ``_g1_glance``..``_g3_glance`` in :data:`~activation_wave.study.hypotheses.GLANCE_WORDS`'.
+    prompts pair. The registered tests' words (G1-G3, C2) are the findings record's
+    (:mod:`activation_wave.study.findings`), never computed here.
     Counts: prompts on which the default drafter accepted at least one draft
     (``_default_live``), responses cut at the token limit (``_at_limit``, ``_at_limit_pct``),
     single-layer drafters (``_n_singles``)."""
@@ -313,8 +305,6 @@ def page_values(res: CrossDrafterResult | None, draft_workers: int, prefix: str 
                                               "best_layer")})
         out.update({f"{p}_model": "none", f"{p}_default": "none", f"{p}_rule": "none", f"{p}_rule_set": "none",
                     f"{p}_delta_word": "not testable"})
-        out.update({f"{p}_{g}_word": VERDICT_WORD[None] for g in ("g1", "g2", "g3")})
-        out.update({f"{p}_{g}_glance": glance_word(None, None, None) for g in ("g1", "g2", "g3")})
         return out
     d = res.set_tau(DEFAULT_SET)
     r = next((s for s in res.sets if s.set == res.rule), None)
@@ -338,9 +328,6 @@ def page_values(res: CrossDrafterResult | None, draft_workers: int, prefix: str 
     for key, q in (("depth", res.depth), ("entropy", res.entropy)):
         out.update({f"{p}_rho_{key}": q.rho if q else nan, f"{p}_rho_{key}_lo": q.lo if q else nan,
                     f"{p}_rho_{key}_hi": q.hi if q else nan, f"{p}_rho_{key}_n": q.n if q else 0})
-    for h in evaluate_hypotheses(res, alpha):
-        out[f"{p}_{h.name.lower()}_word"] = VERDICT_WORD[h.supported]
-        out[f"{p}_{h.name.lower()}_glance"] = h.glance
     out[f"{p}_rho_entropy_depth"] = nan if res.entropy_vs_depth is None else res.entropy_vs_depth
     best = max(singles, key=lambda s: s.tau) if singles else None
     out.update({f"{p}_best_layer": best.layers[0] if best else 0, f"{p}_best_tau": best.tau if best else nan,

@@ -338,6 +338,7 @@ def hypotheses(doc: Mapping[str, Any] | None) -> list[Any]:
     if doc is None:
         return []
     out = []
+    base = next((p["tau"] for p in doc.get("points") or [] if p["label"] == f"eagle3-default@{doc['h7_point']}"), None)
     for r in doc["sets"]:
         v = r["verdict"]
         ok = None if v.startswith("no verdict") or v == "close to the line" else v != "higher"
@@ -345,5 +346,6 @@ def hypotheses(doc: Mapping[str, Any] | None) -> list[Any]:
                               f"delta = {r['delta']:+.3f} {_ci(r['lo'], r['hi'])}, Holm p = {r['p_holm']:.3g}, "
                               f"n = {r['n']} prompts, {r['n_seeds']} seeds{within_noise(r['lo'], r['hi'])}", ok,
                               "set minus default, paired over prompts, Holm across the sets (the robustness page)",
-                              (r["lo"], r["hi"])))
+                              (r["lo"], r["hi"]), value=r["delta"], p=r["p_holm"], n=r["n"], base=base,
+                              mde=r.get("mde")))
     return out

@@ -258,7 +258,9 @@ def hypotheses(doc: Mapping[str, Any] | None) -> list["Hypothesis"]:
     return [Hypothesis("R1", "a one-factor change of the base recipe helps (per arm, recipe screen)", stat,
                        bool(helps) if all(not w.startswith("no verdict") for w in words.values()) else None,
                        f"paired bootstrap per arm, Holm across the {len(arms)} screened arms (the recipe page)",
-                       (best["delta_lo"], best["delta_hi"]))]
+                       (best["delta_lo"], best["delta_hi"]), value=best["delta"], p=best["p_holm"],
+                       n=best["n_prompts"], base=best["tau"] - best["delta"] if "tau" in best else None, mde=best.get("mde_holm"),
+                       compared=best["name"])]
 
 
 # ----------------------------------------------------------------------------- values the page glues

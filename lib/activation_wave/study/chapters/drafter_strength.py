@@ -307,21 +307,27 @@ def hypotheses(doc: Mapping[str, Any] | None) -> list[Hypothesis]:
         return ("" if s_ is None else f"; resampling seeds too (sensitivity analysis): {s_['verdict']}, Holm p "
                 f"{s_['p_holm']:.2f}")
 
+    def structured(kind: str, r: Mapping[str, Any]) -> dict[str, Any]:
+        s_ = seeds.get((kind, r["set"]))
+        return {"value": r["delta"], "p": r["p_holm"], "n": r["n"], "seeds": s_["verdict"] if s_ else None}
+
     return ([Hypothesis(f"H5 ({r['set']})", "its delta against the default changes from chapter 6's budget to the "
                         "stronger one", stat(r, "I"), ok(r, None),
                         "top minus bottom delta, paired over prompts, Holm across the sets (the page after chapter 6; "
-                        "its seed-sensitivity analysis is beside it there)" + survives(H5_TOP, r), (r["lo"], r["hi"]))
+                        "its seed-sensitivity analysis is beside it there)" + survives(H5_TOP, r), (r["lo"], r["hi"]),
+                        **structured(H5_TOP, r))
              for r in doc["interaction"]]
             + [Hypothesis(f"H5, third budget ({r['set']})", "its delta against the default changes from the stronger "
                           "budget to the corpus budget (16x the distinct prompts, twice the tokens)", stat(r, "I"),
                           ok(r, None), "corpus minus top delta, paired over prompts, Holm across the sets (registered "
-                          "with the data-scale design)" + survives(H5_CORPUS, r), (r["lo"], r["hi"]))
+                          "with the data-scale design)" + survives(H5_CORPUS, r), (r["lo"], r["hi"]),
+                          **structured(H5_CORPUS, r))
                for r in doc.get("interaction_corpus") or []]
             + [Hypothesis(f"H6 ({r['set']})", "the per-layer norm before fc helps at the stronger budget",
                           stat(r, "delta tau"), ok(r, "higher"),
                           "norm minus no norm, 3 seeds each, Holm across the triples; the norm arm trained on "
                           "another CPU than the plain drafters (the page's confound)" + survives(H6_NORM, r),
-                          (r["lo"], r["hi"]))
+                          (r["lo"], r["hi"]), **structured(H6_NORM, r))
                for r in doc["norm_arm"]])
 
 

@@ -38,7 +38,7 @@ from activation_wave.select.selection import rank_among_all, score_set
 from activation_wave.study.chapters import drafter_predictors as dp
 from activation_wave.select.selection import is_rule
 from activation_wave.core.stats import within_noise
-from activation_wave.study.hypotheses import VERDICT_WORD, Hypothesis
+from activation_wave.study.hypotheses import Hypothesis
 
 NAME = "06_eagle3_speedup"
 DEFAULT_SET = "eagle3-default"
@@ -384,7 +384,9 @@ def evaluate_hypotheses(pred: Any, alpha: float = 0.05) -> list[Hypothesis]:
                               f"best rule {b.set}: delta tau = {b.delta:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}], Holm p = "
                               f"{b.p_holm_rules:.3g}, n = {b.n} prompts, MDE = {b.mde_holm:.3f}"
                               f"{within_noise(b.lo, b.hi)}", ok,
-                              f"{len(rules)} rules compared with the default, paired per prompt", (b.lo, b.hi)))
+                              f"{len(rules)} rules compared with the default, paired per prompt", (b.lo, b.hi),
+                              value=b.delta, p=b.p_holm_rules, n=b.n, mde=b.mde_holm, compared=b.set,
+                              base=next((s.tau for s in pred.sets if s.set == pred.reference), None)))
     else:
         out.append(Hypothesis("H1", "the best selection rule's set beats the default", "no rule's drafter", None, ""))
 
@@ -392,7 +394,7 @@ def evaluate_hypotheses(pred: Any, alpha: float = 0.05) -> list[Hypothesis]:
     out.append(Hypothesis("H2", "concatenation entropy S2 correlates positively with tau",
                           _rho_stat(s2) if s2 else "fewer than 3 triples", None if s2 is None else bool(s2.lo > 0),
                           "Spearman over the main arm's triples, intervals resample sets and prompts",
-                          _interval(s2)))
+                          _interval(s2), value=s2.rho if s2 else None, n=s2.n if s2 else None))
     f = next((x for x in pred.filtering if x.quantile == 0.5), None)
     have_f = f is not None and f.delta_lo is not None
     out.append(Hypothesis("H3", "token-filtered statistics predict tau better than unfiltered ones",
@@ -400,13 +402,15 @@ def evaluate_hypotheses(pred: Any, alpha: float = 0.05) -> list[Hypothesis]:
                            f"[{f.delta_lo:+.2f}, {f.delta_hi:+.2f}], n = {f.n} triples, {f.n_tokens} tokens each"
                            f"{within_noise(f.delta_lo, f.delta_hi)}")
                           if have_f else "not computed", bool(f.delta_lo > 0) if have_f else None,
-                          "equal token budget at every quantile", (f.delta_lo, f.delta_hi) if have_f else None))
+                          "equal token budget at every quantile", (f.delta_lo, f.delta_hi) if have_f else None,
+                          value=f.delta_vs_unfiltered if have_f else None, n=f.n if have_f else None))
     normed = next((p for p in pred.norm_predictors if "RMSNorm" in p.units), None)
     plain = next((p for p in pred.norm_predictors if "RMSNorm" not in p.units), None)
     out.append(Hypothesis("H4", "the depth effect survives per-layer normalisation of the fused features",
                           (f"with the norm: {_rho_stat(normed)}; without: {_rho_stat(plain)}" if normed and plain
                            else "no per-layer-norm arm"), None if normed is None else bool(normed.hi < 0),
-                          "rho(deepest layer of the triple, tau), same triples in both arms", _interval(normed)))
+                          "rho(deepest layer of the triple, tau), same triples in both arms", _interval(normed),
+                          value=normed.rho if normed else None, n=normed.n if normed else None))
     return out
 
 
@@ -589,7 +593,4 @@ def prose_values(res: Eagle3SpeedupResult, cfg: StudyConfig, pred: Any) -> dict[
                lossless_tree=f"{o_rule.lossless_prompts_tree}/{o_rule.n_prompts}" if tree else "not run")
     out.update(precision_values(load_benchmarks().get("training_precision")), **dp.ranking_values(pred, 3),
                **dp.peak_values(dp.single_layer_peak(pred)))
-    s2 = next((p for p in pred.predictors if p.name == "renyi2" and p.units == "triples"), None)
-    out.update(dp.predictor_values(s2, "h2"))
-    out.update({f"{h.name.lower()}_word": VERDICT_WORD[h.supported] for h in evaluate_hypotheses(pred)})
     return out

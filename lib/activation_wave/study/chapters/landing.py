@@ -1,8 +1,7 @@
-"""The landing page: the study's answer in numbers, read from the results files the
-chapters wrote. Every comparison is the pre-registered one of the chapter that made it,
-with its interval and n; every verdict is a word of
-:data:`~activation_wave.study.hypotheses.GLANCE_WORDS` or of
-:func:`~activation_wave.study.hypotheses.side_word`. The page's sentences live in
+"""The landing page: the study's answer in numbers. Registered tests are quoted from the
+findings record (:mod:`activation_wave.study.findings`, by :func:`records`); the rest are
+measurements read from the results files, each labelled as one, with its interval, n and
+side (:func:`~activation_wave.study.hypotheses.side_word`). The page's sentences live in
 ``notebooks/intro.py``; this module returns values only.
 
 :func:`run` returns a :class:`LandingResult`.
@@ -18,11 +17,9 @@ from typing import Any
 from activation_wave.core.config import StudyConfig
 from activation_wave.core.results import load_benchmarks
 from activation_wave.study.chapters import drafter_predictors as dp
-from activation_wave.study.chapters.cross_drafters import evaluate_hypotheses as cross_hypotheses
-from activation_wave.study.chapters.eagle3_speedup import evaluate_hypotheses
 from activation_wave.study.chapters.performance import prompt_speedup
 from activation_wave.study.chapters.results_summary import Chapters, load_chapters
-from activation_wave.study.hypotheses import glance_word, side_word
+from activation_wave.study.hypotheses import side_word
 
 #: The rules whose sets the key figure shows, in this order.
 KEY_RULES = ("exhaustive", "entropy-greedy", "combined", "cka-diverse", "eagle3-default", "last-k")
@@ -31,24 +28,10 @@ LOOP, LLAMACPP = "speculative_decoding", "llamacpp_1.5b"
 
 
 @dataclass(frozen=True)
-class Delta:
-    """One paired comparison against the default's drafters: the other set, its layers,
-    delta tau with its 95% interval over prompts, its (Holm) p, n prompts, and its verdict."""
-
-    set: str
-    layers: list[int]
-    delta: float
-    lo: float
-    hi: float
-    p: float
-    n: int
-    verdict: str  # a word of GLANCE_WORDS
-
-
-@dataclass(frozen=True)
 class Speed:
     """A speedup over plain decoding on the same prompts, its 95% interval over prompts, n,
-    and which side of 1 it lies (faster / slower / within noise)."""
+    and which side of 1 it lies (faster / slower / within noise). A measurement, not a
+    registered test: the page labels it so."""
 
     ratio: float
     lo: float
@@ -59,35 +42,23 @@ class Speed:
 
 @dataclass(frozen=True)
 class LandingResult:
-    """The numbers of the landing page (see the module docstring)."""
+    """The numbers of the landing page that are not registered tests (those it quotes from the
+    findings record by :data:`RECORDS`; see the module docstring)."""
 
     model: str
     n_layers: int
     n_prompts: int
     default_layers: list[int]
     answer_layers: list[int]  # the layers to read: the best rule's set if H1 is supported, else the default
-    h1: Delta  # the best selection rule's set against the default, one epoch (chapter 6's H1)
-    scale: Delta  # the best rule's set against the default at 16 times the distinct prompts (H7)
-    rho: float  # H2: Spearman rho(concatenation entropy S2, tau) over the triples
-    rho_lo: float
-    rho_hi: float
-    n_triples: int
-    h2: str  # its verdict (GLANCE_WORDS)
+    n_triples: int  # the triples H2's rho ranges over
     second_model: str
-    g1: Delta  # the best rule's set against the default on the second architecture
     sink_ratio: float  # the first token's norm over the median token's, at its peak layer
     cliff_layer: int
     loop: Speed  # EAGLE-3 in the study's own loop, 135M target, T = 0 (the decoding benchmark's drafter)
     loop_tau: float  # its online mean accepted length, pooled over the timed rounds
     large_model: str
-    large_eagle3: Speed  # EAGLE-3 in llama.cpp, 1.5B target, 2 threads, its best drafter measured there
-    large_tau: float  # that drafter's online mean accepted length in llama.cpp, pooled over the prompts
-    large_ngram: Speed  # llama.cpp's n-gram lookup, same prompts and run
+    large_ngram: Speed  # llama.cpp's n-gram lookup against the default plain run (weights repacked), same prompts
     ngram_tau: float
-
-
-#: A comparison whose drafters or results do not exist.
-_NONE = Delta("", [], float("nan"), float("nan"), float("nan"), float("nan"), 0, "not testable")
 
 
 def key_sets(ch: Chapters) -> dict[str, list[int]]:
@@ -100,9 +71,11 @@ def ranked_triples(ch: Chapters) -> list[dp.OutcomeRow]:
     return dp.outcome_rows(ch.paired, 3)
 
 
-def _delta(row: Mapping[str, Any], layers: list[int], supported: bool | None, p_key: str) -> Delta:
-    return Delta(set=row["set"], layers=list(layers), delta=row["delta"], lo=row["lo"], hi=row["hi"],
-                 p=row[p_key], n=row["n"], verdict=glance_word(supported, row["lo"], row["hi"]))
+def records(ch: Chapters, f: Any) -> dict[str, str]:
+    """The findings records the page quotes, by the name it glues them under: H1 (the best rule
+    against the default), the best rule's arm of H7 (16 times the prompts), G1 (the second model),
+    H2 (entropy against tau) and C1 (EAGLE-3 in llama.cpp on the 1.5B target)."""
+    return {"h1": "H1", "scale": f"H7/{f.get('H1').compared or 'combined'}", "g1": "G1", "h2": "H2", "c1": "C1"}
 
 
 def loop_speed(entry: Mapping[str, Any], method: str = "spec_chain_t0") -> Speed:
@@ -112,38 +85,32 @@ def loop_speed(entry: Mapping[str, Any], method: str = "spec_chain_t0") -> Speed
     return Speed(d["speedup"], d["lo"], d["hi"], d["n"], side_word(d["lo"], d["hi"], 1.0, "faster", "slower"))
 
 
-def _llamacpp_speed(method: Mapping[str, Any]) -> Speed:
-    lo, hi = method["speedup_ci"]
-    return Speed(method["speedup"], lo, hi, method["prompts"], side_word(lo, hi, 1.0, "faster", "slower"))
+def llamacpp_speed(run: Mapping[str, Any], method: str) -> Speed:
+    """``method`` against the plain llama.cpp server with its default flags in one run
+    (:func:`~activation_wave.study.chapters.cpu_payoff.against_default_plain`)."""
+    from activation_wave.study.chapters.cpu_payoff import against_default_plain
+
+    d = against_default_plain(run, method)
+    return Speed(d["speedup"], d["lo"], d["hi"], d["n"], side_word(d["lo"], d["hi"], 1.0, "faster", "slower"))
 
 
 def run(cfg: StudyConfig, root: str | Path | None = None) -> tuple[LandingResult, Chapters]:
     """The landing page's numbers, and the chapters' results its figure draws from."""
+    from activation_wave.study import findings
+
     ch = load_chapters(cfg, root)
+    f = findings.load(cfg, root)
     bench = load_benchmarks()
-    h1, h2 = evaluate_hypotheses(ch.paired)[:2]
-    rules = [c for c in ch.paired.comparisons if c.family == "rules" and c.p_holm_rules is not None]
-    best = max(rules, key=lambda c: c.delta)
-    h1_delta = Delta(best.set, ch.selection.sets.get(best.set, []), best.delta, best.lo, best.hi, best.p_holm_rules,
-                     best.n, h1.glance)
-    s2 = next(p for p in ch.paired.predictors if p.name == "renyi2" and p.units == "triples")
-    scale_rows = (ch.data_scale or {}).get("sets") or []
-    top = max(scale_rows, key=lambda r: r["delta"]) if scale_rows else None
-    scale = _delta(top, top["layers"], top["delta"] > 0 and top["p_holm"] < 0.05, "p_holm") if top else _NONE
-    g1 = cross_hypotheses(ch.cross_drafters)[0]
-    c1 = ch.cross_drafters.comparison
-    large = bench[LLAMACPP]["large"]["by_threads"]["2"]
-    best_large = max((m for m in large if m.startswith("eagle3")), key=lambda m: large[m]["tau"])
-    answer = h1_delta.layers if h1.supported else ch.selection.default_layers
+    h1 = f.get("H1")
+    answer = ch.selection.sets.get(h1.compared, []) if h1.word == "supported" else ch.selection.default_layers
+    large = bench[LLAMACPP]["large"]["by_threads"]
+    top = large[max(large, key=int)]
     sink = ch.filtering.sink
     return LandingResult(
         model=cfg.model, n_layers=ch.data.info.n_layers, n_prompts=ch.data.summary.records,
-        default_layers=list(ch.selection.default_layers or []), answer_layers=list(answer or []), h1=h1_delta,
-        scale=scale, rho=s2.rho, rho_lo=s2.lo, rho_hi=s2.hi, n_triples=s2.n, h2=h2.glance,
-        second_model=ch.cross_drafters.model,
-        g1=(Delta(c1.set, list(c1.layers), c1.delta, c1.lo, c1.hi, c1.p_holm_rules, c1.n,
-                  g1.glance) if c1 is not None else _NONE),
+        default_layers=list(ch.selection.default_layers or []), answer_layers=list(answer or []),
+        n_triples=f.get("H2").n or 0, second_model=ch.cross_drafters.model,
         sink_ratio=sink.sink_peak, cliff_layer=sink.cliff.to_layer,
         loop=loop_speed(bench[LOOP]), loop_tau=bench[LOOP]["tau_t0"],
-        large_model=bench[LLAMACPP]["model"], large_eagle3=_llamacpp_speed(large[best_large]), large_tau=large[best_large]["tau"],
-        large_ngram=_llamacpp_speed(large["ngram"]), ngram_tau=large["ngram"]["tau"]), ch
+        large_model=bench[LLAMACPP]["model"], large_ngram=llamacpp_speed(top, "ngram"),
+        ngram_tau=top["ngram"]["tau"]), ch

@@ -182,33 +182,6 @@ def run(cfg: StudyConfig, root: str | Path | None = None, *, chapters: Chapters 
         depth=depth_split(ch.paired, ch.data.info.n_layers))
 
 
-def every_hypothesis(cfg: StudyConfig, root: str | Path | None, ch: Chapters) -> list[Hypothesis]:
-    """Every pre-registered hypothesis of the study, each once, in the order the book tests them:
-    chapter 6's H1-H4, the strength page's H5/H6, the data-scale design's H7, the second
-    architecture's G1-G3, the recipe screen's R1, and the 1.5B target's C1/C2."""
-    from activation_wave.core.results import load_benchmarks, load_optional, load_result
-    from activation_wave.study.chapters import cpu_payoff, drafter_recipe
-    from activation_wave.study.chapters.cross_drafters import CrossDrafterResult
-
-    try:
-        ch11 = load_result(cpu_payoff.NAME, cfg, root, cls=CrossDrafterResult)
-    except FileNotFoundError:
-        ch11 = None
-    hyps = (evaluate_hypotheses(ch.paired) + drafter_strength.hypotheses(ch.strength)
-            + drafter_data_scale.hypotheses(ch.data_scale) + cross_hypotheses(ch.cross_drafters)
-            + drafter_recipe.hypotheses(load_optional("recipe", cfg, root))
-            + cpu_payoff.evaluate_hypotheses(load_benchmarks().get(cpu_payoff.BENCH), ch11))
-    return list({h.name: h for h in hyps}.values())
-
-
-def glance_rows(hypotheses: list[Hypothesis]) -> pd.DataFrame:
-    """One row per hypothesis: what it claims, its primary test's figure, and its verdict in
-    :data:`~activation_wave.study.hypotheses.GLANCE_WORDS` (the same meaning on every row)."""
-    rows = [{"hypothesis": h.name, "claim": h.claim, "primary test": h.statistic, "verdict": h.glance}
-            for h in hypotheses]
-    return pd.DataFrame(rows, columns=["hypothesis", "claim", "primary test", "verdict"])
-
-
 def online_table(drafters: Eagle3SpeedupResult) -> pd.DataFrame:
     """Chapter 6's online decoding comparison, one row per drafter."""
     return pd.DataFrame({name: vars(o) for name, o in drafters.online.items()}).T[list(ONLINE_COLUMNS)]
