@@ -22,9 +22,10 @@
 # The measures read {glue:text}`records:d` responses of the target to the study's prompts
 # ({glue:text}`tokens:,` tokens, {glue:text}`response_positions:,` of them response
 # positions), with the hidden state of every one of its {glue:text}`n_layers` blocks'
-# outputs. A few tokens carry norms far above the median: up to
-# {glue:text}`max_norm_ratio:.1f` times at layer {glue:text}`max_norm_ratio_layer` on
-# response positions, which later pages must handle.
+# outputs. On response positions the largest token norm is
+# {glue:text}`max_norm_ratio:.1f` times its layer's median (at layer
+# {glue:text}`max_norm_ratio_layer`); {doc}`04_token_filtering` asks how much such tokens
+# move the statistics.
 # ```
 #
 # Every chapter of this study stands on one cached pass over real data: a set of
@@ -47,7 +48,7 @@ from activation_wave.models.prompts import response_table
 from activation_wave.study.steps import open_chapter
 from activation_wave.plots.data_figures import plot_norm_profile, plot_response_lengths
 from activation_wave.core.results import save_result
-from activation_wave.core.tables import format_table, key_value_markdown
+from activation_wave.core.tables import format_table, key_value_table
 
 cfg, cap = open_chapter(profile, model, overrides)
 r = ch.run(cfg, cap)  # model facts, capture size, token norms: activation_wave/study/chapters/data_and_capture.py
@@ -62,7 +63,7 @@ _ = save_result("00_data_and_capture", r, cfg, results_root or None)
 # Llama-family models in transformers have already applied the final RMSNorm.
 
 # %% tags=["remove-input"]
-display(Markdown(key_value_markdown(r.info.table())))
+display(key_value_table(r.info.table()))
 glue_values(n_layers=r.info.n_layers, default_layers=str(r.info.default_layers))
 
 # %% [markdown]
@@ -106,22 +107,26 @@ for line in ch.example_responses(cap.responses):
 
 # %% tags=["remove-input"]
 s = r.summary
-display(Markdown(key_value_markdown({"records": s.records, "tokens": s.tokens, "response_positions": s.response_positions,
-                                     "shards": s.shards, "disk_MiB": s.disk_mib, "storage_dtypes": s.storage_dtypes})))
+display(key_value_table(s.table()))
 glue_values(records=s.records, tokens=s.tokens, response_positions=s.response_positions, disk_MiB=s.disk_mib)
 
 # %% [markdown]
 # ## A first look: token norms across depth
 #
-# Before any entropy, the raw scale of the hidden states. The median token norm grows
-# with depth, and a few tokens carry norms orders of magnitude above the median in the
-# middle layers: the *massive activations* reported for many LLMs (Sun et al., 2024),
-# which usually sit on the first token or on delimiter tokens. They matter for every
-# statistic that centres the hidden states over tokens; {doc}`04_token_filtering` takes them up.
+# Before any entropy, the raw scale of the hidden states. The median token norm is
+# {glue:text}`median_first:.2f` at the embeddings and {glue:text}`median_last:.2f` at layer
+# index {glue:text}`last_layer`, and the largest token of the sample reaches
+# {glue:text}`max_norm_ratio:.1f` times its layer's median, at layer
+# {glue:text}`max_norm_ratio_layer`. In many LLMs a few tokens carry norms orders of
+# magnitude above the median in the middle layers: the *massive activations* of
+# {cite:t}`sun2024massive`, which usually sit on the first token of a sequence or on
+# delimiter tokens. They
+# matter for every statistic that centres the hidden states over tokens;
+# {doc}`04_token_filtering` takes them up.
 
 # %% tags=["remove-input"]
 glue_figure("fig_norm_profile", plot_norm_profile(r.norm_profile, r.layers))
-glue_values(max_norm_ratio=r.max_norm_ratio, max_norm_ratio_layer=r.max_norm_ratio_layer)
+glue_values(**ch.norm_values(r))
 
 # %% [markdown]
 # ```{glue:figure} fig_norm_profile

@@ -19,11 +19,13 @@
 # ```{admonition} Answer
 # :class: tip
 #
-# Layer entropy rises with depth, from {glue:text}`ds_first:.2f` nats at the embeddings to
-# {glue:text}`ds_max:.2f` at layer {glue:text}`ds_argmax`, over
-# {glue:text}`n_tokens:,` response positions of {glue:text}`n_prompts` prompts. The final
-# norm then takes {glue:text}`ds_drop:.2f` nats away, a fall
-# {glue:text}`drop_vs_band` than the bootstrap band of {glue:text}`ds_band:.2f` nats.
+# Over {glue:text}`n_tokens:,` response positions of {glue:text}`n_prompts` prompts, layer
+# entropy is {glue:text}`ds_first:.2f` nats at the embeddings and {glue:text}`ds_last:.2f` at
+# the last block's output: end to end it {glue:text}`ds_trend`. It is highest at layer
+# {glue:text}`ds_argmax` ({glue:text}`ds_max:.2f`) and lowest at layer {glue:text}`ds_argmin`
+# ({glue:text}`ds_min:.2f`); its largest fall between two consecutive layers,
+# {glue:text}`ds_drop:.2f` nats, is {glue:text}`drop_vs_band` than the bootstrap band of
+# {glue:text}`ds_band:.2f` nats.
 # ```
 #
 # How much do a layer's hidden states spread out? This chapter measures the
@@ -88,16 +90,18 @@ glue_figure("fig_entropy_depth", plot_entropy_depth(r.ids, curves,
 # ```
 #
 # On this model, dataset entropy starts at {glue:text}`ds_first:.2f` nats at the
-# embeddings (index 0) and reaches its highest value, {glue:text}`ds_max:.2f` nats, at
-# layer {glue:text}`ds_argmax:d`. The largest fall between two consecutive layers is {glue:text}`ds_drop:.2f` nats, from layer
-# {glue:text}`ds_drop_from:d` to layer {glue:text}`ds_drop_to:d`: {glue:text}`drop_vs_band`
-# than the average width of the bootstrap band, {glue:text}`ds_band:.2f` nats. Index
-# {glue:text}`N:d`, the last block's output before the final norm (see
-# {ref}`sec-layer-index`), has {glue:text}`ds_last:.2f` nats against
-# {glue:text}`ds_before_last:.2f` at the layer before. The same tokens after the final
-# norm (transformers' own last entry, which no serving engine feeds a drafter and which
-# is therefore not a candidate here) have {glue:text}`ds_last_normed:.2f` nats: the
-# norm's per-channel gains change the spectrum as much as the last block does.
+# embeddings (index 0), reaches its highest value, {glue:text}`ds_max:.2f` nats, at
+# layer {glue:text}`ds_argmax:d` and its lowest, {glue:text}`ds_min:.2f` nats, at layer
+# {glue:text}`ds_argmin:d`. The largest fall between two consecutive layers is
+# {glue:text}`ds_drop:.2f` nats, from layer {glue:text}`ds_drop_from:d` to layer
+# {glue:text}`ds_drop_to:d`: {glue:text}`drop_vs_band` than the average width of the
+# bootstrap band, {glue:text}`ds_band:.2f` nats. Index {glue:text}`N:d`, the last block's
+# output before the final norm (see {ref}`sec-layer-index`), has {glue:text}`ds_last:.2f`
+# nats against {glue:text}`ds_before_last:.2f` at the layer before. The same tokens after the
+# final norm (transformers' own last entry, which no serving engine feeds a drafter and
+# which is therefore not a candidate here) have {glue:text}`ds_last_normed:.2f` nats: the
+# norm's per-channel gains move the entropy by {glue:text}`norm_shift:.2f` nats,
+# {glue:text}`norm_vs_block` the last block does ({glue:text}`block_shift:.2f` nats).
 #
 # Prompt entropy runs from {glue:text}`ps_first:.2f` nats at the embeddings to at most
 # {glue:text}`ps_max:.2f`, at layer {glue:text}`ps_argmax:d`, and lies below dataset
@@ -156,8 +160,8 @@ glue_figure("fig_entropy_orders", plot_entropy_depth(r.ids, {f"alpha = {a}": v f
 # ```
 #
 # Order 2 sits on average {glue:text}`gap_1_2:.2f` nats below order 1, and the two
-# profiles rank the layers alike: Spearman correlation {glue:text}`rho_1_2:.2f` over
-# layers 0 to $N-1$. Order 2 puts its maximum at layer {glue:text}`argmax_alpha2:d`
+# profiles' rankings of layers 0 to $N-1$ have a Spearman correlation of
+# {glue:text}`rho_1_2:.2f`. Order 2 puts its maximum at layer {glue:text}`argmax_alpha2:d`
 # (order 1: layer {glue:text}`ds_argmax:d`). How much an outlier token, rather than the
 # bulk of the tokens, shapes these curves is the subject of {doc}`04_token_filtering`.
 

@@ -19,11 +19,11 @@
 # ```{admonition} Answer
 # :class: tip
 #
-# Neighbouring layers are almost the same to CKA (median {glue:text}`cka_adjacent_median:.2f`),
-# and the map falls into {glue:text}`k_auto` compartments,
-# {glue:text}`compartments_text`. The EAGLE-3 default {glue:text}`default_layers`
-# already reads {glue:text}`default_n_compartments` different compartments. Debiased CKA
-# draws {glue:text}`debias_same` compartments.
+# The median CKA between neighbouring layers is {glue:text}`cka_adjacent_median:.2f`, and
+# the map falls into {glue:text}`k_auto_text`: {glue:text}`compartments_text`. The
+# EAGLE-3 default {glue:text}`default_layers` puts its layers in
+# {glue:text}`default_compartments_text`. Debiased CKA draws {glue:text}`debias_same`
+# compartments.
 # ```
 #
 # The paper's second criterion is *diversity*: a drafter that reads two nearly identical
@@ -59,8 +59,7 @@ cfg, cap = open_chapter(profile, model, overrides)
 # :name: fig-cka
 #
 # Linear CKA between every pair of layer indices over {glue:text}`n_tokens:d` response
-# positions, with the {glue:text}`k_auto:d` compartments found automatically outlined in
-# white.
+# positions, with the automatic compartments ({glue:text}`k_auto_text`) outlined in white.
 # ```
 
 # %%
@@ -76,15 +75,14 @@ glue_figure("fig_cka", plot_cka(r.ids, r.cka, compartments=r.compartments))
 # (index 1) and the last block's output (index $N$, before the final norm) have CKA
 # {glue:text}`cka_first_last:.2f`. The sharpest step between consecutive layers is from layer {glue:text}`sharpest_from:d` to
 # {glue:text}`sharpest_to:d`, CKA {glue:text}`sharpest_value:.2f`. The automatic
-# segmentation splits the layers into {glue:text}`k_auto:d` compartments:
+# segmentation groups the layers into {glue:text}`k_auto_text`:
 # {glue:text}`compartments_text`.
 #
-# Read these boundaries as fragile. Plain CKA weighs every token by its norm, so a few
-# tokens with very large hidden states can move them: {doc}`04_token_filtering` shows
-# that leaving out the highest-norm response tokens (a few percent of them), or giving
-# every token the same weight, merges compartments (that chapter gives the counts and
-# the boundaries for this run). A compartment boundary is a property of this sample and
-# estimator, not yet of the model.
+# Read the compartments with care. Plain CKA weighs every token by its norm, so a few
+# tokens with very large hidden states can move them: {doc}`04_token_filtering`
+# recomputes the compartments without the highest-norm response tokens and with every
+# token weighted alike, and gives the boundaries for this run. A compartment boundary is a
+# property of this sample and estimator, not yet of the model.
 #
 # ## How many compartments?
 #
@@ -108,10 +106,10 @@ glue_figure("fig_compartment_elbow", plot_compartment_elbow(r.W, len(r.compartme
 # elbow rule.
 # ```
 #
-# With {glue:text}`k_auto:d` compartments the scatter falls from
-# {glue:text}`W1:.2f` (one block) to {glue:text}`W_auto:.2f`, i.e. the compartments
-# account for {glue:text}`explained_auto:.0%` of it. The elbow rule would choose
-# {glue:text}`k_elbow:d` compartments ({glue:text}`compartments_elbow_text`).
+# The scatter is {glue:text}`W1:.2f` for one block and {glue:text}`W_auto:.2f` for the
+# automatic choice of {glue:text}`k_auto_text`, which thus accounts for
+# {glue:text}`explained_auto:.0%` of it. The elbow rule would choose
+# {glue:text}`k_elbow_text` ({glue:text}`compartments_elbow_text`).
 #
 # ## The compartments
 #
@@ -124,8 +122,8 @@ display(format_table(ch.compartment_frame(r.table), {"mean CKA inside": "{:.2f}"
                                                      "mean S2": "{:.2f}"}))
 
 # %% [markdown]
-# The EAGLE-3 default {glue:text}`default_layers` reads from
-# {glue:text}`default_n_compartments:d` different compartments. Forced into exactly
+# The EAGLE-3 default {glue:text}`default_layers` puts its layers in
+# {glue:text}`default_compartments_text`. Forced into exactly
 # {glue:text}`select_k:d` compartments (one per layer a drafter reads, the basis of the
 # `cka-diverse` rule of {doc}`05_layer_selection`), the layers split as
 # {glue:text}`compartments_k_text`.
@@ -150,8 +148,8 @@ glue_figure("fig_cka_debiased", plot_cka_grid(r.ids, {"plain CKA": r.cka, "debia
 # automatic compartments.
 # ```
 #
-# Plain CKA exceeds debiased CKA by {glue:text}`debias_mean:.3f` on average over pairs
-# of layers (largest absolute difference {glue:text}`debias_max:.3f`), and the
+# Plain minus debiased CKA is {glue:text}`debias_mean:+.3f` on average over pairs of
+# layers (largest absolute difference {glue:text}`debias_max:.3f`), and the
 # automatic segmentation of the debiased map gives {glue:text}`debias_same` compartments
 # ({glue:text}`compartments_d_text`). CKA without row normalisation is dominated by the
 # tokens with the largest hidden states; whether a few outlier tokens draw these

@@ -14,7 +14,8 @@
 # ```{admonition} Answer
 # :class: tip
 #
-# Keeping only the uncertain half of the tokens, the entropy profile correlates
+# Keeping only the tokens whose next-token entropy is at or above its
+# {glue:text}`q:.2f` quantile, the entropy profile correlates
 # {glue:text}`rho_hi_all:.2f` with the unfiltered one, and the compartments are
 # {glue:text}`comp_hi` (unfiltered: {glue:text}`comp_all`). Over all positions, entropy
 # falls by {glue:text}`cliff_drop:.2f` nats into layer {glue:text}`cliff_layer:d`, where the
@@ -249,9 +250,9 @@ glue_values(cliff_drop=c.drop, cliff_layer=c.to_layer, cliff_before=c.before, cl
 # {glue:text}`median_at_cliff:.2f`; the largest fall between consecutive layers in
 # those three curves is {glue:text}`nofirst_drop:.2f`, {glue:text}`nomassive_drop:.2f`
 # and {glue:text}`median_drop:.2f` nats. Treatments that remove the cliff on their own:
-# {glue:text}`removed_by`. Over layers 0 to $N-1$, the mean-centred
-# entropy follows the first token's norm ratio of {numref}`fig-norm-ratio` closely:
-# Spearman correlation {glue:text}`rho_wave:.2f` with its logarithm.
+# {glue:text}`removed_by`. Over layers 0 to $N-1$, the mean-centred entropy and the
+# logarithm of the first token's norm ratio ({numref}`fig-norm-ratio`) have a Spearman
+# correlation of {glue:text}`rho_wave:.2f`.
 #
 # ### CKA with and without the outliers
 
@@ -286,7 +287,6 @@ glue_values(comp_sink_ref=span_text(cond["all"].compartments), comp_sink_nofirst
 
 # %% tags=["hide-input"]
 display(format_table(ch.sweep_table(resp), {"share": "{:.1%}"}))
-low = ch.low_row(resp)
 mats = {"all response tokens": (f.cka_all, f.compartments_all)}
 if resp.cka_low is not None:
     mats[f"without tokens > {resp.low_factor:g}x median norm"] = (resp.cka_low, resp.spans_low)
@@ -295,9 +295,7 @@ glue_figure("fig_response_cka", plot_cka_grid(ids, {k: v[0] for k, v in mats.ite
                                               compartments={k: v[1] for k, v in mats.items()}, ncols=3))
 glue_values(resp_drop_ref=resp.drop_reference, resp_drop_max_other=resp.drop_max_other,
             resp_entropy_shift_max=resp.entropy_shift_max, resp_first_ratio=resp.first_response_ratio,
-            comp_norm=resp.compartments_normalized, cka_moves=ch.CKA_MOVES[resp.cka_moves],
-            f_low=resp.low_factor or 0.0, comp_low=low.compartments, n_low=low.n_dropped, share_low=low.share,
-            top_low=low.top_tokens or "none")
+            comp_norm=resp.compartments_normalized, cka_moves=ch.CKA_MOVES[resp.cka_moves], **ch.low_values(resp))
 
 # %% [markdown]
 # ```{glue:figure} fig_response_cka
@@ -313,11 +311,11 @@ glue_values(resp_drop_ref=resp.drop_reference, resp_drop_max_other=resp.drop_max
 # between consecutive layers is {glue:text}`resp_drop_ref:.2f` nats with mean centring
 # and at most {glue:text}`resp_drop_max_other:.2f` under the other treatments. The first
 # response position reaches at most {glue:text}`resp_first_ratio:.1f` times the median
-# norm. For CKA, dropping the {glue:text}`n_low:d` tokens ({glue:text}`share_low:.1%`)
-# whose norm exceeds {glue:text}`f_low:.0f` times the median in some layer (most often
-# {glue:text}`top_low`) gives the compartments {glue:text}`comp_low`, against
-# {glue:text}`comp_all` with every token; row-normalised CKA, in which every token
-# weighs the same, gives {glue:text}`comp_norm`.
+# norm. For CKA: {glue:text}`n_low_text` ({glue:text}`share_low:.1%`) exceed
+# {glue:text}`f_low:.0f` times the median norm in some layer (the most frequent:
+# {glue:text}`top_low`), and leaving them out gives the compartments
+# {glue:text}`comp_low`, against {glue:text}`comp_all` with every token; row-normalised
+# CKA, in which every token weighs the same, gives {glue:text}`comp_norm`.
 #
 # ### What it means
 #

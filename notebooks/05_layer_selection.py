@@ -69,7 +69,8 @@ cfg, cap = open_chapter(profile, model, overrides)
 # - **entropy-greedy**: add, one at a time, the layer that most raises the concatenation
 #   entropy of the set.
 # - **exhaustive**: the set with the highest concatenation entropy among *all* sets of
-#   size $k$ (exact; every triple of a 30-block model takes milliseconds).
+#   size $k$ (exact; every triple of this model's {glue:text}`n_candidates:d` decoder outputs
+#   takes milliseconds).
 # - **combined**: greedy on concatenation entropy minus $\lambda$ times the mean pairwise
 #   CKA of the set, trading informativeness against diversity.
 # - **cka-diverse**: split the layers into $k$ contiguous CKA compartments and take the
@@ -116,15 +117,15 @@ glue_figure("fig_lambda_sweep", plot_lambda_sweep(
 # sets in all, and at $\lambda =$ {glue:text}`lam_max:.0f` it picks
 # {glue:text}`lam_max_ids`, giving up {glue:text}`lam_max_cost:.3f` nats of entropy.
 # The run profile's $\lambda =$ {glue:text}`lam_cfg:.2f` picks {glue:text}`lam_ids`, the
-# same set for every swept $\lambda$ from {glue:text}`lam_lo:.3f` to
-# {glue:text}`lam_hi:.3f`; against the pure-entropy optimum it gives up
-# {glue:text}`lam_cost:.3f` nats of concatenation entropy for a mean CKA lower by
-# {glue:text}`lam_cka_drop:.3f`. The greedy search of the `combined` rule finds
+# optimum at {glue:text}`lam_same_n:d` of the {glue:text}`n_lambda:d` swept values of
+# $\lambda$. Against the pure-entropy optimum it gives up {glue:text}`lam_cost:.3f` nats of
+# concatenation entropy for a mean CKA lower by {glue:text}`lam_cka_drop:.3f`. The greedy
+# search of the `combined` rule finds
 # {glue:text}`greedy_ids`, {glue:text}`greedy_vs_exact` the exact optimum.
 #
 # Why not simply $\lambda = 0$? Concatenation entropy already rewards dissimilar layers
 # ({eq}`eq-concat-decomp`, and the gains of {numref}`fig-pair-gain`), but only as much as
-# they spread the tokens; a positive $\lambda$ asks for layers that are different in the
+# they spread the tokens. A positive $\lambda$ asks for layers that are different in the
 # CKA sense even at a small cost in spread, on the hypothesis that a drafter profits from
 # features it cannot get from one layer alone. Over the swept sets, concatenation entropy
 # spans {glue:text}`sweep_s2_range:.3f` nats and mean CKA {glue:text}`sweep_cka_range:.3f`,
@@ -142,9 +143,9 @@ display(format_table(ch.ranking_table(r), {"S2 gain": "{:+.3f}", "mean CKA": "{:
 
 # %% [markdown]
 # One row per rule for $k =$ {glue:text}`k_main:d`: the set, its order-2 concatenation
-# entropy `renyi2` and its gain over the set's best single layer, the mean and largest
-# pairwise CKA, and the share of all {glue:text}`n_sets_k:d` sets of that size that score
-# lower (`percentile`), on the {glue:text}`main_name` statistics and on the
+# entropy `renyi2` and its gain over the set's best single layer, and the mean and largest
+# pairwise CKA. The column `percentile` gives the share of all {glue:text}`n_sets_k:d` sets
+# of that size that score lower, on the {glue:text}`main_name` statistics and on the
 # {glue:text}`other_name` ones.
 #
 # The highest-scoring rule is {glue:text}`top_name` with {glue:text}`top_ids`
@@ -188,7 +189,7 @@ glue_figure("fig_selection_map", plot_selection_map(
 # ```
 #
 # On the {glue:text}`main_name` statistics the layers fall into
-# {glue:text}`n_compartments:d` compartments ({glue:text}`compartments_text`). The
+# {glue:text}`n_compartments_text` ({glue:text}`compartments_text`). The
 # exhaustive optimum reads from {glue:text}`hit_exhaustive:d` of them, entropy-greedy
 # from {glue:text}`hit_greedy:d`, combined from {glue:text}`hit_combined:d`, and the
 # EAGLE-3 default from {glue:text}`hit_default:d`. {doc}`04_token_filtering` shows how
@@ -199,7 +200,7 @@ glue_figure("fig_selection_map", plot_selection_map(
 #
 # Each rule is rerun on bootstrap resamples of the prompts (prompts drawn with
 # replacement, their tokens pooled), on a seeded subsample of at most
-# {glue:text}`stab_tokens:d` tokens to keep the cost down; the EAGLE-3 default and each
+# {glue:text}`stab_tokens:d` tokens to keep the cost down. The EAGLE-3 default and each
 # rule's choice on that subsample are scored on every replicate, so that sets can be
 # compared on the same resamples.
 
@@ -240,18 +241,18 @@ if r.paired:
 # bootstrap replicate, the table compares each rule's set (chosen once, on all the
 # sampled tokens) with the default, scored on the same resampled tokens: the mean difference
 # in $S_2$, its 90% interval, and the share of replicates in which the default scores at
-# least as high. On the {glue:text}`main_name` statistics the exhaustive set beats the
-# default by {glue:text}`paired_exh_mean:.3f` nats on average (90% interval
-# {glue:text}`paired_exh_lo:.3f` to {glue:text}`paired_exh_hi:.3f`), and the default
+# least as high. On the {glue:text}`main_name` statistics the exhaustive set scores
+# {glue:text}`paired_exh_mean:+.3f` nats against the default on average (90% interval
+# {glue:text}`paired_exh_lo:+.3f` to {glue:text}`paired_exh_hi:+.3f`), and the default
 # scores at least as high in {glue:text}`paired_exh_frac:.0%` of the replicates. For
 # {glue:text}`n_rules_beat_default:d` of the {glue:text}`n_rules:d` data-driven rules the
 # whole interval lies above zero. On concatenation entropy, then, these statistics
 # {glue:text}`default_verdict` the best set from the default.
 #
 # The default stays competitive where the statistics cannot separate it from the
-# selected sets: when the gap above is of the order of its bootstrap interval, when a
-# small token budget widens that interval ({doc}`04_token_filtering`), and for rules
-# whose advantage is in CKA rather than entropy. Whether a gap of this size in
+# selected sets. That happens when the gap above is of the order of its bootstrap
+# interval, when a small token budget widens that interval ({doc}`04_token_filtering`),
+# and for rules whose advantage is in CKA rather than entropy. Whether a gap of this size in
 # concatenation entropy becomes a longer accepted length is a question for the
 # drafters themselves, in {doc}`06_eagle3_speedup`.
 

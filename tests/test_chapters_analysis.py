@@ -99,6 +99,9 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
     ratio = np.asarray(r0.norm_profile["max_norm"]) / np.asarray(r0.norm_profile["median_norm"])
     assert r0.max_norm_ratio == pytest.approx(ratio.max()) and r0.max_norm_ratio_layer == int(np.argmax(ratio))
     _roundtrip("00_data_and_capture", r0, cfg, root, data_and_capture.DataAndCaptureResult)
+    nv = data_and_capture.norm_values(r0)
+    assert nv["median_first"] == r0.norm_profile["median_norm"][0] and nv["last_layer"] == 8
+    assert r0.summary.table()["response positions"] == r0.summary.response_positions
 
     r1 = layer_entropy.run(cfg, cap8)
     assert r1.ids == ids and len(r1.dataset.mean) == 9 and set(r1.orders) == {"1", "2", "inf"}
@@ -112,6 +115,10 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
     assert abs(want[1] - want[0]) > 1e-3
     pv = layer_entropy.prose_values(r1)
     assert pv["ds_last_normed"] == r1.normed_entropy and pv["ds_last"] == r1.dataset.mean[-1]
+    # direction words and comparisons come from the numbers (the page reads right on any model)
+    assert pv["ds_trend"] == layer_entropy.trend_word(pv["ds_first"], pv["ds_last"], r1.band_width)
+    assert pv["norm_vs_block"] in layer_entropy.NORM_VS_BLOCK.values() and pv["ds_drop"] >= 0
+    assert pv["ds_min"] <= pv["ds_first"] and pv["ds_min"] <= pv["ds_max"]
     _roundtrip("01_layer_entropy", r1, cfg, root, layer_entropy.LayerEntropyResult)
 
     r2 = concat_entropy.run(cfg, cap8)
@@ -124,6 +131,9 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
     assert sum(c.size for c in r3.table) == 9 and len(r3.compartments_k) == cfg.select.k
     assert 0 <= r3.explained <= 1 and r3.default_compartments == len(set(span_of([2, 4, 5], r3.compartments)))
     _roundtrip("03_cka_compartments", r3, cfg, root, cka_compartments.CkaCompartmentsResult)
+    pv3 = cka_compartments.prose_values(r3)
+    k3 = len(r3.compartments)
+    assert pv3["k_auto_text"] == (f"{k3} compartments" if k3 != 1 else "1 compartment")
 
     r4 = token_filtering.run(cfg, cap8)
     assert r4.ids == ids and r4.n_tokens == 96 and 0 < r4.filter.n_kept < 96
@@ -131,6 +141,8 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
     assert r4.sink.cliff.to_layer in ids[1:-1] and r4.sink.removed in ("all", "some", "none")
     assert r4.sink.at_cliff["all"] == pytest.approx(r4.sink.cliff.after)
     assert r4.response.sweep[0].n_dropped == 0 and token_filtering.low_row(r4.response) in r4.response.sweep
+    lv = token_filtering.low_values(r4.response)  # a multiple is named even when no token exceeds any
+    assert lv["f_low"] >= min(token_filtering.NORM_FACTORS) and lv["n_low_text"].split()[0] == str(lv["n_low"])
     back4 = _roundtrip("04_token_filtering", r4, cfg, root, token_filtering.TokenFilteringResult)
     assert back4.sink.cliff == r4.sink.cliff and back4.sink.conditions["no_first"].label == r4.sink.conditions["no_first"].label
 
@@ -143,6 +155,7 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
         [x["lam"] for x in r5.lambda_sweep].index(cfg.select.lam)]["ids"]
     pv = layer_selection.prose_values(r5)
     assert pv["default_ids"] == "[2, 4, 5]" and pv["top_name"] == r5.ranking[0].name
+    assert 1 <= pv["lam_same_n"] <= pv["n_lambda"] == len(r5.lambda_sweep)
     back5 = _roundtrip("05_layer_selection", r5, cfg, root, layer_selection.LayerSelectionResult)
     assert back5.sets == r5.sets and back5.default_row.percentile == r5.default_row.percentile
 
@@ -221,7 +234,7 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
     assert key.answer_layers == list(chapters.selection.sets[F["H1"].compared]) != key.default_layers  # H1 holds
     assert F["H2"].word == "within noise" and F["H2"].lo < 0 < F["H2"].hi
     assert key.second_model == "second" and F.get("G1").word == "not testable"
-    scale = landing.records(chapters, F)["scale"]
+    scale = landing.records(F)["scale"]
     assert F.get(scale).word == "not testable"  # the data-scale design has not run here
     assert list(landing.key_sets(chapters))[0] == "exhaustive"
     assert [r.set for r in landing.ranked_triples(chapters)] == [r.set for r in sorted(trip, key=lambda r: -r.tau)]
@@ -234,6 +247,16 @@ def test_tables_for_reading():
 
     html = format_table(pd.DataFrame({"x": [0.957, 1e-7], "share": [0.5, 0.25], "n": [3, 4]}), {"share": "{:.0%}"}).to_html()
     assert "0.957" in html and "0.000" in html and "50%" in html and "e-0" not in html
+
+
+def test_a_key_value_table_renders_as_html():
+    """Chapter 0's model and capture tables: an HTML table (a markdown table in an output reaches
+    the book as raw pipes), no header row, integers with thousands separators."""
+    from activation_wave.core.tables import key_value_table
+
+    html = key_value_table({"model": "smollm2-135m", "tokens": 93623, "layer indices": "0..30"}).to_html()
+    assert "<table" in html and "93,623" in html and "smollm2-135m" in html and "|" not in html
+    assert "<th" not in html.replace("<thead>", "").split("<tbody>")[1]
 
 
 def test_open_chapter_without_a_capture():

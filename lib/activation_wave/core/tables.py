@@ -3,11 +3,8 @@
 >>> import pandas as pd
 >>> format_table(pd.DataFrame({"x": [0.95700001], "n": [3]})).to_html().count("0.957")
 1
->>> print(key_value_markdown({"N": 30, "hidden size": 576}))
-| | |
-|---|---|
-| N | 30 |
-| hidden size | 576 |
+>>> key_value_table({"N": 30, "hidden size": 576}).to_html().count("<td")
+4
 """
 
 from __future__ import annotations
@@ -31,6 +28,10 @@ def format_table(df: pd.DataFrame, formats: Mapping[str, str] | None = None, *, 
     return style.set_caption(caption) if caption else style
 
 
-def key_value_markdown(mapping: Mapping[str, Any]) -> str:
-    """A two-column markdown table of ``mapping`` (no header row text)."""
-    return "\n".join(["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in mapping.items()])
+def key_value_table(mapping: Mapping[str, Any]) -> Any:
+    """A two-column table of ``mapping`` (names, values), without index or header row, as a
+    Styler: the book renders it as an HTML table (a markdown table in an output reaches the
+    page as raw pipes, since myst-nb renders outputs as CommonMark). An integer prints with
+    thousands separators; every other value as its text."""
+    rows = [(str(k), f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)) for k, v in mapping.items()]
+    return pd.DataFrame(rows, columns=["name", "value"]).style.hide(axis="index").hide(axis="columns")

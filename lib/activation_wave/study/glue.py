@@ -15,6 +15,16 @@ def join_words(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """A count with its noun, singular or plural as the count asks, for a page to glue
+    (``{glue:text}`n_compartments_text```) where a sentence counts things on any model.
+
+    >>> counted(1, "compartment"), counted(4, "compartment"), counted(0, "token"), counted(2, "child", "children")
+    ('1 compartment', '4 compartments', '0 tokens', '2 children')
+    """
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
 def glue_values(**values: Any) -> None:
     """``glue(name, value, display=False)`` for every keyword."""
     from myst_nb import glue

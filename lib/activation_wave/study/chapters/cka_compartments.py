@@ -18,6 +18,7 @@ from activation_wave.measure.cka import cka_matrix, compartment_costs, segment_c
 from activation_wave.core.config import StudyConfig
 from activation_wave.measure.layer_stats import LayerStats
 from activation_wave.core.layers import candidate_ids, default_or_none, profile_positions, span_of, span_text
+from activation_wave.study.glue import counted
 
 Matrix = list[list[float]]
 Spans = list[tuple[int, int]]
@@ -149,4 +150,7 @@ def prose_values(r: CkaCompartmentsResult) -> dict[str, Any]:
                 select_k=r.select_k, compartments_k_text=span_text(r.compartments_k), hidden_size=r.hidden_size,
                 debias_mean=r.debias_mean, debias_max=r.debias_max,
                 debias_same="the same" if r.compartments_debiased == r.compartments else "different",
-                compartments_d_text=span_text(r.compartments_debiased))
+                compartments_d_text=span_text(r.compartments_debiased),
+                # counts with their noun, for sentences that read right with one compartment too
+                k_auto_text=counted(k, "compartment"), k_elbow_text=counted(len(r.compartments_elbow), "compartment"),
+                default_compartments_text=counted(r.default_compartments, "compartment"))

@@ -50,6 +50,12 @@ class CaptureSummary:
     disk_mib: int
     storage_dtypes: list[str]
 
+    def table(self) -> dict[str, Any]:
+        """Display names -> values, for a key-value table."""
+        return {"records (prompt + response)": self.records, "tokens": self.tokens,
+                "response positions": self.response_positions, "shards": self.shards, "on disk (MiB)": self.disk_mib,
+                "stored as": ", ".join(self.storage_dtypes)}
+
 
 @dataclass(frozen=True)
 class DataAndCaptureResult:
@@ -92,6 +98,15 @@ def example_responses(responses: Sequence[Response], n: int = N_EXAMPLES, seed: 
         more = "…" if len(text) > EXAMPLE_CHARS else ""
         out.append(f"**{r.id}** ({r.category}, {r.split}, {len(r.response_ids)} tokens): {text[:EXAMPLE_CHARS]}{more}")
     return out
+
+
+def norm_values(r: DataAndCaptureResult) -> dict[str, Any]:
+    """What the page says of the token norms, by the names it quotes them: the median norm at
+    the first and the last layer index and the largest max/median ratio with its layer (no
+    direction word: the sentence gives both numbers)."""
+    median = r.norm_profile["median_norm"]
+    return dict(max_norm_ratio=r.max_norm_ratio, max_norm_ratio_layer=r.max_norm_ratio_layer,
+                median_first=float(median[0]), median_last=float(median[-1]), last_layer=int(r.layers[-1]))
 
 
 def run(cfg: StudyConfig, cap: Any) -> DataAndCaptureResult:

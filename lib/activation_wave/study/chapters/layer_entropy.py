@@ -112,10 +112,33 @@ def run(cfg: StudyConfig, cap: Any) -> LayerEntropyResult:
         normed_entropy=float(layer_entropies(normed, m.alpha)[0]))
 
 
+#: How dataset entropy goes from the embeddings to the last block's output, against the
+#: bootstrap band: the verb phrase of "over depth it ...".
+TREND = {"up": "rises", "down": "falls", "flat": "ends within the bootstrap band of where it starts"}
+#: How the final norm's shift of entropy compares with the last block's (the band decides "about").
+NORM_VS_BLOCK = {"more": "more than", "less": "less than", "same": "about as much as"}
+
+
+def trend_word(first: float, last: float, band: float) -> str:
+    """:data:`TREND`'s phrase for a profile from ``first`` to ``last`` with a band of width ``band``.
+
+    >>> trend_word(4.3, 4.7, 0.1), trend_word(4.3, 2.2, 0.1), trend_word(4.3, 4.35, 0.1)
+    ('rises', 'falls', 'ends within the bootstrap band of where it starts')
+    """
+    return TREND["up" if last - first > band else "down" if first - last > band else "flat"]
+
+
 def prose_values(r: LayerEntropyResult) -> dict[str, Any]:
-    """The values the chapter's prose quotes, by the names it quotes them."""
+    """The values the chapter's prose quotes, by the names it quotes them; every direction
+    word and comparison comes from the numbers, so the sentences hold on any model."""
     ds, ps = r.dataset_summary, r.prompt_summary
-    out = {f"ds_{k}": ds[k] for k in ("first", "max", "argmax", "drop", "drop_from", "drop_to")}
+    out = {f"ds_{k}": ds[k] for k in ("first", "max", "argmax", "min", "argmin", "drop_from", "drop_to")}
+    out["ds_drop"] = max(0.0, float(ds["drop"]))  # a profile that never falls has a largest fall of 0
+    last, before, normed = float(r.dataset.mean[-1]), float(r.dataset.mean[-2]), float(r.normed_entropy)
+    block_shift, norm_shift = abs(last - before), abs(normed - last)
+    out.update(ds_trend=trend_word(ds["first"], last, r.band_width), block_shift=block_shift, norm_shift=norm_shift,
+               norm_vs_block=NORM_VS_BLOCK["same" if abs(norm_shift - block_shift) <= r.band_width
+                                           else "more" if norm_shift > block_shift else "less"])
     out.update(n_tokens=r.n_tokens, n_prompts=r.n_prompts, alpha=r.alpha, hidden_size=r.hidden_size, N=r.n_layers,
                ds_last=float(r.dataset.mean[-1]), ds_last_normed=r.normed_entropy,
                ds_before_last=float(r.dataset.mean[-2]),

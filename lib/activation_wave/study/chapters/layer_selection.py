@@ -20,6 +20,7 @@ from activation_wave.measure.layer_stats import CacheStats, stats_from_cache
 from activation_wave.core.layers import candidate_ids, default_or_none, span_of, span_text
 from activation_wave.select.selection import lambda_choice, method_sets, rank_among_all, rank_sets, score_set, select_layers, sweep_lambda
 from activation_wave.select.stability import bootstrap_methods, paired_difference
+from activation_wave.study.glue import counted
 
 #: Rules that read the data (the bootstrap and the paired comparison rerun these).
 DATA_RULES = ("entropy-greedy", "combined", "exhaustive", "cka-diverse")
@@ -301,6 +302,8 @@ def prose_values(r: LayerSelectionResult) -> dict[str, Any]:
         "lam_max_ids": str(sweep[-1]["ids"]), "lam_max_cost": float(s2[0] - s2[-1]), "greedy_ids": str(r.greedy),
         "greedy_vs_exact": "the same set as" if r.greedy == r.lambda_choice["ids"] else "a different set from",
         "n_distinct_sets": len({tuple(x["ids"]) for x in sweep}), "sweep_s2_range": float(max(s2) - min(s2)),
+        "n_lambda": len(sweep), "lam_same_n": sum(list(x["ids"]) == list(r.lambda_choice["ids"]) for x in sweep),
+        "n_compartments_text": counted(len(r.compartments), "compartment"),
         "sweep_cka_range": float(max(cka) - min(cka)), "top_name": top.name, "top_ids": str(top.ids),
         "top_s2": top.renyi2, "n_sets_k": int(r.scores[top.name]["n_sets"]), "lastk_pct": lastk.percentile,
         "random_pct_median": float(pd.Series(rand).median()) if rand else float("nan"),

@@ -23,6 +23,7 @@ from activation_wave.measure.entropy import depth_landmarks, layer_entropies
 from activation_wave.measure.filtering import (apply_mask, compare_conditions, massive_tokens, outlier_conditions, response_offsets,
                          token_count_stability, token_entropy_mask, token_ids_at, token_norms)
 from activation_wave.core.layers import profile_positions, span_text
+from activation_wave.study.glue import counted
 
 #: Positions at which the target is all but certain: next-token entropy below this (nats).
 SURE_NATS = 0.1
@@ -356,6 +357,17 @@ def low_row(result: ResponseOutliers) -> NormSweepRow:
     when none does)."""
     hit = [r for r in result.sweep[1:-1] if r.n_dropped > 0]
     return hit[0] if hit else result.sweep[0]
+
+
+def low_values(result: ResponseOutliers) -> dict[str, Any]:
+    """What the page says of the lowest norm multiple that drops any response token: the
+    multiple (the smallest one tried when no token exceeds any, so that the sentence "N tokens
+    exceed F times the median" stays true with N = 0), the count with its noun, the share, the
+    most frequent dropped tokens and the compartments without them."""
+    row = low_row(result)
+    return dict(f_low=result.low_factor or min(NORM_FACTORS), n_low=row.n_dropped,
+                n_low_text=counted(row.n_dropped, "token"), share_low=row.share, top_low=row.top_tokens or "none",
+                comp_low=row.compartments)
 
 
 #: How the prose names the verdict of :attr:`SinkAnalysis.removed`.
