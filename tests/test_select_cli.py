@@ -394,3 +394,24 @@ def test_chapter_plot_helpers_return_labelled_figures():
     for fig in figs:
         assert all(ax.get_xlabel() for ax in fig.axes if ax.get_title())
         plt.close(fig)
+
+
+def test_select_prints_the_compartments_next_to_each_rules_set(cap8, patched, capsys):
+    """The CKA page's "Try it" line: `wave select --json` prints the compartments of the capture (as
+    the CKA page segments them: every sampled position, unfiltered) next to each rule's set."""
+    from activation_wave.study.chapters import cka_compartments
+
+    cap, cfg = _with(cap8)
+    out = select_for_cli(cap, cfg)
+    assert out["filtered"] is True  # the ranking's statistics are filtered; the compartments are not
+    chapter = cka_compartments.run(cfg, cap).compartments
+    assert out["compartments"] == [list(c) for c in chapter]
+    spans = out["compartments"]
+    assert spans[0][0] == 0 and spans[-1][1] == 8 and all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:]))
+    for c in out["candidates"]:
+        assert c["compartments"] == span_of(c["ids"], spans)
+    assert out["default_compartments"] == span_of([2, 4, 5], spans)
+    assert out["selected_compartments"] == span_of(out["selected"], spans)
+    patched(cap8)
+    rc, text, _ = _select(capsys, "--model", "tiny-llama8")
+    assert rc == 0 and "CKA compartments: " in text and "eagle3-default [" in text

@@ -6,8 +6,8 @@ sets by concatenation entropy (S2), but the study's pre-registered drafter test 
 rule's set better than the EAGLE-3 default on the models it trained drafters for, and S2
 did not track tau. So:
 
-* for a model the study trained drafters for (its results files: chapter 6's
-  ``06_predictors``, or chapter 7's ``07_cross_drafters`` for the second model), the
+* for a model the study trained drafters for (its results files: the drafters page's
+  ``06_predictors``, or the Gemma page's ``07_cross_drafters`` for the second model), the
   recommendation is the tested set whose paired gain in tau over the default passed its
   test (Holm-adjusted p < :data:`LEVEL`, interval above 0), else the default, with
   those numbers, their intervals and n;
@@ -21,7 +21,7 @@ rule's candidate, labelled as such).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,9 @@ import numpy as np
 import pandas as pd
 
 from activation_wave.engines.conventions import export_warnings, exports
+from activation_wave.measure.cka import segment_compartments
 from activation_wave.measure.layer_stats import LayerStats, stats_from_cache
-from activation_wave.core.layers import candidate_layers, eagle3_default_layers, text_config
+from activation_wave.core.layers import candidate_layers, eagle3_default_layers, span_of, span_text, text_config
 from activation_wave.core.results import REPO_ROOT, ResultsFileError, read_json_object, results_dir, to_jsonable
 from activation_wave.select.selection import (
     METHODS,
@@ -43,8 +44,8 @@ from activation_wave.select.selection import (
     select_layers,
 )
 
-__all__ = ["check_request", "format_ranking", "format_report", "recommend", "select_for_cli", "select_from_stats",
-           "study_evidence"]
+__all__ = ["check_request", "compartments_of", "format_ranking", "format_report", "recommend", "select_for_cli",
+           "select_from_stats", "study_evidence"]
 
 #: The profile whose committed results are the study (the book).
 STUDY_PROFILE = "default"
@@ -53,8 +54,10 @@ LEVEL = 0.05
 #: Fewest eval prompts behind a comparison that counts as evidence (chapter 6's own rule:
 #: with fewer the paired bootstrap tests nothing; the smoke profile's runs have 2).
 MIN_PROMPTS = 10
-#: The results files holding drafter comparisons with the default, by chapter.
-EVIDENCE_FILES = {"06_predictors": "chapter 6", "07_cross_drafters": "chapter 7"}
+#: The results files holding drafter comparisons with the default, by the book page that shows them.
+EVIDENCE_FILES = {"06_predictors": "drafters page", "07_cross_drafters": "Gemma page"}
+#: The registered test each evidence file decides (its record in the profile's findings.json).
+EVIDENCE_TESTS = {"06_predictors": "H1", "07_cross_drafters": "G1"}
 
 
 def format_ranking(df: pd.DataFrame) -> str:
@@ -178,7 +181,7 @@ def _from_doc(model: str, profile: str, name: str, path: Path, doc: Mapping[str,
                                f"{_rerun(name, profile, path)}")
     ref_layers = [int(i) for i in ref["layers"]]
     return {"model": model, "profile": profile, "chapter": EVIDENCE_FILES[name], "source": _source(path),
-            "reference_layers": ref_layers,
+            "test": EVIDENCE_TESTS[name], "reference_layers": ref_layers,
             "comparisons": [_record(model, profile, name, path, c, reference, ref_layers) for c in comps],
             "predictors": preds}
 
@@ -198,7 +201,20 @@ def study_evidence(cfg: Any, root: str | Path | None = None) -> dict[str, Any]:
             break
     studied = [e for m, name, path, doc in _evidence_docs(cfg, STUDY_PROFILE, root)
                if (e := _from_doc(m, STUDY_PROFILE, name, path, doc)) is not None]
+    for e in ([own] if own else []) + studied:  # the registered test's word: its findings record, never ours
+        e["record"] = _record_of(cfg, e["profile"], e["test"], root)
     return {"own": own, "studied": studied}
+
+
+def _record_of(cfg: Any, profile: str, test: str, root: str | Path | None) -> str | None:
+    """``"H1 (registered): not supported (lower)"`` from ``profile``'s findings record, None without one."""
+    from activation_wave.study import findings
+
+    try:
+        r = findings.load(dataclasses.replace(cfg, profile=profile), root).get(test)
+    except (FileNotFoundError, ResultsFileError):
+        return None
+    return f"{test} (registered): {r.label}"
 
 
 def _passed(c: Mapping[str, Any]) -> bool:
@@ -245,7 +261,8 @@ def recommend(evidence: Mapping[str, Any], N: int, k: int, method: str, default:
         own = None  # same name, other model (another N): not its evidence
     if own is not None:
         records = own["comparisons"] + own["predictors"]
-        where = f"{own['model']}'s {own['chapter']} drafters ({own['source']})"
+        where = f"{own['model']}'s drafters on the {own['chapter']} ({own['source']}"
+        where += f"; {own['record']})" if own.get("record") else ")"
         if k != 3:
             shown = "; ".join(comparison_text(c) for c in _shown(own, method))
             return {"recommended": None, "basis": "none", "evidence": records,
@@ -268,7 +285,8 @@ def recommend(evidence: Mapping[str, Any], N: int, k: int, method: str, default:
         best_rule = max([c for c in e["comparisons"] if c["rule"]] or e["comparisons"],
                         key=lambda c: c["delta"] or -np.inf)
         preds = "; ".join(predictor_text(p) for p in e["predictors"])
-        parts.append(f"{e['model']} ({e['chapter']}): best rule {comparison_text(best_rule)}"
+        parts.append(f"{e['model']} ({e['chapter']}{'; ' + e['record'] if e.get('record') else ''}): best rule "
+                     f"{comparison_text(best_rule)}"
                      + (f"; {preds}" if preds else ""))
     said = ("; ".join(parts) if parts else "the study's results files were not found")
     beaten = any(_passed(c) for e in studied for c in e["comparisons"] if c["rule"])
@@ -283,6 +301,22 @@ def recommend(evidence: Mapping[str, Any], N: int, k: int, method: str, default:
 
 
 # ---------------------------------------------------------------------------- the report
+def compartments_of(stats: LayerStats) -> list[tuple[int, int]]:
+    """The CKA compartments of ``stats`` as the CKA page draws them: the exact contiguous
+    segmentation of the plain linear CKA map, k chosen by the gain-ratio rule among
+    ``1..min(L, 12)`` (:func:`~activation_wave.measure.cka.segment_compartments`)."""
+    return segment_compartments(stats.cka, ids=stats.ids, k_max=min(len(stats.ids), 12))
+
+
+def _with_compartments(out: dict[str, Any], spans: Sequence[Sequence[int]]) -> None:
+    """Each candidate's, the selected set's and the default's compartment (1-based) per layer."""
+    out["compartments"] = [[int(a), int(b)] for a, b in spans]
+    for c in out["candidates"]:
+        c["compartments"] = span_of(c["ids"], spans)
+    out["selected_compartments"] = span_of(out["selected"], spans)
+    out["default_compartments"] = span_of(out["default"], spans) if out["default"] is not None else None
+
+
 def select_from_stats(stats: LayerStats, cfg: Any, N: int, *, model_type: str = "llama",
                       results_root: str | Path | None = None, info: Mapping[str, Any] | None = None
                       ) -> dict[str, Any]:
@@ -332,6 +366,7 @@ def select_from_stats(stats: LayerStats, cfg: Any, N: int, *, model_type: str = 
         "ranking": ranking,
         **(info or {}),
     }
+    _with_compartments(out, out.get("compartments") or compartments_of(stats))
     head = (f"{cfg.model}: N={N}" + (f", {out['n_tokens']} tokens" if "n_tokens" in out else "")
             + (f" with next-token entropy >= {out['filter_threshold']:.3f} nats (quantile "
                f"{cfg.metrics.filter_quantile:g})" if out.get("filtered") else " (unfiltered)" if "filtered" in out else "")
@@ -364,7 +399,11 @@ def select_for_cli(cap: Any, cfg: Any, *, results_root: str | Path | None = None
     ``exports_detail`` (:func:`~activation_wave.engines.conventions.exports`), ``engine_warnings``
     (:func:`~activation_wave.engines.conventions.export_warnings` of the exported set), ``table``
     (the ranking as text), ``ranking`` (the same as records), ``filtered``,
-    ``filter_threshold``, ``n_tokens``, ``capture``.
+    ``filter_threshold``, ``n_tokens``, ``capture``, ``compartments`` (the CKA compartments of
+    the sampled positions, unfiltered, as the CKA page finds them: inclusive ``[first, last]``
+    ids, :func:`compartments_of`), and per layer the 1-based compartment of each candidate
+    (``candidates[i]["compartments"]``), of ``selected`` (``selected_compartments``) and of the
+    default (``default_compartments``, None without a default).
 
     Raises ValueError, naming the fix, for an unknown method, ``k < 1``, ``k`` not
     below the number of candidate layers, a k whose scans over every k-subset would take
@@ -374,16 +413,23 @@ def select_for_cli(cap: Any, cfg: Any, *, results_root: str | Path | None = None
     N = int(cap.cache.n_layers)
     _check(N, cfg.select.method, cfg.select.k, cfg.select.alpha)
     cs = stats_from_cache(cap.cache, cfg)
+    # compartments on every sampled position, as the CKA page draws them (not on the filtered ones)
+    whole = cs.stats if not cs.filtered else LayerStats.from_hidden(cs.sample.hidden, cs.sample.layers, N)
     info = {"filtered": cs.filtered, "filter_threshold": cs.threshold, "n_tokens": cs.n_tokens,
-            "capture": str(cap.cache.path)}
+            "capture": str(cap.cache.path), "compartments": compartments_of(whole)}
     return select_from_stats(cs.stats, cfg, N, model_type=_model_type(cap), results_root=results_root, info=info)
 
 
 def format_report(out: Mapping[str, Any]) -> str:
     """The text ``wave select`` prints: the candidates, the recommendation and why, and the
     engine configs of the recommended set (or of the candidate, labelled, if none)."""
-    lines = [out["table"], "",
-             f"{out['method']} picks (k={out['k']}): {out['selected']}   (a candidate; EAGLE-3 default: {out['default']})"]
+    lines = [out["table"], ""]
+    if out.get("compartments"):
+        where = "; ".join(f"{c['name']} {c['compartments']}" for c in out["candidates"])
+        lines += [f"CKA compartments: {span_text(out['compartments'])} ({len(out['compartments'])}); "
+                  f"the compartment of each layer: {where}", ""]
+    lines.append(f"{out['method']} picks (k={out['k']}): {out['selected']}   (a candidate; EAGLE-3 default: "
+                 f"{out['default']})")
     if out["recommended"] is not None:
         lines.append(f"recommended: {out['recommended']}   (basis: {out['basis']})")
     else:
