@@ -151,8 +151,17 @@ def start_server(site: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
 
 
 def find_chromium(explicit: str | None) -> str:
-    candidates = [explicit, os.environ.get("CHROMIUM"), "chromium", "chromium-browser",
-                  "google-chrome", "/usr/bin/chromium"]
+    """The Chromium binary: the one named (``--chromium``, else ``$CHROMIUM``), which must run,
+    or else the first of the usual names on the PATH. A named one that is missing is an error,
+    never replaced by another Chromium: the check would report a browser the user did not ask for."""
+    for named, how in ((explicit, "--chromium"), (os.environ.get("CHROMIUM"), "CHROMIUM")):
+        if named:
+            path = shutil.which(named) or (named if Path(named).is_file() and os.access(named, os.X_OK) else None)
+            if path is None:
+                raise CheckError(f"{how} {named}: no such executable; give the path of a Chromium binary (e.g. "
+                                 "/usr/bin/chromium), or leave it out to use `chromium` from the PATH")
+            return path
+    candidates = ["chromium", "chromium-browser", "google-chrome", "/usr/bin/chromium"]
     for c in candidates:
         if not c:
             continue

@@ -57,13 +57,33 @@ def _config(args: argparse.Namespace, flags: Mapping[str, tuple[str, Any]] | Non
     overrides.update({k: v for k, v in extra.items() if v is not None})
     overrides.update({k: v for k, (_, v) in (flags or {}).items() if v is not None})
     try:
-        return load_config(args.profile, overrides, model=args.model)
+        cfg = load_config(args.profile, overrides, model=args.model)
+        check_not_a_drafter(cfg.model)
+        return cfg
     except ConfigError as exc:
         flag = (flags or {}).get(exc.key or "")
         if flag is None or flag[1] is None or exc.expected is None:
             raise
         raise ConfigError(f"{flag[0]} {flag[1]}: must be {exc.expected} ({exc.key})", key=exc.key,
                           expected=exc.expected) from None
+
+
+def check_not_a_drafter(model: str) -> None:
+    """Refuse a drafter folder given as the target (``--model``): its config.json describes one
+    EAGLE-3 head (``LlamaForCausalLMEagle3``, layer ids to read), which every step would
+    otherwise take for a target of one block with no tokenizer."""
+    from activation_wave.core.layers import TOP_LEVEL_KEY
+
+    cfg_file = Path(model).expanduser() / "config.json"
+    try:
+        doc = json.loads(cfg_file.read_text(encoding="utf-8")) if cfg_file.is_file() else None
+    except (OSError, ValueError):
+        return  # the model loader names what is wrong with it
+    if isinstance(doc, dict) and ("Eagle3" in str(doc.get("architectures")) or TOP_LEVEL_KEY in doc):
+        raise ConfigError(f"--model {model} is a drafter (an EAGLE-3 head: {cfg_file} names "
+                          f"{doc.get('architectures') or TOP_LEVEL_KEY}), not a target model: give the target it drafts "
+                          f"for with --model (e.g. --model smollm2-135m) and the drafter with --draft {model}",
+                          key="model", expected="a target model")
 
 
 def _add_common(p: argparse.ArgumentParser, *, model_default: str | None = None) -> None:
@@ -216,6 +236,25 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The flags of ``wave export`` that only some engines take (the others refuse them, so a flag
+#: is never ignored silently).
+EXPORT_FLAGS: dict[str, tuple[str, ...]] = {
+    "--draft": ("llamacpp", "vllm"), "--out": ("llamacpp", "vllm"), "--outtype": ("llamacpp",),
+    "--run-dir": ("specforge",), "--layers": ("specforge",), "--gpus": ("specforge",),
+    "--chat-template": ("specforge",), "--sources": ("specforge",)}
+
+
+def check_export_flags(args: argparse.Namespace) -> None:
+    """Refuse ``wave export`` flags that the chosen ``--engine`` does not take (:data:`EXPORT_FLAGS`)."""
+    given = [f for f, engines in EXPORT_FLAGS.items()
+             if getattr(args, f[2:].replace("-", "_"), None) is not None and args.engine not in engines]
+    if given:
+        takes = sorted({f for f, engines in EXPORT_FLAGS.items() if args.engine in engines})
+        raise ValueError(f"--engine {args.engine} does not take {', '.join(given)} (it would be ignored); leave "
+                         f"{'it' if len(given) == 1 else 'them'} out (--engine {args.engine} takes "
+                         f"{', '.join(takes)}, --model and --force)")
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     if args.engine == "specforge":
         return cmd_export_specforge(args)
@@ -226,6 +265,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from activation_wave.study.estimate import check_before_load
 
+    check_export_flags(args)
     missing = [f for f, v in (("--draft", args.draft), ("--out", args.out)) if not v]
     if missing:
         raise ValueError(f"--engine {args.engine} needs {' and '.join(missing)}: the drafter folder and the file to "
@@ -234,22 +274,31 @@ def cmd_export(args: argparse.Namespace) -> int:
     check_export_out(Path(args.out), force=args.force)  # before the target is loaded
     check_before_load(cfg, steps=("load",))
     target = get_target(cfg)
-    out = export_llamacpp(args.draft, args.out, target, outtype=args.outtype, force=args.force)
-    print(f"gguf       {out}  ({out.stat().st_size / 2**20:.1f} MiB, {args.outtype})")
+    outtype = args.outtype or "f16"
+    out = export_llamacpp(args.draft, args.out, target, outtype=outtype, force=args.force)
+    print(f"gguf       {out}  ({out.stat().st_size / 2**20:.1f} MiB, {outtype})")
     print(f"serve      llama-server -m <target .gguf> -md {out} --spec-type draft-eagle3")
     return 0
 
 
 def cmd_export_vllm(args: argparse.Namespace) -> int:
     """``wave export --engine vllm --draft D --out O``: the drafter folder vLLM 0.32 loads (no
-    target needed: vLLM shares the target's embeddings)."""
-    from activation_wave.engines.vllm import export_vllm, serve_command
+    target needed: vLLM shares the target's embeddings; ``--model``, when given, supplies the
+    target's N that a SpecForge checkpoint may not record)."""
+    from activation_wave.engines.vllm import check_export_dir, export_vllm, serve_command
 
+    check_export_flags(args)
     missing = [f for f, v in (("--draft", args.draft), ("--out", args.out)) if not v]
     if missing:
         raise ValueError(f"--engine vllm needs {' and '.join(missing)}: the drafter folder and the folder to write, "
                          "e.g. --draft scratch/draft --out scratch/draft-vllm")
-    out = export_vllm(args.draft, args.out, force=args.force)
+    check_export_dir(args.out, force=args.force, draft=args.draft)  # before anything is read
+    n_layers = None
+    if args.model:
+        from activation_wave.models.targets import n_layers_of
+
+        n_layers = n_layers_of(_config(args).model)
+    out = export_vllm(args.draft, args.out, force=args.force, n_layers=n_layers)
     cfg = json.loads((out / "config.json").read_text())
     print(f"vllm       {out}  (layers {cfg['eagle_aux_hidden_state_layer_ids']}, draft vocab {cfg['draft_vocab_size']})")
     print(f"serve      {serve_command('<target folder>', out)}")
@@ -270,9 +319,14 @@ def cmd_export_specforge(args: argparse.Namespace) -> int:
     if args.draft or args.out:
         raise ValueError("--engine specforge writes a training run, not a drafter file: give --run-dir D, not "
                          "--draft/--out")
+    check_export_flags(args)
     cfg = _config(args)
     run_dir = sf.check_run_dir(Path(args.run_dir), force=args.force, create=False)  # before any work
-    sources = tuple(s.strip() for s in args.sources.split(",") if s.strip())
+    sources = tuple(s.strip() for s in (args.sources if args.sources is not None else ",".join(sf.STUDY_SOURCES))
+                    .split(",") if s.strip())
+    gpus = args.gpus if args.gpus is not None else sf.DEFAULT_GPUS
+    command = "wave " + shlex.join(getattr(args, "argv", None) or [])
+    sf.check_args(model=cfg.model, gpus=gpus, chat_template=args.chat_template, sources=sources, command=command)
     target = sf.target_config(cfg.model)
     n = int(target[0]["num_hidden_layers"])
     if args.layers is not None:
@@ -285,9 +339,8 @@ def cmd_export_specforge(args: argparse.Namespace) -> int:
         layers = list(sel["exports_ids"])
         basis = (f"wave select: recommended ({sel['basis']})" if sel["exports_for"] == "recommended" else
                  f"wave select: {cfg.select.method}'s candidate (nothing recommended: {sel['reason']})")
-    man = sf.export_specforge(cfg, run_dir, layers=layers, basis=basis, gpus=args.gpus, sources=sources,
-                              chat_template=args.chat_template, force=args.force, target=target,
-                              command="wave " + shlex.join(getattr(args, "argv", None) or []))
+    man = sf.export_specforge(cfg, run_dir, layers=layers, basis=basis, gpus=gpus, sources=sources,
+                              chat_template=args.chat_template, force=args.force, target=target, command=command)
     print(f"run        {run_dir}  (SpecForge {sf.SPECFORGE_VERSION}; target {man['target']['target_model_path']}, "
           f"N = {n}; {man['data']['records']} train prompts)")
     print(f"layers     hidden_states {man['layers']['hidden_states']} = SpecForge ids {man['layers']['specforge']}  "
@@ -297,7 +350,7 @@ def cmd_export_specforge(args: argparse.Namespace) -> int:
     for r in man["settings"]["fixed"]:
         if r["differs"]:
             print(f"  ! {r['study']} = {r['value']} is not carried: {r['why']}")
-    print(f"next       bash {run_dir}/launch.sh on a machine with {args.gpus} GPUs; then "
+    print(f"next       bash {run_dir}/launch.sh on a machine with {gpus} GPUs; then "
           f"wave speculate --model {cfg.model} --draft {run_dir} --prompts <file>")
     return 0
 
@@ -453,11 +506,19 @@ def cmd_speculate(args: argparse.Namespace) -> int:
     every = read_prompt_jsonl(args.prompts)
     prompts = every[: cfg.spec.max_prompts]
     load_drafter(args.draft)  # a broken checkpoint fails here, before the target is loaded
-    from activation_wave.study.estimate import check_before_load, check_fit, shape_of
+    from activation_wave.study.estimate import check_before_load, check_fit, model_shape, shape_of
 
-    check_before_load(cfg)  # from config.json alone, before the weights
+    # speculate loads the target and a drafter, nothing else: only that step's memory is checked
+    # (the capture's and the training's would name keys this command does not use)
+    check_before_load(cfg, steps=("load",))  # from config.json alone, before the weights
+    try:
+        shape = model_shape(cfg.model)
+    except (ValueError, KeyError, TypeError, OSError):
+        shape = None  # known once loaded (checked below)
+    if shape is not None:
+        check_fit(cfg, shape, memory=False)  # the values this model does not allow, before it loads
     target = get_target(cfg)
-    check_fit(cfg, shape_of(target.model.config))
+    check_fit(cfg, shape_of(target.model.config), memory=False)
     drafter = load_drafter(args.draft, target)
     if len(every) > len(prompts):
         print(f"[speculate] decoding the first {len(prompts)} of {len(every)} prompts (spec.max_prompts of the "
@@ -577,12 +638,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "command wrote)")
     p.add_argument("--layers", type=_layers, default=None, help="specforge: hidden_states indices the drafter reads, "
                    "e.g. 2,16,29 (default: the set `wave select` recommends on the model's capture)")
-    p.add_argument("--gpus", type=int, default=8, help="specforge: GPUs of the training machine (default 8)")
+    p.add_argument("--gpus", type=int, default=None, help="specforge: GPUs of the training machine, 1..64 (default 8)")
     p.add_argument("--chat-template", default=None, help="specforge: SpecForge's chat template name (default: from "
                    "the model; llama3 for Llama 3)")
-    p.add_argument("--sources", default="team,humaneval,corpus", help="specforge: prompt sets whose train split "
+    p.add_argument("--sources", default=None, help="specforge: prompt sets whose train split "
                    "becomes the training prompts (default: team,humaneval,corpus)")
-    p.add_argument("--outtype", default="f16", choices=["f32", "f16", "bf16", "q8_0"],
+    p.add_argument("--outtype", default=None, choices=["f32", "f16", "bf16", "q8_0"],
                    help="drafter weight type in the .gguf (default: f16)")
     p.add_argument("--force", action="store_true", help="replace an existing --out that is not a GGUF file; "
                    "specforge: rewrite a run folder SpecForge has written into (its outputs are kept)")

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import math
 import numbers
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -91,6 +92,20 @@ LEARNING_RATE = Bound(0, 1, low_open=True)
 #: Cached next-token log-probs per position: the soft targets use the top 8; 256 keeps a
 #: shard's top-k tensors (8 bytes per entry per position) far below its hidden states.
 TOPK = Bound(1, 256)
+def _cpus() -> int:
+    """CPUs this process may run on (its affinity mask; the machine's count where there is none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+#: Threads of one process, from the machine: more than 4 per CPU only oversubscribes it, and
+#: a count like 10000 makes OpenMP abort with no message. Checked with the other bounds, so
+#: ``wave dry-run`` refuses it too; 0 (where allowed) leaves torch's own setting.
+MAX_THREADS = 4 * _cpus()
+THREADS = Bound(0, MAX_THREADS)
+THREADS_AT_LEAST_1 = Bound(1, MAX_THREADS)
 #: Fewer draft tokens than this leave nearly every target token outside the draft vocabulary.
 #: No upper end here: the target decides (its vocabulary size takes every token; above it, check_fit refuses).
 DRAFT_VOCAB = Bound(16)
@@ -334,7 +349,7 @@ class DataConfig:
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "max_prompts_per_source": NON_NEGATIVE, "max_new_tokens": AT_LEAST_1, "batch_size": AT_LEAST_1,
         "seed": SEED, "samples_per_prompt": NON_NEGATIVE, "sample_temperature": TEMPERATURE,
-        "engine_slots": AT_LEAST_1, "engine_threads": AT_LEAST_1, "engine_servers": AT_LEAST_1}
+        "engine_slots": AT_LEAST_1, "engine_threads": THREADS_AT_LEAST_1, "engine_servers": AT_LEAST_1}
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"engine": ("pytorch", "llamacpp")}
 
     def __post_init__(self) -> None:
@@ -482,7 +497,7 @@ class DraftConfig:
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "draft_vocab": DRAFT_VOCAB, "ttt_steps": AT_LEAST_1, "step_decay": POSITIVE, "epochs": AT_LEAST_1,
         "lr": LEARNING_RATE, "batch_tokens": AT_LEAST_1, "seed": SEED, "grad_clip": NON_NEGATIVE,
-        "threads": NON_NEGATIVE, "eval_every": NON_NEGATIVE, "n_seeds": AT_LEAST_1, "sweep_stride": NON_NEGATIVE,
+        "threads": THREADS, "eval_every": NON_NEGATIVE, "n_seeds": AT_LEAST_1, "sweep_stride": NON_NEGATIVE,
         "workers": AT_LEAST_1, "records_fraction": FRACTION, "samples_per_prompt": NON_NEGATIVE,
         "control_seeds": AT_LEAST_1, "n_random": NON_NEGATIVE, "sweep_fraction": FRACTION,
         "sweep_seed_every": NON_NEGATIVE, "feature_loss": NON_NEGATIVE, "warmup_frac": QUANTILE,
@@ -515,7 +530,7 @@ class SpecConfig:
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "depth": AT_LEAST_1, "temperature": TEMPERATURE, "max_new_tokens": AT_LEAST_1, "max_prompts": AT_LEAST_1,
         "tree_topk": NON_NEGATIVE, "seed": SEED, "tree_size": AT_LEAST_1, "prompt_lookup_tokens": AT_LEAST_1,
-        "threads": NON_NEGATIVE, "draft_threshold": PROBABILITY}
+        "threads": THREADS, "draft_threshold": PROBABILITY}
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"kernels": ("fast", "hf")}
 
     def __post_init__(self) -> None:
@@ -664,8 +679,8 @@ class BenchConfig:
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "draft_epochs": AT_LEAST_1, "draft_ttt_steps": AT_LEAST_1, "draft_batch_tokens": AT_LEAST_1,
         "samples_per_prompt": NON_NEGATIVE, "depth": AT_LEAST_1, "draft_threshold": PROBABILITY,
-        "max_new_tokens": AT_LEAST_1, "n_prompts": AT_LEAST_1, "rounds": AT_LEAST_1, "threads": AT_LEAST_1,
-        "train_threads": NON_NEGATIVE,
+        "max_new_tokens": AT_LEAST_1, "n_prompts": AT_LEAST_1, "rounds": AT_LEAST_1, "threads": THREADS_AT_LEAST_1,
+        "train_threads": THREADS,
         "speedup_target": POSITIVE, "precision_prompts": AT_LEAST_1, "scaling_fractions": FRACTION,
         "scaling_samples": AT_LEAST_1, "memory_tokens": AT_LEAST_1, "capture_records": AT_LEAST_1,
         "capture_batch_size": AT_LEAST_1, "capture_repeats": AT_LEAST_1, "recipe_seeds": AT_LEAST_1,
@@ -706,6 +721,12 @@ class StudyConfig:
     third: ThirdConfig = field(default_factory=ThirdConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
     strength: StrengthConfig = field(default_factory=StrengthConfig)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ConfigError(f"model = {self.model!r} names no model: give an alias, a hub id, a local folder or a "
+                              ".gguf file, e.g. --model smollm2-135m (or --set model=smollm2-135m)", key="model",
+                              expected="a model name")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -201,6 +201,28 @@ def check_replace(path: str | Path, owned: Owned = anything, *, force: bool = Fa
     return path
 
 
+def umask() -> int:
+    """This process's umask, read without changing it (``/proc/self/status``; elsewhere set and
+    restored at once)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+def file_mode(executable: bool = False) -> int:
+    """The mode a new file gets from a normal tool: 0666 (0777 for a script) less the umask,
+    0644 (0755) under the usual umask 022. :func:`tempfile.mkstemp` makes 0600 files, which a
+    server running as another user cannot read; every atomic write sets this mode instead."""
+    return (0o777 if executable else 0o666) & ~umask()
+
+
 def _fsync(path: Path) -> None:
     """Flush ``path``'s data to the disk (a file written by another writer than this module)."""
     fd = os.open(path, os.O_RDONLY)
@@ -226,10 +248,11 @@ def _failed(path: Path, existed: bool, exc: OSError) -> WriteFailed:
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path, owned: Owned = anything, *, force: bool = False, flag: str = "",
-                mkdir: bool = True) -> Iterator[Path]:
+                mkdir: bool = True, executable: bool = False) -> Iterator[Path]:
     """Yield a temporary path beside ``path`` for a writer that needs a file name (safetensors,
-    a converter); when the block ends without error the file is fsync'ed and renamed onto
-    ``path``. Any error, Ctrl-C included, removes the temporary and leaves ``path`` as it was."""
+    a converter); when the block ends without error the file is fsync'ed, given the user's
+    mode (:func:`file_mode`; ``executable`` for a script) and renamed onto ``path``. Any error,
+    Ctrl-C included, removes the temporary and leaves ``path`` as it was."""
     path = check_replace(path, owned, force=force, flag=flag)
     if mkdir:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -241,6 +264,7 @@ def atomic_path(path: str | Path, owned: Owned = anything, *, force: bool = Fals
     try:
         yield tmp
         _fsync(tmp)
+        os.chmod(tmp, file_mode(executable))  # a writer may have replaced the file: set on what is there
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
@@ -252,10 +276,10 @@ def atomic_path(path: str | Path, owned: Owned = anything, *, force: bool = Fals
 
 
 def write_bytes(path: str | Path, data: bytes, owned: Owned = anything, *, force: bool = False, flag: str = "",
-                mkdir: bool = True) -> Path:
+                mkdir: bool = True, executable: bool = False) -> Path:
     """Write ``data`` to ``path`` atomically and guarded (see the module docstring)."""
     path = Path(path)
-    with atomic_path(path, owned, force=force, flag=flag, mkdir=mkdir) as tmp:
+    with atomic_path(path, owned, force=force, flag=flag, mkdir=mkdir, executable=executable) as tmp:
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -264,9 +288,9 @@ def write_bytes(path: str | Path, data: bytes, owned: Owned = anything, *, force
 
 
 def write_text(path: str | Path, text: str, owned: Owned = anything, *, force: bool = False, flag: str = "",
-               mkdir: bool = True) -> Path:
+               mkdir: bool = True, executable: bool = False) -> Path:
     """:func:`write_bytes` of ``text`` in UTF-8."""
-    return write_bytes(path, text.encode("utf-8"), owned, force=force, flag=flag, mkdir=mkdir)
+    return write_bytes(path, text.encode("utf-8"), owned, force=force, flag=flag, mkdir=mkdir, executable=executable)
 
 
 def write_json(path: str | Path, doc: Any, owned: Owned = anything, *, force: bool = False, flag: str = "",
@@ -291,15 +315,26 @@ def publish(src: str | Path, path: str | Path, owned: Owned = anything, *, force
     return path
 
 
+class Busy(WriteRefused):
+    """Another process holds the write lock of a folder (:func:`folder_lock` with ``wait=False``)."""
+
+
 @contextlib.contextmanager
-def folder_lock(folder: str | Path) -> Iterator[Path]:
+def folder_lock(folder: str | Path, *, wait: bool = True, flag: str = "") -> Iterator[Path]:
     """Hold an exclusive lock on ``folder`` (created if absent) for the block: ``flock`` on the
-    folder itself, so nothing is left behind; released when the block ends or the process dies."""
+    folder itself, so nothing is left behind; released when the block ends or the process dies.
+    ``wait`` False: raise :class:`Busy` (naming ``flag``) at once when another process holds it
+    (two exports into one folder: the second is refused, not interleaved with the first)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            label = f"{flag} {folder}" if flag else str(folder)
+            raise Busy(f"{label} is being written by another process (it holds the folder's lock); wait for it "
+                       "to finish, or give another folder") from None
         yield folder
     finally:
         os.close(fd)  # closing the last descriptor releases the lock

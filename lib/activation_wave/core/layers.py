@@ -356,6 +356,11 @@ def read_layer_ids(config: Mapping[str, Any], *, where: str = "config.json") -> 
         raise ValueError(f"{where} names no layer ids: expected a top-level {TOP_LEVEL_KEY!r} (hidden_states "
                          f"indices) and/or eagle_config.{NESTED_KEY} (indices - 1); re-save the drafter with "
                          "activation_wave or add the top-level key")
+    for key, ids in ((TOP_LEVEL_KEY, top), (f"eagle_config.{NESTED_KEY}", nested)):
+        if ids is not None and not (isinstance(ids, (list, tuple)) and all(isinstance(i, int) and not isinstance(i, bool)
+                                                                   for i in ids)):
+            raise ValueError(f"{where}: {key} is {ids!r}, not a list of whole numbers (a layer id such as 2.5 or "
+                             "\"2\" is not one, and is not rounded); fix the file or re-save the drafter")
     from_nested = [int(i) + 1 for i in nested] if nested is not None else None
     if top is not None and from_nested is not None and [int(i) for i in top] != from_nested:
         raise ValueError(f"{where}: top-level {TOP_LEVEL_KEY}={list(top)} (hidden_states indices) and "

@@ -42,7 +42,6 @@ import hashlib
 import json
 import math
 import os
-import shlex
 import subprocess
 import sys
 import time
@@ -69,6 +68,9 @@ RUN_FILES = ("draft_config.json", "run.yaml", "data/prompts.jsonl", "launch.sh",
 #: The study's prompt sets the training data is built from (train split only).
 STUDY_SOURCES = ("team", "humaneval", "corpus")
 DEFAULT_GPUS = 8
+#: The most GPUs one training run is planned for (torchrun's nproc_per_node on one node: a larger
+#: number is a typo, and would be written into launch.sh and run.yaml as it is).
+MAX_GPUS = 64
 OUTPUT_DIR = "outputs"
 EXPORT_DIR = "outputs/export"
 
@@ -97,6 +99,13 @@ KNOWN_TARGET_CONFIGS: dict[str, dict[str, Any]] = {
 #: SpecForge chat template (specforge/data/template.py) by a marker of the tokenizer's own template.
 TEMPLATE_MARKERS = (("<|start_header_id|>", "llama3"), ("<|header_start|>", "llama4"), ("<|im_start|>", "qwen"),
                     ("<start_of_turn>", "gemma"))
+#: SpecForge 0.2.0's chat templates (specforge/data/template.py, TEMPLATE_REGISTRY, read in the
+#: wheel): ``--chat-template`` must name one, else step 2 of launch.sh fails on the GPU machine.
+SPECFORGE_TEMPLATES = ("custom", "llama3", "llama4", "qwen", "lfm", "phi3", "phi4", "phi4-mini", "gpt-oss-naive",
+                       "gpt-oss", "deepseek-r1-distill", "qwen3-thinking", "qwen3-instruct", "qwen3-next-thinking",
+                       "kimi-k2-thinking", "kimi-k2-instruct", "kimi-k3-thinking", "deepseek-v3", "deepseek-v2",
+                       "ling-flash-2.0", "deepseek-v32", "glm-5.2", "gemma", "longcat", "longcat_xml", "qwen3.5",
+                       "inkling-thinking")
 #: The chat template of targets known without their tokenizer.
 KNOWN_TEMPLATES = {"meta-llama/Llama-3.1-8B-Instruct": "llama3", "meta-llama/Llama-3.1-70B-Instruct": "llama3"}
 
@@ -355,17 +364,24 @@ def train_argv(gpus: int) -> list[str]:
 
 def launch_script(*, target_path: str, layers: Sequence[int], gpus: int, chat_template: str, max_length: int,
                   max_new_tokens: int, n_prompts: int, sources: Sequence[str], command: str) -> str:
-    """launch.sh: the four steps of the run, each callable alone (``bash launch.sh train``)."""
-    q = shlex.quote
+    """launch.sh: the four steps of the run, each callable alone (``bash launch.sh train``).
+    Every path and user string goes through :func:`~activation_wave.engines.quoting.shell` (a
+    word) or :func:`~activation_wave.engines.quoting.comment` (a comment line): control
+    characters are refused, so no text ends its line."""
+    from activation_wave.engines.quoting import comment, shell
+
+    q = shell
     sf_ids = to_convention(layers, "specforge")
     train = " ".join(train_argv(gpus))
     return f"""#!/usr/bin/env bash
-# activation_wave SpecForge run: an EAGLE-3 drafter for {target_path} reading hidden_states layers
+# activation_wave SpecForge run: an EAGLE-3 drafter for {comment(target_path, what="the target")} reading hidden_states layers
 # {list(layers)} (SpecForge's ids, "output of block i": {sf_ids}). Written by
-#   {command}
+#   {comment(command, what="the command")}
 # Run it on a GPU machine ({gpus} GPUs) in an environment with SpecForge {SPECFORGE_VERSION} and SGLang
 # (pip install specforge=={SPECFORGE_VERSION}: it pins torch 2.11.0, transformers 5.8.1 and sglang 0.5.14,
-# so not the study's environment), with a checkout of SpecForge's repository for steps 1 and 2
+# so not the study's environment; the wheel read here has sha256 {WHEEL_SHA256[:16]}..., the
+# `specforge train --config` codebase: "{SPECFORGE_VERSION}" has also named the older per-method scripts),
+# with a checkout of SpecForge's repository for steps 1 and 2
 # (SPECFORGE_REPO; their scripts are not in the wheel).
 #
 #   bash launch.sh           # every step in order
@@ -381,11 +397,11 @@ set -euo pipefail
 cd "$(dirname "${{BASH_SOURCE[0]}}")"
 SPECFORGE_REPO="${{SPECFORGE_REPO:-SpecForge}}"
 PORT="${{PORT:-30000}}"
-TARGET={q(target_path)}
+TARGET={q(target_path, what="the target")}
 
 responses() {{
     # 1. The target's responses: SpecForge's own step. The study ships prompts only: {n_prompts} user
-    #    turns, the train split of {", ".join(sources)} (eval prompts stay held out). Greedy (T = 0,
+    #    turns, the train split of {comment(", ".join(sources), what="--sources")} (eval prompts stay held out). Greedy (T = 0,
     #    as the study's drafters), up to {max_new_tokens} new tokens, from an SGLang server of the target.
     #    The paper profile names ShareGPT and UltraChat from the hub: to add them, run
     #    "$SPECFORGE_REPO/scripts/prepare_data.py" --dataset sharegpt (and ultrachat) and append their
@@ -407,7 +423,7 @@ capture() {{
     # 2. The target's hidden states at the draft config's layers ({sf_ids}) and its final state.
     torchrun --nproc_per_node {gpus} "$SPECFORGE_REPO/scripts/prepare_hidden_states.py" \\
         --target-model-path "$TARGET" --draft-model-config draft_config.json --data-path data/train.jsonl \\
-        --output-path cache/hidden_states --chat-template {q(chat_template)} --max-length {max_length} --tp-size 1
+        --output-path cache/hidden_states --chat-template {q(chat_template, what="--chat-template")} --max-length {max_length} --tp-size 1
 }}
 
 train() {{
@@ -433,11 +449,24 @@ esac
 
 
 def run_yaml(doc: Mapping[str, Any], *, command: str) -> str:
-    """run.yaml's text: a header naming its maker, then the config (keys in SpecForge's order)."""
+    """run.yaml's text: a header naming its maker (a comment line:
+    :func:`~activation_wave.engines.quoting.comment`), then the config (keys in SpecForge's
+    order) through ``yaml.safe_dump``, which quotes every string; each string is first checked
+    for control characters (:func:`~activation_wave.engines.quoting.check_text`)."""
     import yaml
 
+    from activation_wave.engines.quoting import check_text, comment
+
+    def walk(value: Any, key: str) -> None:
+        if isinstance(value, str):
+            check_text(value, what=f"run.yaml {key}")
+        elif isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(v, f"{key}.{k}" if key else str(k))
+
+    walk(doc, "")
     return (f"# SpecForge {SPECFORGE_VERSION} run config (specforge train --config run.yaml), written by activation_wave:\n"
-            f"#   {command}\n# specforge_run.json says how each value maps the study's profile.\n"
+            f"#   {comment(command, what='the command')}\n# specforge_run.json says how each value maps the study's profile.\n"
             + yaml.safe_dump(dict(doc), sort_keys=False, default_flow_style=False))
 
 
@@ -458,12 +487,25 @@ def check_run_dir(run_dir: Path, *, force: bool = False, create: bool = True) ->
     """``--run-dir`` can receive a run: absent or empty (created when ``create``), or a run folder
     this command wrote (its manifest) holding nothing but its files; with ``force``, a run folder
     of ours that SpecForge has written into too (its files are replaced, SpecForge's outputs kept).
-    A folder the study did not make is refused, ``force`` or not. Checked before any work."""
+    A folder the study did not make is refused, ``force`` or not, and so is one inside the
+    package's source tree. A run of ours interrupted before its manifest (its files, no manifest)
+    is written again with ``force``. Checked before any work."""
+    from activation_wave.engines.quoting import check_text
+
+    check_text(run_dir, what="--run-dir")
     flag = f"--run-dir {run_dir}"
-    if run_dir.exists() and not run_dir.is_dir():
-        raise SpecForgeError(f"{flag} is a file; give a folder path (it is created), e.g. --run-dir runs/specforge")
     if run_dir.is_symlink():
         raise SpecForgeError(f"{flag} is a symbolic link; give a plain folder path")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise SpecForgeError(f"{flag} is a file; give a folder path (it is created), e.g. --run-dir runs/specforge")
+    try:
+        where = run_dir.resolve()
+    except (OSError, RuntimeError) as exc:  # a loop of links among its parents
+        raise SpecForgeError(f"{flag} cannot be resolved ({exc}); remove the link loop or give another folder") from None
+    source = Path(__file__).resolve().parents[1]  # the activation_wave package
+    if where == source or source in where.parents:
+        raise SpecForgeError(f"{flag} is inside the package's source tree ({source}); give a folder outside it, e.g. "
+                             "--run-dir runs/specforge")
     present = sorted(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else []
     if not present:
         if create:
@@ -471,6 +513,11 @@ def check_run_dir(run_dir: Path, *, force: bool = False, create: bool = True) ->
         return run_dir
     manifest = run_dir / MANIFEST
     why = _manifest_owned(manifest) if manifest.is_file() else f"no {MANIFEST}"
+    if why is not None and not manifest.is_file() and _interrupted_run(run_dir, present):
+        if force:
+            return run_dir
+        raise SpecForgeError(f"{flag} holds an export interrupted before its manifest ({MANIFEST}) was written; add "
+                             "--force to write it again, or give a new folder")
     if why is not None:
         raise SpecForgeError(f"{flag} is a non-empty folder the study did not make ({why}); give a new or empty folder")
     ours = {f.split("/")[0] for f in RUN_FILES}
@@ -483,6 +530,52 @@ def check_run_dir(run_dir: Path, *, force: bool = False, create: bool = True) ->
                              "would pair them with outputs of another run; give a new --run-dir, or add --force to "
                              "replace the study's files and keep SpecForge's")
     return run_dir
+
+
+def check_args(*, model: str, gpus: int, chat_template: str | None, sources: Sequence[str],
+               command: str = "") -> None:
+    """The flags of an export besides ``--run-dir``, checked before any work (the CLI calls it
+    first; :func:`export_specforge` again): no control character in any text written into the
+    run (:func:`~activation_wave.engines.quoting.check_text`), ``--gpus`` in 1..:data:`MAX_GPUS`,
+    ``--chat-template`` one of SpecForge's (:data:`SPECFORGE_TEMPLATES`), ``--sources`` naming
+    at least one prompt source. Raises :class:`SpecForgeError` naming the flag and the fix."""
+    from activation_wave.core.config import ConfigError, check_source
+    from activation_wave.engines.quoting import check_texts
+
+    check_texts([("--model", model), ("--chat-template", chat_template),
+                 *(("--sources", s) for s in sources), ("the command", command)])
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= MAX_GPUS:
+        raise SpecForgeError(f"--gpus {gpus}: give the number of GPUs of the training machine, 1..{MAX_GPUS} (one "
+                             "node; torchrun starts one process per GPU), e.g. --gpus 8")
+    if chat_template is not None and chat_template not in SPECFORGE_TEMPLATES:
+        raise SpecForgeError(f"--chat-template {chat_template!r} is not a SpecForge {SPECFORGE_VERSION} chat template; "
+                             f"name one of {', '.join(SPECFORGE_TEMPLATES)} (or leave it out: it is read from the "
+                             "tokenizer)")
+    if not sources:
+        raise SpecForgeError("--sources names no prompt set; give one or more of "
+                             f"{','.join(STUDY_SOURCES)} or a .jsonl file, e.g. --sources {','.join(STUDY_SOURCES)}")
+    for src in sources:
+        try:
+            check_source(src)
+        except ConfigError as exc:
+            raise SpecForgeError(f"--sources {src!r}: {str(exc).split(': ', 1)[-1].split('; ')[0]}; give one or more "
+                                 f"of {','.join(STUDY_SOURCES)} or a .jsonl file") from None
+
+
+def _interrupted_run(run_dir: Path, present: Sequence[str]) -> bool:
+    """Whether ``run_dir`` holds only files an export of ours writes before its manifest, with a
+    draft_config.json that carries the study's block (an export stopped before its last file)."""
+    ours = {f.split("/")[0] for f in RUN_FILES}
+    if not set(present) <= ours:
+        return False
+    data = run_dir / "data"
+    if data.exists() and (not data.is_dir() or any(p.name != "prompts.jsonl" for p in data.iterdir())):
+        return False
+    try:
+        doc = json.loads((run_dir / "draft_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and isinstance(doc.get(SPECFORGE_EXPORT_KEY), dict)
 
 
 def _sha256(data: bytes) -> str:
@@ -506,11 +599,12 @@ def export_specforge(cfg: Any, run_dir: str | Path, *, layers: Sequence[int], ba
     from activation_wave.core.layers import check_layers
     from activation_wave.core.results import git_commit
     from activation_wave.engines.conventions import engine_report
+    from activation_wave.engines.quoting import check_text
 
     run_dir = check_run_dir(Path(run_dir), force=force, create=False)
-    if gpus < 1:
-        raise SpecForgeError(f"--gpus {gpus}: give the number of GPUs of the training machine (>= 1)")
+    check_args(model=cfg.model, gpus=gpus, chat_template=chat_template, sources=sources, command=command)
     tcfg, target_path, source = target or target_config(cfg.model)
+    check_text(target_path, what="the target's path")
     n = int(tcfg["num_hidden_layers"])
     ids = list(check_layers(layers, n, what="--layers"))
     problems = engine_report(ids, n, model_type=str(tcfg.get("model_type", "llama")))["specforge"]["problems"]
@@ -536,48 +630,51 @@ def export_specforge(cfg: Any, run_dir: str | Path, *, layers: Sequence[int], ba
                                    max_length=cfg.capture.max_length, max_new_tokens=cfg.data.max_new_tokens,
                                    n_prompts=len(prompts), sources=sources, command=command),
     }
-    run_dir.mkdir(parents=True, exist_ok=True)  # only now: a refused export leaves no folder behind
-    for name, text in texts.items():  # the folder is ours (check_run_dir): its files may be replaced
-        files.write_text(run_dir / name, text, files.anything, force=True)
-        os.chmod(run_dir / name, 0o755 if name == "launch.sh" else 0o644)  # a hand-off: readable on the GPU box
-    by_source: dict[str, int] = {}
-    for p in prompts:
-        by_source[p.source] = by_source.get(p.source, 0) + 1
-    manifest: dict[str, Any] = {
-        "schema": RUN_SCHEMA, "producer": "activation_wave", "engine": "specforge",
-        "specforge": {"version": SPECFORGE_VERSION, "wheel_sha256": WHEEL_SHA256, "repo_commit_of_scripts": REPO_COMMIT},
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "git_commit": git_commit(), "command": command,
-        "profile": cfg.profile,
-        "target": {"model": cfg.model, "target_model_path": target_path, "config_source": source, "n_layers": n,
-                   "model_type": tcfg.get("model_type"), "vocab_size": vocab, "hidden_size": tcfg.get("hidden_size")},
-        "layers": {"hidden_states": ids, "specforge": to_convention(ids, "specforge"), "basis": basis},
-        "settings": settings(cfg, gpus=gpus, vocab=vocab),
-        "data": {"file": "data/prompts.jsonl", "records": len(prompts), "by_source": by_source,
-                 "split": "train (eval prompts held out)", "chat_template": template,
-                 "responses": "regenerated by the target in launch.sh step 1 (SpecForge's regenerate_train_data.py, "
-                              f"greedy, up to {cfg.data.max_new_tokens} tokens): SpecForge's own step"},
-        "run": {"run_id": run_id, "output_dir": OUTPUT_DIR, "export_dir": EXPORT_DIR, "gpus": gpus,
-                "train": train_argv(gpus), "launch": "bash launch.sh"},
-        "files": {"draft_config": "draft_config.json", "run_config": "run.yaml", "data": "data/prompts.jsonl",
-                  "launch": "launch.sh"},
-        "sha256": {name: _sha256(text.encode("utf-8")) for name, text in texts.items()},
-        "check": None,
-    }
-    if check:
-        wheel = wheel_path()
-        if wheel is not None:
-            result = check_run(run_dir, expected=manifest, wheel=wheel)
-            manifest["check"] = result
-            if not result.get("ok"):
-                raise SpecForgeError(f"SpecForge {SPECFORGE_VERSION}'s own code rejects the run written to {run_dir}: "
-                                     f"{result.get('error') or result}; the manifest was not written")
-        else:
-            manifest["check"] = {"ok": None, "why": f"SpecForge {SPECFORGE_VERSION}'s wheel is not in the cache "
-                                                    f"($WAVE_CACHE/wheels/{WHEEL}): bash scripts/setup_specforge.sh "
-                                                    "fetches it"}
-    files.write_json(run_dir / MANIFEST, manifest, _manifest_owned, force=False, flag="--run-dir", indent=1)
-    os.chmod(run_dir / MANIFEST, 0o644)
-    return manifest
+    # only now is the folder made; its write lock is held until the manifest is written, so a second
+    # export into it is refused (files.Busy) instead of pairing its files with this one's
+    with files.folder_lock(run_dir, wait=False, flag="--run-dir"):
+        check_run_dir(run_dir, force=force, create=False)  # again, under the lock: what is there now
+        for name, text in texts.items():  # the folder is ours (check_run_dir): its files may be replaced
+            # a hand-off: readable on the GPU box (the user's umask, as every file the study writes)
+            files.write_text(run_dir / name, text, files.anything, force=True, executable=name == "launch.sh")
+        by_source: dict[str, int] = {}
+        for p in prompts:
+            by_source[p.source] = by_source.get(p.source, 0) + 1
+        manifest: dict[str, Any] = {
+            "schema": RUN_SCHEMA, "producer": "activation_wave", "engine": "specforge",
+            "specforge": {"version": SPECFORGE_VERSION, "wheel_sha256": WHEEL_SHA256,
+                          "repo_commit_of_scripts": REPO_COMMIT},
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "git_commit": git_commit(), "command": command,
+            "profile": cfg.profile,
+            "target": {"model": cfg.model, "target_model_path": target_path, "config_source": source, "n_layers": n,
+                       "model_type": tcfg.get("model_type"), "vocab_size": vocab, "hidden_size": tcfg.get("hidden_size")},
+            "layers": {"hidden_states": ids, "specforge": to_convention(ids, "specforge"), "basis": basis},
+            "settings": settings(cfg, gpus=gpus, vocab=vocab),
+            "data": {"file": "data/prompts.jsonl", "records": len(prompts), "by_source": by_source,
+                     "split": "train (eval prompts held out)", "chat_template": template,
+                     "responses": "regenerated by the target in launch.sh step 1 (SpecForge's regenerate_train_data.py, "
+                                  f"greedy, up to {cfg.data.max_new_tokens} tokens): SpecForge's own step"},
+            "run": {"run_id": run_id, "output_dir": OUTPUT_DIR, "export_dir": EXPORT_DIR, "gpus": gpus,
+                    "train": train_argv(gpus), "launch": "bash launch.sh"},
+            "files": {"draft_config": "draft_config.json", "run_config": "run.yaml", "data": "data/prompts.jsonl",
+                      "launch": "launch.sh"},
+            "sha256": {name: _sha256(text.encode("utf-8")) for name, text in texts.items()},
+            "check": None,
+        }
+        if check:
+            wheel = wheel_path()
+            if wheel is not None:
+                result = check_run(run_dir, expected=manifest, wheel=wheel)
+                manifest["check"] = result
+                if not result.get("ok"):
+                    raise SpecForgeError(f"SpecForge {SPECFORGE_VERSION}'s own code rejects the run written to {run_dir}: "
+                                         f"{result.get('error') or result}; the manifest was not written")
+            else:
+                manifest["check"] = {"ok": None, "why": f"SpecForge {SPECFORGE_VERSION}'s wheel is not in the cache "
+                                                        f"($WAVE_CACHE/wheels/{WHEEL}): bash scripts/setup_specforge.sh "
+                                                        "fetches it"}
+        files.write_json(run_dir / MANIFEST, manifest, _manifest_owned, force=False, flag="--run-dir", indent=1)
+        return manifest
 
 
 def handoff(cfg: Any, *, vocab: int | None = None, gpus: int = DEFAULT_GPUS) -> dict[str, Any]:

@@ -160,10 +160,25 @@ def _owned_export(path: Path) -> str | None:
     return None
 
 
-def check_export_dir(out: str | Path, *, force: bool = False) -> Path:
+def check_export_dir(out: str | Path, *, force: bool = False, draft: str | Path | None = None) -> Path:
     """``out`` can receive a vLLM export: a folder path (vLLM loads folders) in an existing
-    folder, new, empty, or an earlier export (anything with ``force``)."""
-    out = Path(out)
+    folder, new, empty, or an earlier export (anything with ``force``); never the ``draft``
+    folder itself or a folder inside it, ``force`` or not (the export would replace the
+    drafter's own weights and config). No control character in either path."""
+    from activation_wave.engines.quoting import check_text
+
+    out = Path(check_text(out, what="--out"))
+    if draft is not None:
+        check_text(draft, what="--draft")
+        try:
+            where, source = out.resolve(), Path(draft).resolve()
+        except (OSError, RuntimeError) as exc:  # a loop of links
+            raise ValueError(f"--out {out} cannot be resolved ({exc}); remove the link loop or give another "
+                             "folder") from None
+        if where == source or source in where.parents:
+            what = "the --draft folder" if where == source else "inside the --draft folder"
+            raise files.WriteRefused(f"--out {out} is {what} ({source}): the export would replace the drafter it reads, "
+                                     f"--force or not; give another folder, e.g. --out {source.parent / source.name}-vllm")
     if out.exists() and not out.is_dir():
         raise files.WriteRefused(f"--out {out} is a file; vLLM loads a drafter folder: give a folder path, e.g. "
                                  f"--out {out.with_suffix('')}-vllm")
@@ -178,21 +193,35 @@ def check_export_dir(out: str | Path, *, force: bool = False) -> Path:
     return out
 
 
-def export_vllm(draft_dir: str | Path, out: str | Path, *, force: bool = False) -> Path:
-    """Write the drafter in ``draft_dir`` (a ``wave train-draft`` folder) into the folder ``out``
-    as vLLM 0.32's EAGLE-3 loader reads it: ``model.safetensors`` (:func:`vllm_tensors`) first,
-    ``config.json`` (:func:`vllm_config`) last, each atomically. The weights' sha256 is checked
-    against the drafter's ``provenance.json`` (:func:`~activation_wave.models.drafter.load_drafter`)
-    and vLLM's layer limits first (:func:`~activation_wave.engines.conventions.engine_report`)."""
+def export_vllm(draft_dir: str | Path, out: str | Path, *, force: bool = False, n_layers: int | None = None) -> Path:
+    """Write the drafter in ``draft_dir`` (a ``wave train-draft`` folder, or a SpecForge
+    checkpoint) into the folder ``out`` as vLLM 0.32's EAGLE-3 loader reads it:
+    ``model.safetensors`` (:func:`vllm_tensors`) first, ``config.json`` (:func:`vllm_config`)
+    last, each atomically, under the write lock of ``out`` (a second export into it meanwhile is
+    refused). The weights' sha256 is checked against the drafter's ``provenance.json``
+    (:func:`~activation_wave.models.drafter.load_drafter`) and vLLM's layer limits first
+    (:func:`~activation_wave.engines.conventions.engine_report`). ``n_layers``: the target's N,
+    needed for a SpecForge checkpoint that does not record it (never guessed from the ids)."""
     from safetensors.torch import save_file
 
     from activation_wave.core.hashing import file_sha256
     from activation_wave.engines.conventions import engine_report
-    from activation_wave.models.drafter import load_drafter
+    from activation_wave.models.drafter import DrafterError, load_drafter, load_specforge_drafter, specforge_layout
 
     draft_dir = Path(draft_dir)
-    out = check_export_dir(out, force=force)
-    drafter = load_drafter(draft_dir)  # checks config, weights and their recorded sha256
+    out = check_export_dir(out, force=force, draft=draft_dir)
+    if specforge_layout(draft_dir) is not None:
+        drafter = load_specforge_drafter(draft_dir, n_layers=n_layers)
+        if drafter.provenance.get("target_num_layers_from") == "guessed":
+            raise DrafterError(f"--draft {draft_dir} is a SpecForge checkpoint whose draft config does not record its "
+                               f"target's number of blocks N (it would be guessed as {drafter.spec.target_num_layers} "
+                               "from the layer ids): pass --model <the target> so the export records the true N")
+    else:
+        drafter = load_drafter(draft_dir)  # checks config, weights and their recorded sha256
+        if n_layers is not None and int(n_layers) != drafter.spec.target_num_layers:
+            raise DrafterError(f"--draft {draft_dir} was trained for a target with N = {drafter.spec.target_num_layers} "
+                               f"blocks, but --model has N = {n_layers}: give the drafter's own target, or leave "
+                               "--model out")
     spec = drafter.spec
     rep = engine_report(spec.layers, spec.target_num_layers, fused_norm=spec.fused_norm)["vllm"]
     if not rep["ok"]:
@@ -200,18 +229,20 @@ def export_vllm(draft_dir: str | Path, out: str | Path, *, force: bool = False) 
     state = {k: v.detach().float() if v.is_floating_point() else v.detach()
              for k, v in drafter.state_dict().items()}
     tensors = vllm_tensors(state, spec)
-    out.mkdir(exist_ok=True)
-    with files.atomic_path(out / "model.safetensors", force=True) as tmp:
-        save_file(tensors, str(tmp), metadata={"format": "pt", "producer": "activation_wave (wave export --engine vllm)"})
-        sha = file_sha256(tmp)
-    cfg = vllm_config(spec)
-    cfg["activation_wave"]["export"] = {
-        "engine": "vllm", "version": VERSION, "loader": LOADER, "drafter": draft_dir.name,
-        "drafter_weights_sha256": drafter.provenance.get("weights_sha256"), "weights_sha256": sha,
-        "renamed": {old: new for old, new in _RENAMES if any(k.startswith(old) for k in state)},
-        "dropped": sorted(k for k in state if k in ("d2t", "t2d") and k not in tensors),
-    }
-    files.write_json(out / "config.json", cfg, indent=1, force=True)  # last: the export is complete
+    with files.folder_lock(out, wait=False, flag="--out"):  # made here if new
+        check_export_dir(out, force=force, draft=draft_dir)  # again, under the lock: what is there now
+        with files.atomic_path(out / "model.safetensors", force=True) as tmp:
+            save_file(tensors, str(tmp), metadata={"format": "pt",
+                                                   "producer": "activation_wave (wave export --engine vllm)"})
+            sha = file_sha256(tmp)
+        cfg = vllm_config(spec)
+        cfg["activation_wave"]["export"] = {
+            "engine": "vllm", "version": VERSION, "loader": LOADER, "drafter": draft_dir.name,
+            "drafter_weights_sha256": drafter.provenance.get("weights_sha256"), "weights_sha256": sha,
+            "renamed": {old: new for old, new in _RENAMES if any(k.startswith(old) for k in state)},
+            "dropped": sorted(k for k in state if k in ("d2t", "t2d") and k not in tensors),
+        }
+        files.write_json(out / "config.json", cfg, indent=1, force=True)  # last: the export is complete
     return out
 
 
@@ -225,11 +256,16 @@ def serve_command(target_dir: str | Path, draft_dir: str | Path, *, depth: int =
     because the CPU backend otherwise reserves 92% of the machine's memory and refuses to start
     when less is free; the threads bound with ``VLLM_CPU_OMP_THREADS_BIND`` (the server runs its
     model in a worker process, which takes its OpenMP settings from that variable)."""
+    from activation_wave.engines.quoting import shell
+
     spec = json.dumps({"method": "eagle3", "model": str(draft_dir), "num_speculative_tokens": depth})
     cores = "0" if threads == 1 else f"0-{threads - 1}"
+    target = str(target_dir)
+    target = target if target == "<target folder>" else shell(target, what="the target folder")
     return (f"VLLM_CPU_OMP_THREADS_BIND={cores} LD_PRELOAD=build/vllm/.venv/lib/libiomp5.so "
-            f"build/vllm/.venv/bin/python -m vllm.entrypoints.openai.api_server --model {target_dir} --dtype float32 "
-            f"--max-model-len 2048 --kv-cache-memory-bytes 268435456 --port {port} --speculative-config '{spec}'")
+            f"build/vllm/.venv/bin/python -m vllm.entrypoints.openai.api_server --model {target} --dtype float32 "
+            f"--max-model-len 2048 --kv-cache-memory-bytes 268435456 --port {port} --speculative-config "
+            f"{shell(spec, what='the drafter folder')}")
 
 
 # ----------------------------------------------------------------------------- the target as vLLM reads it

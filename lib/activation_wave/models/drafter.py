@@ -45,7 +45,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -457,6 +457,11 @@ class Eagle3Drafter(nn.Module):
     def attach_target(self, model: Any) -> None:
         """Copy (and freeze) the target's input embeddings, which checkpoints do not store."""
         emb = model.get_input_embeddings().weight
+        width = getattr(text_config(model.config), "hidden_size", None) if hasattr(model, "config") else None
+        if width is not None and int(width) != self.spec.target_hidden_size:  # fc reads k x the target's width
+            raise DrafterError(f"this drafter reads hidden states of width target_hidden_size = "
+                               f"{self.spec.target_hidden_size}, but the given target's hidden_size is {width}: load "
+                               "the target it was trained for (--model), or give a drafter trained on this one")
         if tuple(emb.shape) != (self.spec.vocab_size, self.spec.hidden_size):
             raise DrafterError(f"target embedding {tuple(emb.shape)} does not match the drafter "
                                f"({self.spec.vocab_size}, {self.spec.hidden_size}): wrong target model?")
@@ -805,15 +810,88 @@ def bad_text(bad: dict[str, int]) -> str:
     return ", ".join(f"{k}: {bad[k]} NaN/inf values" for k in names[:3]) + more
 
 
-def _check_state_shapes(drafter: Eagle3Drafter, state: dict[str, Tensor], cfg_path: Path, weights: Path) -> None:
-    """Raise :class:`DrafterError` when the weights' tensors do not have the shapes ``config.json`` implies."""
-    want = {k: tuple(v.shape) for k, v in drafter.state_dict().items() if not k.startswith("embed_tokens")}
-    have = {k: tuple(v.shape) for k, v in state.items() if not k.startswith("embed_tokens")}
+#: The sizes a drafter config may give (whole numbers in these ranges; a larger one is a typo or
+#: an edit, and would be allocated before anything else could refuse it) and whether null
+#: stands for "absent" (the reader then derives the value, as transformers does).
+CONFIG_SIZES: dict[str, tuple[int, int, bool]] = {
+    "hidden_size": (1, 1 << 16, False), "intermediate_size": (1, 1 << 20, False),
+    "num_attention_heads": (1, 1024, False), "num_key_value_heads": (1, 1024, True), "head_dim": (1, 4096, True),
+    "vocab_size": (1, 1 << 22, False), "draft_vocab_size": (1, 1 << 22, True),
+    "target_hidden_size": (1, 1 << 16, True), "max_position_embeddings": (1, 1 << 24, True),
+    "num_hidden_layers": (1, 1024, False)}
+#: The real-valued fields of a drafter config: finite and > 0.
+CONFIG_REALS = ("rms_norm_eps", "rope_theta")
+
+
+#: The sizes the study's own config.json always holds (:meth:`DrafterSpec.to_hf_config`).
+STUDY_CONFIG_SIZES = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+                      "vocab_size", "draft_vocab_size", "target_hidden_size", "max_position_embeddings")
+
+
+def study_name(name: str) -> str:
+    """A tensor's name in the study's drafter: engines' per-layer norms before fc (``fc_norm.{i}``,
+    SpecForge and vLLM) are its ``fuse_norm.{i}``; every other name is the same."""
+    return "fuse_norm." + name[len("fc_norm."):] if name.startswith("fc_norm.") else name
+
+
+def check_config_values(cfg: dict[str, Any], *, where: str, required: Sequence[str] = (),
+                        fix: str = "restore the file or export the checkpoint again") -> None:
+    """The one check of a drafter config's sizes before any of them is used: each of
+    :data:`CONFIG_SIZES` present is a whole number (not a string, a float, a bool or, unless
+    the key allows it, null) in its range, each of :data:`CONFIG_REALS` a finite positive
+    number, and every key of ``required`` is there. Raises :class:`DrafterError` naming the
+    file, the key, the value and ``fix``."""
+    for key in required:
+        if cfg.get(key) is None:
+            raise DrafterError(f'{where} has no "{key}" (a whole number); {fix}')
+    for key, (lo, hi, nullable) in CONFIG_SIZES.items():
+        if key not in cfg or (cfg[key] is None and nullable):
+            continue
+        v = cfg[key]
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise DrafterError(f'{where}: "{key}" is {json.dumps(v)[:40]}, not a whole number (e.g. "{key}": '
+                               f"{min(max(lo, 4), hi)}, no quotes, no decimal point); {fix}")
+        if not lo <= v <= hi:
+            raise DrafterError(f'{where}: "{key}" is {v}, outside {lo}..{hi}; {fix}')
+    for key in CONFIG_REALS:
+        if key in cfg and cfg[key] is not None:
+            v = cfg[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise DrafterError(f'{where}: "{key}" is {json.dumps(v)[:40]}, not a finite number > 0; {fix}')
+
+
+def weight_shapes(files: Sequence[Path]) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every tensor in safetensors ``files``, from their headers alone (no
+    tensor is read or allocated). Raises :class:`DrafterError` for a file that cannot be read."""
+    from safetensors import SafetensorError, safe_open
+
+    out: dict[str, tuple[int, ...]] = {}
+    for f in files:
+        try:
+            with safe_open(str(f), framework="pt") as fh:
+                for name in fh.keys():
+                    out[name] = tuple(fh.get_slice(name).get_shape())
+        except (SafetensorError, OSError) as exc:
+            raise DrafterError(f"{f} cannot be read ({_first_line(exc)}): the file is truncated or corrupted; "
+                               "restore it, or export or train the drafter again") from None
+    return out
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+
+
+def _check_state_shapes(spec: DrafterSpec, have: Mapping[str, Sequence[int]], cfg_path: Path, weights: Path) -> None:
+    """Raise :class:`DrafterError` when the weights' tensors (``have``: name -> shape, from the
+    files' headers) do not have the shapes ``config.json`` implies (:func:`expected_state_shapes`):
+    checked before the drafter is built, so a size edited to a huge value allocates nothing."""
+    want = expected_state_shapes(spec)
+    have = {k: tuple(v) for k, v in have.items() if not k.startswith("embed_tokens")}
     missing, unexpected = sorted(set(want) - set(have)), sorted(set(have) - set(want))
     wrong = [f"{k} is {list(have[k])} in the weights but {list(want[k])} for the config" for k in sorted(want)
              if k in have and have[k] != want[k]]
     if missing or unexpected or wrong:
-        s = drafter.spec
+        s = spec
         what = "; ".join(wrong[:2] + ([f"missing {missing[:3]}"] if missing else [])
                          + ([f"unexpected {unexpected[:3]}"] if unexpected else []))
         raise DrafterError(f"{cfg_path} does not match {weights} ({what}; the config says hidden_size "
@@ -961,6 +1039,8 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
         raise DrafterError(f"{weights} does not match the sha256 recorded in {prov_path} (corrupted, truncated or "
                            "modified); retrain the drafter with `wave train-draft` or restore the file")
     cfg = _read_json(path / "config.json", "restore it or retrain the drafter with `wave train-draft`")
+    check_config_values(cfg, where=str(path / "config.json"), required=STUDY_CONFIG_SIZES,
+                        fix="restore it or retrain the drafter with `wave train-draft`")
     try:
         spec = DrafterSpec.from_hf_config(cfg, where=str(path / "config.json"))
     except (KeyError, TypeError, ValueError) as exc:
@@ -977,13 +1057,23 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
                            "where index N held transformers' normed last hidden state; captures and the decoding loop "
                            "now use the last block's output before the final norm there (schema 2), so this drafter "
                            "would be fed other features than it learned: retrain it with `wave train-draft`")
+    # The weights' header before any tensor: names (a vLLM export's fc_norm.{i} read back as the
+    # study's fuse_norm.{i}) and shapes against config.json, so an edited size allocates nothing.
+    shapes = {study_name(k): v for k, v in weight_shapes([weights]).items()}
+    whole = spec.draft_vocab_size == spec.vocab_size
+    if whole and "d2t" not in shapes and "t2d" not in shapes:  # a vLLM export of a whole-vocabulary drafter
+        shapes.update({"d2t": (spec.vocab_size,), "t2d": (spec.vocab_size,)})
+    if "d2t" not in shapes:
+        raise DrafterError(f"{weights} has no d2t tensor: not an EAGLE-3 drafter written by `wave train-draft`")
+    _check_state_shapes(spec, shapes, path / "config.json", weights)
     try:
-        state = load_file(str(weights))
+        state = {study_name(k): v for k, v in load_file(str(weights)).items()}
     except SafetensorError as exc:
         raise DrafterError(f"{weights} cannot be read ({exc}): the file is truncated or corrupted; retrain the "
                            "drafter with `wave train-draft` or restore the file") from None
-    if "d2t" not in state:
-        raise DrafterError(f"{weights} has no d2t tensor: not an EAGLE-3 drafter written by `wave train-draft`")
+    if "d2t" not in state:  # whole vocabulary (checked above): the identity mapping vLLM assumes
+        state.update(d2t=torch.zeros(spec.vocab_size, dtype=torch.long),
+                     t2d=torch.ones(spec.vocab_size, dtype=torch.bool))
     bad = non_finite_tensors(state)
     if bad:
         raise DrafterError(f"{weights} holds non-finite weights ({bad_text(bad)}): its training diverged; retrain "
@@ -994,7 +1084,6 @@ def load_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
     except (DrafterError, RuntimeError, IndexError) as exc:
         raise DrafterError(f"{path / 'config.json'} does not match {weights} (d2t of {len(d2t)} tokens: {exc}); "
                            "restore config.json or retrain with `wave train-draft`") from None
-    _check_state_shapes(drafter, state, path / "config.json", weights)
     # last, after the weights' own checks named what they can: ids or sizes that fit the weights' shapes
     _check_trained_on(spec, provenance, have, path / "config.json", prov_path)
     drafter.load_state_dict(state, strict=False)
@@ -1084,7 +1173,8 @@ def specforge_layout(path: str | Path) -> str | None:
     if cfg is not None:  # the study's own checkpoints name it in config.json and carry provenance.json
         ours = "activation_wave" in cfg or (path / "provenance.json").exists()
         eagle = cfg.get("architectures") == [ARCHITECTURE]
-        return "export" if eagle and not ours and _specforge_weights(path) else None
+        weights = (path / "model.safetensors").is_file() or (path / "model.safetensors.index.json").is_file()
+        return "export" if eagle and not ours and weights else None
     if (path / SPECFORGE_RUN_MANIFEST).is_file():
         return "state"
     try:
@@ -1095,13 +1185,29 @@ def specforge_layout(path: str | Path) -> str | None:
 
 
 def _specforge_weights(folder: Path) -> list[Path]:
-    """The safetensors files of an exported draft folder (one file, or the shards of an index)."""
+    """The safetensors files of an exported draft folder: ``model.safetensors``, or the shards
+    its ``model.safetensors.index.json`` names, each a plain file name inside ``folder`` (an
+    index naming ``../other/model.safetensors``, or a value that is not a file name, is
+    refused). Raises :class:`DrafterError` naming the index and the fix."""
     if (folder / "model.safetensors").is_file():
         return [folder / "model.safetensors"]
-    index = _json_object(folder / "model.safetensors.index.json")
-    if index is None or not isinstance(index.get("weight_map"), dict):
-        return []
-    return [folder / name for name in sorted(set(index["weight_map"].values()))]
+    index_path = folder / "model.safetensors.index.json"
+    fix = "export the checkpoint again (specforge export --to sglang)"
+    index = _read_json(index_path, fix)
+    wmap = index.get("weight_map")
+    if not isinstance(wmap, dict) or not wmap:
+        raise DrafterError(f'{index_path} has no "weight_map" object of tensor names and files; {fix}')
+    for key, name in wmap.items():
+        if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", ".."):
+            raise DrafterError(f'{index_path}: weight_map["{key}"] is {json.dumps(name)[:80]}, not the name of a file '
+                               f"in {folder} (shards are read from the checkpoint's own folder only); {fix}")
+    out = []
+    for name in sorted(set(wmap.values())):
+        f = folder / name  # a plain name: in the folder (a link there is the user's own, as in the HF cache)
+        if not f.is_file():
+            raise DrafterError(f"{index_path} names {name}, which is missing from {folder}; {fix}")
+        out.append(f)
+    return out
 
 
 def _run_manifest(start: Path, levels: int = 4) -> tuple[Path, dict[str, Any]] | None:
@@ -1131,7 +1237,7 @@ def specforge_state_file(path: str | Path) -> Path:
             raise DrafterError(f"{path} is a SpecForge run folder with no checkpoint yet ({out} does not exist): run "
                                f"its launch.sh (training writes {out}), then pass --draft {path}")
         path = out
-    latest = sorted({c.resolve() for c in path.glob("*-latest") if (c.resolve() / SPECFORGE_STATE_FILE).is_file()})
+    latest = sorted({_resolve(c) for c in path.glob("*-latest") if (_resolve(c) / SPECFORGE_STATE_FILE).is_file()})
     if len(latest) > 1:
         raise DrafterError(f"{path} holds several SpecForge runs ({[p.name for p in latest]}); pass one "
                            "{run_id}-step{N} folder as --draft")
@@ -1149,6 +1255,15 @@ def specforge_state_file(path: str | Path) -> Path:
         raise DrafterError(f"{path} holds no SpecForge checkpoint ({{run_id}}-step{{N}}/{SPECFORGE_STATE_FILE}); "
                            "pass the run's output_dir or one of its step folders")
     return max(next(iter(steps.values())))[1] / SPECFORGE_STATE_FILE
+
+
+def _resolve(link: Path) -> Path:
+    """``link`` resolved, or :class:`DrafterError` naming a loop of links and the fix."""
+    try:
+        return link.resolve()
+    except (OSError, RuntimeError) as exc:
+        raise DrafterError(f"{link} is a loop of symbolic links ({_first_line(exc)}); remove it or point it at one "
+                           "{run_id}-step{N} folder (ln -sfn <step folder> " + f"{link})") from None
 
 
 def specforge_draft_config(state_file: Path) -> Path:
@@ -1184,8 +1299,17 @@ def specforge_spec(cfg: dict[str, Any], *, where: str, n_layers: int | None = No
     fix = "give a SpecForge EAGLE-3 draft (LlamaForCausalLMEagle3, one decoder layer)"
     if cfg.get("architectures") != [ARCHITECTURE]:
         raise DrafterError(f"{where}: architectures {cfg.get('architectures')!r} is not [{ARCHITECTURE!r}]; {fix}")
+    check_config_values(cfg, where=where, required=("hidden_size", "intermediate_size", "num_attention_heads",
+                                                    "vocab_size"),
+                        fix="fix that field, or export the checkpoint again (specforge export --to sglang)")
+    ours = cfg.get(SPECFORGE_EXPORT_KEY) or {}
+    recorded = ours.get("target_num_hidden_layers") if isinstance(ours, dict) else None
+    if recorded is not None and (isinstance(recorded, bool) or not isinstance(recorded, int) or recorded < 1):
+        raise DrafterError(f'{where}: "{SPECFORGE_EXPORT_KEY}.target_num_hidden_layers" is {json.dumps(recorded)[:40]}, '
+                           "not a whole number >= 1; restore the run's draft config (wave export --engine specforge "
+                           "writes it)")
     problems = []
-    if int(cfg.get("num_hidden_layers", 1)) != 1:
+    if cfg.get("num_hidden_layers", 1) != 1:
         problems.append(f"{cfg.get('num_hidden_layers')} decoder layers (the study's drafter has one)")
     if cfg.get("hidden_act", "silu") != "silu":
         problems.append(f"activation {cfg.get('hidden_act')!r} (the study's drafter uses silu)")
@@ -1196,8 +1320,7 @@ def specforge_spec(cfg: dict[str, Any], *, where: str, n_layers: int | None = No
                            "serve it in SpecForge's engine (SGLang) instead")
     try:
         layers = read_layer_ids(cfg, where=where)
-        ours = cfg.get(SPECFORGE_EXPORT_KEY) or {}
-        n = int(n_layers or ours.get("target_num_hidden_layers") or max(layers) + 1)
+        n = int(n_layers or recorded or max(layers) + 1)
         layers = check_layers(layers, n, what=f"{where}: layer ids")
         hidden = int(cfg["hidden_size"])
         heads = int(cfg["num_attention_heads"])
@@ -1224,12 +1347,14 @@ def _specforge_state(kind: str, path: Path) -> tuple[dict[str, Tensor], Path, di
         from safetensors.torch import load_file
 
         state: dict[str, Tensor] = {}
-        for f in _specforge_weights(path):
+        shards = _specforge_weights(path)
+        weight_shapes(shards)  # every header readable before any tensor is read
+        for f in shards:  # what is on disk, no more: the config's sizes are checked before the drafter is built
             try:
                 state.update(load_file(str(f)))
             except (SafetensorError, OSError) as exc:
-                raise DrafterError(f"{f} cannot be read ({exc}): truncated or corrupted; export the checkpoint "
-                                   "again (specforge export --to sglang)") from None
+                raise DrafterError(f"{f} cannot be read ({_first_line(exc)}): truncated or corrupted; export the "
+                                   "checkpoint again (specforge export --to sglang)") from None
         return state, path / "config.json", {}
     state_file = specforge_state_file(path)
     try:  # weights_only: tensors and plain values, never arbitrary pickled objects
@@ -1245,12 +1370,16 @@ def _specforge_state(kind: str, path: Path) -> tuple[dict[str, Tensor], Path, di
     return weights, specforge_draft_config(state_file), {**meta, "state_file": str(state_file)}
 
 
-def load_specforge_drafter(path: str | Path, target: Any = None) -> Eagle3Drafter:
+def load_specforge_drafter(path: str | Path, target: Any = None, *, n_layers: int | None = None) -> Eagle3Drafter:
     """Load an EAGLE-3 draft that SpecForge saved (:func:`specforge_layout`) as the study's
-    :class:`Eagle3Drafter`: the config mapped by :func:`specforge_spec`, ``fc_norm.{i}`` renamed
-    ``fuse_norm.{i}``, weights in fp32, the draft vocabulary from ``d2t`` (checked against ``t2d``),
-    the frozen embedding from ``target`` as for the study's own checkpoints (an exported one is
-    used only while no target is given). ``provenance["format"]`` is ``"specforge"``."""
+    :class:`Eagle3Drafter`: the config checked (:func:`check_config_values`) and mapped by
+    :func:`specforge_spec`, the tensors' shapes checked against it before the drafter is built,
+    ``fc_norm.{i}`` renamed ``fuse_norm.{i}``, weights in fp32, the draft vocabulary from ``d2t``
+    (checked against ``t2d``), the frozen embedding from ``target`` as for the study's own
+    checkpoints (an exported one is used only while no target is given). The target's N is the
+    given target's, else ``n_layers``, else the one the draft config records, else guessed as
+    max id + 1 (``provenance["target_num_layers_from"]`` says which: "target", "n_layers",
+    "draft config", "guessed"). ``provenance["format"]`` is ``"specforge"``."""
     path = Path(path)
     kind = specforge_layout(path)
     if kind is None:
@@ -1259,17 +1388,22 @@ def load_specforge_drafter(path: str | Path, target: Any = None) -> Eagle3Drafte
     raw, cfg_path, meta = _specforge_state(kind, path)
     cfg = _read_json(cfg_path, "restore the run's draft config (wave export --engine specforge writes it)")
     model = getattr(target, "model", target)
-    n = getattr(text_config(model.config), "num_hidden_layers", None) if model is not None else None
-    ours = (cfg.get(SPECFORGE_EXPORT_KEY) or {}).get("target_num_hidden_layers")
-    if n is not None and ours is not None and int(ours) != int(n):
+    n = getattr(text_config(model.config), "num_hidden_layers", None) if model is not None else n_layers
+    ours = (cfg.get(SPECFORGE_EXPORT_KEY) or {}).get("target_num_hidden_layers") \
+        if isinstance(cfg.get(SPECFORGE_EXPORT_KEY), dict) else None
+    if n is not None and isinstance(ours, int) and not isinstance(ours, bool) and ours != int(n):
         raise DrafterError(f"{cfg_path} is for a target with N = {ours} decoder blocks, but the given target has "
                            f"N = {n}: load the matching target (--model)")
     spec = specforge_spec(cfg, where=str(cfg_path), n_layers=None if n is None else int(n))
-    state = {("fuse_norm." + k[len("fc_norm."):] if k.startswith("fc_norm.") else k):
-             (v.float() if v.is_floating_point() else v) for k, v in raw.items()}
+    n_from = "target" if model is not None else "n_layers" if n_layers is not None else \
+        "draft config" if ours is not None else "guessed"
+    state = {study_name(k): v for k, v in raw.items()}
     if "d2t" not in state or "t2d" not in state:
         raise DrafterError(f"{path}: the SpecForge checkpoint has no d2t/t2d vocabulary mapping; export it with "
                            "--vocab-mapping <the run's vocab_mapping.pt>")
+    # the shapes against the config before anything is built or converted: an edited size allocates nothing
+    _check_state_shapes(spec, {k: tuple(v.shape) for k, v in state.items()}, cfg_path, path)
+    state = {k: (v.float() if v.is_floating_point() else v) for k, v in state.items()}
     d2t, t2d = state["d2t"].long(), state["t2d"].bool()
     ids = d2t + torch.arange(len(d2t))
     if t2d.numel() != spec.vocab_size or len(ids) != spec.draft_vocab_size or int(t2d.sum()) != len(ids) \
@@ -1281,7 +1415,6 @@ def load_specforge_drafter(path: str | Path, target: Any = None) -> Eagle3Drafte
         drafter = Eagle3Drafter(spec, ids)
     except (DrafterError, RuntimeError, IndexError) as exc:
         raise DrafterError(f"{cfg_path} does not match {path} (d2t of {len(ids)} tokens: {exc})") from None
-    _check_state_shapes(drafter, state, cfg_path, path)
     bad = non_finite_tensors(state)
     if bad:
         raise DrafterError(f"{path} holds non-finite weights ({bad_text(bad)}): its training diverged")
@@ -1293,7 +1426,7 @@ def load_specforge_drafter(path: str | Path, target: Any = None) -> Eagle3Drafte
         drafter._has_embeddings = True
     run = _run_manifest(cfg_path.parent)
     drafter.provenance = {"format": "specforge", "source": str(path), "layout": kind, "draft_config": str(cfg_path),
-                          "layers": list(spec.layers), "specforge": meta,
+                          "layers": list(spec.layers), "specforge": meta, "target_num_layers_from": n_from,
                           "run": None if run is None else {k: run[1].get(k) for k in ("target", "layers", "created")}}
     if model is not None:
         drafter.attach_target(model)
