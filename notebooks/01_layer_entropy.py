@@ -21,7 +21,7 @@
 #
 # Over {glue:text}`n_tokens:,` response positions of {glue:text}`n_prompts` prompts, layer
 # entropy is {glue:text}`ds_first:.2f` nats at the embeddings and {glue:text}`ds_last:.2f` at
-# the last block's output: end to end it {glue:text}`ds_trend`. It is highest at layer
+# the last block's output ({glue:text}`ds_trend`). It is highest at layer
 # {glue:text}`ds_argmax` ({glue:text}`ds_max:.2f`) and lowest at layer {glue:text}`ds_argmin`
 # ({glue:text}`ds_min:.2f`); its largest fall between two consecutive layers,
 # {glue:text}`ds_drop:.2f` nats, is {glue:text}`drop_vs_band` than the bootstrap band of

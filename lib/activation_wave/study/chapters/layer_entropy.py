@@ -113,8 +113,8 @@ def run(cfg: StudyConfig, cap: Any) -> LayerEntropyResult:
 
 
 #: How dataset entropy goes from the embeddings to the last block's output, against the
-#: bootstrap band: the verb phrase of "over depth it ...".
-TREND = {"up": "rises", "down": "falls", "flat": "ends within the bootstrap band of where it starts"}
+#: bootstrap band: the page's "A nats at the embeddings and B at the last block's output (___)".
+TREND = {"up": "a rise", "down": "a fall", "flat": "no change beyond the bootstrap band"}
 #: How the final norm's shift of entropy compares with the last block's (the band decides "about").
 NORM_VS_BLOCK = {"more": "more than", "less": "less than", "same": "about as much as"}
 
@@ -123,7 +123,7 @@ def trend_word(first: float, last: float, band: float) -> str:
     """:data:`TREND`'s phrase for a profile from ``first`` to ``last`` with a band of width ``band``.
 
     >>> trend_word(4.3, 4.7, 0.1), trend_word(4.3, 2.2, 0.1), trend_word(4.3, 4.35, 0.1)
-    ('rises', 'falls', 'ends within the bootstrap band of where it starts')
+    ('a rise', 'a fall', 'no change beyond the bootstrap band')
     """
     return TREND["up" if last - first > band else "down" if first - last > band else "flat"]
 
