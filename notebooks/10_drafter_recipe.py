@@ -25,6 +25,7 @@ from activation_wave.core.results import load_benchmarks, load_optional
 from activation_wave.core.tables import format_table
 from activation_wave.plots import plot_recipe_curves, plot_recipe_forest, plot_recipe_projection
 from activation_wave.study.chapters import drafter_recipe as dr
+from activation_wave.study import findings
 from activation_wave.study.glue import glue_figure, glue_values
 from activation_wave.study.steps import notebook_config
 
@@ -37,21 +38,24 @@ glue_values(**dr.screen_values(doc), **dr.seed_values(doc), **dr.equal_cost_valu
             **dr.projection_values(proj), mde_lo=mde_lo, mde_hi=mde_hi,
             **dr.agreement_values(load_optional("llamacpp_agreement", cfg, results_root or None)),
             **dr.strength_values(load_optional("06_predictors", cfg, results_root or None), bench))
+findings.glue(findings.record(cfg, results_root or None), ["R1"])  # R1's record, quoted in the answer
 
 # %% [markdown]
 # ```{admonition} Answer
 # Of {glue:text}`n_arms` one-factor changes to the base recipe ({glue:text}`n_seeds`
 # seeds each, paired over {glue:text}`n_prompts` eval prompts, Holm-corrected), {glue:text}`n_helps` helped
 # ({glue:text}`helps_names`: {glue:text}`help_delta:+.3f` in $\tau$, 95% interval {glue:text}`help_lo:+.3f` to
-# {glue:text}`help_hi:+.3f`), {glue:text}`n_hurts` hurt and {glue:text}`n_noise` were within noise. More data buys
-# about {glue:text}`proj_b:+.3f` offline $\tau$ per doubling of the training data.
+# {glue:text}`help_hi:+.3f`), {glue:text}`n_hurts` hurt and {glue:text}`n_noise` were within noise. R1, that some
+# change helps, is {glue:text}`f_R1_label`. More data buys about {glue:text}`proj_b:+.3f` offline $\tau$ per
+# doubling of the training data.
 # ```
 #
 # ## Why it matters
 #
 # The drafters of this study are weak: the EAGLE-3 default's drafter reaches an offline {term}`tau` of
 # {glue:text}`ch6_tau:.2f` ({doc}`06_eagle3_speedup`), the study's strongest 135M drafter
-# {glue:text}`bench_tau:.2f` on the same measure, and released EAGLE-3 drafters for 8B targets 2.5 to 6 {cite}`li2025eagle3`.
+# {glue:text}`bench_tau:.2f` on the same measure, and EAGLE-3's drafter for LLaMA-3.1-8B-Instruct 6.1 to 6.7 at
+# $T = 0$ on a GPU {cite}`li2025eagle3`.
 # A drafter pays only when its $\tau$ exceeds what a round costs ({doc}`11_cpu_payoff`). On a 2-core CPU,
 # training time is the budget, so the useful question is which change to the training recipe buys the
 # most $\tau$ per CPU-minute: a better start, another loss, another optimiser setting, a smaller draft
@@ -67,7 +71,8 @@ glue_values(**dr.screen_values(doc), **dr.seed_values(doc), **dr.equal_cost_valu
 # {glue:text}`n_seeds` seeds. The outcome is the offline $\tau$ of a depth-3 chain at $T = 0$ on each eval
 # prompt, seeds averaged per prompt. The test (R1) is a paired bootstrap over prompts of each arm's
 # difference from the base, Holm-corrected across the arms: an arm helps or hurts when its adjusted $p$ is
-# below 0.05, and is within noise otherwise. The registration fixed all of this before any drafter trained;
+# below 0.05; otherwise this design cannot tell. The table's intervals are unadjusted 95% intervals, so an arm
+# whose interval excludes 0 can still miss Holm's threshold: its word follows the adjusted $p$. The registration fixed all of this before any drafter trained;
 # it is in the {doc}`lab record <../lab/drafter_recipe>`, with the arms dropped to fit the compute budget.
 #
 # ## Results

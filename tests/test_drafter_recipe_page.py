@@ -16,8 +16,8 @@ def _doc():
 
 def test_rows_carry_the_verdict_and_label_cost_as_secondary():
     rows = dr.arm_rows(_doc())
-    assert [r["R1"] for r in rows] == ["helps", "within noise", "post hoc (no test)"]
-    assert rows[0]["delta 95% CI"] == "[0.050, 0.110]" and rows[1]["delta 95% CI"] == "[-0.030, +0.010]"
+    assert [r["R1 (by the Holm p)"] for r in rows] == ["helps", "within noise", "post hoc (no test)"]
+    assert rows[0]["delta 95% CI (unadjusted)"] == "[0.050, 0.110]" and rows[1]["delta 95% CI (unadjusted)"] == "[-0.030, +0.010]"
     assert rows[0]["extra CPU-min vs base (secondary)"] == 5.0
 
 

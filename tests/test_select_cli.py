@@ -276,8 +276,13 @@ def test_the_committed_results_are_the_evidence(cap8, monkeypatch):
     monkeypatch.delenv("WAVE_RESULTS", raising=False)
     out = select_for_cli(*_with(cap8))  # a model the study did not train drafters for
     assert out["basis"] == "studied models" and out["recommended"] == [2, 4, 5]
-    assert f"smollm2-135m (chapter 6): best rule {smol_text}" in out["reason"]
-    assert f"gemma3-270m (chapter 7): best rule {gemma_text}" in out["reason"]
+    from activation_wave.core.config import load_config
+    from activation_wave.study import findings
+
+    F = findings.load(load_config("default"))  # the registered tests' words: the record's, quoted
+    assert f"smollm2-135m (drafters page; H1 (registered): {F['H1'].label}): best rule {smol_text}" in out["reason"]
+    assert f"gemma3-270m (Gemma page; G1 (registered): {F['G1'].label}): best rule {gemma_text}" in out["reason"]
+    assert "chapter" not in out["reason"]
     assert (f"rho(S2 of the set, tau) = {s2['rho']:+.2f} [{s2['lo']:+.2f}, {s2['hi']:+.2f}], n = {s2['n']} triples"
             in out["reason"])
     rng = np.random.default_rng(0)

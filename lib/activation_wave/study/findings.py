@@ -279,22 +279,41 @@ def _doc(f: Findings) -> dict[str, Any]:
     return {"tally": f.tally(), "records": [to_jsonable(r) for r in f.records]}
 
 
+def path(cfg: StudyConfig, root: str | Path | None = None) -> Path:
+    """``findings.json`` of ``cfg``'s profile: beside its models' results folders (one file for the
+    profile, whichever model a command names)."""
+    from activation_wave.core.results import results_dir
+
+    return results_dir(cfg, root).parent / f"{NAME}.json"
+
+
 def record(cfg: StudyConfig, root: str | Path | None = None) -> Findings:
-    """:func:`evaluate`, and write the records to ``findings.json`` when they differ from the file's."""
-    from activation_wave.core.results import load_optional, save_result
+    """:func:`evaluate`, and write the records to :func:`path` (atomically, through the write layer)
+    when they differ from the file's."""
+    import time
+
+    from activation_wave.core import files
+    from activation_wave.core.results import RESULTS_OWNED, git_commit, read_json_object
 
     got = evaluate(cfg, root)
-    doc, old = _doc(got), load_optional(NAME, cfg, root)
+    doc, where = _doc(got), path(cfg, root)
+    old = read_json_object(where, "it is rebuilt from the results files") if where.exists() else None
     if old is None or {k: old.get(k) for k in doc} != doc:
-        save_result(NAME, doc, cfg, root)
+        files.write_json(where, {"name": NAME, "config": {"profile": cfg.profile, "registry": str(REGISTRY.relative_to(
+            REPO_ROOT))}, "written": time.strftime("%Y-%m-%dT%H:%M:%S"), "git_commit": git_commit(), **doc},
+            RESULTS_OWNED, indent=1, sort_keys=False)
     return got
 
 
 def load(cfg: StudyConfig, root: str | Path | None = None) -> Findings:
     """The records as written (:func:`record`); a missing file names the command that writes it."""
-    from activation_wave.core.results import load_result
+    from activation_wave.core.results import read_json_object
 
-    doc = load_result(NAME, cfg, root)
+    where = path(cfg, root)
+    if not where.exists():
+        raise FileNotFoundError(f"{where} does not exist: run `wave findings --profile {cfg.profile}` (or any page "
+                                "that quotes a registered test) to write it")
+    doc = read_json_object(where, f"run `wave findings --profile {cfg.profile}` to rebuild it")
     names = {f.name for f in dataclasses.fields(Finding)}
     recs = tuple(Finding(**{k: (tuple(v) if k == "earlier" else v) for k, v in r.items() if k in names})
                  for r in doc["records"])
@@ -368,3 +387,44 @@ def _figure(r: Finding) -> str:
 def _fmt(r: Finding) -> str:
     """The format of a record's numbers: ratios to 2 places, tau differences to 3, rho with a sign."""
     return ".2f" if r.null == 1.0 else ("+.3f" if r.unit == "prompts" else "+.2f")
+
+
+#: The README's block that quotes the records (filled by ``wave findings --readme``).
+README_START, README_END = "<!-- findings:start -->", "<!-- findings:end -->"
+#: The records the README and the landing page quote, by the name pages glue them under: H1, the
+#: best rule's arm of H7 (16 times the prompts), G1 (the second model), H2, C1 (llama.cpp, 1.5B).
+HEADLINE = ("h1", "scale", "g1", "h2", "c1")
+
+
+def headline(f: Findings) -> dict[str, str]:
+    """{name: record key} of :data:`HEADLINE` (the H7 arm is the set H1 found best)."""
+    return {"h1": "H1", "scale": f"H7/{f.get('H1').compared or 'combined'}", "g1": "G1", "h2": "H2", "c1": "C1"}
+
+
+def readme_block(f: Findings) -> str:
+    """The README's findings block: a table of the headline records (claim, result with interval,
+    n, p, verdict) and the tally, between :data:`README_START` and :data:`README_END`."""
+    rows = ["| test | claim | result [95% interval] | n | p | verdict |", "|---|---|---|---|---|---|"]
+    for key in headline(f).values():
+        r, q = f.get(key), quoted(f.get(key))
+        rows.append(f"| {r.key} | {r.claim} | {q['figure']} | {q['n']} | {q['p'] or '-'} | **{r.label}** |")
+    tally = " · ".join(f"{w}: {n}" for w, n in f.tally().items())
+    rows.append(f"| all | {len(f.records)} records of {len({r.test for r in f.records})} tests | {tally} | | | |")
+    return "\n".join([README_START, *rows, README_END])
+
+
+def fill_readme(readme: Path, f: Findings) -> bool:
+    """Replace the block of ``readme`` by :func:`readme_block` (through the write layer; the file
+    must hold the block's markers). True when the file changed."""
+    from activation_wave.core import files
+
+    text = readme.read_text()
+    a, b = text.find(README_START), text.find(README_END)
+    if a < 0 or b < a:
+        raise files.WriteRefused(f"{readme} has no {README_START} ... {README_END} block: add the two markers where "
+                                 "the findings go, then run `wave findings --readme` again")
+    new = text[:a] + readme_block(f) + text[b + len(README_END):]
+    if new == text:
+        return False
+    files.write_text(readme, new, lambda p: None if README_START in p.read_text() else "it has no findings block")
+    return True

@@ -69,8 +69,8 @@ def arm_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
         rows.append({
             "arm": a["name"], "change": ", ".join(f"{k}={v}" for k, v in a.get("overrides", {}).items()),
             "tau": a["tau"], "tau 95% CI": _ci(a.get("lo"), a.get("hi")),
-            "delta": a["delta"], "delta 95% CI": _ci(a.get("delta_lo"), a.get("delta_hi")),
-            "p (Holm)": a.get("p_holm"), "R1": verdict(a),
+            "delta": a["delta"], "delta 95% CI (unadjusted)": _ci(a.get("delta_lo"), a.get("delta_hi")),
+            "p (Holm)": a.get("p_holm"), "R1 (by the Holm p)": verdict(a),
             "MDE (Holm)": None if a.get("mde_holm") is None else round(float(a["mde_holm"]), 3),
             "seeds": a["n_seeds"],
             "train CPU-min (secondary)": round(cpu, 1),

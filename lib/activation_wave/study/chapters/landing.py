@@ -71,11 +71,12 @@ def ranked_triples(ch: Chapters) -> list[dp.OutcomeRow]:
     return dp.outcome_rows(ch.paired, 3)
 
 
-def records(ch: Chapters, f: Any) -> dict[str, str]:
-    """The findings records the page quotes, by the name it glues them under: H1 (the best rule
-    against the default), the best rule's arm of H7 (16 times the prompts), G1 (the second model),
-    H2 (entropy against tau) and C1 (EAGLE-3 in llama.cpp on the 1.5B target)."""
-    return {"h1": "H1", "scale": f"H7/{f.get('H1').compared or 'combined'}", "g1": "G1", "h2": "H2", "c1": "C1"}
+def records(f: Any) -> dict[str, str]:
+    """The findings records the page quotes, by the name it glues them under
+    (:func:`activation_wave.study.findings.headline`, the same rows as the README's)."""
+    from activation_wave.study.findings import headline
+
+    return headline(f)
 
 
 def loop_speed(entry: Mapping[str, Any], method: str = "spec_chain_t0") -> Speed:
