@@ -8,6 +8,7 @@
     wave export    --engine llamacpp --draft DIR --out FILE.gguf   (needs scripts/setup_llamacpp.sh)
     wave export    --engine specforge --run-dir D [--layers 2,16,29]  a SpecForge training run (GPU scale)
     wave export    --engine vllm --draft DIR --out FOLDER        the drafter as vLLM's EAGLE-3 loader reads it
+    wave serve     --engine vllm --draft DIR [--dry-run]  vLLM's OpenAI server with the drafter (needs scripts/setup_vllm.sh)
     wave generate  --engine llamacpp --split eval --out FILE.jsonl [--check-against FILE]
                                                      target responses from llama-server (same schema)
     wave study     --profile P                       every chapter, then the book
@@ -303,6 +304,41 @@ def cmd_export_vllm(args: argparse.Namespace) -> int:
     print(f"vllm       {out}  (layers {cfg['eagle_aux_hidden_state_layer_ids']}, draft vocab {cfg['draft_vocab_size']})")
     print(f"serve      {serve_command('<target folder>', out)}")
     return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """``wave serve --engine vllm --draft D``: the target folder and the export written or reused,
+    then vLLM's OpenAI-compatible server in a process group that stops with this command
+    (activation_wave.engines.vllm_serve); ``--dry-run`` prints the plain vLLM command instead."""
+    import time
+
+    from activation_wave.core.paths import cache_root
+    from activation_wave.engines import vllm as V
+    from activation_wave.engines import vllm_serve as S
+    from activation_wave.study.estimate import check_before_load
+    from activation_wave.study.steps import get_target
+
+    cfg = _config(args)
+    v = V.Vllm(Path(os.environ.get("VLLM_DIR") or V.REPO_ROOT / "build" / "vllm")) if args.dry_run else V.find_vllm()
+
+    def load(name: str) -> Any:
+        named = cfg if name == cfg.model else load_config(args.profile, parse_overrides(args.set), model=name)
+        check_before_load(named, steps=("load",))
+        return get_target(named)
+
+    prep = S.prepare(args.draft, model=args.model, default_model=cfg.model, load_target=load, out=args.out)
+    server = S.Server(prep.target_dir, prep.draft_dir, depth=args.depth, threads=args.threads, host=args.host,
+                      port=args.port, name=prep.name, max_model_len=args.max_model_len, kv_cache_mib=args.kv_cache_mib)
+    for line in prep.notes:
+        print(line, flush=True)
+    if args.dry_run:
+        print(f"command    {server.command(v)}")
+        if not v.python.exists():
+            print(f"           (vLLM is not installed at {v.root} yet: {V.SETUP_COMMAND})")
+        print(f"try        {server.example_request()}  (once the server answers)")
+        return 0
+    log = Path(args.log) if args.log else cache_root() / "vllm" / "logs" / f"serve-{args.port}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    return S.serve(server, v, log, start_timeout=args.start_timeout)
 
 
 def cmd_export_specforge(args: argparse.Namespace) -> int:
@@ -689,6 +725,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="data/results/benchmarks.json",
                    help="results file; each benchmark's entry is replaced, the others kept")
     p.add_argument("--only", action="append", help="run only these benchmarks (repeatable): capture_throughput, "
+    p = sub.add_parser("serve", help="serve a drafter with the target in vLLM's OpenAI-compatible server (one "
+                       "command: target folder, export, server, counters on exit)")
+    _add_common(p)
+    p.add_argument("--engine", required=True, choices=["vllm"], help="vllm: vLLM 0.32 on the CPU (needs "
+                   "scripts/setup_vllm.sh)")
+    p.add_argument("--draft", default=None, help="drafter folder written by train-draft (its target is the one in its "
+                   "provenance.json unless --model); without it, plain decoding")
+    p.add_argument("--out", default=None, help="folder of the drafter's vLLM export (default: in the cache, keyed by "
+                   "its weights; reused while they are the drafter's)")
+    p.add_argument("--depth", type=int, default=3, help="draft tokens per round, vLLM's num_speculative_tokens "
+                   "(default 3)")
+    p.add_argument("--threads", type=int, default=2, help="CPU threads of the server (default 2)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
+    p.add_argument("--max-model-len", type=int, default=2048, help="longest prompt + answer in tokens (default 2048)")
+    p.add_argument("--kv-cache-mib", type=int, default=256, help="KV cache memory in MiB (default 256)")
+    p.add_argument("--start-timeout", type=float, default=1800.0, help="seconds to wait for the server to answer "
+                   "(default 1800; it took about 5 minutes on 2 busy cores)")
+    p.add_argument("--log", default=None, help="vLLM's log file (default: <cache>/vllm/logs/serve-<port>-<time>.log)")
+    p.add_argument("--dry-run", action="store_true", help="write (or reuse) the target folder and the export, print "
+                   "the plain vLLM command with absolute paths, and start nothing")
+    p.set_defaults(func=cmd_serve)
+
                    "memory_scaling, metrics, speculative_decoding, speculative_decoding_bf16, "
                    "training_precision (bf16 vs fp32 drafter training on this CPU), drafter_data_scaling, default_profile, llamacpp (needs scripts/setup_llamacpp.sh), recipe (the drafter recipe study: "
                    "hours of drafter training, resumable, so it runs only when named; also writes "
