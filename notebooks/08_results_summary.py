@@ -56,10 +56,31 @@ format_table(findings.table(F))
 # {glue:text}`n_supported` are supported, {glue:text}`n_not_supported` not supported,
 # {glue:text}`n_within_noise` within noise and {glue:text}`n_not_testable` not testable.
 #
-# Where to read each: H1-H4 in {doc}`06_eagle3_speedup`; H5, H5c, H6 and H7 (stronger
-# drafters, thousands of distinct prompts) in {doc}`06b_drafter_strength`; G1-G3 (a second
-# architecture) in {doc}`07_gemma`; R1 (the drafter's recipe) in
-# {doc}`10_drafter_recipe`; C1 and C2 (a 1.5B target in llama.cpp) in {doc}`11_cpu_payoff`.
+# Where to read each:
+#
+# - H1-H4: {doc}`06_eagle3_speedup`;
+# - H5, H5c, H6 and H7 (stronger drafters, thousands of distinct prompts):
+#   {doc}`06b_drafter_strength`;
+# - G1-G3 (a second architecture): {doc}`07_gemma`;
+# - R1 (the drafter's recipe): {doc}`10_drafter_recipe`;
+# - C1 and C2 (a 1.5B target in llama.cpp): {doc}`11_cpu_payoff`.
+#
+# (sec-drafters-by-name)=
+# ## Drafters by name
+#
+# The pages quote several drafters of the same layers, each at its own $\tau$. Each has one
+# name here, with its training budget and which $\tau$ the pages give for it: offline (scored
+# on the cached greedy answers) or online (a real decoding run), and in which decoder.
+
+# %% tags=["remove-input"]
+import pandas as pd
+
+format_table(pd.DataFrame(findings.drafters(cfg, results_root or None)).drop(columns=["page"]),
+             {"tau": "{:.2f}"})
+
+# %% [markdown]
+# The offline and online values differ for the same drafter: an online run decodes fewer
+# prompts, cuts answers at a token limit and, in an engine, drafts with its own threshold.
 #
 # ## Try it
 #

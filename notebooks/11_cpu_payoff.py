@@ -196,30 +196,30 @@ glue_figure("fig_cost_model", plot_decoding_costs(bench.get("speculative_decodin
 # ({glue:text}`pta_lo:.3f` to {glue:text}`pta_hi:.3f`): {glue:text}`pta_word`. Every speculative output
 # equalled plain greedy decoding ({glue:text}`pt_lossless` prompt runs).
 #
-# ### The same drafter in vLLM
+# ### vLLM beside the study's decoder
 
 # %% tags=["remove-input"]
 from activation_wave.benchmarks.vllm_speed import cost_model_rows
 
-rows = pd.DataFrame(cost_model_rows(bench, threads="1"))
+# llama.cpp's 135M figures on this page are the side-by-side and ceiling runs above, so its
+# third run (the `llamacpp` entry) stays out of this table: one figure per quantity
+rows = pd.DataFrame(cost_model_rows(bench, threads="1", paths=("speculative_decoding", "vllm")))
 v = rows.iloc[-1]
-lc_row = rows[rows["path"].str.startswith("llama.cpp")].iloc[0]
-glue_values(vllm_round=float(v["round_in_plain_steps"]), vllm_depth=int(v["depth"]),
-            lc_row_round=float(lc_row["round_in_plain_steps"]), lc_row_depth=int(lc_row["depth"]), vllm_tau=float(v["tau"]), vllm_speedup=float(v["speedup"]),
-            vllm_lo=float(v["speedup_lo"]), vllm_hi=float(v["speedup_hi"]), vllm_identical=v["identical"],
-            vllm_word=cpu.speed_word(v["speedup_lo"], v["speedup_hi"]))
-format_table(rows[["path", "cpu", "depth", "tau", "round_in_plain_steps", "speedup", "speedup_lo", "speedup_hi",
-                   "interval", "identical"]].rename(columns={"round_in_plain_steps": "round (plain steps)",
-                                                             "speedup_lo": "low", "speedup_hi": "high",
-                                                             "interval": "interval over"}),
+glue_values(vllm_round=float(v["round_in_plain_steps"]), vllm_depth=int(v["depth"]), vllm_tau=float(v["tau"]),
+            vllm_speedup=float(v["speedup"]), vllm_lo=float(v["speedup_lo"]), vllm_hi=float(v["speedup_hi"]),
+            vllm_identical=v["identical"], vllm_word=cpu.speed_word(v["speedup_lo"], v["speedup_hi"]),
+            vllm_drafter=v["drafter"])
+format_table(rows[["path", "drafter", "cpu", "depth", "tau", "round_in_plain_steps", "speedup", "speedup_lo",
+                   "speedup_hi", "identical"]].rename(columns={"round_in_plain_steps": "round (plain steps)",
+                                                               "speedup_lo": "low", "speedup_hi": "high"}),
              {"tau": "{:.2f}", "round (plain steps)": "{:.2f}", "speedup": "{:.2f}x", "low": "{:.2f}", "high": "{:.2f}"})
 
 # %% [markdown]
-# vLLM, the engine most EAGLE-3 drafters are served with, runs the study's default-triple
-# drafter on its CPU backend too. There a depth-{glue:text}`vllm_depth:d` round costs
-# {glue:text}`vllm_round:.2f` plain steps (in llama.cpp a depth-{glue:text}`lc_row_depth:d` round
-# costs {glue:text}`lc_row_round:.2f`, the row above), so a drafter breaks even near $\tau$
-# {glue:text}`vllm_round:.2f`. Its drafter reached $\tau$
+# vLLM, the engine most EAGLE-3 drafters are served with, runs a study drafter on its CPU
+# backend too: the {glue:text}`vllm_drafter` (each row names its drafter; the
+# {doc}`glance page <08_results_summary>` lists every named drafter and which $\tau$ it
+# reports). There a depth-{glue:text}`vllm_depth:d` round costs {glue:text}`vllm_round:.2f`
+# plain steps, so a drafter breaks even near $\tau$ {glue:text}`vllm_round:.2f`. It reached $\tau$
 # {glue:text}`vllm_tau:.2f` (vLLM's own counters) and ran at {glue:text}`vllm_speedup:.2f`x
 # plain decoding ({glue:text}`vllm_lo:.2f` to {glue:text}`vllm_hi:.2f` over the prompts, one
 # thread; outputs identical to plain: {glue:text}`vllm_identical`): {glue:text}`vllm_word`. The

@@ -84,12 +84,27 @@ def counter_delta(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[s
     return {k: after[k] - before[k] for k in ("drafts", "draft_tokens", "accepted_tokens")} | {"accepted_per_pos": per}
 
 
-def acceptance(counters: Mapping[str, Any]) -> dict[str, Any]:
-    """vLLM's own acceptance figures: mean accepted length tau = 1 + accepted / drafts (tokens
-    per target forward, the bonus token counted), and the accepted share per draft position."""
+def tokens_per_pass(tokens: int, accepted: int) -> float | None:
+    """Tokens per target forward over a whole run: every forward yields one token of its own
+    (the bonus or a plain step's) plus the drafts it accepted, so forwards = tokens - accepted.
+    This is tau as the book counts it for every method, n-gram included, which drafts only
+    where the text repeats (its 1 + accepted / drafts counts only the rounds that drafted).
+
+    >>> tokens_per_pass(445, 172), tokens_per_pass(445, 163)
+    (1.63, 1.578)
+    """
+    return round(tokens / (tokens - accepted), 4) if tokens > accepted else None
+
+
+def acceptance(counters: Mapping[str, Any], tokens: int | None = None) -> dict[str, Any]:
+    """vLLM's own acceptance figures: tau, the tokens per target forward (:func:`tokens_per_pass`
+    with the run's ``tokens``; without them 1 + accepted / drafts), ``tau_when_drafting`` = 1 +
+    accepted / drafts (the rounds that drafted only), and the accepted share per draft position."""
     d = counters["drafts"]
+    when = round(1.0 + counters["accepted_tokens"] / d, 4) if d else None
+    per_pass = tokens_per_pass(tokens, counters["accepted_tokens"]) if tokens else when
     return {"drafts": d, "draft_tokens": counters["draft_tokens"], "accepted_tokens": counters["accepted_tokens"],
-            "tau": round(1.0 + counters["accepted_tokens"] / d, 4) if d else None,
+            "tau": per_pass, "tau_when_drafting": when,
             "drafted_per_round": round(counters["draft_tokens"] / d, 4) if d else None,
             "acceptance": round(counters["accepted_tokens"] / counters["draft_tokens"], 4) if counters["draft_tokens"] else None,
             "acceptance_by_position": [round(a / d, 4) for a in counters["accepted_per_pos"]] if d else []}
@@ -217,7 +232,7 @@ def summarize(ids: Sequence[str], res: Mapping[str, Sequence[Mapping[str, Any]]]
         s = settings[name]
         diffs = {pid: first_difference(p["tokens"], a["tokens"]) for pid, p, a in zip(ids, res["plain"], answers)}
         m = {**pooled(answers), "method": s.method, "depth": s.depth, "synthetic": s.synthetic,
-             "speedup": None, "ci": None, **acceptance(counters[name])}
+             "speedup": None, "ci": None, **acceptance(counters[name], pooled(answers)["tokens"])}
         if m["tokens_per_s"] and out["plain"]["tokens_per_s"]:
             m["speedup"] = round(m["tokens_per_s"] / out["plain"]["tokens_per_s"], 3)
             m["ci"] = _ci(speedup_interval(plain_t, timings(answers)))
@@ -543,7 +558,8 @@ def cost_model_row(bench: Mapping[str, Any], threads: str = "1") -> dict[str, An
             "identical": f"{m['identical_to_plain']}/{m['prompts']}"}
 
 
-def cost_model_rows(bench: Mapping[str, Any], threads: str = "1") -> list[dict[str, Any]]:
+def cost_model_rows(bench: Mapping[str, Any], threads: str = "1",
+                    paths: Sequence[str] = ("speculative_decoding", "llamacpp", "vllm")) -> list[dict[str, Any]]:
     """The cost-model table's rows, one per decoding path, every number from ``benchmarks.json``:
     the study's own loop (``speculative_decoding``: PyTorch, its measured cost model), llama.cpp
     (``llamacpp`` at ``threads``) and vLLM (:func:`cost_model_row`). Missing entries give no row.
@@ -555,23 +571,28 @@ def cost_model_rows(bench: Mapping[str, Any], threads: str = "1") -> list[dict[s
     ``interval`` (what it is over: "prompts" for the engines' paired bootstrap, "rounds" for the
     study loop's repeated interleaved rounds), ``identical`` (outputs equal to plain greedy),
     ``cpu`` (the machine the entry was measured on: entries of one file may come from different
-    machines, so rows compare within a row, across rows only on one ``cpu``)."""
+    machines, so rows compare within a row, across rows only on one ``cpu``) and ``drafter`` (its
+    name in the registry's drafters, ``data/findings/registry.yaml``). ``paths``: the entries to
+    show (a page that quotes another run of one of them leaves it out: one figure per quantity)."""
+    from activation_wave.study.chapters.performance import prompt_speedup
+
     rows: list[dict[str, Any]] = []
-    spec = bench.get("speculative_decoding")
+    spec = bench.get("speculative_decoding") if "speculative_decoding" in paths else None
     if spec and spec.get("cost_model"):
         comp = spec["cost_model"]["components_ms"]
         pred = spec["cost_model"]["predicted_chain_t0"]
-        spread = (spec.get("round_spread") or {}).get("speedup_vs_plain_t0") or {}
+        # the interval over prompts, as everywhere in the book: the rounds repeat the same prompts
+        spread = prompt_speedup(spec["per_prompt"], "spec_chain_t0") if spec.get("per_prompt") else {}
         d = int(comp["depth"])
         rows.append({"path": f"study loop (PyTorch), {comp.get('threads')} thread(s)", "depth": d,
                      "tau": round(pred["tau"], 4), "plain_step_ms": round(pred["step_ms"], 3),
                      "round_ms": round(pred["round_ms"], 3), "round_in_plain_steps": round(pred["break_even_tau"], 3),
                      "draft_ms": round(comp["draft_chain_ms"], 3), "ceiling": round(pred["ceiling"], 3),
-                     "speedup": round(spec["cost_model"]["measured_chain_t0"], 3),
+                     "speedup": round(spread.get("speedup", spec["cost_model"]["measured_chain_t0"]), 3),
                      "speedup_lo": round(spread["lo"], 3) if "lo" in spread else None,
-                     "speedup_hi": round(spread["hi"], 3) if "hi" in spread else None, "interval": "rounds",
+                     "speedup_hi": round(spread["hi"], 3) if "hi" in spread else None, "interval": "prompts",
                      "identical": spec.get("lossless_t0_chain")})
-    lc = ((bench.get("llamacpp") or {}).get("by_threads") or {}).get(threads)
+    lc = ((bench.get("llamacpp") or {}).get("by_threads") or {}).get(threads) if "llamacpp" in paths else None
     if lc and lc.get("eagle3", {}).get("round_costs"):
         e, rc = lc["eagle3"], lc["eagle3"]["round_costs"]
         d = int(rc.get("tau_max", 4)) - 1
@@ -581,13 +602,25 @@ def cost_model_rows(bench: Mapping[str, Any], threads: str = "1") -> list[dict[s
                      "ceiling": round((d + 1) / rc["round_in_plain_steps"], 3), "speedup": e["speedup"],
                      "speedup_lo": e["speedup_ci"][0], "speedup_hi": e["speedup_ci"][1], "interval": "prompts",
                      "identical": f"{e['identical_to_plain']}/{e['prompts']}"})
-    v = cost_model_row(bench, threads)
+    v = cost_model_row(bench, threads) if "vllm" in paths else None
     if v:
         rows.append({k: v[k] for k in ("path", "depth", "tau", "plain_step_ms", "round_ms", "round_in_plain_steps",
                                        "draft_ms", "ceiling", "speedup", "speedup_lo", "speedup_hi")}
                     | {"interval": "prompts", "identical": v["identical"]})
     keys = [k for k, on in (("speculative_decoding", spec and spec.get("cost_model")), ("llamacpp", lc and
             lc.get("eagle3", {}).get("round_costs")), ("vllm", v)) if on]
+    named = _drafter_names()
     for row, key in zip(rows, keys):
         row["cpu"] = (bench[key].get("machine") or {}).get("cpu")
+        row["drafter"] = named.get(key)
     return rows
+
+
+def _drafter_names() -> dict[str, str]:
+    """{benchmarks.json entry: the registry's name of the drafter it measured}."""
+    import yaml
+
+    from activation_wave.study.findings import REGISTRY
+
+    doc = yaml.safe_load(REGISTRY.read_text())
+    return {d["source"]["bench"]: name for name, d in (doc.get("drafters") or {}).items() if "bench" in d["source"]}

@@ -428,3 +428,33 @@ def fill_readme(readme: Path, f: Findings) -> bool:
         return False
     files.write_text(readme, new, lambda p: None if README_START in p.read_text() else "it has no findings block")
     return True
+
+
+def _dig(doc: Any, path: str) -> Any:
+    for part in path.split("."):
+        doc = doc[part] if isinstance(doc, Mapping) else doc[int(part)]
+    return doc
+
+
+def drafters(cfg: StudyConfig, root: str | Path | None = None, registry_path: Path = REGISTRY) -> list[dict[str, Any]]:
+    """The named drafters of the registry with the tau each page quotes for them (None where the
+    run has no such result): name, layers, budget, seeds, which tau, its value, its page."""
+    from activation_wave.core.results import load_benchmarks, read_json_object, results_dir
+
+    doc = yaml.safe_load(registry_path.read_text())
+    base, bench, out = results_dir(cfg, root).parent, load_benchmarks(), []
+    for name, d in (doc.get("drafters") or {}).items():
+        src = d["source"]
+        try:
+            if "bench" in src:
+                value = _dig(bench[src["bench"]], src["path"])
+            else:
+                res = read_json_object(base / src["file"], "run the page that writes it")
+                value = (next(s["tau"] for s in res["sets"] if s["set"] == src["set"]) if "set" in src else
+                         next(p["tau"] for p in res["points"] if p["label"] == src["point"]) if "point" in src
+                         else _dig(res, src["path"]))
+        except (KeyError, IndexError, StopIteration, FileNotFoundError, TypeError, ValueError):
+            value = None
+        out.append({"drafter": name, "layers": d["layers"], "budget": d["budget"], "seeds": d["seeds"],
+                    "which tau": d["tau"], "tau": None if value is None else round(float(value), 2), "page": d["page"]})
+    return out
