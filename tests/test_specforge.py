@@ -139,7 +139,10 @@ def test_export_writes_a_run_with_the_profiles_settings(world, tmp_path, monkeyp
 
     doc = yaml.safe_load((run / "run.yaml").read_text())
     assert doc["training"]["num_epochs"] == 3 and doc["training"]["learning_rate"] == 1e-4
-    assert doc["training"]["ttt_length"] == 2  # the smoke profile's draft.ttt_steps
+    assert doc["training"]["ttt_length"] == 7  # SpecForge's own, not the smoke profile's CPU budget of 2
+    assert doc["training"]["warmup_ratio"] == 0.015  # SpecForge's own, not the profile's 0.05
+    assert man["specforge"]["wheel_sha256"] == sf.WHEEL_SHA256 and sf.WHEEL_SHA256 in man["specforge"]["code"]
+    assert "not carried: SpecForge's 7" in out and "draft.ttt_steps = 2" in out
     assert doc["data"]["max_length"] == 384 and doc["deployment"]["trainer"]["nproc_per_node"] == 2
     assert doc["training"]["accumulation_steps"] == 3  # ceil(2048 tokens / (384 x 2 GPUs))
     assert doc["model"]["draft_model_config"] == "draft_config.json"
@@ -363,8 +366,8 @@ def test_specforge_accepts_the_paper_profiles_run(specforge, tmp_path, monkeypat
     assert check["parser"]["exit"] == 0 and check["parser"]["same_as_launch"]
     assert check["parser"]["planned"][3:] == man["run"]["train"][1:]
     assert check["config"]["training"] == {"strategy": "eagle3", "num_epochs": 10, "batch_size": 1,
-                                           "accumulation_steps": 1, "learning_rate": cfg.draft.lr,
-                                           "lr_scheduler": "cosine", "warmup_ratio": cfg.draft.warmup_frac,
+                                           "accumulation_steps": 1, "learning_rate": 1e-4,
+                                           "lr_scheduler": "cosine", "warmup_ratio": 0.015,
                                            "max_grad_norm": 0.5, "ttt_length": 7, "seed": 0}
     assert check["config"]["data"]["max_length"] == 2048 and check["chat_template"] == {"name": "llama3",
                                                                                          "registered": True}
@@ -372,6 +375,39 @@ def test_specforge_accepts_the_paper_profiles_run(specforge, tmp_path, monkeypat
     assert check["draft_config"]["tensors_match_study_loader"]
     assert check["data"]["records"] == check["data"]["user_turns"] == 192
     assert json.loads((tmp_path / "paper" / sf.MANIFEST).read_text())["check"]["ok"] is True
+
+
+def test_the_optimiser_settings_are_specforges_own_and_every_difference_is_named(specforge):
+    """SpecForge's defaults as its own schema gives them (the wheel's TrainingConfig/DataConfig),
+    not a copy; the paper profile's run differs from them only where the manifest says why."""
+    from specforge.config.schema import DataConfig, TrainingConfig
+
+    theirs = {f"training.{k}": v.default for k, v in TrainingConfig.model_fields.items()}
+    theirs |= {f"data.{k}": v.default for k, v in DataConfig.model_fields.items()}
+    assert {k: theirs[k] for k in sf.SPECFORGE_DEFAULTS} == sf.SPECFORGE_DEFAULTS
+    cfg = load_config("paper", {})
+    s = sf.settings(cfg, gpus=8, vocab=128256)
+    assert {r["study"]: (r["profile"], r["used"]) for r in s["not_carried"]} == {
+        "draft.lr": (3e-4, 1e-4), "draft.warmup_frac": (0.05, 0.015)}
+    assert {r["setting"]: r["run"] for r in s["differences"]} == {
+        "run.yaml training.num_epochs": 10, "run.yaml training.save_interval": 1000, "run.yaml training.seed": 0}
+    assert all(r["why"] and r["specforge_recipe"] == r["run"] for r in s["differences"])  # each as SpecForge's recipe
+    given = sf.settings(cfg, gpus=8, vocab=128256, given={"draft.lr"})
+    assert [r["study"] for r in given["not_carried"]] == ["draft.warmup_frac"]
+    assert {"setting": "run.yaml training.learning_rate", "run": 3e-4, "specforge_default": 1e-4,
+            "why": "given with --set"} in given["differences"]
+
+
+def test_the_paper_profiles_memory_refusal_names_layers(capsys, tmp_path, monkeypatch):
+    """Without --layers the paper profile needs its capture (~193 GiB here): the refusal says that
+    --layers skips it, with the layers to give."""
+    monkeypatch.setenv("WAVE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("WAVE_MEMORY_GIB", raising=False)
+    code, _, err = run_cli(["export", "--engine", "specforge", "--profile", "paper", "--run-dir", tmp_path / "run"],
+                           capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "GiB of memory" in err and "--layers 2,16,29 (the EAGLE-3 default for N = 32)" in err
+    assert not (tmp_path / "run").exists()
 
 
 def test_specforge_refuses_what_its_schema_refuses(specforge, world, tmp_path, monkeypatch):

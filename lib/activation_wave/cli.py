@@ -286,7 +286,9 @@ def cmd_export_vllm(args: argparse.Namespace) -> int:
     """``wave export --engine vllm --draft D --out O``: the drafter folder vLLM 0.32 loads (no
     target needed: vLLM shares the target's embeddings; ``--model``, when given, supplies the
     target's N that a SpecForge checkpoint may not record)."""
-    from activation_wave.engines.vllm import check_export_dir, export_vllm, serve_command
+    import shlex
+
+    from activation_wave.engines.vllm import check_export_dir, export_vllm
 
     check_export_flags(args)
     missing = [f for f, v in (("--draft", args.draft), ("--out", args.out)) if not v]
@@ -302,7 +304,8 @@ def cmd_export_vllm(args: argparse.Namespace) -> int:
     out = export_vllm(args.draft, args.out, force=args.force, n_layers=n_layers)
     cfg = json.loads((out / "config.json").read_text())
     print(f"vllm       {out}  (layers {cfg['eagle_aux_hidden_state_layer_ids']}, draft vocab {cfg['draft_vocab_size']})")
-    print(f"serve      {serve_command('<target folder>', out)}")
+    print(f"serve      wave serve --engine vllm --draft {shlex.quote(str(Path(args.draft).resolve()))}  (writes the "
+          "target's folder; --dry-run prints the plain vLLM command with absolute paths)")
     return 0
 
 
@@ -368,24 +371,40 @@ def cmd_export_specforge(args: argparse.Namespace) -> int:
     if args.layers is not None:
         layers, basis = list(check_layers(args.layers, n, what="--layers")), "given (--layers)"
     else:
+        from activation_wave.core.layers import eagle3_default_layers
         from activation_wave.select.report import select_for_cli
         from activation_wave.study.steps import run_capture
 
-        sel = select_for_cli(run_capture(cfg), cfg)
+        try:
+            sel = select_for_cli(run_capture(cfg), cfg)
+        except ConfigError as exc:  # the capture this model needs does not fit here: --layers needs none
+            if not str(exc.expected or "").endswith("GiB"):
+                raise
+            example = ",".join(map(str, eagle3_default_layers(n)))
+            raise ConfigError(f"{exc}; or give the layers yourself with --layers, e.g. --layers {example} (the "
+                              f"EAGLE-3 default for N = {n}): the export then needs neither the capture nor `wave "
+                              "select`", key=exc.key, expected=exc.expected) from None
         layers = list(sel["exports_ids"])
         basis = (f"wave select: recommended ({sel['basis']})" if sel["exports_for"] == "recommended" else
                  f"wave select: {cfg.select.method}'s candidate (nothing recommended: {sel['reason']})")
     man = sf.export_specforge(cfg, run_dir, layers=layers, basis=basis, gpus=gpus, sources=sources,
-                              chat_template=args.chat_template, force=args.force, target=target, command=command)
+                              chat_template=args.chat_template, force=args.force, target=target, command=command,
+                              given=set(parse_overrides(args.set)))
     print(f"run        {run_dir}  (SpecForge {sf.SPECFORGE_VERSION}; target {man['target']['target_model_path']}, "
           f"N = {n}; {man['data']['records']} train prompts)")
     print(f"layers     hidden_states {man['layers']['hidden_states']} = SpecForge ids {man['layers']['specforge']}  "
           f"({basis})")
     print(f"train      {' '.join(man['run']['train'])}")
     print(f"check      {sf.check_text(man['check'])}")
+    print(f"code       {sf.CODEBASE}")
     for r in man["settings"]["fixed"]:
         if r["differs"]:
             print(f"  ! {r['study']} = {r['value']} is not carried: {r['why']}")
+    for r in man["settings"]["not_carried"]:
+        print(f"  ! {r['study']} = {r['profile']} (the profile's) is not carried: SpecForge's {r['used']}; {r['why']}")
+    for r in man["settings"]["differences"]:
+        recipe = f", its recipe {r['specforge_recipe']}" if "specforge_recipe" in r else ""
+        print(f"differs    {r['setting']} = {r['run']} (SpecForge's default {r['specforge_default']}{recipe}): {r['why']}")
     print(f"next       bash {run_dir}/launch.sh on a machine with {gpus} GPUs; then "
           f"wave speculate --model {cfg.model} --draft {run_dir} --prompts <file>")
     return 0

@@ -45,7 +45,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,12 @@ WHEEL_SHA256 = "fbc79517adf483c6a8beea52561b1a8c8c8a99a54c820b47d2033a73966b55b0
 #: The commit of SpecForge's repository whose specforge/config/schema.py is the wheel's: the
 #: two data scripts launch.sh calls (not in the wheel) were read there.
 REPO_COMMIT = "abd0346d"
+#: Which SpecForge the hand-off targets. "0.2.0" on the registry has named two codebases (the
+#: per-method training scripts, then, from 2026-07, one ``specforge train --config run.yaml``
+#: with a strict schema); the wheel's sha256 names the one read here.
+CODEBASE = (f"specforge {SPECFORGE_VERSION}, the wheel with sha256 {WHEEL_SHA256}: the `specforge train --config "
+            "run.yaml` codebase (strict pydantic schema specforge/config/schema.py, SGLang as the only target "
+            "backend), not the earlier per-method training scripts that shipped under the same version")
 RUN_SCHEMA = 1
 MANIFEST = SPECFORGE_RUN_MANIFEST
 #: The files a run folder holds when written (the manifest last); launch.sh adds data/train.jsonl,
@@ -110,13 +116,15 @@ SPECFORGE_TEMPLATES = ("custom", "llama3", "llama4", "qwen", "lfm", "phi3", "phi
 KNOWN_TEMPLATES = {"meta-llama/Llama-3.1-8B-Instruct": "llama3", "meta-llama/Llama-3.1-70B-Instruct": "llama3"}
 
 #: How the study's drafter settings reach SpecForge 0.2.0: (study key, where in the run, how).
+#: The optimiser's settings (:data:`FROM_SPECFORGE`) take SpecForge's own defaults, not the profile's.
 MAPPING: tuple[tuple[str, str, str], ...] = (
-    ("draft.epochs", "run.yaml training.num_epochs", "same"),
-    ("draft.lr", "run.yaml training.learning_rate", "same"),
-    ("draft.lr_schedule", "run.yaml training.lr_scheduler", "same (cosine | constant)"),
-    ("draft.warmup_frac", "run.yaml training.warmup_ratio", "same"),
-    ("draft.grad_clip", "run.yaml training.max_grad_norm", "same (SpecForge has no 0 = off)"),
-    ("draft.ttt_steps", "run.yaml training.ttt_length", "same"),
+    ("draft.epochs", "run.yaml training.num_epochs", "same (the profile's training budget)"),
+    ("draft.lr", "run.yaml training.learning_rate", "SpecForge's default unless given with --set"),
+    ("draft.lr_schedule", "run.yaml training.lr_scheduler", "SpecForge's default unless given with --set"),
+    ("draft.warmup_frac", "run.yaml training.warmup_ratio", "SpecForge's default unless given with --set"),
+    ("draft.grad_clip", "run.yaml training.max_grad_norm", "SpecForge's default unless given with --set (it has "
+                                                           "no 0 = off)"),
+    ("draft.ttt_steps", "run.yaml training.ttt_length", "SpecForge's default unless given with --set"),
     ("draft.seed", "run.yaml training.seed", "same"),
     ("draft.batch_tokens", "run.yaml training.accumulation_steps",
      "batch_size 1 sequence per GPU; accumulation = ceil(batch_tokens / (max_length x GPUs)), tokens per step "
@@ -135,6 +143,41 @@ FIXED: dict[str, tuple[Any, str]] = {
     "draft.norm_init": ("ones", "SpecForge starts the norms at one"),
     "draft.block_init": ("random", "SpecForge starts the decoder layer at random"),
     "draft.feature_loss": (0.0, "SpecForge has no feature-regression term"),
+}
+
+
+#: SpecForge 0.2.0's own defaults for what run.yaml sets: its schema's (``TrainingConfig`` and
+#: ``DataConfig`` in specforge/config/schema.py, read in the wheel of :data:`WHEEL_SHA256`).
+SPECFORGE_DEFAULTS: dict[str, Any] = {
+    "training.num_epochs": 1, "training.batch_size": 1, "training.accumulation_steps": 1,
+    "training.learning_rate": 1e-4, "training.lr_scheduler": "cosine", "training.warmup_ratio": 0.015,
+    "training.max_grad_norm": 0.5, "training.ttt_length": 7, "training.save_interval": 0,
+    "training.log_interval": 50, "training.seed": 42, "data.max_length": 2048}
+#: Where SpecForge's EAGLE-3 recipe for the paper profile's target (examples/configs/
+#: llama3.1-8b-eagle3-offline.yaml in its repository) sets other values than its schema.
+SPECFORGE_RECIPE: dict[str, Any] = {"training.num_epochs": 10, "training.seed": 0, "training.save_interval": 1000,
+                                    "data.max_length": 4096}
+#: Study settings the run takes from :data:`SPECFORGE_DEFAULTS`, not from the profile: the
+#: optimiser's, which the study chose for its own drafters (135M-1.5B targets, a CPU; chapter 10's
+#: recipe study measured them there only). A value given with ``--set`` is used as given, and
+#: so is one the study measured a reason for at scale (:data:`MEASURED`).
+FROM_SPECFORGE: dict[str, str] = {"draft.lr": "training.learning_rate", "draft.lr_schedule": "training.lr_scheduler",
+                                  "draft.warmup_frac": "training.warmup_ratio",
+                                  "draft.grad_clip": "training.max_grad_norm", "draft.ttt_steps": "training.ttt_length"}
+#: Study settings of :data:`FROM_SPECFORGE` with a measured reason to keep the profile's value in
+#: a SpecForge run (key -> the reason, naming the measurement). None so far.
+MEASURED: dict[str, str] = {}
+NOT_CARRIED = ("the profile's value was chosen for the study's CPU drafters and not measured at this scale, so the run "
+               "uses SpecForge's own default (give --set {key}=... to choose another)")
+#: Why a value of the run differs from :data:`SPECFORGE_DEFAULTS` where the study sets it.
+WHY_DIFFERS: dict[str, str] = {
+    "training.num_epochs": "the profile's training budget (draft.epochs)",
+    "training.seed": "the profile's seed (draft.seed)",
+    "training.accumulation_steps": "the profile's tokens per optimiser step (draft.batch_tokens): ceil(batch_tokens "
+                                   "/ (max_length x GPUs)) sequences of one per GPU",
+    "training.save_interval": "a checkpoint every 1000 steps, as SpecForge's recipe (the schema's 0 saves none "
+                              "before the end)",
+    "data.max_length": "the profile's capture.max_length, the study's sequence length",
 }
 
 
@@ -281,13 +324,43 @@ def batch_plan(batch_tokens: int, max_length: int, gpus: int) -> dict[str, int]:
     return {"batch_size": 1, "accumulation_steps": acc, "max_tokens_per_step": acc * max_length * gpus}
 
 
-def run_config(cfg: Any, *, target_path: str, chat_template: str, gpus: int, run_id: str) -> dict[str, Any]:
+def optimiser_settings(cfg: Any, given: Collection[str] = ()) -> dict[str, dict[str, Any]]:
+    """The values of :data:`FROM_SPECFORGE`'s study keys a run uses: SpecForge's default, or the
+    profile's when the key is in ``given`` (set with ``--set``) or :data:`MEASURED`. Per key:
+    ``value`` (the run's), ``profile`` (the profile's), ``source`` and ``why``.
+
+    >>> from activation_wave.core.config import load_config
+    >>> s = optimiser_settings(load_config("paper", {}))
+    >>> s["draft.lr"]["value"], s["draft.lr"]["profile"], s["draft.lr"]["source"]
+    (0.0001, 0.0003, 'SpecForge default')
+    >>> optimiser_settings(load_config("paper", {}), given={"draft.lr"})["draft.lr"]["value"]
+    0.0003
+    """
+    out = {}
+    for key, where in FROM_SPECFORGE.items():
+        profile = getattr(cfg.draft, key.split(".", 1)[1])
+        if key in given:
+            out[key] = {"value": profile, "profile": profile, "source": "--set", "why": "given with --set"}
+        elif key in MEASURED:
+            out[key] = {"value": profile, "profile": profile, "source": "measured", "why": MEASURED[key]}
+        else:
+            out[key] = {"value": SPECFORGE_DEFAULTS[where], "profile": profile, "source": "SpecForge default",
+                        "why": "SpecForge's own default" if profile == SPECFORGE_DEFAULTS[where]
+                        else NOT_CARRIED.format(key=key)}
+    return out
+
+
+def run_config(cfg: Any, *, target_path: str, chat_template: str, gpus: int, run_id: str,
+               given: Collection[str] = ()) -> dict[str, Any]:
     """run.yaml: SpecForge 0.2.0's run config (``specforge.config.Config``) for the study's
-    ``cfg`` (:data:`MAPPING`): offline features from launch.sh step 2, one local trainer node."""
+    ``cfg`` (:data:`MAPPING`; the optimiser's settings :func:`optimiser_settings`, with ``given``
+    the study keys set with ``--set``): offline features from launch.sh step 2, one local
+    trainer node."""
     d = cfg.draft
-    if d.grad_clip <= 0:
-        raise SpecForgeError(f"draft.grad_clip = {d.grad_clip}: SpecForge 0.2.0 always clips (max_grad_norm > 0); "
-                             "give a bound, e.g. --set draft.grad_clip=0.5")
+    opt = {k: v["value"] for k, v in optimiser_settings(cfg, given).items()}
+    if opt["draft.grad_clip"] <= 0:
+        raise SpecForgeError(f"draft.grad_clip = {opt['draft.grad_clip']}: SpecForge 0.2.0 always clips "
+                             "(max_grad_norm > 0); give a bound, e.g. --set draft.grad_clip=0.5")
     batch = batch_plan(d.batch_tokens, cfg.capture.max_length, gpus)
     return {
         "model": {"target_model_path": target_path, "draft_model_config": "draft_config.json",
@@ -295,19 +368,39 @@ def run_config(cfg: Any, *, target_path: str, chat_template: str, gpus: int, run
         "data": {"hidden_states_path": "cache/hidden_states", "max_length": cfg.capture.max_length,
                  "chat_template": chat_template, "cache_dir": "cache"},
         "training": {"strategy": "eagle3", "num_epochs": d.epochs, "batch_size": batch["batch_size"],
-                     "accumulation_steps": batch["accumulation_steps"], "learning_rate": d.lr,
-                     "lr_scheduler": d.lr_schedule, "warmup_ratio": d.warmup_frac, "max_grad_norm": d.grad_clip,
-                     "ttt_length": d.ttt_steps, "save_interval": 1000, "log_interval": 50, "seed": d.seed},
+                     "accumulation_steps": batch["accumulation_steps"], "learning_rate": opt["draft.lr"],
+                     "lr_scheduler": opt["draft.lr_schedule"], "warmup_ratio": opt["draft.warmup_frac"],
+                     "max_grad_norm": opt["draft.grad_clip"], "ttt_length": opt["draft.ttt_steps"],
+                     "save_interval": 1000, "log_interval": 50, "seed": d.seed},
         "deployment": {"mode": "local_colocated", "trainer": {"nnodes": 1, "nproc_per_node": gpus}},
         "run_id": run_id,
         "output_dir": OUTPUT_DIR,
     }
 
 
-def settings(cfg: Any, *, gpus: int, vocab: int | None = None) -> dict[str, Any]:
+def differences(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each value of ``run`` (a :func:`run_config`) that is not SpecForge's own default
+    (:data:`SPECFORGE_DEFAULTS`), with SpecForge's recipe value where it has one and why."""
+    out = []
+    for key, default in SPECFORGE_DEFAULTS.items():
+        section, name = key.split(".")
+        value = run.get(section, {}).get(name)
+        if value is None or value == default:
+            continue
+        row = {"setting": f"run.yaml {key}", "run": value, "specforge_default": default,
+               "why": WHY_DIFFERS.get(key, "given with --set")}
+        if key in SPECFORGE_RECIPE:
+            row["specforge_recipe"] = SPECFORGE_RECIPE[key]
+        out.append(row)
+    return out
+
+
+def settings(cfg: Any, *, gpus: int, vocab: int | None = None, given: Collection[str] = ()) -> dict[str, Any]:
     """The study's settings as the run carries them (``mapped``: one row per :data:`MAPPING`
-    entry with the profile's value) and those SpecForge fixes (``fixed``: value, SpecForge's, why,
-    and whether they differ)."""
+    entry with the profile's value and, for the optimiser's, the value the run uses, its source
+    and why: :func:`optimiser_settings`), those SpecForge fixes (``fixed``: value, SpecForge's,
+    why, and whether they differ), and every value of run.yaml that is not SpecForge's default
+    (``differences``: :func:`differences`)."""
     values = {"draft.epochs": cfg.draft.epochs, "draft.lr": cfg.draft.lr, "draft.lr_schedule": cfg.draft.lr_schedule,
               "draft.warmup_frac": cfg.draft.warmup_frac, "draft.grad_clip": cfg.draft.grad_clip,
               "draft.ttt_steps": cfg.draft.ttt_steps, "draft.seed": cfg.draft.seed,
@@ -315,12 +408,18 @@ def settings(cfg: Any, *, gpus: int, vocab: int | None = None) -> dict[str, Any]
               "draft.draft_vocab": min(cfg.draft.draft_vocab, vocab) if vocab else cfg.draft.draft_vocab,
               "draft.fused_norm": cfg.draft.fused_norm, "capture.max_length": cfg.capture.max_length,
               "data.max_new_tokens": cfg.data.max_new_tokens}
-    mapped = [{"study": k, "value": values[k], "specforge": where, "how": how} for k, where, how in MAPPING]
+    opt = optimiser_settings(cfg, given)
+    mapped = [{"study": k, "value": values[k], "specforge": where, "how": how,
+               **({"used": opt[k]["value"], "source": opt[k]["source"], "why": opt[k]["why"]} if k in opt else
+                  {"used": values[k], "source": "profile"})} for k, where, how in MAPPING]
     fixed = []
     for key, (theirs, why) in FIXED.items():
         ours = getattr(cfg.draft, key.split(".", 1)[1])
         fixed.append({"study": key, "value": ours, "specforge": theirs, "why": why, "differs": ours != theirs})
-    return {"mapped": mapped, "fixed": fixed, "gpus": gpus,
+    run = run_config(cfg, target_path="", chat_template="", gpus=gpus, run_id="", given=given)
+    return {"mapped": mapped, "fixed": fixed, "gpus": gpus, "differences": differences(run),
+            "not_carried": [{"study": r["study"], "profile": r["value"], "used": r["used"], "why": r["why"]}
+                            for r in mapped if r["source"] == "SpecForge default" and r["value"] != r["used"]],
             "batch": batch_plan(cfg.draft.batch_tokens, cfg.capture.max_length, gpus)}
 
 
@@ -585,11 +684,15 @@ def _sha256(data: bytes) -> str:
 def export_specforge(cfg: Any, run_dir: str | Path, *, layers: Sequence[int], basis: str,
                      gpus: int = DEFAULT_GPUS, sources: Sequence[str] = STUDY_SOURCES,
                      chat_template: str | None = None, force: bool = False, command: str = "",
-                     check: bool = True, target: tuple[dict[str, Any], str, str] | None = None) -> dict[str, Any]:
+                     check: bool = True, target: tuple[dict[str, Any], str, str] | None = None,
+                     given: Collection[str] = ()) -> dict[str, Any]:
     """Write a SpecForge 0.2.0 training run for ``cfg.model`` reading ``layers`` into ``run_dir``
     (see the module docstring) and return its manifest.
 
     ``basis`` says where the layers came from (``wave select``'s recommendation, or given).
+    ``given``: the study keys set with ``--set``; the optimiser's others take SpecForge's
+    defaults (:func:`optimiser_settings`), and the manifest's ``settings`` names every value
+    that differs from SpecForge's own and why.
     ``target`` is :func:`target_config`'s triple when the caller has it. With ``check`` and the
     wheel in the cache (:func:`wheel_path`), SpecForge's own code checks the folder
     (:func:`check_run`) before the manifest is written, and a check that fails raises. Raises
@@ -625,7 +728,7 @@ def export_specforge(cfg: Any, run_dir: str | Path, *, layers: Sequence[int], ba
                                                      fused_norm=cfg.draft.fused_norm, target_path=target_path),
                                         indent=1) + "\n",
         "run.yaml": run_yaml(run_config(cfg, target_path=target_path, chat_template=template, gpus=gpus,
-                                        run_id=run_id), command=command),
+                                        run_id=run_id, given=given), command=command),
         "launch.sh": launch_script(target_path=target_path, layers=ids, gpus=gpus, chat_template=template,
                                    max_length=cfg.capture.max_length, max_new_tokens=cfg.data.max_new_tokens,
                                    n_prompts=len(prompts), sources=sources, command=command),
@@ -642,14 +745,14 @@ def export_specforge(cfg: Any, run_dir: str | Path, *, layers: Sequence[int], ba
             by_source[p.source] = by_source.get(p.source, 0) + 1
         manifest: dict[str, Any] = {
             "schema": RUN_SCHEMA, "producer": "activation_wave", "engine": "specforge",
-            "specforge": {"version": SPECFORGE_VERSION, "wheel_sha256": WHEEL_SHA256,
+            "specforge": {"version": SPECFORGE_VERSION, "wheel_sha256": WHEEL_SHA256, "code": CODEBASE,
                           "repo_commit_of_scripts": REPO_COMMIT},
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "git_commit": git_commit(), "command": command,
             "profile": cfg.profile,
             "target": {"model": cfg.model, "target_model_path": target_path, "config_source": source, "n_layers": n,
                        "model_type": tcfg.get("model_type"), "vocab_size": vocab, "hidden_size": tcfg.get("hidden_size")},
             "layers": {"hidden_states": ids, "specforge": to_convention(ids, "specforge"), "basis": basis},
-            "settings": settings(cfg, gpus=gpus, vocab=vocab),
+            "settings": settings(cfg, gpus=gpus, vocab=vocab, given=given),
             "data": {"file": "data/prompts.jsonl", "records": len(prompts), "by_source": by_source,
                      "split": "train (eval prompts held out)", "chat_template": template,
                      "responses": "regenerated by the target in launch.sh step 1 (SpecForge's regenerate_train_data.py, "
@@ -702,7 +805,7 @@ def handoff(cfg: Any, *, vocab: int | None = None, gpus: int = DEFAULT_GPUS) -> 
 
 def handoff_text(h: Mapping[str, Any]) -> list[str]:
     """The lines ``wave dry-run`` prints for :func:`handoff`."""
-    s = {r["study"]: r["value"] for r in h["settings"]["mapped"]}
+    s = {r["study"]: r.get("used", r["value"]) for r in h["settings"]["mapped"]}
     b = h["settings"]["batch"]
     lines = [f"  hand-off  drafters at scale train in SpecForge {SPECFORGE_VERSION}: {h['command']}",
              f"            layers: {h['layers']}",
@@ -713,6 +816,10 @@ def handoff_text(h: Mapping[str, Any]) -> list[str]:
     differ = [f"{r['study']} {r['value']} (SpecForge: {r['specforge']})" for r in h["settings"]["fixed"] if r["differs"]]
     if differ:
         lines.append(f"            not carried (SpecForge fixes them): {', '.join(differ)}")
+    own = [f"{r['study']} {r['used']:g} (profile {r['profile']:g})" if isinstance(r["used"], float) else
+           f"{r['study']} {r['used']} (profile {r['profile']})" for r in h["settings"].get("not_carried", [])]
+    if own:
+        lines.append(f"            SpecForge's own defaults, not the CPU drafters' (not measured at scale): {', '.join(own)}")
     lines.append(f"            then: {h['then']}")
     return lines
 
