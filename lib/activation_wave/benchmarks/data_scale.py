@@ -79,7 +79,7 @@ def design(base: DraftConfig, n_base: int, n_corpus: int, base_tokens: int,
     missing = [s for s in H7_SETS if s not in layers]
     if missing:
         raise ValueError(f"data_scale needs chapter 6's sets {missing} (06_predictors has {sorted(layers)}); "
-                         "run chapter 6 first")
+                         "run the drafters page first (wave study --only 06_eagle3_speedup)")
 
     def job(name: str, multiple: str, budget: str, seed: int) -> Job:
         n = MULTIPLES[multiple] * n_base

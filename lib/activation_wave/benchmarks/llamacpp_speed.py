@@ -635,7 +635,7 @@ def run_sizes(cfg: Any, *, n_prompts: int = 12, max_new_tokens: int = 96, thread
             "baseline": top["plain"]["tokens_per_s"],
             "baseline_unit": f"tokens/s, plain llama.cpp (same build, threads and flags: {' '.join(LOSSLESS_FLAGS)})",
             "ratio": top["eagle3"]["speedup"], "ratio_ci": top["eagle3"]["speedup_ci"],
-            "target": ">= 1.3 (goal, issue 27); C1 of chapter 11: interval above 1",
+            "target": ">= 1.3 (goal, issue 27); C1 of the cost page: interval above 1",
             "model": cfg.third.model, "speedup_by_threads": {t: r["eagle3"]["speedup"] for t, r in
                                                               large["by_threads"].items()},
             "tau_by_threads": {t: r["eagle3"]["tau"] for t, r in large["by_threads"].items()},

@@ -75,7 +75,7 @@ def _study_drafters(cfg: StudyConfig, root: str | None = None) -> dict[str, Any]
     return {"drafters": len(runs), "train_s_per_drafter_mean": statistics.fmean(secs) if secs else None,
             "tokens_per_s_mean": statistics.fmean(tps) if tps else None,
             "config": {k: getattr(cfg.draft, k) for k in ("epochs", "ttt_steps", "batch_tokens", "threads", "workers")},
-            "note": "chapter 6's drafters, trained by `wave study` (two at once when draft.workers = 2)"}
+            "note": "the drafters page's drafters, trained by `wave study` (two at once when draft.workers = 2)"}
 
 
 def bench_config(profile: str = "default", samples_per_prompt: int | None = None,
@@ -294,7 +294,7 @@ def _outcome_score(cfg: StudyConfig, target: Any, cache: Any, path: str) -> dict
     tau, lo, hi = mean_ci(per)
     return {"tau": tau, "lo": lo, "hi": hi, "n_prompts": sum(v is not None for v in per), "depth": b.depth,
             "draft_threshold": b.draft_threshold, "prompt_ids": list(ids), "per_prompt": per,
-            "what": "the pre-registered outcome of chapter 6 (offline tau per eval prompt, mean over prompts)"}
+            "what": "the pre-registered outcome of the drafters page (offline tau per eval prompt, mean over prompts)"}
 
 
 def _comparison_figures(cmp: OnlineComparison, source: dict[str, str]) -> dict[str, Any]:

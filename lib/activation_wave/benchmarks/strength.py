@@ -54,7 +54,7 @@ def design(cfg: StudyConfig, layers: Mapping[str, Sequence[int]]) -> list[tuple[
     if missing:
         raise ConfigError(f"strength sets {missing} are not among chapter 6's sets {sorted(layers)}; "
                           "check strength.sets / strength.norm_sets (e.g. --set strength.sets=combined,last-k) "
-                          "or re-run chapter 6", key="strength.sets", expected=f"names among {sorted(layers)}")
+                          "or re-run the drafters page (06_eagle3_speedup)", key="strength.sets", expected=f"names among {sorted(layers)}")
     recipes = budget_recipes(cfg)
     out = []
     for budget, draft in recipes.items():
@@ -136,7 +136,7 @@ def run(cfg: StudyConfig, *, root: str | None = None, progress: bool = True) -> 
     bottom_ids, taus[BOTTOM] = _bottom(pred, [REFERENCE, *s.sets])
     if tuple(bottom_ids) != tuple(ids):
         raise ValueError(f"chapter 6 scored {len(bottom_ids)} eval prompts and this page {len(ids)}, not the same "
-                         "ones in the same order: re-run chapter 6 on the same capture before this page")
+                         "ones in the same order: re-run the drafters page (06_eagle3_speedup) on the same capture before this page")
     from activation_wave.study import training_costs as costs
     from activation_wave.core.results import load_benchmarks, load_optional
     from activation_wave.study.chapters import drafter_data_scale
@@ -159,7 +159,7 @@ def run(cfg: StudyConfig, *, root: str | None = None, progress: bool = True) -> 
     return {"model": cfg.model, "profile": cfg.profile, "pre_registration": PRE_REGISTRATION,
             "outcome": (f"per-prompt offline tau on the {len(ids)} eval prompts at chain depth {b.depth} and draft "
                         f"threshold {b.draft_threshold:g}, seeds averaged per prompt (chapter 6's)"),
-            "recipes": {BOTTOM: "chapter 6's drafters (06_predictors)",
+            "recipes": {BOTTOM: "the drafters page's drafters (06_predictors)",
                         **({CORPUS: "the data-scale design's H7 point (data_scale.json; book/"
                                     "data_scale_preregistration.md)"} if corpus else {}),
                         **{k: dataclasses.asdict(v) for k, v in budget_recipes(cfg).items()}},

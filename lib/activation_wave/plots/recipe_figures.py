@@ -171,7 +171,7 @@ def plot_strength_deltas(doc: Mapping[str, Any], *, ax: Axes | None = None) -> F
         ax.annotate(f"{b['name']} budget", (b["tau_default"]["tau"], 1.0), xycoords=("data", "axes fraction"),
                     textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8, color="#555555")
     ax.axhline(0.0, color="black", lw=0.8)
-    ax.set_xlabel(r"the default triple's $\tau$ at that budget (offline; chapter 6's pre-registered outcome)")
+    ax.set_xlabel(r"the default triple's $\tau$ at that budget (offline; the registered outcome)")
     ax.set_ylabel(r"$\Delta\tau$ = set $-$ default (95% paired interval)")
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
     return fig

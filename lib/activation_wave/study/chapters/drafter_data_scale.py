@@ -216,7 +216,7 @@ def bench_entry(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The ``data_scale`` entry of ``benchmarks.json``: the curve, H7 and the throughputs."""
     cap = doc.get("capture", {})
     return {"what": "drafters of the default triple on nested prefixes of distinct prompts and token budgets, and "
-                    "H7 (chapter 6's sets at the largest data size); outcome: per-prompt offline tau on the 96 eval "
+                    "H7 (the drafters page's sets at the largest data size); outcome: per-prompt offline tau on the 96 eval "
                     "prompts", "pre_registration": doc.get("pre_registration"),
             "points": [{k: p[k] for k in ("label", "n_prompts", "n_positions", "cpu_s", "tau", "lo", "hi",
                                          "n_seeds", "tokens_per_s")} for p in doc["points"]],

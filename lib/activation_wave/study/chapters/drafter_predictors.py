@@ -433,7 +433,7 @@ def run(cfg: StudyConfig, cache: CaptureCache, target: Any, jobs: Sequence[Any],
         drafters, missing = find_drafters(eval_cache or cache, jobs)
     if not drafters:
         raise FileNotFoundError(f"no finished chapter-6 drafter under {cache.path / 'drafters'} for these sets: "
-                                "run chapter 6 first (this analysis never trains)")
+                                "run the drafters page first (wave study --only 06_eagle3_speedup; this analysis never trains)")
     prompt_ids, all_taus, pooled = per_prompt_tau(target, eval_cache or cache, drafters, depth=cfg.spec.depth,
                                                   threshold=cfg.spec.draft_threshold, workers=cfg.draft.workers,
                                                   threads=cfg.draft.threads, ledger=cfg.draft.ledger)

@@ -313,7 +313,7 @@ def hypotheses(doc: Mapping[str, Any] | None) -> list[Hypothesis]:
 
     return ([Hypothesis(f"H5 ({r['set']})", "its delta against the default changes from chapter 6's budget to the "
                         "stronger one", stat(r, "I"), ok(r, None),
-                        "top minus bottom delta, paired over prompts, Holm across the sets (the page after chapter 6; "
+                        "top minus bottom delta, paired over prompts, Holm across the sets (the stronger-drafters page; "
                         "its seed-sensitivity analysis is beside it there)" + survives(H5_TOP, r), (r["lo"], r["hi"]),
                         **structured(H5_TOP, r))
              for r in doc["interaction"]]
