@@ -704,6 +704,29 @@ def build_parser() -> argparse.ArgumentParser:
                    "specforge: rewrite a run folder SpecForge has written into (its outputs are kept)")
     p.set_defaults(func=cmd_export)
 
+    p = sub.add_parser("serve", help="serve a drafter with the target in vLLM's OpenAI-compatible server (one "
+                       "command: target folder, export, server, counters on exit)")
+    _add_common(p)
+    p.add_argument("--engine", required=True, choices=["vllm"], help="vllm: vLLM 0.32 on the CPU (needs "
+                   "scripts/setup_vllm.sh)")
+    p.add_argument("--draft", default=None, help="drafter folder written by train-draft (its target is the one in its "
+                   "provenance.json unless --model); without it, plain decoding")
+    p.add_argument("--out", default=None, help="folder of the drafter's vLLM export (default: in the cache, keyed by "
+                   "its weights; reused while they are the drafter's)")
+    p.add_argument("--depth", type=int, default=3, help="draft tokens per round, vLLM's num_speculative_tokens "
+                   "(default 3)")
+    p.add_argument("--threads", type=int, default=2, help="CPU threads of the server (default 2)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
+    p.add_argument("--max-model-len", type=int, default=2048, help="longest prompt + answer in tokens (default 2048)")
+    p.add_argument("--kv-cache-mib", type=int, default=256, help="KV cache memory in MiB (default 256)")
+    p.add_argument("--start-timeout", type=float, default=1800.0, help="seconds to wait for the server to answer "
+                   "(default 1800; it took about 5 minutes on 2 busy cores)")
+    p.add_argument("--log", default=None, help="vLLM's log file (default: <cache>/vllm/logs/serve-<port>-<time>.log)")
+    p.add_argument("--dry-run", action="store_true", help="write (or reuse) the target folder and the export, print "
+                   "the plain vLLM command with absolute paths, and start nothing")
+    p.set_defaults(func=cmd_serve)
+
     p = sub.add_parser("generate", help="the target's responses from another engine (llama.cpp's llama-server), "
                        "optionally checked token by token against the PyTorch target's")
     _add_common(p)
@@ -744,28 +767,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="data/results/benchmarks.json",
                    help="results file; each benchmark's entry is replaced, the others kept")
     p.add_argument("--only", action="append", help="run only these benchmarks (repeatable): capture_throughput, "
-    p = sub.add_parser("serve", help="serve a drafter with the target in vLLM's OpenAI-compatible server (one "
-                       "command: target folder, export, server, counters on exit)")
-    _add_common(p)
-    p.add_argument("--engine", required=True, choices=["vllm"], help="vllm: vLLM 0.32 on the CPU (needs "
-                   "scripts/setup_vllm.sh)")
-    p.add_argument("--draft", default=None, help="drafter folder written by train-draft (its target is the one in its "
-                   "provenance.json unless --model); without it, plain decoding")
-    p.add_argument("--out", default=None, help="folder of the drafter's vLLM export (default: in the cache, keyed by "
-                   "its weights; reused while they are the drafter's)")
-    p.add_argument("--depth", type=int, default=3, help="draft tokens per round, vLLM's num_speculative_tokens "
-                   "(default 3)")
-    p.add_argument("--threads", type=int, default=2, help="CPU threads of the server (default 2)")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
-    p.add_argument("--max-model-len", type=int, default=2048, help="longest prompt + answer in tokens (default 2048)")
-    p.add_argument("--kv-cache-mib", type=int, default=256, help="KV cache memory in MiB (default 256)")
-    p.add_argument("--start-timeout", type=float, default=1800.0, help="seconds to wait for the server to answer "
-                   "(default 1800; it took about 5 minutes on 2 busy cores)")
-    p.add_argument("--log", default=None, help="vLLM's log file (default: <cache>/vllm/logs/serve-<port>-<time>.log)")
-    p.add_argument("--dry-run", action="store_true", help="write (or reuse) the target folder and the export, print "
-                   "the plain vLLM command with absolute paths, and start nothing")
-    p.set_defaults(func=cmd_serve)
 
                    "memory_scaling, metrics, speculative_decoding, speculative_decoding_bf16, "
                    "training_precision (bf16 vs fp32 drafter training on this CPU), drafter_data_scaling, default_profile, llamacpp (needs scripts/setup_llamacpp.sh), recipe (the drafter recipe study: "
