@@ -9,7 +9,18 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from activation_wave.core import progress as P
+
+
+@pytest.fixture(autouse=True)
+def no_open_bars():
+    """Each test starts with no running bar of this process (a bar a test left open would be the
+    parent of the next test's bars and take their parts)."""
+    P._OPEN.clear()
+    yield
+    P._OPEN.clear()
 
 
 def test_lines_carry_the_elapsed_time_and_an_estimate_of_the_rest(monkeypatch):
@@ -193,3 +204,73 @@ def test_a_drafter_trained_in_this_process_shows_its_own_progress(monkeypatch, t
     X._train_missing(None, None, [([2, 4], None)], 1, True)
     X._train_missing(None, None, [([2, 4], None)], 1, False)
     assert asked == [True, False]
+
+
+def test_a_relayed_line_carries_the_drafter_training_inside_it(tmp_path, monkeypatch):
+    """Under the study's relay, "training drafters" advances only when a drafter is done; the
+    drafter's own batch bar inside it puts its count on that line, relayed once a minute."""
+    now = [0.0]
+    monkeypatch.setattr(P, "_now", lambda: now[0])
+    relay = tmp_path / "relay.log"
+    outer = P.LineProgress(total=2, desc="training drafters", unit="drafter", quiet=True, relay=relay)
+    inner = P.LineProgress(total=400, desc="draft [2, 15, 27]", unit="batch", quiet=True, relay=relay)
+    assert inner.relay is None and inner.parent is outer  # the outer bar relays, carrying the inner's count
+    for step in range(1, 101):
+        now[0] = 1.0 * step
+        inner.update()
+    lines = relay.read_text().splitlines()
+    assert lines == ["[training drafters] 0/2 drafter (0%), 60 s; draft [2, 15, 27] 60/400 batch (15%, ~340 s left)"]
+    inner.close()
+    assert outer.parts == {} and "batch" not in outer.line()
+    outer.close()
+
+
+def test_drafters_in_workers_report_their_batches_through_part_files(tmp_path):
+    """A worker's bar (here another process, with PART_ENV set as _train_in_worker sets it)
+    writes its count; the parent reads every running job's part and forgets finished ones."""
+    with P.PartFiles() as board:
+        code = textwrap.dedent("""
+            import os, sys
+            from activation_wave.core import progress
+            from activation_wave.core.progress import progress_bar
+            progress.PART_EVERY_S = 0.0  # every step written (a real one: at most once a second)
+            bar = progress_bar(total=50, desc="draft [1, 2, 3]", unit="batch", disable=True)
+            for _ in range(20):
+                bar.update()
+            sys.stdout.write(type(bar).__name__)
+        """)
+        env = {**os.environ, **board.env(0), "PYTHONPATH": os.pathsep.join(sys.path)}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout == "LineProgress" and out.stderr == ""  # silent on stderr: the worker's bar is not shown
+        parts = board.parts()
+        assert list(parts) == ["0"] and parts["0"].startswith("draft [1, 2, 3] 20/50 batch (40%")
+        board.done(0)
+        assert board.parts() == {}
+    assert not board.folder.exists()
+
+
+def test_the_workers_heartbeat_names_each_drafters_progress():
+    """The heartbeat while drafters train in workers: the count of whole drafters and, after it,
+    each running drafter's batches (read from its part file)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from activation_wave.draft.experiment import completed_with_heartbeat
+
+    class Board:
+        def parts(self):
+            return {"0": "draft [2, 15, 27] 212/430 batch (49%, ~555 s left)",
+                    "1": "draft [7, 27, 29] 190/430 batch (44%, ~680 s left)"}
+
+    out = io.StringIO()
+    bar = P.LineProgress(total=2, desc="training drafters", unit="drafter", file=out)
+    release = threading.Event()
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(release.wait, 5) for _ in range(2)]
+        threading.Timer(0.1, release.set).start()
+        list(completed_with_heartbeat(futures, bar, every=0.02, parts=Board()))
+    bar.close()
+    beat = out.getvalue().splitlines()[0]
+    assert beat.startswith("[training drafters] 0/2 drafter (0%), ")
+    assert beat.endswith("; draft [2, 15, 27] 212/430 batch (49%, ~555 s left); draft [7, 27, 29] 190/430 batch "
+                         "(44%, ~680 s left)")

@@ -22,6 +22,14 @@ progress bar of the kernel (drafter k of n, capture shard k of n, ...) appends i
 there, whether or not the caller asked for a visible bar, at least every
 :data:`RELAY_EVERY_S` seconds while it advances; and :func:`relay` prints them to the
 study's stderr as they come.
+
+A bar opened while another is running is a step of it (a drafter's batches inside "training
+drafters"): it reports its own count to the outermost bar, whose line carries it as a *part*
+(``[training drafters] 0/2 drafter (0%), 540 s; draft [2, 15, 27] 212/430 batch (49%, ~560 s
+left)``), so a relayed or heartbeat line says how far each drafter is, not only how many are
+done. Drafters trained in worker processes report the same way through small files
+(:class:`PartFiles`: each worker's outermost bar writes its count to the file named in
+:data:`PART_ENV`; the parent reads them into its line).
 """
 
 from __future__ import annotations
@@ -40,6 +48,11 @@ from typing import Any, TextIO
 RELAY_ENV = "WAVE_PROGRESS_RELAY"
 #: A relayed bar writes a line at least this often while it advances (and at every ``every`` share).
 RELAY_EVERY_S = 60.0
+#: Environment variable naming the file a worker process's outermost bar writes its count to
+#: (see :class:`PartFiles`).
+PART_ENV = "WAVE_PROGRESS_PART"
+#: A part file is rewritten at most this often while its bar advances (and when it ends).
+PART_EVERY_S = 1.0
 
 #: Bars of this process that are still running, outermost first (only the outermost relays).
 _OPEN: list[LineProgress] = []
@@ -60,6 +73,19 @@ def _eta(elapsed: float, n: int, total: int | None, free: int = 0) -> str:
     if not total or n - free <= 0 or n >= total:
         return ""
     return f", ~{elapsed / (n - free) * (total - n):.0f} s left"
+
+
+def part_text(desc: str, n: int, total: int | None, unit: str, elapsed: float, free: int = 0) -> str:
+    """One part of a line: a step's own count, share and time left.
+
+    >>> part_text("draft [2, 15, 27]", 212, 430, "batch", 540.0)
+    'draft [2, 15, 27] 212/430 batch (49%, ~555 s left)'
+    >>> part_text("draft [7, 27, 29]", 0, 430, "batch", 3.0)
+    'draft [7, 27, 29] 0/430 batch (0%)'
+    """
+    if not total:
+        return f"{desc} {n} {unit}"
+    return f"{desc} {n}/{total} {unit} ({100 * n / total:.0f}%{_eta(elapsed, n, total, free)})"
 
 
 class LineProgress:
@@ -83,6 +109,13 @@ class LineProgress:
         self._last = self._bucket(initial)
         self.closed = False
         self.relay = Path(relay) if relay and not any(b.relay and not b.done for b in _OPEN) else None
+        part = os.environ.get(PART_ENV)
+        self.part_file = Path(part) if part and not any(b.part_file and not b.done for b in _OPEN) else None
+        self._parted_at = 0.0
+        #: the outermost running bar this one is a step of (None: this one is outermost)
+        self.parent = next((b for b in _OPEN if not b.done), None)
+        #: the steps running inside this bar, by name: their :func:`part_text`
+        self.parts: dict[str, str] = {}
         _OPEN.append(self)
 
     @property
@@ -105,6 +138,10 @@ class LineProgress:
 
     def update(self, n: int = 1) -> None:
         self.n += n
+        if self.parent is not None:
+            self.parent.child_moved(self)
+        if self.part_file is not None and (self.done or _now() - self._parted_at >= PART_EVERY_S):
+            self._write_part()
         bucket = self._bucket(self.n)
         if bucket > self._last:
             self._print(to_file=True)
@@ -128,12 +165,47 @@ class LineProgress:
     def set_postfix(self, **kwargs: Any) -> None:
         self.postfix = ", ".join(f"{k}={v}" for k, v in kwargs.items())
 
+    def set_parts(self, parts: dict[str, str]) -> None:
+        """Replace the parts this bar's line carries (steps running elsewhere: :class:`PartFiles`)."""
+        self.parts = dict(parts)
+
+    def part(self, now: float | None = None) -> str:
+        """This bar as a part of another's line (:func:`part_text`)."""
+        elapsed = (_now() if now is None else now) - self.t0
+        return part_text(self.desc, self.n, self.total, self.unit, elapsed, self.free)
+
+    def child_moved(self, child: LineProgress) -> None:
+        """A step inside this bar advanced: carry its count, and relay the line when
+        :data:`RELAY_EVERY_S` have passed (the child's own lines do not reach the relay)."""
+        self.parts[child.desc] = child.part()
+        if self.relay is not None and not self.done and _now() - self._relayed_at >= RELAY_EVERY_S:
+            self._print(to_file=False)
+
+    def _write_part(self) -> None:
+        """This bar's count into its part file, for the parent process (atomic: a reader never
+        sees half of it)."""
+        import json
+
+        now = _now()
+        doc = {"desc": self.desc, "n": self.n, "total": self.total, "unit": self.unit, "elapsed": now - self.t0,
+               "free": self.free, "closed": self.closed}
+        tmp = self.part_file.with_name(self.part_file.name + ".tmp")
+        try:
+            tmp.write_text(json.dumps(doc))
+            os.replace(tmp, self.part_file)
+        except OSError:  # the parent is gone or cleaned up: progress is never worth an error
+            self.part_file = None
+        self._parted_at = now
+
     def line(self, now: float | None = None) -> str:
-        """The current progress line (at time ``now``, default the clock's)."""
+        """The current progress line (at time ``now``, default the clock's), with the parts of
+        the steps running inside it."""
         pct = f" ({100 * self.n / self.total:.0f}%)" if self.total else ""
         extra = f", {self.postfix}" if self.postfix else ""
         elapsed = (_now() if now is None else now) - self.t0
-        return f"[{self.desc}] {self.n}/{self.total} {self.unit}{pct}, {elapsed:.0f} s{_eta(elapsed, self.n, self.total, self.free)}{extra}"
+        parts = "".join(f"; {p}" for p in self.parts.values())
+        return (f"[{self.desc}] {self.n}/{self.total} {self.unit}{pct}, {elapsed:.0f} s"
+                f"{_eta(elapsed, self.n, self.total, self.free)}{extra}{parts}")
 
     def _print(self, to_file: bool) -> None:
         now = _now()
@@ -151,7 +223,13 @@ class LineProgress:
 
     def close(self) -> None:
         """Forget the bar (every line it printed is already complete)."""
+        if self.closed:
+            return
         self.closed = True
+        if self.parent is not None:
+            self.parent.parts.pop(self.desc, None)
+        if self.part_file is not None:
+            self._write_part()
         if self in _OPEN:
             _OPEN.remove(self)
 
@@ -163,7 +241,7 @@ def progress_bar(iterable: Iterable[Any] | None = None, *, total: int | None = N
     Under :func:`relay` (``$WAVE_PROGRESS_RELAY`` set) it is always a :class:`LineProgress`
     that relays, printing to stderr only when not ``disable``."""
     relayed = os.environ.get(RELAY_ENV)
-    if relayed:
+    if relayed or os.environ.get(PART_ENV):  # a worker's bar reports to its parent even when not shown
         return LineProgress(iterable, total=total, desc=desc, unit=unit, initial=initial, quiet=disable,
                             relay=relayed)
     from tqdm import tqdm
@@ -171,6 +249,60 @@ def progress_bar(iterable: Iterable[Any] | None = None, *, total: int | None = N
     if disable or sys.stderr.isatty():
         return tqdm(iterable, total=total, desc=desc, unit=unit, initial=initial, disable=disable)
     return LineProgress(iterable, total=total, desc=desc, unit=unit, initial=initial)
+
+
+class PartFiles:
+    """The counts of steps running in worker processes (a drafter's batches), for the parent's
+    line: :meth:`env` names job ``key``'s file for the worker (:data:`PART_ENV`), whose
+    outermost bar writes its count there; :meth:`parts` reads every running one back as
+    :func:`part_text`; :meth:`done` forgets a finished job. A context manager that removes its
+    folder."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="wave-parts-"))
+
+    def path(self, key: Any) -> str:
+        return str(self.folder / f"{key}.json")
+
+    def env(self, key: Any) -> dict[str, str]:
+        """The environment entry a worker sets for job ``key``."""
+        return {PART_ENV: self.path(key)}
+
+    def done(self, key: Any) -> None:
+        Path(self.path(key)).unlink(missing_ok=True)
+
+    def parts(self) -> dict[str, str]:
+        """Each running job's count (a file a worker is still writing is read next time)."""
+        import json
+
+        out = {}
+        for f in sorted(self.folder.glob("*.json")):
+            try:
+                d = json.loads(f.read_text())
+            except (OSError, ValueError):
+                continue
+            if not d.get("closed"):
+                out[f.stem] = part_text(d["desc"], d["n"], d.get("total"), d["unit"], d["elapsed"], d.get("free", 0))
+        return out
+
+    def close(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> PartFiles:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def show_parts(bar: Any, parts: dict[str, str]) -> None:
+    """Put ``parts`` on ``bar``'s line: a :class:`LineProgress`'s parts, a tqdm's postfix."""
+    if hasattr(bar, "set_parts"):
+        bar.set_parts(parts)
+    elif hasattr(bar, "set_postfix_str"):
+        bar.set_postfix_str("; ".join(parts.values()), refresh=False)
 
 
 def silence_relay() -> None:

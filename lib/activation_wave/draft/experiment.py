@@ -30,7 +30,7 @@ import numpy as np
 from activation_wave.models.capture import CaptureCache
 from activation_wave.core.config import DraftConfig
 from activation_wave.models.targets import Target
-from activation_wave.core.progress import progress_bar
+from activation_wave.core.progress import PartFiles, progress_bar, show_parts
 
 
 #: Fields that choose *which* drafters the experiment trains, or how many at once, not how one
@@ -170,12 +170,21 @@ def _worker_target(model: str, dtype: str) -> Target:
 
 
 def _train_in_worker(model: str, dtype: str, cache_path: str, layers: list[int], cfg: DraftConfig,
-                     score: ScoreOnTrain | None = None) -> str:
-    """Process-pool job: train one drafter with this process's target and the cache (and score it)."""
-    target = _worker_target(model, dtype)
-    path, _ = train_or_load(target, CaptureCache(cache_path), layers, cfg)
-    if score is not None:
-        _score_into_ledger(target, path, cfg.ledger, score)
+                     score: ScoreOnTrain | None = None, part: Mapping[str, str] | None = None) -> str:
+    """Process-pool job: train one drafter with this process's target and the cache (and score it).
+    ``part``: the environment entry (:meth:`~activation_wave.core.progress.PartFiles.env`) under
+    which this job's bars report their counts to the parent's line."""
+    import os
+
+    os.environ.update(part or {})
+    try:
+        target = _worker_target(model, dtype)
+        path, _ = train_or_load(target, CaptureCache(cache_path), layers, cfg)
+        if score is not None:
+            _score_into_ledger(target, path, cfg.ledger, score)
+    finally:
+        for key in part or {}:
+            os.environ.pop(key, None)
     return str(path)
 
 
@@ -243,18 +252,22 @@ def _train_missing(target: Target, cache: CaptureCache, jobs: list[tuple[list[in
                 _score_into_ledger(target, path, c.ledger, score)
             bar.update()
     else:
-        with _pool(workers) as pool:
-            futures = [pool.submit(_train_in_worker, target.name, _dtype(target), str(cache.path), ids, c, score)
-                       for ids, c in todo]
-            for fut in completed_with_heartbeat(futures, bar if show else None):
+        # each worker's drafter reports its batches through a file, so the heartbeat line says how
+        # far every drafter training at once is, not only how many are done
+        with _pool(workers) as pool, PartFiles() as board:
+            futures = {pool.submit(_train_in_worker, target.name, _dtype(target), str(cache.path), ids, c, score,
+                                   board.env(i)): i for i, (ids, c) in enumerate(todo)}
+            for fut in completed_with_heartbeat(list(futures), bar if show else None, parts=board):
                 fut.result()  # re-raise a worker's error here
+                board.done(futures[fut])
                 bar.update()
     bar.close()
 
 
 #: Seconds between progress lines while no drafter finishes (a top-budget drafter trains for
-#: up to an hour on a 2-core AVX2 machine; a log silent that long looks hung).
-HEARTBEAT_S = 300.0
+#: up to an hour on a 2-core AVX2 machine; a log silent that long looks hung). Each line
+#: carries every running drafter's batches (:class:`~activation_wave.core.progress.PartFiles`).
+HEARTBEAT_S = 60.0
 
 
 def _heartbeat(bar: Any) -> None:
@@ -264,13 +277,16 @@ def _heartbeat(bar: Any) -> None:
 
 
 def completed_with_heartbeat(futures: Sequence[Future[Any]], bar: Any | None,
-                             every: float | None = None) -> Iterator[Future[Any]]:
+                             every: float | None = None, parts: PartFiles | None = None) -> Iterator[Future[Any]]:
     """The ``futures`` as they complete (:func:`concurrent.futures.as_completed`), showing
     ``bar``'s line (:func:`_heartbeat`) after every ``every`` seconds (default
-    :data:`HEARTBEAT_S`) in which none completed; ``bar=None`` stays silent."""
+    :data:`HEARTBEAT_S`) in which none completed, with the counts the jobs report through
+    ``parts``; ``bar=None`` stays silent."""
     pending = set(futures)
     while pending:
         done, pending = wait(pending, timeout=HEARTBEAT_S if every is None else every, return_when=FIRST_COMPLETED)
+        if parts is not None and bar is not None:
+            show_parts(bar, parts.parts())
         if not done and bar is not None:
             _heartbeat(bar)
         yield from done
