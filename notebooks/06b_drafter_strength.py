@@ -70,6 +70,7 @@ glue_values(**st.page_values(doc, load_optional("06_predictors", cfg, results_ro
             **ds.page_values(scale))
 F = findings.record(cfg, results_root or None)  # H5, H5c, H6 and H7, one record per set
 findings.glue(F, {"h7best": F.top("H7")})
+glue_values(**{f"f_{t}_count_{k}": v for t in ("H5", "H5c", "H6") for k, v in F.counts(t).items()})
 
 # %% [markdown]
 # ## Results
@@ -101,9 +102,10 @@ glue_figure("fig_strength_deltas", plot_strength_deltas(doc) if doc else st.not_
 # ### H5: does a set's gap to the default change with the budget?
 #
 # $I$ is the stronger budget's $\Delta\tau$ minus the one-epoch budget's for the same set,
-# computed per prompt and resampled over prompts. Of {glue:text}`strength_h5_n:d` sets,
-# {glue:text}`strength_h5_moved:d` changed beyond noise. From the stronger budget to the
-# corpus budget, {glue:text}`strength_h5c_moved:d` of {glue:text}`strength_h5c_n:d` did.
+# computed per prompt and resampled over prompts. Of {glue:text}`f_H5_count_n:d` sets,
+# {glue:text}`f_H5_count_supported:d` changed beyond noise (H5 supported for them). From the
+# stronger budget to the corpus budget, {glue:text}`f_H5c_count_supported:d` of
+# {glue:text}`f_H5c_count_n:d` did.
 
 # %% tags=["hide-input"]
 if doc is not None:
@@ -113,8 +115,8 @@ if doc is not None:
 # %% [markdown]
 # ### H6: does a per-layer norm help a stronger drafter?
 #
-# Of {glue:text}`strength_h6_n:d` triples, the norm helps {glue:text}`strength_h6_helps:d`
-# and hurts {glue:text}`strength_h6_hurts:d`. A confound: {glue:text}`strength_cpu_norm_avx2:d`
+# Of {glue:text}`f_H6_count_n:d` triples, the norm helps {glue:text}`f_H6_count_higher:d`
+# and hurts {glue:text}`f_H6_count_lower:d` (H6's record for each is in the table below). A confound: {glue:text}`strength_cpu_norm_avx2:d`
 # of the {glue:text}`strength_cpu_norm_n:d` norm drafters trained on a CPU with AVX2 only,
 # and {glue:text}`strength_cpu_plain_avx512:d` of the {glue:text}`strength_cpu_plain_n:d`
 # plain ones on a CPU with AVX-512. The two run different fp32 kernels, so this page cannot

@@ -47,7 +47,7 @@ def drafter_dir_key(job):
 def test_design_refuses_what_the_data_cannot_fill():
     with pytest.raises(ValueError, match="16x needs 5184 train prompts, the data has 1324"):
         ds.design(BASE, 324, 1000, 72_705, LAYERS)
-    with pytest.raises(ValueError, match="run chapter 6 first"):
+    with pytest.raises(ValueError, match="run the drafters page first"):
         ds.design(BASE, 324, 4860, 72_705, {"eagle3-default": (2, 15, 27)})
 
 
@@ -160,7 +160,10 @@ def test_the_h7_point_becomes_the_strength_pages_third_budget():
     names = [h.name for h in st.hypotheses(sdoc)]
     assert "H5, third budget (combined)" in names and "H5, third budget (last-k)" in names
     v = st.page_values(sdoc, None, None, None)
-    assert (v["strength_h5c_n"], v["strength_h5c_moved"]) == (2, 1) and not np.isnan(v["strength_corpus_tau"])
+    from activation_wave.study import findings
+
+    F = findings.from_hypotheses(st.hypotheses(sdoc), findings.registry()[1])
+    assert (F.counts("H5c")["n"], F.counts("H5c")["supported"]) == (2, 1) and not np.isnan(v["strength_corpus_tau"])
     assert st.interaction_corpus_rows(sdoc)[0]["set"] == "last-k"
 
 

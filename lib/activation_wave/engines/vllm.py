@@ -27,8 +27,9 @@ wheel; :func:`vllm_config` and :func:`vllm_tensors` write exactly this):
   shared. When the draft vocabulary is the whole vocabulary vLLM has no ``d2t`` parameter and
   the export leaves it out.
 
-Running: :func:`start` launches ``vllm_worker.py`` with vLLM's Python in its own process group,
-dying with this process (``PR_SET_PDEATHSIG``), with its CPU threads set explicitly
+Running: :class:`Engine` launches ``vllm_worker.py`` with vLLM's Python under the group leader
+(:func:`~activation_wave.engines.children.start_child`: its own process group, ended whole when
+this process dies, however), with its CPU threads set explicitly
 (``OMP_NUM_THREADS``; vLLM keeps an externally set count) and the engine in that one process
 (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), Intel OpenMP preloaded as vLLM's CPU backend asks for
 speculative decoding. :class:`Engine` sends it JSON requests.
@@ -49,6 +50,7 @@ from typing import Any
 
 from activation_wave.core import files
 from activation_wave.core.paths import REPO_ROOT
+from activation_wave.engines.children import start_child
 
 #: The command that installs the optional extra.
 SETUP_COMMAND = "bash scripts/setup_vllm.sh"
@@ -398,10 +400,9 @@ class Engine:
         self.vllm = vllm or find_vllm()
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self._log_fh = open(self.log, "w")
-        self.proc = subprocess.Popen([str(self.vllm.python), "-P", str(WORKER), json.dumps(settings.worker_args(record))],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log_fh,
-                                     env=settings.env(self.vllm), cwd=str(REPO_ROOT), text=True, bufsize=1,
-                                     preexec_fn=die_with_parent)
+        self.proc = start_child([str(self.vllm.python), "-P", str(WORKER), json.dumps(settings.worker_args(record))],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log_fh,
+                                env=settings.env(self.vllm), cwd=str(REPO_ROOT), text=True, bufsize=1)
         try:
             self.ready = self._read(timeout, "start")
         except BaseException:

@@ -140,6 +140,16 @@ class Findings:
         arms = [r for r in self.of(test) if r.value is not None]
         return max(arms, key=lambda r: r.value).key if arms else test
 
+    def counts(self, test: str) -> dict[str, int]:
+        """How many arms of ``test`` the record words each way, for a page that counts them:
+        ``n``, each word of :data:`WORDS` (spaces as underscores), and ``higher`` / ``lower``
+        (arms whose interval lies on that side, whatever the word)."""
+        arms = self.of(test)
+        out = {"n": len(arms), **{w.replace(" ", "_"): sum(r.word == w for r in arms) for w in WORDS}}
+        out.update(higher=sum(r.side in ("higher", "faster") for r in arms),
+                   lower=sum(r.side in ("lower", "slower") for r in arms))
+        return out
+
     def of(self, test: str) -> list[Finding]:
         """The records of one test (one per arm)."""
         return [f for f in self.records if f.test == test]

@@ -441,10 +441,8 @@ def page_values(doc: Mapping[str, Any] | None, pred: Mapping[str, Any] | None, b
     top = _budget(doc, TOP) if doc else None
     out["strength_n"] = _n_prompts(top) if top else 0
     inter, corp, norm = ((doc or {}).get(k) or [] for k in ("interaction", "interaction_corpus", "norm_arm"))
-    out.update(strength_h5_n=len(inter), strength_h5_moved=_count(inter, "higher") + _count(inter, "lower"),
-               strength_h5_line=_count(inter, "close to the line"),
-               strength_h5c_n=len(corp), strength_h5c_moved=_count(corp, "higher") + _count(corp, "lower"),
-               strength_h6_n=len(norm), strength_h6_helps=_count(norm, "higher"), strength_h6_hurts=_count(norm, "lower"))
+    # the counts of H5, H5c and H6 by verdict are the findings record's (the page glues them from it)
+    out.update(strength_h5_line=_count(inter, "close to the line"))
     sens = (doc or {}).get("seed_sensitivity") or []
     out.update(strength_sens_n=len(sens), strength_sens_changed=sum(r["changed"] for r in sens),
                strength_sens_boot=sens[0]["n_boot"] if sens else 0)
