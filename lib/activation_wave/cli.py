@@ -624,8 +624,12 @@ def check_results_file(path: Path, *, flag: str = "--out") -> Path:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from activation_wave.benchmarks import run_benchmarks
+    from activation_wave.benchmarks.suite import estimates
 
     cfg = _config(args)
+    if args.estimate:  # from the recorded runs: nothing is run
+        print("\n".join(estimates(cfg, Path(args.out), args.only)))
+        return 0
     run_benchmarks(cfg, out=check_results_file(Path(args.out)), only=args.only)
     return 0
 
@@ -795,7 +799,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "large_drafter_indist's drafter; about 55 minutes, runs only when named), "
                    "vllm (issue 57: plain vLLM 0.32 on the CPU against the study's EAGLE-3 drafters at depths 1-3, "
                    "one rule's set, n-gram speculation and the every-draft-accepted ceiling, at 1 and 2 threads; "
-                   "needs scripts/setup_vllm.sh; runs only when named)")
+                   "needs scripts/setup_vllm.sh; runs only when named; --estimate says how long it takes here)")
+    p.add_argument("--estimate", action="store_true", help="print how long each benchmark should take on this machine "
+                   "(its recorded run in --out, plus the drafters and capture it would train first when they are not "
+                   "in the cache) and exit; every run prints its line before it starts")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("dry-run", help="validate a config and estimate memory, disk and time without loading weights")
