@@ -771,7 +771,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="data/results/benchmarks.json",
                    help="results file; each benchmark's entry is replaced, the others kept")
     p.add_argument("--only", action="append", help="run only these benchmarks (repeatable): capture_throughput, "
-
                    "memory_scaling, metrics, speculative_decoding, speculative_decoding_bf16, "
                    "training_precision (bf16 vs fp32 drafter training on this CPU), drafter_data_scaling, default_profile, llamacpp (needs scripts/setup_llamacpp.sh), recipe (the drafter recipe study: "
                    "hours of drafter training, resumable, so it runs only when named; also writes "
