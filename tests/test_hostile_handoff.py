@@ -570,6 +570,10 @@ CASES: dict[str, Row] = {
         "8h", lambda c: ["export", "--engine", "specforge", "--model", c.world["model"], "--run-dir",
                          c.absent_path(c.tmp / "run"), "--sources", "", "--chat-template", "llama3", *LAYERS],
         ("--sources names no prompt set",)),
+    "export specforge --sources bogus": Row(
+        "8h", lambda c: ["export", "--engine", "specforge", "--model", c.world["model"], "--run-dir",
+                         c.absent_path(c.tmp / "run"), "--sources", "bogus", "--chat-template", "llama3", *LAYERS],
+        ("--sources 'bogus'", "is not a prompt source", "e.g. --sources")),
     "export specforge --force on an export interrupted before its manifest": Row(
         "8i", _interrupted_export, code=0, check=_manifest_written),
     # 9: file modes

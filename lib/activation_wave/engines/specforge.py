@@ -42,6 +42,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -657,8 +658,9 @@ def check_args(*, model: str, gpus: int, chat_template: str | None, sources: Seq
         try:
             check_source(src)
         except ConfigError as exc:
-            raise SpecForgeError(f"--sources {src!r}: {str(exc).split(': ', 1)[-1].split('; ')[0]}; give one or more "
-                                 f"of {','.join(STUDY_SOURCES)} or a .jsonl file") from None
+            problem = re.split(r"[:;] use ", str(exc).split(": ", 1)[-1])[0]  # check_source's words, not its --set fix
+            raise SpecForgeError(f"--sources {src!r}: {problem}; give one or more of {','.join(STUDY_SOURCES)}, a "
+                                 ".jsonl file or hub:<org>/<dataset>, e.g. --sources team,humaneval") from None
 
 
 def _interrupted_run(run_dir: Path, present: Sequence[str]) -> bool:
