@@ -573,7 +573,7 @@ def cost_model_rows(bench: Mapping[str, Any], threads: str = "1",
     machines, so rows compare within a row, across rows only on one ``cpu``) and ``drafter`` (its
     name in the registry's drafters, ``data/findings/registry.yaml``). ``paths``: the entries to
     show (a page that quotes another run of one of them leaves it out: one figure per quantity)."""
-    from activation_wave.study.chapters.performance import prompt_speedup
+    from activation_wave.core.stats import prompt_speedup
 
     rows: list[dict[str, Any]] = []
     spec = bench.get("speculative_decoding") if "speculative_decoding" in paths else None
@@ -636,7 +636,7 @@ def plain_drift(bench: Mapping[str, Any], threads: str = "1") -> dict[str, float
     over prompts): the same server doing the same work twice. Each method is compared with its
     own phase's plain run; this ratio is how far speed drifted between phases, a floor under any
     speedup the benchmark can tell from 1. None without two plain phases."""
-    from activation_wave.study.chapters.performance import prompt_speedup
+    from activation_wave.core.stats import prompt_speedup
 
     run = (((bench.get("vllm") or {}).get("by_threads") or {}).get(threads)) or {}
     rows = [{"id": p["id"], **{k: {"tokens": x["tokens"], "wall_s": x["ms"] / 1000} for k, x in p.items()

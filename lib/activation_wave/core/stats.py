@@ -29,9 +29,10 @@ Every function is seeded and returns a frozen dataclass whose fields are plain n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -45,7 +46,7 @@ NEAR_LINE = 0.01
 #: Replicates drawn at once (bounds memory at about CHUNK x prompts values).
 _CHUNK = 20_000
 
-__all__ = ["N_BOOT", "NEAR_LINE", "PairedDelta", "p_mcse", "near_line", "hierarchical_bootstrap", "Correlation", "CorrelationDifference", "Spread", "seed_mean", "finite_values", "paired_bootstrap",
+__all__ = ["prompt_speedup", "N_BOOT", "NEAR_LINE", "PairedDelta", "p_mcse", "near_line", "hierarchical_bootstrap", "Correlation", "CorrelationDifference", "Spread", "seed_mean", "finite_values", "paired_bootstrap",
            "bootstrap_p", "bootstrap_mean_ci", "mean_ci", "holm", "spearman", "spearman_ci", "spearman_difference",
            "within_noise", "group_difference", "min_detectable_delta", "power_at", "repeat_spread"]
 
@@ -552,3 +553,30 @@ def repeat_spread(values: ArrayLike, level: float = 0.95) -> Spread:
     sd = float(v.std(ddof=1))
     half = float(t.ppf((1 + level) / 2, len(v) - 1) * sd / np.sqrt(len(v)))
     return Spread(mean, mean - half, mean + half, sd, float(v.min()), float(v.max()), len(v), level)
+
+
+def prompt_speedup(per_prompt: Sequence[Mapping[str, Any]], method: str, reference: str = "plain_t0", *,
+                   n_boot: int = 10_000, seed: int = 0) -> dict[str, Any]:
+    """The pooled speedup of ``method`` over ``reference`` (total tokens over total wall time,
+    each prompt's runs summed over the interleaved rounds) with its 95% bootstrap interval over
+    the **prompts**: the prompts are the sample, the rounds repeat the same prompts, so an
+    interval over rounds is too narrow. ``per_prompt``: the decoding entry's rows (one per
+    prompt and round). Returns ``speedup``, ``lo``, ``hi`` and ``n`` (prompts).
+
+    >>> rows = [{"id": i, "plain_t0": {"tokens": 10, "wall_s": 1.0}, "spec": {"tokens": 10, "wall_s": w}}
+    ...         for i, w in (("a", 0.5), ("b", 1.0), ("a", 0.5), ("b", 1.0))]
+    >>> d = prompt_speedup(rows, "spec", n_boot=200)
+    >>> round(d["speedup"], 3), d["n"], d["lo"] <= d["speedup"] <= d["hi"]
+    (1.333, 2, True)
+    """
+    ids = list(dict.fromkeys(r["id"] for r in per_prompt if method in r and reference in r))
+    if len(ids) < 2:
+        return {"speedup": float("nan"), "lo": float("nan"), "hi": float("nan"), "n": len(ids)}
+    arr = np.array([[sum(r[k][f] for r in per_prompt if r["id"] == i and method in r) for k in (reference, method)
+                     for f in ("tokens", "wall_s")] for i in ids], dtype=float)
+    tot = arr.sum(axis=0)
+    idx = np.random.default_rng(seed).integers(0, len(arr), size=(n_boot, len(arr)))
+    boot = arr[idx].sum(axis=1)
+    ratio = (boot[:, 2] / boot[:, 3]) / (boot[:, 0] / boot[:, 1])
+    lo, hi = np.percentile(ratio, [2.5, 97.5])
+    return {"speedup": float((tot[2] / tot[3]) / (tot[0] / tot[1])), "lo": float(lo), "hi": float(hi), "n": len(ids)}

@@ -207,14 +207,14 @@ def study_evidence(cfg: Any, root: str | Path | None = None) -> dict[str, Any]:
 
 
 def _record_of(cfg: Any, profile: str, test: str, root: str | Path | None) -> str | None:
-    """``"H1 (registered): not supported (lower)"`` from ``profile``'s findings record, None without one."""
-    from activation_wave.study import findings
-
-    try:
-        r = findings.load(dataclasses.replace(cfg, profile=profile), root).get(test)
-    except (FileNotFoundError, ResultsFileError):
+    """``"H1 (registered): not supported (lower)"`` from ``profile``'s findings record (the file
+    ``findings.json`` beside its models' results, written by the study's findings step), None without one."""
+    path = results_dir(dataclasses.replace(cfg, profile=profile), root).parent / "findings.json"
+    if not path.is_file():
         return None
-    return f"{test} (registered): {r.label}"
+    doc = read_json_object(path, f"run `wave findings --profile {profile}` to rebuild it")
+    label = next((r.get("label") for r in doc.get("records") or [] if r.get("key") == test), None)
+    return f"{test} (registered): {label}" if label else None
 
 
 def _passed(c: Mapping[str, Any]) -> bool:

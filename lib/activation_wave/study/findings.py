@@ -286,7 +286,7 @@ def hypotheses(cfg: StudyConfig, root: str | Path | None = None) -> list[Hypothe
 def _doc(f: Findings) -> dict[str, Any]:
     from activation_wave.core.results import to_jsonable
 
-    return {"tally": f.tally(), "records": [to_jsonable(r) for r in f.records]}
+    return {"tally": f.tally(), "records": [{**to_jsonable(r), "label": r.label} for r in f.records]}
 
 
 def path(cfg: StudyConfig, root: str | Path | None = None) -> Path:
@@ -325,7 +325,7 @@ def load(cfg: StudyConfig, root: str | Path | None = None) -> Findings:
                                 "that quotes a registered test) to write it")
     doc = read_json_object(where, f"run `wave findings --profile {cfg.profile}` to rebuild it")
     names = {f.name for f in dataclasses.fields(Finding)}
-    recs = tuple(Finding(**{k: (tuple(v) if k == "earlier" else v) for k, v in r.items() if k in names})
+    recs = tuple(Finding(**{k: (tuple(v) if k == "earlier" else v) for k, v in r.items() if k in names})  # label: derived
                  for r in doc["records"])
     return Findings(recs, tuple(registry()[1].values()))
 

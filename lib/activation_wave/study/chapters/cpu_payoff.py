@@ -563,7 +563,7 @@ def against_default_plain(run: Mapping[str, Any], method: str) -> dict[str, floa
     """``method`` against the plain server with llama.cpp's default flags (weights repacked, the
     plain run a user gets) in one ``by_threads`` run, pooled over prompts with its 95% interval over
     prompts: ``speedup``, ``lo``, ``hi``, ``n`` (NaN without that run)."""
-    from activation_wave.study.chapters.performance import prompt_speedup
+    from activation_wave.core.stats import prompt_speedup
 
     if REPACKED not in run or method not in run or not run.get("per_prompt"):
         return {"speedup": NAN, "lo": NAN, "hi": NAN, "n": 0}

@@ -17,7 +17,7 @@ from typing import Any
 from activation_wave.core.config import StudyConfig
 from activation_wave.core.results import load_benchmarks
 from activation_wave.study.chapters import drafter_predictors as dp
-from activation_wave.study.chapters.performance import prompt_speedup
+from activation_wave.core.stats import prompt_speedup
 from activation_wave.study.chapters.results_summary import Chapters, load_chapters
 from activation_wave.study.hypotheses import side_word
 

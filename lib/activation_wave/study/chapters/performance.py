@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from activation_wave.core.paths import REPO_ROOT
+from activation_wave.core.stats import prompt_speedup
 from activation_wave.core.results import load_benchmarks  # noqa: F401 (the chapter's reader of the benchmarks file)
 
 NAN = float("nan")
@@ -215,35 +216,6 @@ def sweep_rows(lc: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     keys = ("outtype", "depth", "p_min", "tau", "acceptance", "drafted_per_round", "speedup", "round_in_plain_steps",
             "draft_ms_per_round", "identical")
     return [{k: r.get(k) for k in keys} for r in _sweep_rows(lc)]
-
-
-def prompt_speedup(per_prompt: Sequence[Mapping[str, Any]], method: str, reference: str = "plain_t0", *,
-                   n_boot: int = 10_000, seed: int = 0) -> dict[str, Any]:
-    """The pooled speedup of ``method`` over ``reference`` (total tokens over total wall time,
-    each prompt's runs summed over the interleaved rounds) with its 95% bootstrap interval over
-    the **prompts**: the prompts are the sample, the rounds repeat the same prompts, so an
-    interval over rounds is too narrow. ``per_prompt``: the decoding entry's rows (one per
-    prompt and round). Returns ``speedup``, ``lo``, ``hi`` and ``n`` (prompts).
-
-    >>> rows = [{"id": i, "plain_t0": {"tokens": 10, "wall_s": 1.0}, "spec": {"tokens": 10, "wall_s": w}}
-    ...         for i, w in (("a", 0.5), ("b", 1.0), ("a", 0.5), ("b", 1.0))]
-    >>> d = prompt_speedup(rows, "spec", n_boot=200)
-    >>> round(d["speedup"], 3), d["n"], d["lo"] <= d["speedup"] <= d["hi"]
-    (1.333, 2, True)
-    """
-    import numpy as np
-
-    ids = list(dict.fromkeys(r["id"] for r in per_prompt if method in r and reference in r))
-    if len(ids) < 2:
-        return {"speedup": NAN, "lo": NAN, "hi": NAN, "n": len(ids)}
-    arr = np.array([[sum(r[k][f] for r in per_prompt if r["id"] == i and method in r) for k in (reference, method)
-                     for f in ("tokens", "wall_s")] for i in ids], dtype=float)
-    tot = arr.sum(axis=0)
-    idx = np.random.default_rng(seed).integers(0, len(arr), size=(n_boot, len(arr)))
-    boot = arr[idx].sum(axis=1)
-    ratio = (boot[:, 2] / boot[:, 3]) / (boot[:, 0] / boot[:, 1])
-    lo, hi = np.percentile(ratio, [2.5, 97.5])
-    return {"speedup": float((tot[2] / tot[3]) / (tot[0] / tot[1])), "lo": float(lo), "hi": float(hi), "n": len(ids)}
 
 
 def pytorch_values(spec: Mapping[str, Any] | None) -> dict[str, Any]:
