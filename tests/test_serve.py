@@ -37,6 +37,8 @@ METRICS = textwrap.dedent("""\
     vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 9.0
     vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 4.0
     vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 2.0
+    vllm:spec_decode_num_drafts_created{engine="0",model_name="m"} 1.7966227437514553e+09
+    vllm:generation_tokens_total{engine="0",model_name="m"} 32.0
     vllm:num_requests_running{engine="0",model_name="m"} 0.0
     """)
 
@@ -128,10 +130,11 @@ def test_the_command_is_the_checked_one_with_absolute_paths(tmp_path):
 
 def test_metrics_are_vllms_counters():
     c = S.parse_metrics(METRICS)
-    assert c == {"drafts": 16, "draft_tokens": 48, "accepted_tokens": 15, "accepted_per_pos": [9, 4, 2]}
+    assert c == {"drafts": 16, "draft_tokens": 48, "accepted_tokens": 15, "tokens": 32, "accepted_per_pos": [9, 4, 2]}
     acc = S.acceptance(c)
-    assert acc["tau"] == round(1 + 15 / 16, 4) and acc["acceptance_by_position"] == [0.5625, 0.25, 0.125]
-    assert S.counters_text(acc).startswith("16 drafts, 48 drafted and 15 accepted tokens: tau 1.94")
+    assert acc["tau"] == round(32 / (32 - 15), 4) and acc["acceptance_by_position"] == [0.5625, 0.25, 0.125]
+    assert S.counters_text(acc).startswith("32 tokens, 16 drafts, 48 drafted and 15 accepted tokens: tau 1.88 "
+                                           "(tokens per target forward)")
     assert S.counters_text(S.acceptance(S.parse_metrics(""))).startswith("no drafts")
 
 
@@ -217,7 +220,7 @@ def test_serve_prints_the_url_and_the_counters_and_leaves_nothing(tmp_path):
     proc.send_signal(signal.SIGINT)
     rest = proc.stdout.read()
     assert proc.wait(timeout=30) == 0, rest
-    assert "counters   vLLM /metrics: 16 drafts, 48 drafted and 15 accepted tokens: tau 1.94" in rest
+    assert "counters   vLLM /metrics: 32 tokens, 16 drafts, 48 drafted and 15 accepted tokens: tau 1.88" in rest
     assert f"stopped    process group {leader}: no process left" in rest
     assert not any(map(alive, (server, child)))
 

@@ -275,21 +275,22 @@ _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 #: vLLM 0.32's Prometheus counters of speculative decoding (``vllm/v1/spec_decode/metrics.py``),
 #: exposed with the ``_total`` suffix of a counter.
 _COUNTERS = {"vllm:spec_decode_num_drafts": "drafts", "vllm:spec_decode_num_draft_tokens": "draft_tokens",
-             "vllm:spec_decode_num_accepted_tokens": "accepted_tokens"}
+             "vllm:spec_decode_num_accepted_tokens": "accepted_tokens", "vllm:generation_tokens": "tokens"}
 _PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 
 
 def parse_metrics(text: str) -> dict[str, Any]:
     """vLLM's speculative-decoding counters from its ``/metrics`` text (Prometheus exposition),
     summed over engines: ``drafts``, ``draft_tokens``, ``accepted_tokens``, ``accepted_per_pos``
-    (the same keys as :meth:`activation_wave.engines.vllm.Engine.counters`).
+    (the keys of :meth:`activation_wave.engines.vllm.Engine.counters`) and ``tokens``, the
+    tokens generated (``vllm:generation_tokens``).
 
     >>> parse_metrics('vllm:spec_decode_num_drafts_total{engine="0"} 16.0\\n'
     ...               'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="1"} 3.0\\n'
     ...               'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 9.0')
-    {'drafts': 16, 'draft_tokens': 0, 'accepted_tokens': 0, 'accepted_per_pos': [9, 3]}
+    {'drafts': 16, 'draft_tokens': 0, 'accepted_tokens': 0, 'tokens': 0, 'accepted_per_pos': [9, 3]}
     """
-    out: dict[str, Any] = {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0, "accepted_per_pos": []}
+    out: dict[str, Any] = {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0, "tokens": 0, "accepted_per_pos": []}
     per_pos: dict[int, int] = {}
     for line in text.splitlines():
         m = _SAMPLE.match(line.strip())
@@ -312,11 +313,13 @@ def parse_metrics(text: str) -> dict[str, Any]:
 
 
 def acceptance(counters: Mapping[str, Any]) -> dict[str, Any]:
-    """vLLM's own acceptance figures: mean accepted length tau = 1 + accepted / drafts (tokens
-    per target forward, the bonus token counted), and the accepted share per draft position."""
-    d = counters["drafts"]
-    return {"drafts": d, "draft_tokens": counters["draft_tokens"], "accepted_tokens": counters["accepted_tokens"],
-            "tau": round(1.0 + counters["accepted_tokens"] / d, 4) if d else None,
+    """vLLM's own acceptance figures: tau = tokens per target forward (every forward yields one
+    token of its own plus the drafts it accepted: tokens / (tokens - accepted), as the book counts
+    it; 1 + accepted / drafts without a token count), and the accepted share per draft position."""
+    d, acc, tokens = counters["drafts"], counters["accepted_tokens"], counters.get("tokens") or 0
+    return {"drafts": d, "draft_tokens": counters["draft_tokens"], "accepted_tokens": acc, "tokens": tokens,
+            "tau": (round(tokens / (tokens - acc), 4) if tokens > acc else None) if tokens else
+                   (round(1.0 + acc / d, 4) if d else None),
             "drafted_per_round": round(counters["draft_tokens"] / d, 4) if d else None,
             "acceptance": round(counters["accepted_tokens"] / counters["draft_tokens"], 4) if counters["draft_tokens"] else None,
             "acceptance_by_position": [round(a / d, 4) for a in counters["accepted_per_pos"]] if d else []}
@@ -325,14 +328,16 @@ def acceptance(counters: Mapping[str, Any]) -> dict[str, Any]:
 def counters_text(acc: Mapping[str, Any]) -> str:
     """One line of :func:`acceptance`'s figures.
 
-    >>> counters_text(acceptance({"drafts": 4, "draft_tokens": 12, "accepted_tokens": 3, "accepted_per_pos": [2, 1, 0]}))
-    '4 drafts, 12 drafted and 3 accepted tokens: tau 1.75 (1 + accepted / drafts), acceptance 0.25, by position 0.50 0.25 0.00'
+    >>> counters_text(acceptance({"drafts": 4, "draft_tokens": 12, "accepted_tokens": 3, "tokens": 8,
+    ...                           "accepted_per_pos": [2, 1, 0]}))
+    '8 tokens, 4 drafts, 12 drafted and 3 accepted tokens: tau 1.60 (tokens per target forward), acceptance 0.25, by position 0.50 0.25 0.00'
     """
     if not acc["drafts"]:
         return "no drafts (no request was served with speculation)"
-    return (f"{acc['drafts']} drafts, {acc['draft_tokens']} drafted and {acc['accepted_tokens']} accepted tokens: "
-            f"tau {acc['tau']:.2f} (1 + accepted / drafts), acceptance {acc['acceptance']:.2f}, by position "
-            + " ".join(f"{a:.2f}" for a in acc["acceptance_by_position"]))
+    how = "tokens per target forward" if acc.get("tokens") else "1 + accepted / drafts"
+    return (f"{acc.get('tokens') or '?'} tokens, {acc['drafts']} drafts, {acc['draft_tokens']} drafted and "
+            f"{acc['accepted_tokens']} accepted tokens: tau {acc['tau']:.2f} ({how}), acceptance "
+            f"{acc['acceptance']:.2f}, by position " + " ".join(f"{a:.2f}" for a in acc["acceptance_by_position"]))
 
 
 # ----------------------------------------------------------------------------- the command
