@@ -13,6 +13,10 @@ pure-Python ``websocket-client``), loads every ``.html`` page of the site and fa
 * the page requested anything from a host other than 127.0.0.1 (fonts, scripts,
   analytics, ...), or a local request failed (HTTP >= 400, or a load error);
 * a script threw an uncaught exception.
+* a figure a class projects (plots/_style.py's PROJECTED) would show labels under the
+  style's PROJECTION_PX pixels at PROJECTION_VIEWPORT pixels wide: the smallest font the
+  style allows, in the image file's pixels, times the width the browser draws the image at
+  over the file's width (checked when the window is that wide, as by default).
 
 Chromium is started with its host resolver closed to everything but 127.0.0.1, so an
 outside request fails at once instead of leaving the machine; it is still recorded
@@ -39,11 +43,13 @@ import http.server
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -108,6 +114,9 @@ PAGE_PROBE_JS = r"""
                       .map(i => i.getAttribute('src') || i.currentSrc || '(no src)');
   // A matplotlib figure glued or displayed without an image output shows its repr.
   const figText = (document.body ? document.body.innerText : '').match(/<Figure size \d+x\d+ with \d+ Axes>/g) || [];
+  // Every image as laid out: the figure it belongs to, its file's width and the width it is drawn at.
+  const shown = imgs.map(i => ({src: i.getAttribute('src') || '', figure: (i.closest('figure') || {}).id || '',
+                                natural: i.naturalWidth, rendered: i.getBoundingClientRect().width}));
   const links = Array.from(document.querySelectorAll('a[href]'))
                      .map(a => ({raw: a.getAttribute('href'), abs: a.href}));
   const ids = Array.from(document.querySelectorAll('[id]')).map(e => e.id)
@@ -120,7 +129,7 @@ PAGE_PROBE_JS = r"""
   return {
     title: document.title, mathjax, nImgs: imgs.length, badImgs, wide,
     nMath: maths.length, nRendered: document.querySelectorAll('mjx-container').length,
-    unrendered, merrors, links, ids, figText,
+    unrendered, merrors, links, ids, figText, shown,
     height: Math.max(document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0),
   };
 })()
@@ -263,6 +272,7 @@ class PageRecord:
     probe: dict = field(default_factory=dict)
     redirect: str | None = None
     problems: list[str] = field(default_factory=list)
+    projected: list[str] = field(default_factory=list)  # "fig-key 13.1 px" per projected figure measured
 
 
 class _RefreshFinder(HTMLParser):
@@ -324,6 +334,54 @@ def resolve_local(site: Path, url_path: str) -> Path:
 def is_local_url(url: str, base: str) -> bool:
     parts, base_parts = urlsplit(url), urlsplit(base)
     return parts.scheme in ("http", "https") and parts.netloc == base_parts.netloc
+
+
+def png_dpi(path: Path) -> float:
+    """Pixels per inch a PNG file records (its pHYs chunk); 100 (matplotlib's default) without one."""
+    data = path.read_bytes()[:4096]
+    at = data.find(b"pHYs")
+    if at < 0:
+        return 100.0
+    ppu_x, _, unit = struct.unpack(">IIB", data[at + 4:at + 13])
+    return ppu_x * 0.0254 if unit == 1 else 100.0
+
+
+def projection_style() -> tuple[dict[str, tuple[str, ...]], Callable[[float, float], float], int, int]:
+    """(figures a class projects by page, the style's smallest font in points for a figure of a given
+    width and dpi, the smallest label in pixels, the window width it holds at) from the book's
+    figure style (activation_wave.plots._style): the check measures what the style promises."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+    from activation_wave.plots import _style
+
+    return _style.PROJECTED, _style.projection_pt, _style.PROJECTION_PX, _style.PROJECTION_VIEWPORT
+
+
+def projection_problems(site: Path, rel: str, shown: list[dict], width: int, measured: list[str]) -> list[str]:
+    """The figures a class projects on page ``rel`` (the style's list), measured as drawn: a label
+    of the style's smallest font is ``pt * dpi / 72`` pixels in the image file, times the width the
+    browser draws the image at over the file's width. Fails below the style's pixels (checked at
+    the style's window width only; ``measured`` gets one line per figure)."""
+    figures, pt_for, least_px, viewport = projection_style()
+    wanted = figures.get(rel.removesuffix(".html"), ())
+    if not wanted or width != viewport:
+        return []
+    problems = []
+    for fig_id in wanted:
+        img = next((i for i in shown if i.get("figure") == fig_id and i.get("natural")), None)
+        if img is None:
+            problems.append(f"projected figure {fig_id}: not on the page")
+            continue
+        path = resolve_local(site, urlsplit(urljoin(f"/{rel}", img["src"])).path)
+        dpi = png_dpi(path) if path.suffix == ".png" and path.is_file() else 100.0
+        natural, rendered = float(img["natural"]), float(img["rendered"])
+        pt = pt_for(natural / dpi, dpi)  # the style's smallest font for a figure this wide
+        px = pt * dpi / 72.0 * rendered / natural
+        measured.append(f"{fig_id} {px:.1f} px (image {natural:.0f} px wide, drawn at {rendered:.0f})")
+        if px < least_px - 0.05:
+            problems.append(f"projected figure {fig_id}: its smallest labels are drawn {px:.1f} px tall at "
+                            f"{width} px wide (the style promises {least_px} px; the image of {natural:.0f} px "
+                            f"is drawn at {rendered:.0f} px: raise CONTENT_PX's measurement in plots/_style.py)")
+    return problems
 
 
 class BookChecker:
@@ -478,6 +536,7 @@ class BookChecker:
             rec.problems.append(f"page wider than the window (it scrolls sideways), e.g. {el!r}")
         for err in pr.get("merrors", []):
             rec.problems.append(f"MathJax error: {err}")
+        rec.problems += projection_problems(self.site, rel, pr.get("shown", []), self.width, rec.projected)
         for u in dict.fromkeys(rec.external):
             rec.problems.append(f"request to outside host: {u}")
         for f in dict.fromkeys(rec.local_failures):
@@ -570,6 +629,8 @@ def main(argv: list[str] | None = None) -> int:
         if r.redirect is not None:
             stats = f"redirect -> {r.redirect}"
         print(f"{status} {r.rel:<45} {stats}" + (f"  ({len(r.problems)} problems)" if r.problems else ""))
+        for m in r.projected:
+            print(f"       projected figure: {m}")
         for c in dict.fromkeys(r.console_errors):
             print(f"       console error (not counted): {c}")
     print()

@@ -44,6 +44,24 @@ LAYER_LABEL = "layer (0 = embeddings, N = last block)"
 #: Cycle for other curves (tab10 order).
 CYCLE = matplotlib.colormaps["tab10"].colors
 
+#: Projection: a figure a class projects keeps every label at least PROJECTION_PX pixels (the font's
+#: size, its em) when its page is shown PROJECTION_VIEWPORT pixels wide. There the book's text column,
+#: and so an image wider than it (images shrink to the column, never grow), is CONTENT_PX wide
+#: (672 px measured in Chromium on the built book, less a margin; scripts/check_book.py measures it on
+#: every build).
+PROJECTION_PX = 12
+PROJECTION_VIEWPORT = 1280
+CONTENT_PX = 660
+#: The figures a class projects, by page (the teacher's page lists when): the check measures them.
+PROJECTED = {
+    "chapters/intro": ("fig-key",),
+    "chapters/01_layer_entropy": ("fig-entropy-depth",),
+    "chapters/03_cka_compartments": ("fig-cka",),
+    "chapters/04_token_filtering": ("fig-sink-entropy",),
+    "chapters/05_layer_selection": ("fig-selection-map",),
+    "chapters/06_eagle3_speedup": ("fig-tau-sets",),
+}
+
 
 def _ax(ax: Axes | None = None, figsize: tuple[float, float] = FIGSIZE) -> tuple[Figure, Axes]:
     """``(figure, axes)``: the given axes and their figure, or a new single-panel figure.
@@ -57,6 +75,48 @@ def _ax(ax: Axes | None = None, figsize: tuple[float, float] = FIGSIZE) -> tuple
         fig, ax = plt.subplots(figsize=figsize, layout="constrained")
         return fig, ax
     return ax.get_figure(root=True) if hasattr(ax, "get_figure") else ax.figure, ax
+
+
+def projection_pt(width_in: float, dpi: float = 100.0) -> float:
+    """The smallest font size (points) a figure ``width_in`` inches wide, saved at ``dpi``, may use
+    so that its text is :data:`PROJECTION_PX` pixels or more on a page :data:`PROJECTION_VIEWPORT`
+    wide: an image wider than :data:`CONTENT_PX` is shrunk to it, so its text shrinks too.
+
+    >>> round(projection_pt(6.4), 2), round(projection_pt(12.0), 2)
+    (8.64, 15.71)
+    """
+    shrink = min(1.0, CONTENT_PX / (width_in * dpi))
+    return PROJECTION_PX * 72.0 / (dpi * shrink)
+
+
+def projected(fig: Figure) -> Figure:
+    """The projection style: raise every text of ``fig`` (titles, axis labels, tick labels, legends,
+    annotations, colour bars) that is smaller than :func:`projection_pt` of the figure's width to
+    it, so the figure reads on a projector; returns ``fig``. Applied by the plotting functions of
+    the figures a class projects (:data:`PROJECTED`)."""
+    from matplotlib.text import Text
+
+    # The book saves a figure cropped to what it draws (bbox_inches="tight", the inline backend's
+    # default), so the image can be wider than the figure (a label past its edge) or narrower: the
+    # smallest font follows the image's width, found by laying the figure out again until it settles.
+    pad = float(matplotlib.rcParams["savefig.pad_inches"])
+    width = float(fig.get_size_inches()[0])
+    for _ in range(4):
+        pt = projection_pt(width, float(fig.dpi))
+        for ax in fig.axes:
+            for axis, name in ((ax.xaxis, "x"), (ax.yaxis, "y")):
+                labels = axis.get_ticklabels(which="both")
+                if labels and min(t.get_fontsize() for t in labels) < pt:
+                    ax.tick_params(axis=name, which="both", labelsize=pt)
+        for t in fig.findobj(Text):
+            if t.get_fontsize() < pt:
+                t.set_fontsize(pt)
+        fig.canvas.draw()
+        drawn = fig.get_tightbbox(fig.canvas.get_renderer()).width + 2 * pad
+        if projection_pt(drawn, float(fig.dpi)) <= pt + 0.01:
+            break
+        width = drawn
+    return fig
 
 
 def method_color(name: str, i: int = 0) -> str | tuple:

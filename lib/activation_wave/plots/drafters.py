@@ -22,7 +22,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from activation_wave.plots._style import _ax, method_color, set_label
+from activation_wave.plots._style import _ax, method_color, projected, set_label
 
 __all__ = [
     "plot_acceptance_by_position",
@@ -73,6 +73,7 @@ def plot_tau(names: Sequence[str], tau: Sequence[float], lo: Sequence[float] | N
 
     ``reference`` draws a dashed line (tau = 1 is plain decoding).
     """
+    own = ax is None
     fig, ax = _ax(ax)
     y = np.arange(len(names))
     t = np.asarray(tau, dtype=float)
@@ -92,7 +93,7 @@ def plot_tau(names: Sequence[str], tau: Sequence[float], lo: Sequence[float] | N
     ax.set_xlim(lower, float(np.nanmax(np.fmax(t, finite_hi))) * 1.02)
     if title:
         ax.set_title(title)
-    return fig
+    return projected(fig) if own else fig  # the projection style, on a figure of its own
 
 
 def plot_tau_by_layer(layers: Sequence[int], tau: Sequence[float], lo: Sequence[float], hi: Sequence[float], *,
@@ -210,7 +211,7 @@ def plot_key_figure(ids: Sequence[int], sets: Mapping[str, Sequence[int]], names
     plot_selection_map(ids, sets, compartments=compartments, entropy=entropy, ax=left,
                        title="Which layers each rule picks")
     plot_tau(names, tau, lo, hi, ax=right, title="Drafters reading those layers", xlabel=xlabel)
-    return fig
+    return projected(fig)  # the projection style: a class projects the landing figure
 
 
 def plot_cost_model(costs: Mapping[str, Any], measured: Sequence[tuple[float, float, str]] = (), *,

@@ -22,7 +22,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from activation_wave.measure.entropy import EntropyBand, normalized
-from activation_wave.plots._style import CMAP_DIV, CMAP_SEQ, CYCLE, FIGSIZE_SQUARE, _ax, layer_axis, method_color
+from activation_wave.plots._style import (CMAP_DIV, CMAP_SEQ, CYCLE, FIGSIZE_SQUARE, _ax, layer_axis, method_color,
+                                          projected)
 
 __all__ = [
     "plot_cka",
@@ -80,6 +81,7 @@ def plot_entropy_depth(
             (``"log_n"``, ``"log_d"``, ``"min"``); ``n`` defaults to the band's token count
             (mean prompt length for prompt entropy), ``d`` must be given for ``log_d``/``min``.
     """
+    own = ax is None
     fig, ax = _ax(ax)
     x = np.asarray(list(ids))
     for i, (label, c) in enumerate(curves.items()):
@@ -95,7 +97,7 @@ def plot_entropy_depth(
     ax.grid(alpha=0.3)
     if curves:
         ax.legend(frameon=False, fontsize="small")
-    return fig
+    return projected(fig) if own else fig  # the projection style, on a figure of its own
 
 
 def _heat(ax: Axes, ids: Sequence[int], A: np.ndarray, cmap: str, label: str, **kw) -> None:
@@ -153,6 +155,7 @@ def plot_cka(
     title: str | None = None,
 ) -> Figure:
     """CKA heat map ``[L, L]`` with compartment boundaries (inclusive id ranges) outlined."""
+    own = ax is None
     fig, ax = _ax(ax, FIGSIZE_SQUARE)
     ids = list(ids)
     _heat(ax, ids, np.asarray(C, dtype=float), CMAP_SEQ, "linear CKA", vmin=0.0, vmax=1.0)
@@ -160,7 +163,7 @@ def plot_cka(
         s, e = _positions(ids, a, b)
         ax.add_patch(Rectangle((s - 0.5, s - 0.5), e - s + 1, e - s + 1, fill=False, ec="white", lw=1.6))
     ax.set_title(title or "Linear CKA between layers")
-    return fig
+    return projected(fig) if own else fig  # the projection style, on a figure of its own
 
 
 def plot_compartment_elbow(W: Sequence[float], k: int | None = None, *, ax: Axes | None = None) -> Figure:
@@ -195,6 +198,7 @@ def plot_filter_comparison(
     filter (entropy threshold, dropping the first position, median centring) moves
     the profile.
     """
+    own = ax is None
     fig, ax = _ax(ax)
     x = np.asarray(list(ids))
     items = list(curves.items())
@@ -215,7 +219,7 @@ def plot_filter_comparison(
     ax.grid(alpha=0.3)
     if items:
         ax.legend(frameon=False, fontsize="small")
-    return fig
+    return projected(fig) if own else fig  # the projection style, on a figure of its own
 
 
 def plot_stability_tokens(
@@ -268,6 +272,7 @@ def plot_selection_map(
     Compartments (inclusive id ranges) are shaded in alternating tones; an optional
     single-layer entropy profile ``[L]`` is drawn faintly on a right-hand axis.
     """
+    own = ax is None
     fig, ax = _ax(ax, (6.4, 0.45 * max(len(selections), 3) + 1.4))
     ids = list(ids)
     for j, (a, b) in enumerate(compartments or []):
@@ -286,7 +291,7 @@ def plot_selection_map(
         tw.plot(ids, np.asarray(entropy, dtype=float), color=CYCLE[0], alpha=0.4, lw=1.2)
         tw.set_ylabel("single-layer entropy (nats)", color=CYCLE[0])
     ax.set_title(title or "Selected layers per method")
-    return fig
+    return projected(fig) if own else fig  # the projection style, on a figure of its own
 
 
 def plot_lambda_sweep(sweep, *, ax: Axes | None = None, title: str | None = None) -> Figure:
