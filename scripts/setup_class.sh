@@ -21,10 +21,17 @@ for name in "${want[@]}"; do
     pins+=("$pin")
 done
 
-if [[ ! -x .venv-class/bin/python ]]; then
-    "$PY" -m venv .venv-class
+# The venv without a pip of its own (ensurepip takes longer than the install), filled by this Python's
+# pip (--python, pip >= 22.3); a Python without a usable pip gets a venv with one, as usual.
+if "$PY" -m pip --python "$(command -v "$PY")" --version >/dev/null 2>&1; then
+    [[ -x .venv-class/bin/python ]] || "$PY" -m venv --without-pip .venv-class
+    pip=("$PY" -m pip --python .venv-class/bin/python)
+else
+    [[ -x .venv-class/bin/python ]] || "$PY" -m venv .venv-class
+    [[ -x .venv-class/bin/pip ]] || .venv-class/bin/python -m ensurepip -q
+    pip=(.venv-class/bin/python -m pip)
 fi
 if ! .venv-class/bin/python -c "import numpy, matplotlib" 2>/dev/null; then
-    .venv-class/bin/python -m pip install -q --disable-pip-version-check --only-binary :all: --no-deps "${pins[@]}"
+    "${pip[@]}" install -q --disable-pip-version-check --only-binary :all: --no-deps "${pins[@]}"
 fi
 .venv-class/bin/python -c "import numpy, matplotlib; print(f'setup_class: ready (.venv-class, numpy {numpy.__version__}, matplotlib {matplotlib.__version__})')"
