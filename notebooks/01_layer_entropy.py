@@ -168,4 +168,5 @@ glue_figure("fig_entropy_orders", plot_entropy_depth(r.ids, {f"alpha = {a}": v f
 # %% [markdown]
 # ## Try it
 #
-# `papermill notebooks/01_layer_entropy.ipynb out.ipynb -p profile smoke` (after `jupytext --to ipynb notebooks/01_layer_entropy.py`) redraws the profile on the smoke capture; compare where it peaks.
+# `wave study --profile smoke --only 01 --no-build` re-executes this page on the smoke capture in a few minutes;
+# open `scratch/smoke/book/chapters/01_layer_entropy.ipynb` and compare where its profile peaks.

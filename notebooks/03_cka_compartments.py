@@ -158,4 +158,6 @@ glue_figure("fig_cka_debiased", plot_cka_grid(r.ids, {"plain CKA": r.cka, "debia
 # %% [markdown]
 # ## Try it
 #
-# `wave select --model smollm2-135m --profile smoke --json` prints the compartments of the smoke capture next to each rule's set; check whether the default's three layers fall in three of them.
+# `wave select --model smollm2-135m --profile smoke --json` prints the compartments of the smoke capture
+# (`compartments`) next to each rule's set (`candidates`, with the compartment of each of its layers), in a
+# few minutes; check whether the default's three layers fall in three of them (`default_compartments`).

@@ -351,4 +351,6 @@ glue_values(resp_drop_ref=resp.drop_reference, resp_drop_max_other=resp.drop_max
 # %% [markdown]
 # ## Try it
 #
-# `wave capture --model smollm2-135m --profile smoke --set filter.quantile=0.8` keeps only the most uncertain fifth of the positions; rerun this page on it and compare the compartments.
+# `wave study --profile smoke --only 04 --no-build --set metrics.filter_quantile=0.8` re-executes this page in a
+# few minutes, keeping only the most uncertain fifth of the positions; open
+# `scratch/smoke/book/chapters/04_token_filtering.ipynb` and compare the compartments.

@@ -85,6 +85,6 @@ format_table(pd.DataFrame(findings.drafters(cfg, results_root or None)).drop(col
 # ## Try it
 #
 # `wave study --profile smoke --only 08_results_summary --no-build` rebuilds this table from the
-# smoke profile's results in a minute (a test whose page has not run on the smoke profile yet reads
-# "not testable"; `bash scripts/study.sh smoke` runs them all). Every verdict there rests on a few
-# prompts, so expect "within noise" and "not testable" rows.
+# smoke profile's results in a minute. A test gets a row once its page has run on the smoke profile
+# (run the other pages' lines first); every verdict there rests on a few prompts, so expect
+# "within noise" and "not testable" rows.

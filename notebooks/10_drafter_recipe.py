@@ -176,5 +176,8 @@ if seeds:
 #
 # `wave study --profile smoke --only 10_drafter_recipe --no-build` re-executes this page in a minute from the
 # committed results; the smoke profile has no screen of its own, so it shows the design and the data curve.
-# To run a screen, `wave bench --profile smoke --only recipe` trains tiny drafters in a few minutes: look at the
-# forest plot, where an arm's interval that lies right of 0 helps.
+# Then, to run a screen (the line above made `scratch/`),
+# `WAVE_RESULTS=scratch/results wave bench --profile smoke --only recipe --out scratch/bench-smoke.json`
+# trains tiny drafters in a few minutes and writes each arm's delta tau against the base recipe, with its
+# interval, to the recipe file it names (the two paths keep the committed results as they are); an arm
+# whose interval lies right of 0 helps.
