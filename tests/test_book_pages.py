@@ -42,8 +42,9 @@ def test_executed_chapters_run_todays_code_and_show_parameters_once(path):
     assert ran == [c.source for c in source.cells if c.cell_type == "code"], \
         f"{path.relative_to(BOOK)} was executed from an older source: run `wave study --profile default --only {name}`"
     # a markdown-only edit committed without re-executing would leave the old sentence in the built book
+    # (the other architectures' copies carry a banner and relocated links: their code is compared above)
     shown_md = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
-    assert shown_md == [c.source for c in source.cells if c.cell_type == "markdown"], \
+    assert path.parent != BOOK / "chapters" or shown_md == [c.source for c in source.cells if c.cell_type == "markdown"], \
         f"{path.relative_to(BOOK)}'s text is older than its source: run `wave study --profile default --only {name}`"
     shown = [c for c in nb["cells"] if {"parameters", "injected-parameters"} & set(c["metadata"].get("tags", []))
              and "remove-cell" not in c["metadata"].get("tags", [])]

@@ -17,9 +17,8 @@ vllm       top-level ``eagle_aux_hidden_state_layer_    ``hidden_states[j]``: 0 
 sglang     nested ``eagle_config.eagle_aux_hidden_      the input of block ``j + 1`` (hidden +
            state_layer_ids``; adds 1                    residual) = ``hidden_states[j + 1]`` for
                                                         j + 1 in 1..N-1; index N never (k-1 tensors)
-specforge  the same nested ids; exactly 3               HF backend: ``hidden_states[j + 1]`` from
-                                                        transformers: index N there is the *normed*
-                                                        entry, not the study's pre-norm N
+specforge  the same nested ids; exactly 3               SGLang's capture (0.2.0's only target
+                                                        backend): as sglang, index N never
 eagle      nothing: fixed ``[2, N//2, N-3]``; k = 3     the input of those blocks
 llamacpp   converter: top-level ids (absent: the        id < N: input of block id (pre-norm);
            default); runtime: exactly 3                 id = N: pre-norm last block, only where the
@@ -80,7 +79,7 @@ class Engine:
         The study's index N is the last block's output before the final norm
         (:data:`STUDY_LAST_ENTRY`): vLLM feeds that one; llama.cpp only on target graphs that
         set it (:data:`LLAMACPP_FINAL_STATE_ARCH`; Llama's does not); SGLang cannot capture N
-        at all; SpecForge's transformers backend feeds the *normed* entry there (another tensor).
+        at all, nor SpecForge, whose 0.2.0 captures through SGLang.
         """
         if model_type in self.no_capture_arch:
             return set()
@@ -90,13 +89,13 @@ class Engine:
             return set(range(0, n_layers + 1))
         if self.name == "llamacpp":  # 0..N-1 = t_layer_inp; N = t_h_nextn where the graph sets it
             return set(range(0, n_layers + (model_type in LLAMACPP_FINAL_STATE_ARCH)))
-        # specforge: transformers' hidden_states[j + 1], whose N is normed; sglang: blocks 1..N-1
+        # sglang, and specforge (0.2.0 captures through SGLang): blocks 1..N-1
         return set(range(1, n_layers))
 
 
 #: What the study's capture holds at index N (capture schema 2): the last block's output
-#: before the final norm, as vLLM captures it. SpecForge's transformers backend feeds the
-#: normed entry there, so a drafter that reads N gets another tensor than it trained on.
+#: before the final norm, as vLLM captures it. SGLang (and SpecForge 0.2.0, which captures
+#: through it) cannot capture N at all.
 STUDY_LAST_ENTRY = "pre-norm"
 
 #: Target ``model_type`` values whose llama.cpp graph sets ``t_h_nextn`` (the state before
