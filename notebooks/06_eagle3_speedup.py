@@ -237,10 +237,11 @@ display(format_table(findings.table(F, ["H1", "H2", "H3", "H4"])))
 #
 # ## Try it
 #
-# On the smoke profile (a tiny model, a few minutes on a laptop):
+# On the smoke profile, from a fresh clone (the selection page writes the sets this page trains
+# drafters on, so it runs first), in about ten minutes on two idle cores:
 #
 # ```bash
-# wave study --profile smoke --only 06_eagle3_speedup --no-build
+# wave study --profile smoke --only 05 --only 06_eagle3_speedup --no-build
 # ```
 #
 # Look at the hypotheses table: with a handful of prompts H1 should read "not testable",
