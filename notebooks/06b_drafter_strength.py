@@ -215,7 +215,8 @@ display(format_table(pd.DataFrame(st.sensitivity_table(doc))))
 # %% [markdown]
 # ## Try it
 #
-# On the smoke profile, in a few minutes:
+# On the smoke profile, after the drafters page's line (this page reads its results), in a few
+# minutes:
 #
 # ```bash
 # wave study --profile smoke --only 06b_drafter_strength --no-build
