@@ -216,11 +216,13 @@ display(format_table(findings.table(F, ["G1", "G2", "G3"])))
 #
 # ## Try it
 #
-# On the smoke profile, in a few minutes:
+# On the smoke profile, after the drafters page's line (this page compares with its results), in a
+# few minutes:
 #
 # ```bash
 # wave study --profile smoke --only 07_gemma --no-build
 # ```
 #
-# Look at the hypotheses table: with a dozen prompts per source and three single layers,
-# G1 and the two correlations are mostly within noise or not testable.
+# Look at the hypotheses table: with a dozen prompts per source G1 reads "not testable" (the tiny
+# drafters accept nothing), and the two correlations rest on three single layers, so read their
+# words beside n = 3.
