@@ -73,7 +73,8 @@ class TargetLoadError(RuntimeError):
     """The named model could not be loaded; the message says what to do instead."""
 
 
-_CACHE_FIX = "set WAVE_CACHE to a writable folder, e.g. export WAVE_CACHE=$HOME/.cache/activation_wave"
+_CACHE_FIX = ("set WAVE_CACHE to a writable folder outside the one that failed, e.g. "
+              "export WAVE_CACHE=/tmp/activation_wave-cache (or a folder on a disk with room)")
 
 
 def check_cache_root() -> Path:
@@ -411,7 +412,7 @@ def check_model_folder(path: Path) -> None:
     if not any(n.endswith((".safetensors", ".bin", ".safetensors.index.json", ".bin.index.json")) for n in names):
         missing.append("weights (model.safetensors or pytorch_model.bin)")
     if not names & {"tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model", "tokenizer_config.json"}:
-        missing.append("a tokenizer (tokenizer.json or tokenizer.model)")
+        missing.append("tokenizer (tokenizer.json or tokenizer.model)")
     if missing:
         ggufs = sorted(n for n in names if n.endswith(".gguf"))
         fix = (f"pass the .gguf file itself, e.g. --model {path / ggufs[0]}" if ggufs else
