@@ -137,7 +137,7 @@ BAD: dict[str, tuple[Callable[[dict, Path], list], tuple[str, ...]]] = {
                           ("model.safetensors", "sha256", "retrain")),
     "truncated, no hash": (lambda w, t: ["speculate", *w["common"], "--prompts", w["prompts"], "--draft",
                                          _damage(w, t, "model.safetensors", lambda b: b[: len(b) // 2], unhashed=True)],
-                           ("model.safetensors", "truncated or corrupted", "retrain")),
+                           ("model.safetensors", "truncated or corrupted", "train the drafter again")),
     # item 11: a bit-flipped drafter is detected by its sha256
     "bit-flipped drafter": (lambda w, t: ["speculate", *w["common"], "--prompts", w["prompts"], "--draft",
                                           _damage(w, t, "model.safetensors", _flip)],
