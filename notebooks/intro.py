@@ -109,6 +109,7 @@ glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set fo
 # it pays. {doc}`08_results_summary` lists every pre-registered hypothesis with its
 # verdict; the {doc}`lab record <../lab/index>` keeps how each was tested.
 #
-# **Try it.** `bash scripts/study.sh smoke` runs every chapter on the smoke profile in
-# minutes; {doc}`../rerun` reruns one chapter on another model and {doc}`../classroom`
+# **Try it.** `bash scripts/study.sh smoke` runs every chapter on the smoke profile and builds
+# the book (CI runs it) in about half an hour on two idle cores; {doc}`../rerun` reruns one
+# chapter on another model and {doc}`../classroom`
 # is a 90-minute class built on these pages.
