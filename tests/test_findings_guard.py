@@ -157,6 +157,7 @@ def test_a_planted_copy_of_a_real_page_fails(F):
     bad = copy.deepcopy(nb)
     for cell in bad["cells"]:
         for o in cell.get("outputs", []):
-            if o.get("metadata", {}).get("scrapbook", {}).get("name") == "f_h1_label":
-                o["data"]["text/plain"] = "'supported'"
+            meta = o.get("metadata", {}).get("scrapbook", {})
+            if meta.get("name") == "f_h1_label":
+                o["data"][meta["mime_prefix"] + "text/plain"] = "'supported'"
     assert agreement.glue_problems(bad, F)
