@@ -54,11 +54,11 @@ glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set fo
 #
 # | how sure | result [95% interval] | n | test | verdict |
 # |---|---|---|---|---|
-# | best rule vs default, $\Delta\tau$ | {glue:text}`f_h1_figure` | {glue:text}`f_h1_n` | H1, Holm p {glue:text}`f_h1_p` | {glue:text}`f_h1_label` |
-# | same, 16x training prompts | {glue:text}`f_scale_figure` | {glue:text}`f_scale_n` | {glue:text}`f_scale_key`, Holm p {glue:text}`f_scale_p` | {glue:text}`f_scale_label` |
-# | same, {glue:text}`second_model` | {glue:text}`f_g1_figure` | {glue:text}`f_g1_n` | G1, p {glue:text}`f_g1_p` | {glue:text}`f_g1_label` |
-# | entropy vs $\tau$, Spearman $\rho$ | {glue:text}`f_h2_figure` | {glue:text}`f_h2_n` | H2, bootstrap | {glue:text}`f_h2_label` |
-# | EAGLE-3 speedup, llama.cpp, 1.5B | {glue:text}`f_c1_figure` | {glue:text}`f_c1_n` | C1, bootstrap | {glue:text}`f_c1_label` |
+# | best rule vs default, $\Delta\tau$ (default's $\tau$ {glue:text}`f_h1_base`) | {glue:text}`f_h1_value` {glue:text}`f_h1_interval` | {glue:text}`f_h1_n` | H1, Holm p {glue:text}`f_h1_p` | {glue:text}`f_h1_label` |
+# | same, 16x training prompts (default {glue:text}`f_scale_base`) | {glue:text}`f_scale_value` {glue:text}`f_scale_interval` | {glue:text}`f_scale_n` | {glue:text}`f_scale_key`, Holm p {glue:text}`f_scale_p` | {glue:text}`f_scale_label` |
+# | same, {glue:text}`second_model` (default {glue:text}`f_g1_base`) | {glue:text}`f_g1_value` {glue:text}`f_g1_interval` | {glue:text}`f_g1_n` | G1, p {glue:text}`f_g1_p` | {glue:text}`f_g1_label` |
+# | entropy vs $\tau$, Spearman $\rho$ | {glue:text}`f_h2_value` {glue:text}`f_h2_interval` | {glue:text}`f_h2_n` | H2, bootstrap | {glue:text}`f_h2_label` |
+# | EAGLE-3 speedup, llama.cpp, 1.5B | {glue:text}`f_c1_value` {glue:text}`f_c1_interval` | {glue:text}`f_c1_n` | C1, bootstrap | {glue:text}`f_c1_label` |
 # | EAGLE-3 speedup, the study's loop, 135M | {glue:text}`loop_ratio:.2f`x [{glue:text}`loop_lo:.2f`, {glue:text}`loop_hi:.2f`] | {glue:text}`loop_n` prompts | measurement | {glue:text}`loop_side` |
 # ::::
 #
