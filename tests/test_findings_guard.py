@@ -161,3 +161,12 @@ def test_a_planted_copy_of_a_real_page_fails(F):
             if meta.get("name") == "f_h1_label":
                 o["data"][meta["mime_prefix"] + "text/plain"] = "'supported'"
     assert agreement.glue_problems(bad, F)
+
+
+def test_wave_findings_prints_the_records(capsys, F):
+    """`wave findings --json` prints the same records and tally as the committed file."""
+    from activation_wave.cli import main
+
+    assert main(["findings", "--profile", "default", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["tally"] == F.tally() and [r["key"] for r in doc["records"]] == [r.key for r in F.records]

@@ -634,6 +634,26 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_findings(args: argparse.Namespace) -> int:
+    """Every registered test's record from the profile's results files (written to its findings.json)."""
+    from activation_wave.core.paths import REPO_ROOT
+    from activation_wave.core.results import to_jsonable
+    from activation_wave.study import findings
+
+    cfg = _config(args)
+    f = findings.record(cfg)
+    if args.readme:
+        readme = REPO_ROOT / "README.md"
+        print(f"{readme.name}: {'updated' if findings.fill_readme(readme, f) else 'already up to date'}",
+              file=sys.stderr)
+    if args.json:
+        print(json.dumps({"tally": f.tally(), "records": [to_jsonable(r) for r in f.records]}, indent=1))
+    elif not args.readme:
+        print(findings.table(f).to_string(index=False))
+        print("\n" + ", ".join(f"{n} {w}" for w, n in f.tally().items()) + f" ({findings.path(cfg).name})")
+    return 0
+
+
 def cmd_dry_run(args: argparse.Namespace) -> int:
     from activation_wave.study.estimate import dry_run
 
@@ -658,7 +678,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("select", help="choose the layers an EAGLE-3 drafter should read")
     _add_common(p)
     p.add_argument("--k", type=int, default=None, help="number of layers (default: profile, 3)")
-    p.add_argument("--method", default=None, help="selection method (default: profile's; see the book, chapter 5)")
+    p.add_argument("--method", default=None, help="selection method (default: profile's; see the book's layer-selection page)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_select)
 
@@ -681,7 +701,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="chain (default: one draft per position; the decoding benchmark in "
                         "data/results/benchmarks.json measures it faster than the tree on a CPU) or tree (an "
                         "EAGLE-2-style dynamic tree of spec.tree_size tokens, top spec.tree_topk per level; "
-                        "chapter 6 measures both)")
+                        "the drafters page measures both)")
     p.add_argument("--json", action="store_true", help="print one JSON object: summary fields, `results` = "
                    "[{id, token_ids}] per prompt, and `per_prompt` with timings")
     p.set_defaults(func=cmd_speculate)
@@ -774,7 +794,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "memory_scaling, metrics, speculative_decoding, speculative_decoding_bf16, "
                    "training_precision (bf16 vs fp32 drafter training on this CPU), drafter_data_scaling, default_profile, llamacpp (needs scripts/setup_llamacpp.sh), recipe (the drafter recipe study: "
                    "hours of drafter training, resumable, so it runs only when named; also writes "
-                   "data/results/<profile>/<model>/recipe.json), llamacpp_1.5b (chapter 11: the third architecture's "
+                   "data/results/<profile>/<model>/recipe.json), llamacpp_1.5b (the cost page: the third architecture's "
                    "1.5B target and the study's model in llama.cpp, plain / EAGLE-3 / n-gram at 1 and 2 threads; "
                    "about 30 minutes, runs only when named; WAVE_LLAMACPP_SMALL_DRAFTER names the 135M drafter), data_scale (issue 41: drafters on thousands of distinct "
                    "prompts; resumable, runs only when named; also writes data/results/<profile>/<model>/data_scale.json), "
@@ -803,6 +823,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "(its recorded run in --out, plus the drafters and capture it would train first when they are not "
                    "in the cache) and exit; every run prints its line before it starts")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("findings", help="every registered test's number, interval, n and verdict (one record "
+                       "each; the book, the README and `wave select` quote these)")
+    _add_common(p)
+    p.add_argument("--json", action="store_true", help="print the records as JSON")
+    p.add_argument("--readme", action="store_true", help="fill the README's findings block from the records")
+    p.set_defaults(func=cmd_findings)
 
     p = sub.add_parser("dry-run", help="validate a config and estimate memory, disk and time without loading weights")
     _add_common(p)
