@@ -10,6 +10,7 @@ SIGKILL after a grace period) when its parent dies, however it dies.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -29,3 +30,20 @@ def start_child(argv: Sequence[str | Path], *, grace: float = GRACE_S, **popen: 
     a SIGTERM to it ends the group (SIGKILL after ``grace`` s)."""
     return subprocess.Popen([sys.executable, "-I", str(GROUP), "--parent", str(os.getpid()), "--grace", str(grace),
                              "--", *map(str, argv)], **popen)
+
+
+def stop_child(leader: subprocess.Popen, timeout: float) -> int:
+    """End a child started by :func:`start_child`: SIGTERM to the leader (which ends its whole
+    group); if the leader has not finished after ``timeout`` s, SIGKILL to every member of the
+    group. Returns the leader's exit code."""
+    if leader.poll() is None:
+        try:
+            leader.terminate()
+            leader.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(leader.pid, signal.SIGKILL)  # the leader's pid is its group's id
+            except ProcessLookupError:
+                pass
+            leader.wait()
+    return int(leader.returncode)

