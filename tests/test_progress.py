@@ -169,9 +169,9 @@ def test_online_decoding_reaches_the_relay_without_a_visible_bar(tmp_path, monke
     assert lines and lines[-1].startswith("[decoding] 10/10 prompt (100%)")
 
 
-def test_a_long_wait_for_workers_prints_a_heartbeat():
-    """While no drafter finishes, the log gets the bar's line every few minutes (here 20 ms),
-    and every future is still handed back once."""
+def _heartbeat(release_after: float, **kw):
+    """Two stand-in drafters that finish after ``release_after`` s, waited for with a 20 ms
+    heartbeat (``kw`` to ``completed_with_heartbeat``): (the log, the futures, what it handed back)."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
@@ -182,12 +182,23 @@ def test_a_long_wait_for_workers_prints_a_heartbeat():
     release = threading.Event()
     with ThreadPoolExecutor(2) as pool:
         futures = [pool.submit(release.wait, 5) for _ in range(2)]
-        threading.Timer(0.2, release.set).start()
-        got = list(completed_with_heartbeat(futures, bar, every=0.02))
+        threading.Timer(release_after, release.set).start()
+        got = list(completed_with_heartbeat(futures, bar, every=0.02, **kw))
     bar.close()
+    return out.getvalue(), futures, got
+
+
+def test_a_long_wait_for_workers_prints_a_heartbeat():
+    """While no drafter finishes, the log gets the bar's line every few minutes (here 20 ms),
+    and every future is still handed back once."""
+    out, futures, got = _heartbeat(release_after=0.2)
     assert sorted(map(id, got)) == sorted(map(id, futures))
-    beats = out.getvalue().splitlines()
+    beats = out.splitlines()
     assert len(beats) >= 3 and all(b.startswith("[training drafters] 0/2 drafter") for b in beats)
+    from concurrent.futures import ThreadPoolExecutor
+
+    from activation_wave.draft.experiment import completed_with_heartbeat
+
     with ThreadPoolExecutor(1) as pool:  # no bar (progress off): the futures alone
         assert [f.result() for f in completed_with_heartbeat([pool.submit(sum, [1, 2])], None, every=0.01)] == [3]
 
@@ -252,25 +263,13 @@ def test_drafters_in_workers_report_their_batches_through_part_files(tmp_path):
 def test_the_workers_heartbeat_names_each_drafters_progress():
     """The heartbeat while drafters train in workers: the count of whole drafters and, after it,
     each running drafter's batches (read from its part file)."""
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    from activation_wave.draft.experiment import completed_with_heartbeat
-
     class Board:
         def parts(self):
             return {"0": "draft [2, 15, 27] 212/430 batch (49%, ~555 s left)",
                     "1": "draft [7, 27, 29] 190/430 batch (44%, ~680 s left)"}
 
-    out = io.StringIO()
-    bar = P.LineProgress(total=2, desc="training drafters", unit="drafter", file=out)
-    release = threading.Event()
-    with ThreadPoolExecutor(2) as pool:
-        futures = [pool.submit(release.wait, 5) for _ in range(2)]
-        threading.Timer(0.1, release.set).start()
-        list(completed_with_heartbeat(futures, bar, every=0.02, parts=Board()))
-    bar.close()
-    beat = out.getvalue().splitlines()[0]
+    out, _, _ = _heartbeat(release_after=0.1, parts=Board())
+    beat = out.splitlines()[0]
     assert beat.startswith("[training drafters] 0/2 drafter (0%), ")
     assert beat.endswith("; draft [2, 15, 27] 212/430 batch (49%, ~555 s left); draft [7, 27, 29] 190/430 batch "
                          "(44%, ~680 s left)")
