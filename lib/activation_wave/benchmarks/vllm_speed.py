@@ -639,8 +639,7 @@ def plain_drift(bench: Mapping[str, Any], threads: str = "1") -> dict[str, float
     from activation_wave.core.stats import prompt_speedup
 
     run = (((bench.get("vllm") or {}).get("by_threads") or {}).get(threads)) or {}
-    rows = [{"id": p["id"], **{k: {"tokens": x["tokens"], "wall_s": x["ms"] / 1000} for k, x in p.items()
-                               if isinstance(x, dict) and "ms" in x}} for p in run.get("per_prompt") or []]
+    rows = run.get("per_prompt") or []
     if not rows or "plain_2" not in rows[0]:
         return None
     d = prompt_speedup(rows, "plain_2", "plain_1")

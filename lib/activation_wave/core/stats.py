@@ -561,7 +561,8 @@ def prompt_speedup(per_prompt: Sequence[Mapping[str, Any]], method: str, referen
     each prompt's runs summed over the interleaved rounds) with its 95% bootstrap interval over
     the **prompts**: the prompts are the sample, the rounds repeat the same prompts, so an
     interval over rounds is too narrow. ``per_prompt``: the decoding entry's rows (one per
-    prompt and round). Returns ``speedup``, ``lo``, ``hi`` and ``n`` (prompts).
+    prompt and round), each method's run as ``{tokens, wall_s}`` (the study's loop) or
+    ``{tokens, ms}`` (the engines' benchmarks). Returns ``speedup``, ``lo``, ``hi`` and ``n`` (prompts).
 
     >>> rows = [{"id": i, "plain_t0": {"tokens": 10, "wall_s": 1.0}, "spec": {"tokens": 10, "wall_s": w}}
     ...         for i, w in (("a", 0.5), ("b", 1.0), ("a", 0.5), ("b", 1.0))]
@@ -572,8 +573,11 @@ def prompt_speedup(per_prompt: Sequence[Mapping[str, Any]], method: str, referen
     ids = list(dict.fromkeys(r["id"] for r in per_prompt if method in r and reference in r))
     if len(ids) < 2:
         return {"speedup": float("nan"), "lo": float("nan"), "hi": float("nan"), "n": len(ids)}
-    arr = np.array([[sum(r[k][f] for r in per_prompt if r["id"] == i and method in r) for k in (reference, method)
-                     for f in ("tokens", "wall_s")] for i in ids], dtype=float)
+    def seconds(run: Mapping[str, Any]) -> float:
+        return run["wall_s"] if "wall_s" in run else run["ms"] / 1000
+
+    arr = np.array([[sum(v(r[k]) for r in per_prompt if r["id"] == i and method in r) for k in (reference, method)
+                     for v in (lambda run: run["tokens"], seconds)] for i in ids], dtype=float)
     tot = arr.sum(axis=0)
     idx = np.random.default_rng(seed).integers(0, len(arr), size=(n_boot, len(arr)))
     boot = arr[idx].sum(axis=1)

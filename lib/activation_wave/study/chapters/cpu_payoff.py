@@ -567,9 +567,7 @@ def against_default_plain(run: Mapping[str, Any], method: str) -> dict[str, floa
 
     if REPACKED not in run or method not in run or not run.get("per_prompt"):
         return {"speedup": NAN, "lo": NAN, "hi": NAN, "n": 0}
-    rows = [{"id": p["id"], **{k: {"tokens": p[k]["tokens"], "wall_s": p[k]["ms"] / 1000}
-                               for k in (method, REPACKED) if k in p}} for p in run["per_prompt"]]
-    return prompt_speedup(rows, method, REPACKED)
+    return prompt_speedup(run["per_prompt"], method, REPACKED)
 
 
 def side_values(sizes: Mapping[str, Any] | None) -> dict[str, Any]:
