@@ -19,7 +19,7 @@
 # {glue:text}`strength_top_best`, against the default: {glue:text}`strength_top_best_word`
 # ($\Delta\tau$ = {glue:text}`strength_top_best_delta:+.3f`, Holm p
 # {glue:text}`strength_top_best_p:.3f`). On {glue:text}`scale_prompts:,d` distinct prompts,
-# {glue:text}`scale_higher:d` of {glue:text}`scale_n_sets:d` beat it.
+# {glue:text}`f_H7_count_supported:d` of {glue:text}`f_H7_count_n:d` beat it (H7).
 # ```
 #
 # **Why it matters.** The drafters of {doc}`06_eagle3_speedup` are weak: one epoch of
@@ -70,7 +70,7 @@ glue_values(**st.page_values(doc, load_optional("06_predictors", cfg, results_ro
             **ds.page_values(scale))
 F = findings.record(cfg, results_root or None)  # H5, H5c, H6 and H7, one record per set
 findings.glue(F, {"h7best": F.top("H7")})
-glue_values(**{f"f_{t}_count_{k}": v for t in ("H5", "H5c", "H6") for k, v in F.counts(t).items()})
+glue_values(**{f"f_{t}_count_{k}": v for t in ("H5", "H5c", "H6", "H7") for k, v in F.counts(t).items()})
 
 # %% [markdown]
 # ## Results

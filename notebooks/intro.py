@@ -32,7 +32,7 @@ cfg, _ = open_chapter(profile, model, overrides, capture=False)
 F = findings.record(cfg, results_root or None)  # one record per registered test: data/findings/registry.yaml
 k, R = landing.run(cfg, results_root or None)  # values only: activation_wave/study/chapters/landing.py
 glue_fields(k)
-findings.glue(F, landing.records(F))
+findings.glue(F, findings.headline(F))
 tri = landing.ranked_triples(R)
 glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set for r in tri], [r.tau for r in tri],
                                        [r.lo for r in tri], [r.hi for r in tri], compartments=R.cka.compartments,

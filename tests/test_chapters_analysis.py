@@ -234,7 +234,7 @@ def test_chapters_run_on_a_tiny_capture(cap8, tmp_path):
     assert key.answer_layers == list(chapters.selection.sets[F["H1"].compared]) != key.default_layers  # H1 holds
     assert F["H2"].word == "within noise" and F["H2"].lo < 0 < F["H2"].hi
     assert key.second_model == "second" and F.get("G1").word == "not testable"
-    scale = landing.records(F)["scale"]
+    scale = findings.headline(F)["scale"]
     assert F.get(scale).word == "not testable"  # the data-scale design has not run here
     assert list(landing.key_sets(chapters))[0] == "exhaustive"
     assert [r.set for r in landing.ranked_triples(chapters)] == [r.set for r in sorted(trip, key=lambda r: -r.tau)]

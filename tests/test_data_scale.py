@@ -93,8 +93,13 @@ def test_analysis_finds_a_planted_set_effect_and_the_curve():
     assert set(sens) == {"last-k", "combined"} and sens["last-k"]["registered_verdict"] == "lower"
     assert sens["last-k"]["lo"] <= rows["last-k"]["lo"]
     v = analysis.page_values(doc)  # the page's values: H7's counts and the seeds each figure rests on
-    assert (v["scale_n_sets"], v["scale_lower"], v["scale_noise"], v["scale_higher"]) == (2, 1, 1, 0)
-    assert v["scale_best"] == "combined" and v["scale_best_word"] == "within noise"
+    from activation_wave.study import findings
+
+    F = findings.from_hypotheses(analysis.hypotheses(doc), findings.registry()[1])  # H7's words: its record's
+    h7 = F.counts("H7")
+    assert (v["scale_n_sets"], h7["n"], h7["not_supported"], h7["within_noise"], h7["supported"]) == (2, 2, 1, 1, 0)
+    assert F.top("H7") == "H7/combined" and F[F.top("H7")].word == "within noise"
+    assert not any(k.startswith("scale_best") for k in v)  # the closest set is the record's, not the page's
     assert v["scale_d1_word"] == "higher" and v["scale_sens_n"] == len(doc["seed_sensitivity"])
     assert 0 < rows["combined"]["mde"] < 0.05
     assert [p["label"] for p in doc["points"]] == ["eagle3-default@1x@B1", "eagle3-default@16x@B1",
@@ -170,7 +175,7 @@ def test_the_h7_point_becomes_the_strength_pages_third_budget():
 def test_the_page_shows_no_tau_before_the_design_has_run():
     v = analysis.page_values(None)
     assert v["scale_ran"] == "not measured" and v["scale_n_sets"] == 0
-    assert all(np.isnan(v[k]) for k in ("scale_top_tau", "scale_best_delta", "scale_d1_delta", "scale_spread_16x_mid"))
+    assert all(np.isnan(v[k]) for k in ("scale_top_tau", "scale_mde", "scale_d1_delta", "scale_spread_16x_mid"))
 
 
 def test_the_seed_spreads_are_named_by_the_drafters_they_come_from():

@@ -179,7 +179,7 @@ def test_the_landing_page_reads_chapter_6s_registered_comparisons_and_ranks_on_t
     s2 = next(p for p in pred.predictors if p.name == "renyi2" and p.units == "triples")
     h2 = F["H2"]
     assert (h2.value, h2.lo, h2.hi, h2.n, k.n_triples) == (s2.rho, s2.lo, s2.hi, s2.n, s2.n)
-    assert landing.records(F)["scale"] == f"H7/{best.set}"  # the 16x row is the best rule's, as labelled
+    assert findings.headline(F)["scale"] == f"H7/{best.set}"  # the 16x row is the best rule's, as labelled
     assert [r.set for r in landing.ranked_triples(R)] == [r.set for r in dp.outcome_rows(pred, 3)]
 
 

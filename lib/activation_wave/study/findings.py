@@ -401,13 +401,10 @@ def _fmt(r: Finding) -> str:
 
 #: The README's block that quotes the records (filled by ``wave findings --readme``).
 README_START, README_END = "<!-- findings:start -->", "<!-- findings:end -->"
-#: The records the README and the landing page quote, by the name pages glue them under: H1, the
-#: best rule's arm of H7 (16 times the prompts), G1 (the second model), H2, C1 (llama.cpp, 1.5B).
-HEADLINE = ("h1", "scale", "g1", "h2", "c1")
-
-
 def headline(f: Findings) -> dict[str, str]:
-    """{name: record key} of :data:`HEADLINE` (the H7 arm is the set H1 found best)."""
+    """The records the README and the landing page quote, {the name pages glue them under: record
+    key}: H1, the arm of H7 (16 times the prompts) of the set H1 found best, G1 (the second
+    model), H2 and C1 (llama.cpp, 1.5B)."""
     return {"h1": "H1", "scale": f"H7/{f.get('H1').compared or 'combined'}", "g1": "G1", "h2": "H2", "c1": "C1"}
 
 

@@ -239,8 +239,8 @@ def _ci(lo: float, hi: float) -> str:
 def page_values(doc: Mapping[str, Any] | None) -> dict[str, Any]:
     """Every value the robustness page glues about the data-scale design, numbers and verdict
     words only (NaN, 0 or "not measured" before the design has run): the largest data size in
-    distinct prompts; H7's counts and the set closest to the default with its figures; the
-    design's MDE; the same-budget comparison of 16x against 1x distinct prompts (``scale_d1_*``)
+    distinct prompts and the number of sets compared (H7's words, counts and the set closest to
+    the default are its findings record's, :mod:`activation_wave.study.findings`); the design's MDE; the same-budget comparison of 16x against 1x distinct prompts (``scale_d1_*``)
     with the two seed spreads that bear on it, each named (``scale_spread_1x``: the three 1x
     seeds at the base budget; ``scale_spread_16x_mid``: the default's two seeds at the largest
     data size and the middle budget); the best default drafter at the largest data size and the
@@ -250,10 +250,7 @@ def page_values(doc: Mapping[str, Any] | None) -> dict[str, Any]:
     'not measured'
     """
     nan = float("nan")
-    out: dict[str, Any] = {"scale_ran": "not measured", "scale_prompts": 0, "scale_n_sets": 0, "scale_higher": 0,
-                           "scale_lower": 0, "scale_noise": 0, "scale_best": "none", "scale_best_delta": nan,
-                           "scale_best_lo": nan, "scale_best_hi": nan, "scale_best_p": nan,
-                           "scale_best_word": "not testable", "scale_mde": nan, "scale_d1_delta": nan,
+    out: dict[str, Any] = {"scale_ran": "not measured", "scale_prompts": 0, "scale_n_sets": 0, "scale_mde": nan, "scale_d1_delta": nan,
                            "scale_d1_lo": nan, "scale_d1_hi": nan, "scale_d1_p": nan, "scale_d1_n": 0,
                            "scale_d1_word": "not testable", "scale_spread_1x": nan, "scale_spread_16x_mid": nan,
                            "scale_top_tau": nan, "scale_top_lo": nan, "scale_top_hi": nan, "scale_slope": nan,
@@ -263,16 +260,10 @@ def page_values(doc: Mapping[str, Any] | None) -> dict[str, Any]:
         return out
     sets = doc.get("sets") or []
     out.update(scale_ran="measured", scale_prompts=max(p["n_prompts"] for p in doc["points"]),
-               scale_n_sets=len(sets), scale_higher=sum(r["verdict"] == "higher" for r in sets),
-               scale_lower=sum(r["verdict"] == "lower" for r in sets),
-               scale_noise=sum(r["verdict"] == "within noise" for r in sets),
-               scale_eval_prompts=len(doc.get("prompt_ids") or []))
-    if sets:
-        best = max(sets, key=lambda r: r["delta"])
-        mdes = [r["mde"] for r in sets if r.get("mde") is not None]
-        out.update(scale_best=best["set"], scale_best_delta=best["delta"], scale_best_lo=best["lo"],
-                   scale_best_hi=best["hi"], scale_best_p=best["p_holm"], scale_best_word=best["verdict"],
-                   scale_mde=max(mdes) if mdes else nan)
+               scale_n_sets=len(sets), scale_eval_prompts=len(doc.get("prompt_ids") or []))
+    mdes = [r["mde"] for r in sets if r.get("mde") is not None]
+    if mdes:
+        out.update(scale_mde=max(mdes))
     d1 = doc.get("d1")
     if d1:
         out.update(scale_d1_delta=d1["delta"], scale_d1_lo=d1["lo"], scale_d1_hi=d1["hi"], scale_d1_p=d1["p"],

@@ -1,5 +1,5 @@
 """The landing page: the study's answer in numbers. Registered tests are quoted from the
-findings record (:mod:`activation_wave.study.findings`, by :func:`records`); the rest are
+findings record (:func:`activation_wave.study.findings.headline`); the rest are
 measurements read from the results files, each labelled as one, with its interval, n and
 side (:func:`~activation_wave.study.hypotheses.side_word`). The page's sentences live in
 ``notebooks/intro.py``; this module returns values only.
@@ -43,7 +43,7 @@ class Speed:
 @dataclass(frozen=True)
 class LandingResult:
     """The numbers of the landing page that are not registered tests (those it quotes from the
-    findings record by :data:`RECORDS`; see the module docstring)."""
+    findings record; see the module docstring)."""
 
     model: str
     n_layers: int
@@ -69,14 +69,6 @@ def key_sets(ch: Chapters) -> dict[str, list[int]]:
 def ranked_triples(ch: Chapters) -> list[dp.OutcomeRow]:
     """Chapter 6's three-layer drafters (main arm) on the pre-registered outcome, highest first."""
     return dp.outcome_rows(ch.paired, 3)
-
-
-def records(f: Any) -> dict[str, str]:
-    """The findings records the page quotes, by the name it glues them under
-    (:func:`activation_wave.study.findings.headline`, the same rows as the README's)."""
-    from activation_wave.study.findings import headline
-
-    return headline(f)
 
 
 def loop_speed(entry: Mapping[str, Any], method: str = "spec_chain_t0") -> Speed:
