@@ -255,3 +255,51 @@ def test_cost_model_rows_put_the_three_paths_side_by_side():
         assert r["ceiling"] == pytest.approx((r["depth"] + 1) / r["round_in_plain_steps"], abs=2e-3)
         assert r["speedup_lo"] is None or r["speedup_lo"] <= r["speedup"] + 1e-3 <= r["speedup_hi"] + 2e-3
     assert B.cost_model_rows({}, "1") == []
+
+
+def test_the_large_target_runs_one_speculative_engine_at_a_time_beside_plain(drafts, tmp_path, monkeypatch):
+    """``run_large`` (issue 64) with the fake: the 1.5B target's engines decode one speculative
+    engine at a time beside plain (two fp32 1.5B engines fit in memory, five would not), every
+    depth and n-gram measured, and the drafter must read the target's default triple."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(V, "Engine", FakeEngine)
+    monkeypatch.setattr(V, "find_vllm", lambda: V.Vllm(tmp_path / "vllm"))
+    monkeypatch.setattr(V, "write_target_dir", lambda target, out: Path("target"))
+    monkeypatch.setattr(V, "export_vllm", lambda src, out, force=False: Path(src))
+    monkeypatch.setattr(B, "held_out_prompts", lambda target, profile, n: PROMPTS[:n])
+    target = SimpleNamespace(n_layers=28, tokenizer=SimpleNamespace(eos_token_id=2), slug="q", fingerprint="f")
+    import activation_wave.study.steps as S
+
+    monkeypatch.setattr(S, "get_target", lambda cfg: target)
+    alive, most = [0], [0]
+
+    class Counted(FakeEngine):
+        def __init__(self, settings, log):
+            super().__init__(settings, log)
+            alive[0] += 1
+            most[0] = max(most[0], alive[0])
+
+        def stop(self):
+            alive[0] -= 1
+
+    monkeypatch.setattr(V, "Engine", Counted)
+    d = tmp_path / "qwen-drafter"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"eagle_aux_hidden_state_layer_ids": [2, 14, 25]}))
+    import activation_wave.benchmarks.llamacpp_speed as L
+
+    monkeypatch.setattr(L, "drafter_layers", lambda p: json.loads((Path(p) / "config.json").read_text())[
+        "eagle_aux_hidden_state_layer_ids"])
+    from activation_wave.core.config import load_config
+
+    cfg = load_config("default")
+    e = B.run_large(cfg, drafter=d, n_prompts=3, max_new_tokens=N_TOKENS, threads=(1, 2), workdir=tmp_path / "w",
+                    progress=False)
+    assert most[0] == 2 and alive[0] == 0
+    assert e["by_threads"]["2"]["phases"] == [["eagle3_d3"], ["eagle3_d2"], ["eagle3_d1"], ["ngram_d3"]]
+    assert e["model"] == cfg.third.model and set(e["tau"]["1"]) == {"1", "2", "3"} and e["ngram"]["2"]["tau"]
+    assert e["figure"] == e["speedup"]["2"]["3"]["speedup"] and B.LARGE == "vllm_1.5b"
+    (d / "config.json").write_text(json.dumps({"eagle_aux_hidden_state_layer_ids": [2, 15, 27]}))
+    with pytest.raises(ValueError, match="not the default triple"):
+        B.run_large(cfg, drafter=d, n_prompts=3, threads=(1,), workdir=tmp_path / "w2", progress=False)

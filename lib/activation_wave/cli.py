@@ -816,9 +816,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "large_drafter_indist_steps (issue 42, thirteenth amendment: large_drafter_indist_samples's "
                    "drafter with batches of 256 tokens, several times the optimiser steps, against "
                    "large_drafter_indist's drafter; about 55 minutes, runs only when named), "
+                   "c2_layer_test (issue 65, fourteenth amendment: the layer test C2 on the 1.5B target with drafters "
+                   "of large_drafter_indist's design, the default and the combined rule's set, three seeds each; "
+                   "about 3.5 hours, one drafter at a time, resumable, runs only when named), "
                    "vllm (issue 57: plain vLLM 0.32 on the CPU against the study's EAGLE-3 drafters at depths 1-3, "
                    "one rule's set, n-gram speculation and the every-draft-accepted ceiling, at 1 and 2 threads; "
-                   "needs scripts/setup_vllm.sh; runs only when named; --estimate says how long it takes here)")
+                   "needs scripts/setup_vllm.sh; runs only when named; --estimate says how long it takes here), "
+                   "vllm_1.5b (issue 64: the same on the 1.5B target in fp32 with c2_layer_test's default-triple "
+                   "drafter, one speculative engine at a time beside plain, the llamacpp_1.5b entry's prompts; needs "
+                   "scripts/setup_vllm.sh; about 2 hours, runs only when named)")
     p.add_argument("--estimate", action="store_true", help="print how long each benchmark should take on this machine "
                    "(its recorded run in --out, plus the drafters and capture it would train first when they are not "
                    "in the cache) and exit; every run prints its line before it starts")

@@ -45,7 +45,7 @@ def _timings(profile: str) -> dict[str, Any]:
 #: run only when named, e.g. ``wave bench --only recipe``.
 OPT_IN = ("recipe", "llamacpp_1.5b", "data_scale", "llamacpp_ceiling", "large_drafter", "large_drafter_indist",
           "large_drafter_indist_all", "large_drafter_indist_cont", "large_drafter_indist_samples",
-          "large_drafter_indist_steps", "vllm")
+          "large_drafter_indist_steps", "vllm", "c2_layer_test", "vllm_1.5b")
 
 
 def entries() -> dict[str, Entry]:
@@ -55,7 +55,7 @@ def entries() -> dict[str, Entry]:
     from activation_wave.benchmarks import llamacpp_speed as llamacpp
     from activation_wave.benchmarks import metric_speed as metrics
     from activation_wave.benchmarks import pipeline_cost as pipeline
-    from activation_wave.benchmarks import data_scale, large_drafter, recipe
+    from activation_wave.benchmarks import data_scale, large_drafter, layer_test_1p5b, recipe
     from activation_wave.benchmarks import vllm_speed
 
     return {"capture_throughput": pipeline.bench_capture, "memory_scaling": pipeline.bench_memory,
@@ -69,6 +69,8 @@ def entries() -> dict[str, Entry]:
             "llamacpp": lambda cfg: llamacpp.run(profile=cfg.profile, model=cfg.model),
             # issue 57: the drafters in vLLM (CPU); needs the optional vLLM environment (scripts/setup_vllm.sh)
             "vllm": vllm_speed.run,
+            # issue 64: vLLM on the 1.5B target (fp32) with the layer test's default drafter, n-gram (~2 h)
+            "vllm_1.5b": vllm_speed.run_large,
             # chapter 11: the third architecture's target (1.5B) and the study's, side by side
             # issue 42: a 1.5B drafter trained on the corpus (responses, capture, training: hours; resumable)
             "large_drafter": large_drafter.run,
@@ -84,6 +86,8 @@ def entries() -> dict[str, Entry]:
             "large_drafter_indist_samples": large_drafter.run_indist_samples,
             # issue 42, thirteenth amendment: the twelfth's drafter with batches of 256 tokens (~55 min)
             "large_drafter_indist_steps": large_drafter.run_indist_steps,
+            # issue 65, fourteenth amendment: C2 again, six 1.5B drafters that draft (about 3.5 h; resumable)
+            "c2_layer_test": layer_test_1p5b.run,
             "llamacpp_1.5b": llamacpp.run_sizes,
             # issue 42: the round's terms, predicted next to measured, and the ceiling per depth (~30 min)
             "llamacpp_ceiling": ceiling.run,

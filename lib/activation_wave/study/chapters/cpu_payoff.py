@@ -22,6 +22,7 @@ import pandas as pd
 
 from activation_wave.core.config import StudyConfig
 from activation_wave.core.results import load_result
+from activation_wave.core.stats import within_noise
 from activation_wave.select.across_models import third_config, third_drafter_config
 from activation_wave.study.chapters import cross_drafters as cd
 from activation_wave.study.chapters.eagle3_speedup import DEFAULT_SET, Eagle3SpeedupResult
@@ -34,7 +35,7 @@ CEILING = "llamacpp_ceiling"
 NAN = float("nan")
 
 __all__ = ["NAME", "BENCH", "NAN", "has_drafters", "drafter_sets", "run_drafters", "trained_drafters", "speed_frame",
-           "round_frame", "CostModel", "cost_model", "evaluate_hypotheses",
+           "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "c2_again", "LAYER_TEST",
            "CEILING", "ceiling_frame", "terms_frame", "where_points", "today_taus", "ceiling_tables", "ROUND_FORMATS",
            "cost_inputs_frame", "LARGE", "LARGE_METHOD", "LARGE_TARGET", "measured_points", "stage_fit", "stage_reach",
            "stage_pace", "stage_curve", "stage_lineage", "INDIST", "INDIST_ALL", "INDIST_CONT", "INDIST_SAMPLES",
@@ -104,6 +105,8 @@ METHOD_LABELS = {"plain": "plain", "plain_repack": "plain, repacked weights (lla
 #: The benchmark of issue 42's 1.5B drafter trained on the corpus (``benchmarks.large_drafter``), and its
 #: method in the ``llamacpp_1.5b`` side by side.
 LARGE, LARGE_METHOD = "large_drafter", "eagle3_corpus"
+#: The fourteenth amendment's benchmark (``benchmarks.layer_test_1p5b``): C2 with drafters that draft.
+LAYER_TEST = "c2_layer_test"
 #: The eighth amendment's benchmark (``benchmarks.large_drafter.run_indist``): stage 1's recipe on
 #: the base train records alone, against stage 1.
 INDIST = "large_drafter_indist"
@@ -257,9 +260,10 @@ def cost_inputs_frame() -> pd.DataFrame:
 
 
 def evaluate_hypotheses(entry: Mapping[str, Any] | None, drafters: cd.CrossDrafterResult | None,
-                        alpha: float = 0.05) -> list[Hypothesis]:
+                        alpha: float = 0.05, layer_test: Mapping[str, Any] | None = None) -> list[Hypothesis]:
     """C1 and C2 of chapter 11's pre-registration by their verdict rules (None: not testable
-    with these results, e.g. no benchmark entry or no drafters)."""
+    with these results, e.g. no benchmark entry or no drafters). ``layer_test``: the
+    fourteenth amendment's entry (``c2_layer_test``), C2's latest statement when present."""
     large = ((entry or {}).get("large") or {}).get("by_threads") or {}
     top = large.get(max(large, key=int)) if large else None
     e = (top or {}).get("eagle3")
@@ -282,7 +286,32 @@ def evaluate_hypotheses(entry: Mapping[str, Any] | None, drafters: cd.CrossDraft
         (g1, *_) = cd.evaluate_hypotheses(drafters, alpha)
         c2 = dataclasses.replace(g1, name="C2", claim="the best rule's set beats the default (1.5B drafters, one "
                                  "seed each)")
-    return [c1, *([c1b] if c1b else []), c2]
+    c2b = c2_again(layer_test) if layer_test else None
+    return [c1, *([c1b] if c1b else []), c2, *([c2b] if c2b else [])]
+
+
+def c2_again(entry: Mapping[str, Any]) -> Hypothesis:
+    """C2 as the fourteenth amendment re-states it, from its entry (``benchmarks.layer_test_1p5b``):
+    the rival set's seed-averaged paired difference from the default, Holm across the sets; not
+    testable when a drafter of either set failed the instrument check."""
+    ref = entry["reference"]
+    rival = next(iter(entry["comparisons"]), None) or next(iter(entry.get("not_compared") or []), None)
+    claim = "the best rule's set beats the default (1.5B drafters that draft, three seeds each)"
+    c = entry["comparisons"].get(rival) if rival else None
+    base = entry["sets"][ref]["tau"]
+    if c is None:
+        failed = [d for d in entry["drafters"] if not d["instrument_ok"]]
+        return Hypothesis("C2 (drafters that draft)", claim, "not compared", None,
+                          f"not testable: {len(failed)} drafter(s) accepted a draft on fewer than "
+                          f"{entry['min_prompts']} prompts", base=base, compared=rival)
+    seeds = entry["sets"][rival]["seeds"]
+    return Hypothesis("C2 (drafters that draft)", claim,
+                      f"{rival} {entry['sets'][rival]['layers']}: delta tau = {c['mean']:+.3f} [{c['lo']:+.3f}, "
+                      f"{c['hi']:+.3f}], Holm p = {c['p_holm']:.3g}, n = {c['n']} prompts, {seeds} seeds per set, "
+                      f"MDE = {c['mde']:.3f}{within_noise(c['lo'], c['hi'])}",
+                      bool(c["lo"] > 0 and c["p_holm"] < 0.05), "paired per prompt, seeds averaged, Holm across "
+                      "the sets", (c["lo"], c["hi"]), value=c["mean"], p=c["p_holm"], n=c["n"], mde=c["mde"],
+                      base=base, compared=rival)
 
 
 def _corpus_run(sizes: Mapping[str, Any] | None) -> tuple[str, dict[str, Any]] | None:
