@@ -65,6 +65,18 @@ format_table(findings.table(F))
 # - R1 (the drafter's recipe): {doc}`10_drafter_recipe`;
 # - C1 and C2 (a 1.5B target in llama.cpp): {doc}`11_cpu_payoff`.
 #
+# (sec-layer-tests)=
+# ## The layer test on each model and budget
+#
+# The study's question, whether a selection rule's set drafts better than the default
+# $[2, N/\!/2, N-3]$, was registered once per model and training budget. Each row is that
+# test's record: "beaten" when some rule's set is supported, "not beaten" when none is, and
+# "not testable" when no arm of the test could be tested (a drafter that accepts no draft).
+
+# %% tags=["remove-input"]
+format_table(findings.layer_tests(F))
+
+# %% [markdown]
 # (sec-drafters-by-name)=
 # ## Drafters by name
 #

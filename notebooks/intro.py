@@ -25,7 +25,7 @@ overrides = "{}"
 from activation_wave.plots import plot_key_figure
 from activation_wave.study import findings
 from activation_wave.study.chapters import landing
-from activation_wave.study.glue import glue_fields, glue_figure
+from activation_wave.study.glue import glue_fields, glue_figure, glue_values
 from activation_wave.study.steps import open_chapter
 
 cfg, _ = open_chapter(profile, model, overrides, capture=False)
@@ -33,6 +33,8 @@ F = findings.record(cfg, results_root or None)  # one record per registered test
 k, R = landing.run(cfg, results_root or None)  # values only: activation_wave/study/chapters/landing.py
 glue_fields(k)
 findings.glue(F, findings.headline(F))
+held = findings.default_held(F)  # the layer test on every model and budget (the registry's layer_test)
+glue_values(**{f"lt_{k}": held[k] for k in ("tests", "models", "held", "beaten", "not_testable")})
 tri = landing.ranked_triples(R)
 glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set for r in tri], [r.tau for r in tri],
                                        [r.lo for r in tri], [r.hi for r in tri], compartments=R.cka.compartments,
@@ -45,6 +47,10 @@ glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set fo
 #
 # 1. **Which layers?** Read {glue:text}`answer_layers`. The test that the best rule's set
 #    drafts better than the default {glue:text}`default_layers` (H1) is {glue:text}`f_h1_label`.
+#    The same question was registered {glue:text}`lt_tests` times, on {glue:text}`lt_models`
+#    models and several training budgets: a rule's set beat the default in
+#    {glue:text}`lt_beaten`, the default held in {glue:text}`lt_held`, and
+#    {glue:text}`lt_not_testable` could not be tested ({ref}`each model and budget <sec-layer-tests>`).
 # 2. **Do entropy and CKA predict $\tau$?** Their correlation (H2) is {glue:text}`f_h2_label`.
 # 3. **Does EAGLE-3 pay on a CPU?** In llama.cpp ({glue:text}`large_model`), EAGLE-3 runs at
 #    {glue:text}`f_c1_value` the speed of plain decoding (C1: {glue:text}`f_c1_label`).

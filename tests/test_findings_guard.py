@@ -71,6 +71,31 @@ def test_a_drafter_that_accepts_nothing_makes_a_test_not_testable():
     assert findings.from_hypotheses([h], tests).records[0].word == "not testable"
 
 
+def _h(name, lo, hi, p=0.01, ok=True):
+    return Hypothesis(name, "", "", ok or None, "", (lo, hi), value=(lo + hi) / 2, p=p, n=32)
+
+
+def test_the_layer_tests_say_on_which_models_and_budgets_the_default_held():
+    """One row per test the registry marks as the study's question: "beaten" when an arm is
+    supported, "not beaten" otherwise, "not testable" when no arm could be tested; an amended
+    test's row names the amendment's budget once the record states it."""
+    _, tests = findings.registry()
+    hs = [_h("H1", -0.03, -0.01), _h("H7 (combined)", 0.01, 0.03), _h("H7 (last-k)", -0.02, 0.01, 0.5),
+          _h("G1", -0.02, 0.02, 0.7), _h("C2", 0.0, 0.01, ok=False)]
+    F = findings.from_hypotheses(hs, tests)
+    t = findings.layer_tests(F).set_index("test")
+    assert list(t.index) == ["H1", "H7", "G1", "C2"]
+    assert list(t["the default"]) == ["not beaten", "beaten", "not beaten", "not testable"]
+    assert t.loc["H7", "verdict"] == "1 supported; 1 within noise" and t.loc["C2", "budget"] == "one epoch on 128 responses"
+    assert findings.default_held(F) == {"tests": 4, "models": 3, "held": 2, "beaten": 1, "not_testable": 1,
+                                        "models_testable": 2, "models_held": 1}
+    # C2 restated by the fourteenth amendment: its row takes the amendment's budget and word
+    F = findings.from_hypotheses(hs + [_h("C2 (drafters that draft)", -0.05, -0.01)], tests)
+    row = findings.layer_tests(F).set_index("test").loc["C2"]
+    assert row["budget"] == tests["C2"].history[-1]["budget"] and row["the default"] == "not beaten"
+    assert findings.default_held(F)["models_testable"] == 3
+
+
 def test_a_hypothesis_no_test_registers_is_refused():
     _, tests = findings.registry()
     with pytest.raises(ValueError, match="register test H9 first"):

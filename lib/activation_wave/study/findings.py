@@ -33,7 +33,7 @@ from activation_wave.core.config import StudyConfig
 from activation_wave.core.paths import REPO_ROOT
 from activation_wave.study.hypotheses import Hypothesis
 
-__all__ = ["REGISTRY", "WORDS", "NAME", "Test", "Finding", "Findings", "registry", "verdict", "evaluate", "record",
+__all__ = ["layer_tests", "default_held", "REGISTRY", "WORDS", "NAME", "Test", "Finding", "Findings", "registry", "verdict", "evaluate", "record",
            "load", "from_hypotheses"]
 
 #: The registered tests, one entry each.
@@ -62,6 +62,7 @@ class Test:
     registered: dict[str, str]
     history: tuple[dict[str, str], ...] = ()
     arms: str | None = None  # "sets": one record per compared set
+    layer_test: dict[str, str] | None = None  # the study's question on this model and budget: {model, budget}
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ def registry(path: Path = REGISTRY) -> tuple[float, dict[str, Test]]:
                           unit=t["unit"], null=float(t["no_effect"]), rule=t["rule"], correction=t["correction"],
                           lab=t["lab"], registered={"commit": str(reg["commit"]), "date": str(reg["date"])},
                           history=tuple({k: str(v) for k, v in h.items()} for h in t.get("history") or ()),
-                          arms=t.get("arms"))
+                          arms=t.get("arms"), layer_test=t.get("layer_test"))
         if tests[tid].direction not in ("higher", "lower", "either"):
             raise ValueError(f"{path}: test {tid}'s direction {t['direction']!r} is not higher, lower or either")
     return float(doc.get("alpha", 0.05)), tests
@@ -329,6 +330,42 @@ def load(cfg: StudyConfig, root: str | Path | None = None) -> Findings:
     recs = tuple(Finding(**{k: (tuple(v) if k == "earlier" else v) for k, v in r.items() if k in names})  # label: derived
                  for r in doc["records"])
     return Findings(recs, tuple(registry()[1].values()))
+
+
+def layer_tests(f: Findings) -> Any:
+    """The study's question (does a rule's set draft better than the default?) on each model and
+    budget a registered test asks it on (the registry's ``layer_test``), one row per test: the
+    model, the drafters' budget (the amendment's, where the record states one that names it), the
+    test, its arms' verdict words, and what they say of the default: "not beaten" (no arm
+    supported), "beaten" (an arm supported) or "not testable" (every arm)."""
+    import pandas as pd
+
+    rows = []
+    for t in (t for t in f.tests if t.layer_test):
+        recs = f.of(t.id)
+        if not recs:
+            continue
+        amended = [h for h in t.history if h.get("budget")] if any(r.amended for r in recs) else []
+        words = Counter(r.label for r in recs)
+        held = ("not testable" if all(r.word == "not testable" for r in recs)
+                else "beaten" if any(r.word == "supported" for r in recs) else "not beaten")
+        rows.append({"model": t.layer_test["model"], "budget": amended[-1]["budget"] if amended
+                     else t.layer_test["budget"], "test": t.id,
+                     "verdict": "; ".join(f"{n} {w}" if len(recs) > 1 else w for w, n in words.items()),
+                     "the default": held})
+    return pd.DataFrame(rows, columns=["model", "budget", "test", "verdict", "the default"])
+
+
+def default_held(f: Findings) -> dict[str, int]:
+    """How :func:`layer_tests`' rows read, for a sentence: ``tests`` and ``models`` with a row,
+    ``held`` (no rule's set beat the default), ``beaten`` and ``not_testable``, and the
+    ``models_held`` / ``models_testable`` on which the default held on every testable row."""
+    t = layer_tests(f)
+    said = t["the default"]
+    per_model = t[said != "not testable"].groupby("model")["the default"].agg(lambda s: bool((s == "not beaten").all()))
+    return {"tests": len(t), "models": t["model"].nunique(), "held": int((said == "not beaten").sum()),
+            "beaten": int((said == "beaten").sum()), "not_testable": int((said == "not testable").sum()),
+            "models_testable": int(len(per_model)), "models_held": int(per_model.sum())}
 
 
 def table(f: Findings, keys: Sequence[str] | None = None) -> Any:
