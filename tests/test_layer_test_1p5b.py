@@ -83,3 +83,21 @@ def test_c2s_latest_statement_is_the_amendments_with_the_first_kept_as_earlier(m
     assert c2.word == word and c2.base == 1.34
     assert len(c2.earlier) == 1 and c2.amended  # the 128-response statement stays in the record, as earlier
     assert [h.name for h in cpu.evaluate_hypotheses(None, None)] == ["C1", "C2"]  # no entry: the first statement
+
+
+def test_the_page_table_lists_each_seed_and_the_instrument_check():
+    e = _entry(-0.04, -0.07, -0.01, 0.004)
+    e["sets"]["eagle3-default"] |= {"tau_ci": [1.30, 1.38], "prompts": 32}
+    e["sets"]["combined"] |= {"tau_ci": [1.26, 1.34], "prompts": 32}
+    e["registration"] = lt.REGISTRATION
+    e["drafters"] = [{"set": name, "seed": s, "tau": 1.3 + s / 100, "prompts_accepting": 30 - s, "prompts": 32,
+                      "instrument_ok": True, "train_cpu_min": 70.0, "cpu": "AMD EPYC"}
+                     for name in ("eagle3-default", "combined") for s in (2, 0, 1)]
+    t = cpu.c2_frame(e)
+    assert list(t["set"]) == ["eagle3-default", "combined"] and t.loc[0, "seeds"] == "0, 1, 2"
+    assert t.loc[0, "tau per seed"] == "1.300, 1.310, 1.320" and t.loc[1, "prompts with an accepted draft"] == \
+        "30/32, 29/32, 28/32"
+    assert t.loc[0, "tau [95% interval]"] == "1.340 [1.300, 1.380]"
+    v = cpu.c2_values(e)
+    assert (v["c2_cpu_min"], v["c2_drafters"], v["c2_ok"], v["c2_rival"], v["c2_cpu"]) == (420, 6, 6, "combined",
+                                                                                          "AMD EPYC")

@@ -35,7 +35,7 @@ CEILING = "llamacpp_ceiling"
 NAN = float("nan")
 
 __all__ = ["NAME", "BENCH", "NAN", "has_drafters", "drafter_sets", "run_drafters", "trained_drafters", "speed_frame",
-           "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "c2_again", "LAYER_TEST",
+           "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "c2_again", "c2_frame", "c2_values", "LAYER_TEST",
            "CEILING", "ceiling_frame", "terms_frame", "where_points", "today_taus", "ceiling_tables", "ROUND_FORMATS",
            "cost_inputs_frame", "LARGE", "LARGE_METHOD", "LARGE_TARGET", "measured_points", "stage_fit", "stage_reach",
            "stage_pace", "stage_curve", "stage_lineage", "INDIST", "INDIST_ALL", "INDIST_CONT", "INDIST_SAMPLES",
@@ -312,6 +312,36 @@ def c2_again(entry: Mapping[str, Any]) -> Hypothesis:
                       bool(c["lo"] > 0 and c["p_holm"] < 0.05), "paired per prompt, seeds averaged, Holm across "
                       "the sets", (c["lo"], c["hi"]), value=c["mean"], p=c["p_holm"], n=c["n"], mde=c["mde"],
                       base=base, compared=rival)
+
+
+
+def c2_frame(entry: Mapping[str, Any]) -> pd.DataFrame:
+    """The fourteenth amendment's drafters by set (the ``c2_layer_test`` entry): layers, seeds,
+    outcome tau per seed, the seed-averaged mean over prompts with its 95% interval, and on how
+    many prompts each seed's drafter accepted a draft (the instrument check)."""
+    rows = []
+    for name, s in entry["sets"].items():
+        ds = sorted((d for d in entry["drafters"] if d["set"] == name), key=lambda d: d["seed"])
+        rows.append({"set": name, "layers": str(s["layers"]), "seeds": ", ".join(str(d["seed"]) for d in ds),
+                     "tau per seed": ", ".join(f"{d['tau']:.3f}" for d in ds),
+                     "tau [95% interval]": f"{s['tau']:.3f} [{s['tau_ci'][0]:.3f}, {s['tau_ci'][1]:.3f}]",
+                     "prompts with an accepted draft": ", ".join(f"{d['prompts_accepting']}/{d['prompts']}"
+                                                                 for d in ds)})
+    return pd.DataFrame(rows)
+
+
+def c2_values(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The page's numbers of the ``c2_layer_test`` entry beyond the record: the sets' taus, the
+    drafters, how many passed the instrument check, their CPU-minutes (from the ledger) and CPU."""
+    ref = entry["reference"]
+    rival = next(iter(entry["sets"].keys() - {ref}))
+    ds = entry["drafters"]
+    return {"c2_default_tau": entry["sets"][ref]["tau"], "c2_rival_tau": entry["sets"][rival]["tau"],
+            "c2_rival": rival, "c2_rival_layers": str(entry["sets"][rival]["layers"]),
+            "c2_drafters": len(ds), "c2_ok": sum(d["instrument_ok"] for d in ds),
+            "c2_min_prompts": entry["min_prompts"], "c2_prompts": entry["sets"][ref]["prompts"],
+            "c2_cpu_min": round(sum(d["train_cpu_min"] for d in ds)), "c2_cpu": ", ".join(sorted(
+                {d["cpu"] or "unknown CPU" for d in ds})), "c2_registration": entry["registration"]}
 
 
 def _corpus_run(sizes: Mapping[str, Any] | None) -> tuple[str, dict[str, Any]] | None:
