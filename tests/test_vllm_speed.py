@@ -303,3 +303,21 @@ def test_the_large_target_runs_one_speculative_engine_at_a_time_beside_plain(dra
     (d / "config.json").write_text(json.dumps({"eagle_aux_hidden_state_layer_ids": [2, 15, 27]}))
     with pytest.raises(ValueError, match="not the default triple"):
         B.run_large(cfg, drafter=d, n_prompts=3, threads=(1,), workdir=tmp_path / "w2", progress=False)
+
+
+def test_the_large_targets_rounds_stand_side_by_side_per_engine():
+    """The cost page's 1.5B rows: llama.cpp's (its corpus drafter) and vLLM's, the same fields,
+    each naming its CPU; an engine without an entry gives no row."""
+    lc_rc = {"plain_step_ms": 37.0, "verify_in_plain_steps": 3.5, "round_in_plain_steps": 3.83}
+    bench = {"llamacpp_1.5b": {"machine": {"cpu": "AMD EPYC"}, "large": {"by_threads": {"2": {
+        "eagle3_corpus": {"round_costs": lc_rc, "tau": 1.38, "speedup": 0.36, "speedup_ci": [0.33, 0.41]},
+        "ngram": {"tau": 1.94, "speedup": 1.47}}}}}}
+    rows = B.large_rows(bench, "2")
+    assert len(rows) == 1 and rows[0]["round_in_plain_steps"] == 3.83 and rows[0]["ngram_tau"] == 1.94
+    bench[B.LARGE] = {"vllm": "0.32.0", "dtype": "float32", "machine": {"cpu": "AMD EPYC"}, "by_threads": {"2": {
+        "eagle3_d3": {"round_costs": {"plain_step_ms": 300.0, "verify_in_plain_steps": 1.2, "round_in_plain_steps": 1.5},
+                      "tau": 1.4, "speedup": 0.93, "ci": [0.88, 0.98]},
+        "ngram_d3": {"tau": 1.6, "speedup": 1.1}}}}
+    rows = B.large_rows(bench, "2")
+    assert [r["path"][:4] for r in rows] == ["llam", "vLLM"] and rows[1]["verify_in_plain_steps"] == 1.2
+    assert rows[1].keys() == rows[0].keys() and rows[1]["cpu"] == "AMD EPYC" and B.large_rows(bench, "1") == []
