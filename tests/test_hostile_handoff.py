@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import stat
@@ -507,6 +508,10 @@ CASES: dict[str, Row] = {
     "speculate: external num_hidden_layers null": Row(
         "3a", lambda c: _speculate(c, _external(c, num_hidden_layers="null")),
         ('"num_hidden_layers" is null', "not a whole number", "config.json")),
+    "speculate: external layer ids as strings": Row(
+        "3c", lambda c: _speculate(c, _external(c, eagle_aux_hidden_state_layer_ids=["2", "15", "27"],
+                                                  eagle_config=None)),
+        ("eagle_aux_hidden_state_layer_ids is ['2', '15', '27']", "not a list of whole numbers", "fix the file")),
     "speculate: external index weight_map value a number": Row(
         "3b", lambda c: _speculate(c, _external(c, index={"fc.weight": 5})),
         ('weight_map["fc.weight"] is 5', "not the name of a file", "export the checkpoint again")),
@@ -603,6 +608,8 @@ def test_hostile_handoff_input_has_a_clear_answer(case, world, tmp_path, monkeyp
                 row.check(ctx, before, _snapshot_links(*watched), out)
         else:
             assert_one_line(err, *row.needles)
+            # the study's own check words the problem; a Python exception's name means one slipped through
+            assert not re.search(r"\b(Value|Key|Type|Index|Attribute)Error\b", err), (case, err)
             assert _snapshot_links(*watched) == before, case  # nothing lost, changed or left behind
         assert not any(p.exists() for p in ctx.absent), case
     finally:

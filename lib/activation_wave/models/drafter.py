@@ -1318,10 +1318,13 @@ def specforge_spec(cfg: dict[str, Any], *, where: str, n_layers: int | None = No
     if problems:
         raise DrafterError(f"{where}: this SpecForge draft is not the study's EAGLE-3 head: {'; '.join(problems)}; "
                            "serve it in SpecForge's engine (SGLang) instead")
-    try:
+    try:  # the layer ids' own messages name the file, the value and the fix: raised as they are
         layers = read_layer_ids(cfg, where=where)
         n = int(n_layers or recorded or max(layers) + 1)
         layers = check_layers(layers, n, what=f"{where}: layer ids")
+    except ValueError as exc:
+        raise DrafterError(str(exc)) from None
+    try:
         hidden = int(cfg["hidden_size"])
         heads = int(cfg["num_attention_heads"])
         rope = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else {}
