@@ -146,7 +146,8 @@ def run(cfg: Any, *, progress: bool = True) -> dict[str, Any]:
     return {"figure": summary["comparisons"].get(SETS[1], {}).get("mean"),
             "unit": f"delta outcome tau, {SETS[1]} minus {SETS[0]} (offline, depth {b.depth}, draft threshold "
                     f"{b.draft_threshold}, {len(ids)} eval prompts, seeds averaged per prompt)",
-            "model": cfg.third.model, "registration": REGISTRATION,
+            "model": cfg.third.model, "profile": cfg.profile, "registration": REGISTRATION,
+            "command": f"wave bench --profile {cfg.profile} --only {NAME}",
             "pre_registration": "book/lab/cpu_payoff (lab-cpu-c2-again, fourteenth amendment)",
             "recipe": {k: getattr(ld.drafter_config(dcfg), k) for k in ld.RECIPE}, "budget_tokens": ld.BUDGET,
             "min_prompts": MIN_PROMPTS, **summary, "drafters": drafters,
