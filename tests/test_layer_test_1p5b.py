@@ -101,3 +101,4 @@ def test_the_page_table_lists_each_seed_and_the_instrument_check():
     v = cpu.c2_values(e)
     assert (v["c2_cpu_min"], v["c2_drafters"], v["c2_ok"], v["c2_rival"], v["c2_cpu"]) == (420, 6, 6, "combined",
                                                                                           "AMD EPYC")
+    assert (v["c2_default_layers"], v["c2_seeds"], v["c2_mde"]) == ("[2, 14, 25]", 3, 0.07)

@@ -336,8 +336,11 @@ def c2_values(entry: Mapping[str, Any]) -> dict[str, Any]:
     ref = entry["reference"]
     rival = next(iter(entry["sets"].keys() - {ref}))
     ds = entry["drafters"]
+    c = entry["comparisons"].get(rival) or {}
     return {"c2_default_tau": entry["sets"][ref]["tau"], "c2_rival_tau": entry["sets"][rival]["tau"],
             "c2_rival": rival, "c2_rival_layers": str(entry["sets"][rival]["layers"]),
+            "c2_default_layers": str(entry["sets"][ref]["layers"]), "c2_seeds": entry["sets"][ref]["seeds"],
+            "c2_mde": c.get("mde", math.nan),
             "c2_drafters": len(ds), "c2_ok": sum(d["instrument_ok"] for d in ds),
             "c2_min_prompts": entry["min_prompts"], "c2_prompts": entry["sets"][ref]["prompts"],
             "c2_cpu_min": round(sum(d["train_cpu_min"] for d in ds)), "c2_cpu": ", ".join(sorted(
