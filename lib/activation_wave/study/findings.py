@@ -361,12 +361,14 @@ def default_held(f: Findings) -> dict[str, int]:
     """How :func:`layer_tests`' rows read, for a sentence: ``tests`` and ``models`` with a row,
     ``held`` (no rule's set beat the default), ``beaten`` and ``not_testable``, and the
     ``models_held`` / ``models_testable`` on which the default held on every testable row."""
-    t = layer_tests(f)
-    said = t["the default"]
-    per_model = t[said != "not testable"].groupby("model")["the default"].agg(lambda x: bool((x == "not beaten").all()))
-    return {"tests": len(t), "models": t["model"].nunique(), "held": int((said == "not beaten").sum()),
-            "beaten": int((said == "beaten").sum()), "not_testable": int((said == "not testable").sum()),
-            "models_testable": int(len(per_model)), "models_held": int(per_model.sum())}
+    rows = layer_tests(f).to_dict("records")
+    said = Counter(r["the default"] for r in rows)
+    testable = [r for r in rows if r["the default"] != "not testable"]
+    models = {r["model"] for r in testable}
+    held = {m for m in models if all(r["the default"] == "not beaten" for r in testable if r["model"] == m)}
+    return {"tests": len(rows), "models": len({r["model"] for r in rows}), "held": said["not beaten"],
+            "beaten": said["beaten"], "not_testable": said["not testable"],
+            "models_testable": len(models), "models_held": len(held)}
 
 
 def table(f: Findings, keys: Sequence[str] | None = None) -> Any:
