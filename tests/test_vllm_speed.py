@@ -267,7 +267,7 @@ def test_the_large_target_runs_one_speculative_engine_at_a_time_beside_plain(dra
     monkeypatch.setattr(V, "find_vllm", lambda: V.Vllm(tmp_path / "vllm"))
     monkeypatch.setattr(V, "write_target_dir", lambda target, out: Path("target"))
     monkeypatch.setattr(V, "export_vllm", lambda src, out, force=False: Path(src))
-    monkeypatch.setattr(B, "held_out_prompts", lambda target, profile, n: PROMPTS[:n])
+    monkeypatch.setattr(B, "held_out_prompts", lambda target, profile, n: (PROMPTS * 4)[:n])
     target = SimpleNamespace(n_layers=28, tokenizer=SimpleNamespace(eos_token_id=2), slug="q", fingerprint="f")
     import activation_wave.study.steps as S
 
@@ -296,10 +296,15 @@ def test_the_large_target_runs_one_speculative_engine_at_a_time_beside_plain(dra
     cfg = load_config("default")
     e = B.run_large(cfg, drafter=d, n_prompts=3, max_new_tokens=N_TOKENS, threads=(1, 2), workdir=tmp_path / "w",
                     progress=False)
+    assert e["prompt_ids"] == ["a", "b", "c"]  # the first 3 of the llamacpp_1.5b entry's 12
     assert most[0] == 2 and alive[0] == 0
     assert e["by_threads"]["2"]["phases"] == [["eagle3_d3"], ["eagle3_d2"], ["eagle3_d1"], ["ngram_d3"]]
     assert e["model"] == cfg.third.model and set(e["tau"]["1"]) == {"1", "2", "3"} and e["ngram"]["2"]["tau"]
     assert e["figure"] == e["speedup"]["2"]["3"]["speedup"] and B.LARGE == "vllm_1.5b"
+    (d / "config.json").write_text(json.dumps({"eagle_aux_hidden_state_layer_ids": [2, 15, 27]}))
+    (d / "config.json").write_text(json.dumps({"eagle_aux_hidden_state_layer_ids": [2, 14, 25]}))
+    with pytest.raises(ValueError, match="n_prompts 13 is not 1 to 12"):
+        B.run_large(cfg, drafter=d, n_prompts=13, threads=(1,), workdir=tmp_path / "w3", progress=False)
     (d / "config.json").write_text(json.dumps({"eagle_aux_hidden_state_layer_ids": [2, 15, 27]}))
     with pytest.raises(ValueError, match="not the default triple"):
         B.run_large(cfg, drafter=d, n_prompts=3, threads=(1,), workdir=tmp_path / "w2", progress=False)

@@ -520,15 +520,23 @@ def large_drafter(cfg: Any, progress: bool = True) -> Path:
     return found
 
 
-def run_large(cfg: Any, *, drafter: str | Path | None = None, n_prompts: int = 12, max_new_tokens: int = 96,
-              threads: Sequence[int] = (1, 2), workdir: str | Path | None = None,
+#: The ``llamacpp_1.5b`` entry's prompts and answer length (``llamacpp_speed.run_sizes``' defaults).
+LARGE_PROMPTS, LARGE_TOKENS = 12, 96
+
+
+def run_large(cfg: Any, *, drafter: str | Path | None = None, n_prompts: int | None = None,
+              max_new_tokens: int | None = None, threads: Sequence[int] = (1, 2), workdir: str | Path | None = None,
               progress: bool = True) -> dict[str, Any]:
     """The ``vllm_1.5b`` entry: plain vLLM on the third model's target (Qwen2.5-Coder-1.5B in fp32)
     against the 1.5B EAGLE-3 drafter (:func:`large_drafter`) at depths 1-3 and n-gram, one
     speculative engine at a time beside plain (:func:`large_phases`), prompts rotated, at each
     thread count; the same figures as the ``vllm`` entry (:func:`_speed_fields`). The prompts and
     lengths are the ``llamacpp_1.5b`` entry's (12 held-out prompts, 96 new tokens), so the two
-    engines' rows on the cost page decode the same text."""
+    engines' rows on the cost page decode the same text. ``n_prompts`` (``$WAVE_VLLM_LARGE_PROMPTS``)
+    takes the first of those 12, ``max_new_tokens`` (``$WAVE_VLLM_LARGE_TOKENS``) shortens the
+    answers: a fp32 1.5B target decodes slowly on two cores."""
+    import os
+
     from activation_wave.benchmarks.llamacpp_speed import drafter_layers, drafter_training
     from activation_wave.core.layers import eagle3_default_layers
     from activation_wave.engines import vllm as V
@@ -549,7 +557,12 @@ def run_large(cfg: Any, *, drafter: str | Path | None = None, n_prompts: int = 1
     work = Path(workdir or tempfile.mkdtemp(prefix="wave-vllm-large-"))
     tdir = V.write_target_dir(target, V.target_dir_for(target))
     drafts = {"default": str(V.export_vllm(drafter, work / "draft-default", force=True))}
-    prompts = held_out_prompts(target, cfg.profile, n_prompts)
+    n_prompts = int(n_prompts or os.environ.get("WAVE_VLLM_LARGE_PROMPTS") or LARGE_PROMPTS)
+    max_new_tokens = int(max_new_tokens or os.environ.get("WAVE_VLLM_LARGE_TOKENS") or LARGE_TOKENS)
+    if not 1 <= n_prompts <= LARGE_PROMPTS:
+        raise ValueError(f"vllm_1.5b decodes the first n of the llamacpp_1.5b entry's {LARGE_PROMPTS} prompts: "
+                         f"n_prompts {n_prompts} is not 1 to {LARGE_PROMPTS}")
+    prompts = held_out_prompts(target, cfg.profile, LARGE_PROMPTS)[:n_prompts]
     stop = sorted({int(target.tokenizer.eos_token_id)})
     prep_s = time.time() - t_start
     runs = {}
