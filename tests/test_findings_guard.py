@@ -94,6 +94,10 @@ def test_the_layer_tests_say_on_which_models_and_budgets_the_default_held():
     row = findings.layer_tests(F).set_index("test").loc["C2"]
     assert row["budget"] == tests["C2"].history[-1]["budget"] and row["the default"] == "not beaten"
     assert findings.default_held(F)["models_testable"] == 3
+    # every row not testable (the smoke profile, which trains no 1.5B drafters and states C2 alone)
+    F = findings.from_hypotheses([_h("C2", 0.0, 0.01, ok=False)], tests)
+    assert findings.default_held(F) == {"tests": 1, "models": 1, "held": 0, "beaten": 0, "not_testable": 1,
+                                        "models_testable": 0, "models_held": 0}
 
 
 def test_a_hypothesis_no_test_registers_is_refused():

@@ -94,12 +94,10 @@ def summarize(names: Sequence[str], layers: Mapping[str, Sequence[int]], taus: M
     deltas = {n: paired_bootstrap(taus[n], taus[ref], n_boot=n_boot, seed=0) for n in rivals}
     p_holm = dict(zip(rivals, holm([d.p for d in deltas.values()]))) if rivals else {}
     comparisons = {}
-    for n, d in deltas.items():
-        diff = seed_mean(taus[n]) - seed_mean(taus[ref])
-        sd = float(np.nanstd(diff[np.isfinite(diff)], ddof=1))
+    for n, d in deltas.items():  # d.sd: of the seed-averaged per-prompt differences
         comparisons[n] = {"mean": d.mean, "lo": d.lo, "hi": d.hi, "p": d.p, "p_holm": p_holm[n], "n": d.n,
-                          "sd": round(sd, 4),
-                          "mde": round(min_detectable_delta(sd, d.n, alpha=alpha / len(rivals)), 4)}
+                          "sd": round(d.sd, 4),
+                          "mde": round(min_detectable_delta(d.sd, d.n, alpha=alpha / len(rivals)), 4)}
     return {"reference": ref, "sets": sets, "comparisons": comparisons,
             "not_compared": [n for n in names[1:] if n not in rivals]}
 
@@ -126,8 +124,9 @@ def run(cfg: Any, *, progress: bool = True) -> dict[str, Any]:
     sets = {s: all_sets[s] for s in SETS}
     b = cfg.bench
     score = ScoreOnTrain(str(cap.cache.path), b.depth, b.draft_threshold, b.threads)
+    dconf = ld.drafter_config(dcfg)
     rows = []
-    for i, job in enumerate(jobs(sets, ld.drafter_config(dcfg)), start=1):  # one at a time: each enters the ledger
+    for i, job in enumerate(jobs(sets, dconf), start=1):  # one at a time: each enters the ledger
         if progress:
             print(f"[{NAME}] drafter {i}/{len(SETS) * len(SEEDS)}: {job[0]} {job[1]} seed {job[2].seed}", flush=True)
         rows += run_jobs(cap.target, cap.cache, [job], 1, progress=progress, score=score)
@@ -149,7 +148,7 @@ def run(cfg: Any, *, progress: bool = True) -> dict[str, Any]:
             "model": cfg.third.model, "profile": cfg.profile, "registration": REGISTRATION,
             "command": f"wave bench --profile {cfg.profile} --only {NAME}",
             "pre_registration": "book/lab/cpu_payoff (lab-cpu-c2-again, fourteenth amendment)",
-            "recipe": {k: getattr(ld.drafter_config(dcfg), k) for k in ld.RECIPE}, "budget_tokens": ld.BUDGET,
+            "recipe": {k: getattr(dconf, k) for k in ld.RECIPE}, "budget_tokens": ld.BUDGET,
             "min_prompts": MIN_PROMPTS, **summary, "drafters": drafters,
             "train_cpu_min": round(sum(d["train_cpu_min"] for d in drafters), 1),
             "eval_prompt_ids": list(ids),

@@ -511,8 +511,8 @@ def large_drafter(cfg: Any, progress: bool = True) -> Path:
         return Path(os.environ["WAVE_VLLM_LARGE_DRAFTER"])
     plan = ld._plan(cfg, progress=progress)
     cap, layers = plan["cap"], plan["layers"]
-    paths = [drafter_dir(cap.cache, ids, c) for name, ids, c in lt.jobs({lt.SETS[0]: layers},
-                                                                         ld.drafter_config(plan["dcfg"]))]
+    jobs = lt.jobs({lt.SETS[0]: layers}, ld.drafter_config(plan["dcfg"]))
+    paths = [drafter_dir(cap.cache, ids, c) for _, ids, c in jobs]
     found = next((p for p in paths if (p / "train_log.json").exists()), None)
     if found is None:
         ensure_weights(cap.target, paths[:1], plan["dcfg"].draft.ledger, progress=progress)

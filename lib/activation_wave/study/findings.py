@@ -33,8 +33,8 @@ from activation_wave.core.config import StudyConfig
 from activation_wave.core.paths import REPO_ROOT
 from activation_wave.study.hypotheses import Hypothesis
 
-__all__ = ["layer_tests", "default_held", "REGISTRY", "WORDS", "NAME", "Test", "Finding", "Findings", "registry", "verdict", "evaluate", "record",
-           "load", "from_hypotheses"]
+__all__ = ["REGISTRY", "WORDS", "NAME", "Test", "Finding", "Findings", "registry", "verdict", "evaluate", "record",
+           "load", "from_hypotheses", "layer_tests", "default_held"]
 
 #: The registered tests, one entry each.
 REGISTRY = REPO_ROOT / "data" / "findings" / "registry.yaml"
@@ -282,7 +282,8 @@ def hypotheses(cfg: StudyConfig, root: str | Path | None = None) -> list[Hypothe
             + drafter_data_scale.hypotheses(load_optional(drafter_data_scale.NAME, cfg, root))
             + (cd.evaluate_hypotheses(cross) if cross is not None else [])
             + drafter_recipe.hypotheses(load_optional("recipe", cfg, root))
-            + cpu_payoff.evaluate_hypotheses(bench.get(cpu_payoff.BENCH), ch11, layer_test=bench.get(cpu_payoff.LAYER_TEST)))
+            + cpu_payoff.evaluate_hypotheses(bench.get(cpu_payoff.BENCH), ch11,
+                                             layer_test=bench.get(cpu_payoff.LAYER_TEST)))
 
 
 def _doc(f: Findings) -> dict[str, Any]:
@@ -360,12 +361,14 @@ def default_held(f: Findings) -> dict[str, int]:
     """How :func:`layer_tests`' rows read, for a sentence: ``tests`` and ``models`` with a row,
     ``held`` (no rule's set beat the default), ``beaten`` and ``not_testable``, and the
     ``models_held`` / ``models_testable`` on which the default held on every testable row."""
-    t = layer_tests(f)
-    said = t["the default"]
-    per_model = t[said != "not testable"].groupby("model")["the default"].agg(lambda s: bool((s == "not beaten").all()))
-    return {"tests": len(t), "models": t["model"].nunique(), "held": int((said == "not beaten").sum()),
-            "beaten": int((said == "beaten").sum()), "not_testable": int((said == "not testable").sum()),
-            "models_testable": int(len(per_model)), "models_held": int(per_model.sum())}
+    rows = layer_tests(f).to_dict("records")
+    said = Counter(r["the default"] for r in rows)
+    testable = [r for r in rows if r["the default"] != "not testable"]
+    models = {r["model"] for r in testable}
+    held = {m for m in models if all(r["the default"] == "not beaten" for r in testable if r["model"] == m)}
+    return {"tests": len(rows), "models": len({r["model"] for r in rows}), "held": said["not beaten"],
+            "beaten": said["beaten"], "not_testable": said["not testable"],
+            "models_testable": len(models), "models_held": len(held)}
 
 
 def table(f: Findings, keys: Sequence[str] | None = None) -> Any:

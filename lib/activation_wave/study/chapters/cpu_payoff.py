@@ -35,7 +35,8 @@ CEILING = "llamacpp_ceiling"
 NAN = float("nan")
 
 __all__ = ["NAME", "BENCH", "NAN", "has_drafters", "drafter_sets", "run_drafters", "trained_drafters", "speed_frame",
-           "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "c2_again", "c2_frame", "c2_values", "LAYER_TEST",
+           "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "c2_again", "c2_frame", "c2_values",
+           "LAYER_TEST",
            "CEILING", "ceiling_frame", "terms_frame", "where_points", "today_taus", "ceiling_tables", "ROUND_FORMATS",
            "cost_inputs_frame", "LARGE", "LARGE_METHOD", "LARGE_TARGET", "measured_points", "stage_fit", "stage_reach",
            "stage_pace", "stage_curve", "stage_lineage", "INDIST", "INDIST_ALL", "INDIST_CONT", "INDIST_SAMPLES",
@@ -294,10 +295,9 @@ def c2_again(entry: Mapping[str, Any]) -> Hypothesis:
     """C2 as the fourteenth amendment re-states it, from its entry (``benchmarks.layer_test_1p5b``):
     the rival set's seed-averaged paired difference from the default, Holm across the sets; not
     testable when a drafter of either set failed the instrument check."""
-    ref = entry["reference"]
-    rival = next(iter(entry["comparisons"]), None) or next(iter(entry.get("not_compared") or []), None)
+    ref, rival = _c2_sets(entry)
     claim = "the best rule's set beats the default (1.5B drafters that draft, three seeds each)"
-    c = entry["comparisons"].get(rival) if rival else None
+    c = entry["comparisons"].get(rival)
     base = entry["sets"][ref]["tau"]
     if c is None:
         failed = [d for d in entry["drafters"] if not d["instrument_ok"]]
@@ -313,6 +313,11 @@ def c2_again(entry: Mapping[str, Any]) -> Hypothesis:
                       "the sets", (c["lo"], c["hi"]), value=c["mean"], p=c["p_holm"], n=c["n"], mde=c["mde"],
                       base=base, compared=rival)
 
+
+def _c2_sets(entry: Mapping[str, Any]) -> tuple[str, str]:
+    """(the default, the set compared with it) of the ``c2_layer_test`` entry (its sets, default first)."""
+    ref = entry["reference"]
+    return ref, next(n for n in entry["sets"] if n != ref)
 
 
 def c2_frame(entry: Mapping[str, Any]) -> pd.DataFrame:
@@ -333,8 +338,7 @@ def c2_frame(entry: Mapping[str, Any]) -> pd.DataFrame:
 def c2_values(entry: Mapping[str, Any]) -> dict[str, Any]:
     """The page's numbers of the ``c2_layer_test`` entry beyond the record: the sets' taus, the
     drafters, how many passed the instrument check, their CPU-minutes (from the ledger) and CPU."""
-    ref = entry["reference"]
-    rival = next(iter(entry["sets"].keys() - {ref}))
+    ref, rival = _c2_sets(entry)
     ds = entry["drafters"]
     c = entry["comparisons"].get(rival) or {}
     return {"c2_default_tau": entry["sets"][ref]["tau"], "c2_rival_tau": entry["sets"][rival]["tau"],
