@@ -62,7 +62,7 @@ glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set fo
 # |---|---|---|---|---|
 # | best rule vs default, $\Delta\tau$ (default's $\tau$ {glue:text}`f_h1_base`) | {glue:text}`f_h1_value` {glue:text}`f_h1_interval` | {glue:text}`f_h1_n` | H1, Holm p {glue:text}`f_h1_p` | {glue:text}`f_h1_label` |
 # | same, 16x training prompts (default {glue:text}`f_scale_base`) | {glue:text}`f_scale_value` {glue:text}`f_scale_interval` | {glue:text}`f_scale_n` | {glue:text}`f_scale_key`, Holm p {glue:text}`f_scale_p` | {glue:text}`f_scale_label` |
-# | same, {glue:text}`second_model` (default {glue:text}`f_g1_base`) | {glue:text}`f_g1_value` {glue:text}`f_g1_interval` | {glue:text}`f_g1_n` | G1, p {glue:text}`f_g1_p` | {glue:text}`f_g1_label` |
+# | same, {glue:text}`large_model`, 3 seeds (default {glue:text}`f_c2_base`) | {glue:text}`f_c2_value` {glue:text}`f_c2_interval` | {glue:text}`f_c2_n` | C2, Holm p {glue:text}`f_c2_p` | {glue:text}`f_c2_label` |
 # | entropy vs $\tau$, Spearman $\rho$ | {glue:text}`f_h2_value` {glue:text}`f_h2_interval` | {glue:text}`f_h2_n` | H2, bootstrap | {glue:text}`f_h2_label` |
 # | EAGLE-3 speedup, llama.cpp, 1.5B | {glue:text}`f_c1_value` {glue:text}`f_c1_interval` | {glue:text}`f_c1_n` | C1, bootstrap | {glue:text}`f_c1_label` |
 # | EAGLE-3 speedup, the study's loop, 135M | {glue:text}`loop_ratio:.2f`x [{glue:text}`loop_lo:.2f`, {glue:text}`loop_hi:.2f`] | {glue:text}`loop_n` prompts | measurement | {glue:text}`loop_side` |
