@@ -176,6 +176,12 @@ display(format_table(findings.table(F, ["C2"])))
 # The layer statistics rest on one prompt set and one capture; compartments and selected
 # sets can move with the prompts, as {doc}`05_layer_selection` shows for the first model.
 #
+# The same question has a record on each model ({ref}`the glance page's table <sec-layer-tests>`).
+# Where the records differ between models, this design cannot say why: the three models differ
+# in size, family and instruction tuning, their drafters in training budget and seeds (the
+# table's budget column), and each model's rules pick their own sets. Telling these apart would take the same drafter design on
+# every model, which on two cores costs hours per model.
+#
 # ## Try it
 #
 # The smoke profile names no third architecture; give it one. It needs the 1.5B model

@@ -34,7 +34,7 @@ k, R = landing.run(cfg, results_root or None)  # values only: activation_wave/st
 glue_fields(k)
 findings.glue(F, findings.headline(F))
 held = findings.default_held(F)  # the layer test on every model and budget (the registry's layer_test)
-glue_values(**{f"lt_{k}": held[k] for k in ("tests", "models", "held", "beaten", "not_testable")})
+glue_values(**{f"lt_{k}": held[k] for k in ("tests", "models", "held", "beaten", "not_testable", "beaten_on")})
 tri = landing.ranked_triples(R)
 glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set for r in tri], [r.tau for r in tri],
                                        [r.lo for r in tri], [r.hi for r in tri], compartments=R.cka.compartments,
@@ -49,8 +49,8 @@ glue_figure("fig_key", plot_key_figure(R.cka.ids, landing.key_sets(R), [r.set fo
 #    drafts better than the default {glue:text}`default_layers` (H1) is {glue:text}`f_h1_label`.
 #    The same question was registered {glue:text}`lt_tests` times, on {glue:text}`lt_models`
 #    models and several training budgets: a rule's set beat the default in
-#    {glue:text}`lt_beaten`, the default held in {glue:text}`lt_held`, and
-#    {glue:text}`lt_not_testable` could not be tested ({ref}`each model and budget <sec-layer-tests>`).
+#    {glue:text}`lt_beaten` (on {glue:text}`lt_beaten_on`), the default held in {glue:text}`lt_held`,
+#    and {glue:text}`lt_not_testable` could not be tested ({ref}`each model and budget <sec-layer-tests>`).
 # 2. **Do entropy and CKA predict $\tau$?** Their correlation (H2) is {glue:text}`f_h2_label`.
 # 3. **Does EAGLE-3 pay on a CPU?** In llama.cpp ({glue:text}`large_model`), EAGLE-3 runs at
 #    {glue:text}`f_c1_value` the speed of plain decoding (C1: {glue:text}`f_c1_label`).

@@ -88,7 +88,7 @@ def test_the_layer_tests_say_on_which_models_and_budgets_the_default_held():
     assert list(t["the default"]) == ["not beaten", "beaten", "not beaten", "not testable"]
     assert t.loc["H7", "verdict"] == "1 supported; 1 within noise" and t.loc["C2", "budget"] == "one epoch on 128 responses"
     assert findings.default_held(F) == {"tests": 4, "models": 3, "held": 2, "beaten": 1, "not_testable": 1,
-                                        "models_testable": 2, "models_held": 1}
+                                        "models_testable": 2, "models_held": 1, "beaten_on": "SmolLM2-135M"}
     # C2 restated by the fourteenth amendment: its row takes the amendment's budget and word
     F = findings.from_hypotheses(hs + [_h("C2 (drafters that draft)", -0.05, -0.01)], tests)
     row = findings.layer_tests(F).set_index("test").loc["C2"]
@@ -97,7 +97,7 @@ def test_the_layer_tests_say_on_which_models_and_budgets_the_default_held():
     # every row not testable (the smoke profile, which trains no 1.5B drafters and states C2 alone)
     F = findings.from_hypotheses([_h("C2", 0.0, 0.01, ok=False)], tests)
     assert findings.default_held(F) == {"tests": 1, "models": 1, "held": 0, "beaten": 0, "not_testable": 1,
-                                        "models_testable": 0, "models_held": 0}
+                                        "models_testable": 0, "models_held": 0, "beaten_on": "no model"}
 
 
 def test_a_hypothesis_no_test_registers_is_refused():

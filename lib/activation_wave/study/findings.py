@@ -360,7 +360,8 @@ def layer_tests(f: Findings) -> Any:
 def default_held(f: Findings) -> dict[str, int]:
     """How :func:`layer_tests`' rows read, for a sentence: ``tests`` and ``models`` with a row,
     ``held`` (no rule's set beat the default), ``beaten`` and ``not_testable``, and the
-    ``models_held`` / ``models_testable`` on which the default held on every testable row."""
+    ``models_held`` / ``models_testable`` on which the default held on every testable row, and
+    ``beaten_on``: the models with a "beaten" row, in the table's order ("no model" when none)."""
     rows = layer_tests(f).to_dict("records")
     said = Counter(r["the default"] for r in rows)
     testable = [r for r in rows if r["the default"] != "not testable"]
@@ -368,7 +369,8 @@ def default_held(f: Findings) -> dict[str, int]:
     held = {m for m in models if all(r["the default"] == "not beaten" for r in testable if r["model"] == m)}
     return {"tests": len(rows), "models": len({r["model"] for r in rows}), "held": said["not beaten"],
             "beaten": said["beaten"], "not_testable": said["not testable"],
-            "models_testable": len(models), "models_held": len(held)}
+            "models_testable": len(models), "models_held": len(held),
+            "beaten_on": ", ".join(dict.fromkeys(r["model"] for r in rows if r["the default"] == "beaten")) or "no model"}
 
 
 def table(f: Findings, keys: Sequence[str] | None = None) -> Any:
