@@ -12,11 +12,11 @@
 # # Does the answer hold on Qwen2.5-Coder-1.5B?
 #
 # ```{admonition} Answer
-# Does the best rule's set {glue:text}`c2_rival_layers` draft better than the default
-# {glue:text}`c2_default_layers` on {glue:text}`cross_1_name` (C2)? {glue:text}`f_C2_label`:
-# $\Delta\tau$ = {glue:text}`f_C2_figure`, over n = {glue:text}`f_C2_n`, with
-# {glue:text}`c2_seeds:d` drafters per set averaged per prompt (this design detects a difference of
-# about {glue:text}`c2_mde:.2f`). {glue:text}`c2_ok:d` of the {glue:text}`c2_drafters:d` drafters
+# On {glue:text}`cross_1_name`, the best rule's set {glue:text}`c2_rival_layers` against the
+# default {glue:text}`c2_default_layers` (C2) reads {glue:text}`f_C2_label`.
+# Its $\Delta\tau$ is {glue:text}`f_C2_figure`, over n = {glue:text}`f_C2_n`, with
+# {glue:text}`c2_seeds:d` drafters per set averaged per prompt; this design detects a difference
+# of about {glue:text}`c2_mde:.2f`. {glue:text}`c2_ok:d` of the {glue:text}`c2_drafters:d` drafters
 # accepted a draft on at least {glue:text}`c2_min_prompts:d` of the {glue:text}`c2_prompts:d`
 # prompts, the check that the instrument works. The layer statistics: the default triple's $S_2$
 # is above {glue:text}`cross_1_default_pct:.0f`% of all triples, and the outlier treatments that
@@ -38,7 +38,7 @@
 # that drafts on this target ({doc}`11_cpu_payoff`): 1,000,000 training tokens on the greedy
 # responses to its 128 train prompts, three seeds per set, scored on its held-out prompts. The
 # test was first run with drafters of one epoch, whose default accepted no draft; the
-# {ref}`lab record <lab-cpu-c2-again>` keeps that attempt and the amendment that re-stated it.
+# {ref}`lab record <lab-cpu-c2-again>` keeps that attempt and why the test was re-stated.
 
 # %% tags=["parameters", "hide-input"]
 profile = "default"
@@ -155,8 +155,8 @@ display(format_table(cpu_payoff.c2_frame(c2)))
 # interval over prompts (seeds averaged per prompt first), and on how many prompts each drafter
 # accepted at least one draft. The default's drafters reach {glue:text}`c2_default_tau:.3f` and
 # the combined rule's {glue:text}`c2_rival_tau:.3f`. Training the {glue:text}`c2_drafters:d`
-# drafters took {glue:text}`c2_cpu_min:d` CPU-minutes on {glue:text}`c2_cpu` (the drafter
-# ledger's figures, two threads each).
+# drafters took {glue:text}`c2_cpu_min:d` CPU-minutes on {glue:text}`c2_cpu` (from each
+# drafter's training log, two threads each).
 #
 # ## How sure
 
@@ -164,9 +164,8 @@ display(format_table(cpu_payoff.c2_frame(c2)))
 display(format_table(findings.table(F, ["C2"])))
 
 # %% [markdown]
-# C2 was registered on {doc}`11_cpu_payoff` and re-stated before these drafters trained (the
-# {ref}`fourteenth amendment <lab-cpu-c2-again>`, commit {glue:text}`c2_registration`): the
-# combined rule's set against the default, paired over the same held-out prompts, Holm across
+# C2 was registered on {doc}`11_cpu_payoff` and re-stated before these drafters trained
+# ({ref}`lab record <lab-cpu-c2-again>`): the combined rule's set against the default, paired over the same held-out prompts, Holm across
 # the sets compared (one here, so its own $p$). Here it reads {glue:text}`f_C2_label`. Three
 # seeds per set average out much of one drafter's luck, but not the prompts: the interval is
 # over {glue:text}`f_C2_n`, and a true difference smaller than about {glue:text}`c2_mde:.2f`

@@ -270,7 +270,7 @@ display(format_table(findings.table(F, ["C1", "C2"])))
 # %% [markdown]
 # - **Tests.** The registered tests are in the table: C1, EAGLE-3 faster than plain llama.cpp on the 1.5B
 #   target at 2 threads, is {glue:text}`f_C1_label`; C2, the best selection rule's layers beating the default's
-#   with 1.5B drafters that draft (three seeds per set, the fourteenth amendment), is {glue:text}`f_C2_label`;
+#   with 1.5B drafters that draft (three seeds per set, re-stated before they trained), is {glue:text}`f_C2_label`;
 #   its drafters are on the Qwen2.5-Coder-1.5B page of Part II.
 # - **Intervals and n.** Speeds are pooled over {glue:text}`side_n` prompts in llama.cpp and
 #   {glue:text}`pt_n` in PyTorch, with 95% paired bootstrap intervals over prompts (10,000 resamples). The

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from activation_wave.benchmarks import vllm_speed as B
 from activation_wave.engines import vllm as V
@@ -326,3 +327,8 @@ def test_the_large_targets_rounds_stand_side_by_side_per_engine():
     rows = B.large_rows(bench, "2")
     assert [r["path"][:4] for r in rows] == ["llam", "vLLM"] and rows[1]["verify_in_plain_steps"] == 1.2
     assert rows[1].keys() == rows[0].keys() and rows[1]["cpu"] == "AMD EPYC" and B.large_rows(bench, "1") == []
+    # each row names its drafter as the registry does, so the glance page's list says what it is
+    from activation_wave.study import findings
+
+    named = set(yaml.safe_load(findings.REGISTRY.read_text())["drafters"])
+    assert {r["drafter"] for r in rows} <= named

@@ -652,7 +652,8 @@ def _ci_ratio(run: Mapping[str, Any], a: str, b: str) -> dict[str, Any] | None:
 def large_rows(bench: Mapping[str, Any], threads: str = "2") -> list[dict[str, Any]]:
     """The 1.5B target's round in each engine that decoded it, side by side (issue 64): llama.cpp
     (the ``llamacpp_1.5b`` entry, its corpus drafter C1 measured) and vLLM (``vllm_1.5b``, the
-    layer test's default drafter), at ``threads`` and depth 3. Fields: ``path``, ``cpu``,
+    layer test's default drafter), at ``threads`` and depth 3. Fields: ``path``, ``drafter`` (its
+    name in the registry's drafters, which the glance page lists), ``cpu``,
     ``precision`` (the target's weights), ``plain_step_ms``, ``verify_in_plain_steps`` (the
     verify of 1 + depth tokens and what comes with it), ``round_in_plain_steps`` (= the tau
     break-even needs), ``tau`` (EAGLE-3, per target pass), ``speedup`` with ``speedup_lo`` /
@@ -663,18 +664,20 @@ def large_rows(bench: Mapping[str, Any], threads: str = "2") -> list[dict[str, A
     e = lc.get("eagle3_corpus") or {}
     if e.get("round_costs"):
         rc, ng = e["round_costs"], lc.get("ngram") or {}
-        rows.append({"path": f"llama.cpp, {threads} thread(s)", "cpu": (bench["llamacpp_1.5b"].get("machine") or {}).get(
-            "cpu"), "precision": "Q4_K_M (GGUF)", "plain_step_ms": rc["plain_step_ms"],
-            "verify_in_plain_steps": rc["verify_in_plain_steps"], "round_in_plain_steps": rc["round_in_plain_steps"],
-            "tau": e["tau"], "speedup": e["speedup"], "speedup_lo": e["speedup_ci"][0], "speedup_hi": e["speedup_ci"][1],
-            "ngram_tau": ng.get("tau"), "ngram_speedup": ng.get("speedup")})
+        rows.append({"path": f"llama.cpp, {threads} thread(s)", "drafter": "1.5B corpus drafter (C1)",
+                     "cpu": (bench["llamacpp_1.5b"].get("machine") or {}).get("cpu"), "precision": "Q4_K_M (GGUF)",
+                     "plain_step_ms": rc["plain_step_ms"], "verify_in_plain_steps": rc["verify_in_plain_steps"],
+                     "round_in_plain_steps": rc["round_in_plain_steps"], "tau": e["tau"], "speedup": e["speedup"],
+                     "speedup_lo": e["speedup_ci"][0], "speedup_hi": e["speedup_ci"][1],
+                     "ngram_tau": ng.get("tau"), "ngram_speedup": ng.get("speedup")})
     v = bench.get(LARGE) or {}
     run = (v.get("by_threads") or {}).get(threads) or {}
     m = run.get(f"eagle3_d{max(DEPTHS)}") or {}
     if m.get("round_costs"):
         rc, ng = m["round_costs"], run.get(f"ngram_d{max(DEPTHS)}") or {}
-        rows.append({"path": f"vLLM {v['vllm']} (CPU), {threads} thread(s)", "cpu": (v.get("machine") or {}).get("cpu"),
-                     "precision": v.get("dtype"), "plain_step_ms": rc.get("plain_step_ms"),
+        rows.append({"path": f"vLLM {v['vllm']} (CPU), {threads} thread(s)", "drafter": "vLLM 1.5B drafter",
+                     "cpu": (v.get("machine") or {}).get("cpu"), "precision": v.get("dtype"),
+                     "plain_step_ms": rc.get("plain_step_ms"),
                      "verify_in_plain_steps": rc.get("verify_in_plain_steps"),
                      "round_in_plain_steps": rc.get("round_in_plain_steps"),
                      "tau": m["tau"], "speedup": m["speedup"], "speedup_lo": m["ci"][0], "speedup_hi": m["ci"][1],

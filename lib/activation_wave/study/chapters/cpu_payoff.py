@@ -348,7 +348,7 @@ def c2_values(entry: Mapping[str, Any]) -> dict[str, Any]:
             "c2_drafters": len(ds), "c2_ok": sum(d["instrument_ok"] for d in ds),
             "c2_min_prompts": entry["min_prompts"], "c2_prompts": entry["sets"][ref]["prompts"],
             "c2_cpu_min": round(sum(d["train_cpu_min"] for d in ds)), "c2_cpu": ", ".join(sorted(
-                {d["cpu"] or "unknown CPU" for d in ds})), "c2_registration": entry["registration"]}
+                {d["cpu"] or "unknown CPU" for d in ds}))}
 
 
 def _corpus_run(sizes: Mapping[str, Any] | None) -> tuple[str, dict[str, Any]] | None:
