@@ -90,3 +90,14 @@ def test_no_committed_notebook_holds_a_machine_path(path):
     name = path.relative_to(BOOK / "chapters").with_suffix("") if path.is_relative_to(BOOK / "chapters") else path
     assert not found, (f"{path.relative_to(BOOK)} holds machine paths {sorted(set(found))[:4]}: re-execute it "
                        f"(`wave study --profile default --only {name}`), whose runner writes them relative to their root")
+
+
+def test_glue_from_another_page_names_its_format():
+    """myst-nb reads ``{glue:text}`page::key``` with no format as key "page:" and format "key",
+    so the build warns and the value is missing: a glue from another page must end in a format
+    (``:s`` for text, ``:.2f`` ...). Every markdown page of the book is checked."""
+    import re
+
+    bad = [f"{p.relative_to(BOOK)}: {m}" for p in sorted(BOOK.rglob("*.md")) if "_build" not in p.parts
+           for m in re.findall(r"\{glue:text\}`[^`]*::[A-Za-z0-9_]+`", p.read_text())]
+    assert not bad, "; ".join(bad[:8])
