@@ -273,10 +273,12 @@ def test_the_large_target_runs_one_speculative_engine_at_a_time_beside_plain(dra
     import activation_wave.study.steps as S
 
     monkeypatch.setattr(S, "get_target", lambda cfg: target)
-    alive, most = [0], [0]
+    alive, most, released = [0], [0], []
+    monkeypatch.setattr(S, "release_targets", lambda: released.append(alive[0]))
 
     class Counted(FakeEngine):
         def __init__(self, settings, log):
+            assert released, "the parent's target was not released before an engine started"
             super().__init__(settings, log)
             alive[0] += 1
             most[0] = max(most[0], alive[0])

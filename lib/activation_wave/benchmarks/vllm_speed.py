@@ -541,7 +541,7 @@ def run_large(cfg: Any, *, drafter: str | Path | None = None, n_prompts: int | N
     from activation_wave.core.layers import eagle3_default_layers
     from activation_wave.engines import vllm as V
     from activation_wave.select.across_models import third_config
-    from activation_wave.study.steps import get_target
+    from activation_wave.study.steps import get_target, release_targets
 
     if not cfg.third.model:
         raise ValueError(f"the {cfg.profile} profile names no third model (third.model); vllm_1.5b measures its target")
@@ -564,6 +564,8 @@ def run_large(cfg: Any, *, drafter: str | Path | None = None, n_prompts: int | N
                          f"n_prompts {n_prompts} is not 1 to {LARGE_PROMPTS}")
     prompts = held_out_prompts(target, cfg.profile, LARGE_PROMPTS)[:n_prompts]
     stop = sorted({int(target.tokenizer.eos_token_id)})
+    del target
+    release_targets()  # each fp32 engine holds about 9 GB and two run at once: no third copy here
     prep_s = time.time() - t_start
     runs = {}
     for t in threads:
