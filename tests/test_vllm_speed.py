@@ -318,16 +318,18 @@ def test_the_large_targets_rounds_stand_side_by_side_per_engine():
     each naming its CPU; an engine without an entry gives no row."""
     lc_rc = {"plain_step_ms": 37.0, "verify_in_plain_steps": 3.5, "round_in_plain_steps": 3.83}
     bench = {"llamacpp_1.5b": {"machine": {"cpu": "AMD EPYC"}, "large": {"by_threads": {"2": {
-        "eagle3_corpus": {"round_costs": lc_rc, "tau": 1.38, "speedup": 0.36, "speedup_ci": [0.33, 0.41]},
+        "eagle3_corpus": {"round_costs": lc_rc, "tau": 1.38, "speedup": 0.36, "speedup_ci": [0.33, 0.41],
+                          "tokens_per_s": 9.8}, "plain": {"tokens_per_s": 27.0},
         "ngram": {"tau": 1.94, "speedup": 1.47}}}}}}
     rows = B.large_rows(bench, "2")
     assert len(rows) == 1 and rows[0]["round_in_plain_steps"] == 3.83 and rows[0]["ngram_tau"] == 1.94
     bench[B.LARGE] = {"vllm": "0.32.0", "dtype": "float32", "machine": {"cpu": "AMD EPYC"}, "by_threads": {"2": {
         "eagle3_d3": {"round_costs": {"plain_step_ms": 300.0, "verify_in_plain_steps": 1.2, "round_in_plain_steps": 1.5},
-                      "tau": 1.4, "speedup": 0.93, "ci": [0.88, 0.98]},
+                      "tau": 1.4, "speedup": 0.93, "ci": [0.88, 0.98], "tokens_per_s": 2.1}, "plain": {"tokens_per_s": 2.3},
         "ngram_d3": {"tau": 1.6, "speedup": 1.1}}}}
     rows = B.large_rows(bench, "2")
     assert [r["path"][:4] for r in rows] == ["llam", "vLLM"] and rows[1]["verify_in_plain_steps"] == 1.2
+    assert [(r["plain_tokens_per_s"], r["tokens_per_s"]) for r in rows] == [(27.0, 9.8), (2.3, 2.1)]
     assert rows[1].keys() == rows[0].keys() and rows[1]["cpu"] == "AMD EPYC" and B.large_rows(bench, "1") == []
     # each row names its drafter as the registry does, so the glance page's list says what it is
     from activation_wave.study import findings

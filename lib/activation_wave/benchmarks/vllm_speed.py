@@ -659,8 +659,9 @@ def large_rows(bench: Mapping[str, Any], threads: str = "2") -> list[dict[str, A
     ``precision`` (the target's weights), ``plain_step_ms``, ``verify_in_plain_steps`` (the
     verify of 1 + depth tokens and what comes with it), ``round_in_plain_steps`` (= the tau
     break-even needs), ``tau`` (EAGLE-3, per target pass), ``speedup`` with ``speedup_lo`` /
-    ``speedup_hi`` (over prompts), ``ngram_tau`` (n-gram, per target pass) and ``ngram_speedup``;
-    engines without an entry give no row."""
+    ``speedup_hi`` (over prompts), ``plain_tokens_per_s`` and ``tokens_per_s`` (EAGLE-3's; an
+    engine's speedup is over its own plain decoding, these say how fast each is), ``ngram_tau``
+    (n-gram, per target pass) and ``ngram_speedup``; engines without an entry give no row."""
     rows = []
     lc = (((bench.get("llamacpp_1.5b") or {}).get("large") or {}).get("by_threads") or {}).get(threads) or {}
     e = lc.get("eagle3_corpus") or {}
@@ -671,7 +672,8 @@ def large_rows(bench: Mapping[str, Any], threads: str = "2") -> list[dict[str, A
                      "plain_step_ms": rc["plain_step_ms"], "verify_in_plain_steps": rc["verify_in_plain_steps"],
                      "round_in_plain_steps": rc["round_in_plain_steps"], "tau": e["tau"], "speedup": e["speedup"],
                      "speedup_lo": e["speedup_ci"][0], "speedup_hi": e["speedup_ci"][1],
-                     "ngram_tau": ng.get("tau"), "ngram_speedup": ng.get("speedup")})
+                     "plain_tokens_per_s": (lc.get("plain") or {}).get("tokens_per_s"),
+                     "tokens_per_s": e.get("tokens_per_s"), "ngram_tau": ng.get("tau"), "ngram_speedup": ng.get("speedup")})
     v = bench.get(LARGE) or {}
     run = (v.get("by_threads") or {}).get(threads) or {}
     m = run.get(f"eagle3_d{max(DEPTHS)}") or {}
@@ -683,7 +685,8 @@ def large_rows(bench: Mapping[str, Any], threads: str = "2") -> list[dict[str, A
                      "verify_in_plain_steps": rc.get("verify_in_plain_steps"),
                      "round_in_plain_steps": rc.get("round_in_plain_steps"),
                      "tau": m["tau"], "speedup": m["speedup"], "speedup_lo": m["ci"][0], "speedup_hi": m["ci"][1],
-                     "ngram_tau": ng.get("tau"), "ngram_speedup": ng.get("speedup")})
+                     "plain_tokens_per_s": (run.get("plain") or {}).get("tokens_per_s"),
+                     "tokens_per_s": m.get("tokens_per_s"), "ngram_tau": ng.get("tau"), "ngram_speedup": ng.get("speedup")})
     return rows
 
 
