@@ -236,6 +236,60 @@ format_table(rows[["path", "drafter", "cpu", "depth", "tau", "round_in_plain_ste
 # phase's plain run, but a drift of that size within a phase would go unseen, so a speedup
 # within about that margin of 1 says nothing.
 #
+# ### vLLM on the 1.5B target
+
+# %% tags=["remove-input"]
+from activation_wave.benchmarks.vllm_speed import LARGE, large_rows
+
+big = pd.DataFrame([r for t in ("2", "1") for r in large_rows(bench, t)])
+vb, lb = (big[big["path"].str.startswith(e) & big["path"].str.contains(", 2 thread")].iloc[0] for e in ("vLLM", "llama"))
+glue_values(vbig_round=float(vb["round_in_plain_steps"]), vbig_step=float(vb["plain_step_ms"]),
+            vbig_verify=float(vb["verify_in_plain_steps"]), lbig_verify=float(lb["verify_in_plain_steps"]),
+            vbig_tau=float(vb["tau"]), vbig_speedup=float(vb["speedup"]), vbig_lo=float(vb["speedup_lo"]),
+            vbig_hi=float(vb["speedup_hi"]), vbig_word=cpu.speed_word(vb["speedup_lo"], vb["speedup_hi"]),
+            vbig_ngram_tau=float(vb["ngram_tau"]), vbig_ngram_speedup=float(vb["ngram_speedup"]),
+            vbig_n=len(bench[LARGE]["prompt_ids"]), vbig_tokens=int(bench[LARGE]["max_new_tokens"]),
+            vbig_identical=bench[LARGE]["identical_to_plain"]["2"]["eagle3_d3"],
+            vbig_plain_tps=float(vb["plain_tokens_per_s"]), vbig_tps=float(vb["tokens_per_s"]),
+            vbig_vs_llama=float(vb["tokens_per_s"]) / float(lb["plain_tokens_per_s"]),
+            lbig_round=float(lb["round_in_plain_steps"]), lbig_step=float(lb["plain_step_ms"]),
+            lbig_plain_tps=float(lb["plain_tokens_per_s"]), vbig_cpus=", ".join(sorted({str(c) for c in big["cpu"]})))
+format_table(big.drop(columns=["cpu"]).rename(columns={
+    "round_in_plain_steps": "round (plain steps)", "verify_in_plain_steps": "verify (plain steps)",
+    "plain_step_ms": "plain step (ms)", "speedup_lo": "low", "speedup_hi": "high", "plain_tokens_per_s": "plain tok/s",
+    "tokens_per_s": "EAGLE-3 tok/s", "ngram_tau": "n-gram tau", "ngram_speedup": "n-gram speedup"}),
+    {"plain step (ms)": "{:.0f}", "verify (plain steps)": "{:.2f}", "round (plain steps)": "{:.2f}", "tau": "{:.2f}",
+     "speedup": "{:.2f}x", "low": "{:.2f}", "high": "{:.2f}", "plain tok/s": "{:.1f}", "EAGLE-3 tok/s": "{:.1f}",
+     "n-gram tau": "{:.2f}", "n-gram speedup": "{:.2f}x"})
+
+# %% [markdown]
+# This page's question is asked on the 1.5B target, so vLLM was measured there too, on the
+# same CPU as llama.cpp ({glue:text}`vbig_cpus`). It ran the target's weights in fp32 and the
+# layer test's default drafter, a drafter of the design that drafts on this target
+# ({doc}`07b_qwen`). EAGLE-3 at depths 1 to 3 and n-gram lookup each ran beside plain vLLM
+# with the prompts' order rotated, on {glue:text}`vbig_n:d` of llama.cpp's prompts and
+# {glue:text}`vbig_tokens:d` new tokens. At 2 threads a plain step takes
+# {glue:text}`vbig_step:.0f` ms, and a depth-3 round costs {glue:text}`vbig_round:.2f` plain
+# steps (llama.cpp on its 4-bit file: {glue:text}`lbig_step:.0f` ms and
+# {glue:text}`lbig_round:.2f`), so in vLLM a drafter breaks even near $\tau$
+# {glue:text}`vbig_round:.2f`. The drafter reached $\tau$ {glue:text}`vbig_tau:.2f` (vLLM's
+# counters) and ran at {glue:text}`vbig_speedup:.2f`x plain vLLM ({glue:text}`vbig_lo:.2f` to
+# {glue:text}`vbig_hi:.2f` over the prompts): {glue:text}`vbig_word`; outputs identical to plain:
+# {glue:text}`vbig_identical`. n-gram lookup reached $\tau$ {glue:text}`vbig_ngram_tau:.2f` per
+# target pass, at {glue:text}`vbig_ngram_speedup:.2f`x (llama.cpp's n-gram $\tau$ counts 96
+# tokens of all 12 prompts, vLLM's the first {glue:text}`vbig_tokens:d` of
+# {glue:text}`vbig_n:d`: not the same text).
+#
+# A speedup here is over vLLM's own plain decoding, which reads 6.6 GB of fp32 weights per
+# step: {glue:text}`vbig_plain_tps:.1f` tokens/s, against {glue:text}`lbig_plain_tps:.1f` for
+# plain llama.cpp on the 4-bit file. With EAGLE-3, vLLM decodes {glue:text}`vbig_tps:.1f`
+# tokens/s, {glue:text}`vbig_vs_llama:.2f`x the speed of plain llama.cpp. The round costs less
+# than a plain step because vLLM's forward of the four tokens a depth-3 round verifies took
+# {glue:text}`vbig_verify:.2f` of its one-token step here (llama.cpp's:
+# {glue:text}`lbig_verify:.2f`). So in vLLM's CPU backend the one-token step itself is slow, not
+# the weights it reads; why, this benchmark cannot say. This is a measurement, not a registered
+# test, on {glue:text}`vbig_n:d` prompts: an interval over so few prompts is rough.
+#
 # ### Where it would pay
 
 # %% tags=["hide-input"]
@@ -295,3 +349,6 @@ display(format_table(findings.table(F, ["C1", "C2"])))
 # figure: where the dot at depth + 1 sits below the dotted line at 1, no drafter of that depth can pay.
 # With llama.cpp set up (`bash scripts/setup_llamacpp.sh`), `wave bench --only llamacpp_ceiling` measures the
 # terms on your own CPU in about half an hour: compare the first table's slope with 1.
+# With vLLM set up (`bash scripts/setup_vllm.sh`), `WAVE_VLLM_LARGE_PROMPTS=4 WAVE_VLLM_LARGE_TOKENS=48 wave bench
+# --only vllm_1.5b` measures vLLM on the 1.5B target as above in about 21 minutes on two cores and 20 GB of memory
+# (all 12 prompts at 96 tokens: several times longer).
