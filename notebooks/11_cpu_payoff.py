@@ -268,8 +268,8 @@ format_table(shown, {"verify (plain steps)": "{:.2f}", "round (plain steps)": "{
 # %% [markdown]
 # This page's question is asked on the 1.5B target, so vLLM was measured there too, on the
 # same CPU as llama.cpp ({glue:text}`vbig_cpus`). It ran the target's weights in fp32 and the
-# layer test's default drafter, a drafter of the design that drafts on this target
-# ({doc}`07b_qwen`). EAGLE-3 at depths 1 to 3 and n-gram lookup each ran beside plain vLLM
+# layer test's default drafter, a drafter of the design that drafts on this target (the
+# Qwen2.5-Coder-1.5B page of Part II). EAGLE-3 at depths 1 to 3 and n-gram lookup each ran beside plain vLLM
 # with the prompts' order rotated, on {glue:text}`vbig_n:d` of llama.cpp's prompts and
 # {glue:text}`vbig_tokens:d` new tokens. At 2 threads a plain step takes
 # {glue:text}`vbig_step:.0f` ms, and a depth-3 round costs {glue:text}`vbig_round:.2f` plain
