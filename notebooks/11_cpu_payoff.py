@@ -257,7 +257,6 @@ glue_values(vbig_round=float(vb["round_in_plain_steps"]), vbig_step=float(vb["pl
             vbig_plain_tps=float(vb["plain_tokens_per_s"]), vbig_tps=float(vb["tokens_per_s"]),
             vbig_vs_llama=float(vb["tokens_per_s"]) / float(lb["plain_tokens_per_s"]),
             lbig_round=float(lb["round_in_plain_steps"]), lbig_step=float(lb["plain_step_ms"]),
-            vbig_wall_min=bench[LARGE]["wall_s"] / 60,
             lbig_plain_tps=float(lb["plain_tokens_per_s"]), vbig_cpus=", ".join(sorted({str(c) for c in big["cpu"]})))
 shown = pd.DataFrame({
     "engine": [f"{r.path.split(',')[0]}, {r.precision}, {r.path.split(', ')[-1]}" for r in big.itertuples()],
@@ -357,6 +356,5 @@ display(format_table(findings.table(F, ["C1", "C2"])))
 # With llama.cpp set up (`bash scripts/setup_llamacpp.sh`), `wave bench --only llamacpp_ceiling` measures the
 # terms on your own CPU in about half an hour: compare the first table's slope with 1.
 # With vLLM set up (`bash scripts/setup_vllm.sh`), `wave bench --only vllm_1.5b` with `WAVE_VLLM_LARGE_PROMPTS` and
-# `WAVE_VLLM_LARGE_TOKENS` set to the prompts and tokens above measures vLLM on the 1.5B target in about
-# {glue:text}`vbig_wall_min:.0f` minutes on two cores and 20 GB of memory (all 12 prompts at 96 tokens: several times
-# longer).
+# `WAVE_VLLM_LARGE_TOKENS` set to the prompts and tokens above measures vLLM on the 1.5B target in about half an
+# hour on two cores and 20 GB of memory (all 12 prompts at 96 tokens: several times longer).

