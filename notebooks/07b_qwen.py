@@ -165,8 +165,8 @@ display(format_table(findings.table(F, ["C2"])))
 
 # %% [markdown]
 # C2 was registered on {doc}`11_cpu_payoff` and re-stated before these drafters trained
-# ({ref}`lab record <lab-cpu-c2-again>`): the combined rule's set against the default, paired over the same held-out prompts, Holm across
-# the sets compared (one here, so its own $p$). Here it reads {glue:text}`f_C2_label`. Three
+# ({ref}`lab record <lab-cpu-c2-again>`): the combined rule's set against the default, paired
+# over the same held-out prompts, Holm across the sets compared (one here, so its own $p$). Here it reads {glue:text}`f_C2_label`. Three
 # seeds per set average out much of one drafter's luck, but not the prompts: the interval is
 # over {glue:text}`f_C2_n`, and a true difference smaller than about {glue:text}`c2_mde:.2f`
 # would read as within noise. The depth and entropy tests (G2, G3) were registered for
@@ -178,8 +178,8 @@ display(format_table(findings.table(F, ["C2"])))
 # The same question has a record on each model ({ref}`the glance page's table <sec-layer-tests>`).
 # Where the records differ between models, this design cannot say why: the three models differ
 # in size, family and instruction tuning, their drafters in training budget and seeds (the
-# table's budget column), and each model's rules pick their own sets. Telling these apart would take the same drafter design on
-# every model, which on two cores costs hours per model.
+# table's budget column), and each model's rules pick their own sets. Telling these apart would
+# take the same drafter design on every model, which on two cores costs hours per model.
 #
 # ## Try it
 #

@@ -243,23 +243,13 @@ format_table(rows[["path", "drafter", "cpu", "depth", "tau", "round_in_plain_ste
 # ### vLLM on the 1.5B target
 
 # %% tags=["remove-input"]
-from activation_wave.benchmarks.vllm_speed import LARGE, large_rows
+from activation_wave.benchmarks.vllm_speed import large_rows, large_values
 
 big = pd.DataFrame([r for t in ("2", "1") for r in large_rows(bench, t)])
-vb, lb = (big[big["path"].str.startswith(e) & big["path"].str.contains(", 2 thread")].iloc[0] for e in ("vLLM", "llama"))
-glue_values(vbig_round=float(vb["round_in_plain_steps"]), vbig_step=float(vb["plain_step_ms"]),
-            vbig_verify=float(vb["verify_in_plain_steps"]), lbig_verify=float(lb["verify_in_plain_steps"]),
-            vbig_tau=float(vb["tau"]), vbig_speedup=float(vb["speedup"]), vbig_lo=float(vb["speedup_lo"]),
-            vbig_hi=float(vb["speedup_hi"]), vbig_word=cpu.speed_word(vb["speedup_lo"], vb["speedup_hi"]),
-            vbig_ngram_tau=float(vb["ngram_tau"]), vbig_ngram_speedup=float(vb["ngram_speedup"]),
-            vbig_n=len(bench[LARGE]["prompt_ids"]), vbig_tokens=int(bench[LARGE]["max_new_tokens"]),
-            vbig_identical=bench[LARGE]["identical_to_plain"]["2"]["eagle3_d3"],
-            vbig_plain_tps=float(vb["plain_tokens_per_s"]), vbig_tps=float(vb["tokens_per_s"]),
-            vbig_vs_llama=float(vb["tokens_per_s"]) / float(lb["plain_tokens_per_s"]),
-            lbig_round=float(lb["round_in_plain_steps"]), lbig_step=float(lb["plain_step_ms"]),
-            lbig_plain_tps=float(lb["plain_tokens_per_s"]), vbig_cpus=", ".join(sorted({str(c) for c in big["cpu"]})))
+values = large_values(bench, "2")
+glue_values(**values, vbig_word=cpu.speed_word(values["vbig_lo"], values["vbig_hi"]))
 shown = pd.DataFrame({
-    "engine": [f"{r.path.split(',')[0]}, {r.precision}, {r.path.split(', ')[-1]}" for r in big.itertuples()],
+    "engine": [f"{r.engine}, {r.precision}, {r.threads} thread(s)" for r in big.itertuples()],
     "drafter": big["drafter"], "verify (plain steps)": big["verify_in_plain_steps"],
     "round (plain steps)": big["round_in_plain_steps"], "tau": big["tau"],
     "speedup [95% interval]": [f"{r.speedup:.2f}x [{r.speedup_lo:.2f}, {r.speedup_hi:.2f}]" for r in big.itertuples()],
@@ -272,8 +262,8 @@ format_table(shown, {"verify (plain steps)": "{:.2f}", "round (plain steps)": "{
 # This page's question is asked on the 1.5B target, so vLLM was measured there too, on the
 # same CPU as llama.cpp ({glue:text}`vbig_cpus`). It ran the target's weights in fp32 and the
 # layer test's default drafter, a drafter of the design that drafts on this target (the
-# Qwen2.5-Coder-1.5B page of Part II). EAGLE-3 at depths 1 to 3 and n-gram lookup each ran beside plain vLLM
-# with the prompts' order rotated, on {glue:text}`vbig_n:d` of llama.cpp's prompts and
+# Qwen2.5-Coder-1.5B page of Part II). EAGLE-3 at depths 1 to 3 and n-gram lookup each ran
+# beside plain vLLM with the prompts' order rotated, on {glue:text}`vbig_n:d` of llama.cpp's prompts and
 # {glue:text}`vbig_tokens:d` new tokens. At 2 threads a plain step takes
 # {glue:text}`vbig_step:.0f` ms, and a depth-3 round costs {glue:text}`vbig_round:.2f` plain
 # steps (llama.cpp on its 4-bit file: {glue:text}`lbig_step:.0f` ms and

@@ -331,6 +331,11 @@ def test_the_large_targets_rounds_stand_side_by_side_per_engine():
     assert [r["path"][:4] for r in rows] == ["llam", "vLLM"] and rows[1]["verify_in_plain_steps"] == 1.2
     assert [(r["plain_tokens_per_s"], r["tokens_per_s"]) for r in rows] == [(27.0, 9.8), (2.3, 2.1)]
     assert rows[1].keys() == rows[0].keys() and rows[1]["cpu"] == "AMD EPYC" and B.large_rows(bench, "1") == []
+    assert [(r["engine"], r["threads"]) for r in rows] == [("llama.cpp", 2), ("vLLM 0.32.0 (CPU)", 2)]
+    bench[B.LARGE] |= {"prompt_ids": ["a", "b"], "max_new_tokens": 48, "identical_to_plain": {"2": {"eagle3_d3": "2/2"}}}
+    v = B.large_values(bench, "2")
+    assert (v["vbig_round"], v["lbig_round"], v["vbig_n"], v["vbig_identical"]) == (1.5, 3.83, 2, "2/2")
+    assert v["vbig_vs_llama"] == pytest.approx(2.1 / 27.0) and v["vbig_cpus"] == "AMD EPYC"
     # each row names its drafter as the registry does, so the glance page's list says what it is
     from activation_wave.study import findings
 

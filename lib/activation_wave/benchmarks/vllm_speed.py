@@ -654,8 +654,9 @@ def _ci_ratio(run: Mapping[str, Any], a: str, b: str) -> dict[str, Any] | None:
 def large_rows(bench: Mapping[str, Any], threads: str = "2") -> list[dict[str, Any]]:
     """The 1.5B target's round in each engine that decoded it, side by side (issue 64): llama.cpp
     (the ``llamacpp_1.5b`` entry, its corpus drafter C1 measured) and vLLM (``vllm_1.5b``, the
-    layer test's default drafter), at ``threads`` and depth 3. Fields: ``path``, ``drafter`` (its
-    name in the registry's drafters, which the glance page lists), ``cpu``,
+    layer test's default drafter), at ``threads`` and depth 3. Fields: ``engine``, ``threads``,
+    ``path`` (the two in words), ``drafter`` (its name in the registry's drafters, which the glance
+    page lists), ``cpu``,
     ``precision`` (the target's weights), ``plain_step_ms``, ``verify_in_plain_steps`` (the
     verify of 1 + depth tokens and what comes with it), ``round_in_plain_steps`` (= the tau
     break-even needs), ``tau`` (EAGLE-3, per target pass), ``speedup`` with ``speedup_lo`` /
@@ -667,7 +668,8 @@ def large_rows(bench: Mapping[str, Any], threads: str = "2") -> list[dict[str, A
     e = lc.get("eagle3_corpus") or {}
     if e.get("round_costs"):
         rc, ng = e["round_costs"], lc.get("ngram") or {}
-        rows.append({"path": f"llama.cpp, {threads} thread(s)", "drafter": "1.5B corpus drafter (C1)",
+        rows.append({"engine": "llama.cpp", "threads": int(threads), "path": f"llama.cpp, {threads} thread(s)",
+                     "drafter": "1.5B corpus drafter (C1)",
                      "cpu": (bench["llamacpp_1.5b"].get("machine") or {}).get("cpu"), "precision": "Q4_K_M (GGUF)",
                      "plain_step_ms": rc["plain_step_ms"], "verify_in_plain_steps": rc["verify_in_plain_steps"],
                      "round_in_plain_steps": rc["round_in_plain_steps"], "tau": e["tau"], "speedup": e["speedup"],
@@ -679,7 +681,8 @@ def large_rows(bench: Mapping[str, Any], threads: str = "2") -> list[dict[str, A
     m = run.get(f"eagle3_d{max(DEPTHS)}") or {}
     if m.get("round_costs"):
         rc, ng = m["round_costs"], run.get(f"ngram_d{max(DEPTHS)}") or {}
-        rows.append({"path": f"vLLM {v['vllm']} (CPU), {threads} thread(s)", "drafter": "vLLM 1.5B drafter",
+        rows.append({"engine": f"vLLM {v['vllm']} (CPU)", "threads": int(threads),
+                     "path": f"vLLM {v['vllm']} (CPU), {threads} thread(s)", "drafter": "vLLM 1.5B drafter",
                      "cpu": (v.get("machine") or {}).get("cpu"), "precision": v.get("dtype"),
                      "plain_step_ms": rc.get("plain_step_ms"),
                      "verify_in_plain_steps": rc.get("verify_in_plain_steps"),
@@ -688,6 +691,28 @@ def large_rows(bench: Mapping[str, Any], threads: str = "2") -> list[dict[str, A
                      "plain_tokens_per_s": (run.get("plain") or {}).get("tokens_per_s"),
                      "tokens_per_s": m.get("tokens_per_s"), "ngram_tau": ng.get("tau"), "ngram_speedup": ng.get("speedup")})
     return rows
+
+
+def large_values(bench: Mapping[str, Any], threads: str = "2") -> dict[str, Any]:
+    """The cost page's numbers of :func:`large_rows` at ``threads``: vLLM's (``vbig_*``: plain step,
+    verify and round in plain steps, tau, speedup with its interval, plain and EAGLE-3 tokens/s,
+    n-gram tau and speedup, prompts, new tokens, outputs identical to plain at depth 3), llama.cpp's
+    (``lbig_*``: plain step, verify, round, plain tokens/s), EAGLE-3 in vLLM against plain
+    llama.cpp in tokens/s (``vbig_vs_llama``) and the rows' CPUs (``vbig_cpus``)."""
+    rows = large_rows(bench, threads)
+    vb = next(r for r in rows if r["engine"] != "llama.cpp")
+    lb = next(r for r in rows if r["engine"] == "llama.cpp")
+    e, d = bench[LARGE], max(DEPTHS)
+    return {"vbig_step": vb["plain_step_ms"], "vbig_verify": vb["verify_in_plain_steps"],
+            "vbig_round": vb["round_in_plain_steps"], "vbig_tau": vb["tau"], "vbig_speedup": vb["speedup"],
+            "vbig_lo": vb["speedup_lo"], "vbig_hi": vb["speedup_hi"], "vbig_plain_tps": vb["plain_tokens_per_s"],
+            "vbig_tps": vb["tokens_per_s"], "vbig_ngram_tau": vb["ngram_tau"], "vbig_ngram_speedup": vb["ngram_speedup"],
+            "vbig_n": len(e["prompt_ids"]), "vbig_tokens": int(e["max_new_tokens"]),
+            "vbig_identical": e["identical_to_plain"][threads][f"eagle3_d{d}"],
+            "vbig_vs_llama": vb["tokens_per_s"] / lb["plain_tokens_per_s"],
+            "lbig_step": lb["plain_step_ms"], "lbig_verify": lb["verify_in_plain_steps"],
+            "lbig_round": lb["round_in_plain_steps"], "lbig_plain_tps": lb["plain_tokens_per_s"],
+            "vbig_cpus": ", ".join(sorted({str(r["cpu"]) for r in rows}))}
 
 
 def cost_model_row(bench: Mapping[str, Any], threads: str = "1") -> dict[str, Any] | None:

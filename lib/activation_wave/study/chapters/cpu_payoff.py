@@ -36,8 +36,7 @@ NAN = float("nan")
 
 __all__ = ["NAME", "BENCH", "NAN", "has_drafters", "drafter_sets", "run_drafters", "trained_drafters", "speed_frame",
            "round_frame", "CostModel", "cost_model", "evaluate_hypotheses", "c2_again", "c2_frame", "c2_values",
-           "LAYER_TEST",
-           "CEILING", "ceiling_frame", "terms_frame", "where_points", "today_taus", "ceiling_tables", "ROUND_FORMATS",
+           "LAYER_TEST", "CEILING", "ceiling_frame", "terms_frame", "where_points", "today_taus", "ceiling_tables", "ROUND_FORMATS",
            "cost_inputs_frame", "LARGE", "LARGE_METHOD", "LARGE_TARGET", "measured_points", "stage_fit", "stage_reach",
            "stage_pace", "stage_curve", "stage_lineage", "INDIST", "INDIST_ALL", "INDIST_CONT", "INDIST_SAMPLES",
            "INDIST_STEPS", "SPEED_WORD", "speed_word", "side_values",
